@@ -1,0 +1,79 @@
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <mme/error.hpp>
+#include <mme/units.hpp>
+
+#include "command.hpp"
+#include "context.hpp"
+
+namespace mme::cli {
+
+namespace {
+po::options_description visible_options() {
+  po::options_description d("Options");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout");
+  d.add(common_options());
+  return d;
+}
+}  // namespace
+
+void help_hardware(std::ostream& out) {
+  out << "Usage: mme hardware [--json]\n\n"
+         "Lists the GPU profiles the plugins provide: capacity as the driver reports it, memory\n"
+         "the CUDA context and NCCL keep (reserved), bandwidths and dense TFLOP/s.\n\n"
+      << visible_options();
+}
+
+int run_hardware(const std::vector<std::string>& args) {
+  const auto vm = parse(args, visible_options(), {}, {});
+  Registry registry;
+  load_registry(registry, read_common(vm));
+  std::vector<const Registered<HardwareProfile>*> list;
+  for (const auto& h : registry.hardware()) list.push_back(&h);
+  std::stable_sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
+    return a->object->memory_bytes < b->object->memory_bytes;
+  });
+  if (vm["json"].as<bool>()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto* r : list) {
+      const auto& h = *r->object;
+      j.push_back({{"name", h.name},
+                   {"vendor", h.vendor},
+                   {"architecture", h.architecture},
+                   {"aliases", h.aliases},
+                   {"memory_bytes", h.memory_bytes},
+                   {"memory_gib", to_gib(h.memory_bytes)},
+                   {"reserved_bytes", h.reserved_bytes},
+                   {"allocatable_bytes", allocatable_bytes(h)},
+                   {"hbm_bandwidth_gbps", h.hbm_bandwidth_gbps},
+                   {"bf16_tflops", h.bf16_tflops},
+                   {"fp8_tflops", h.fp8_tflops},
+                   {"link_bandwidth_gbps", h.link_bandwidth_gbps},
+                   {"source", h.source},
+                   {"plugin", r->plugin}});
+    }
+    std::cout << nlohmann::json{{"hardware", j}}.dump(2) << "\n";
+    return 0;
+  }
+  if (list.empty()) {
+    std::cout << "No hardware profiles are loaded (see `mme plugins`).\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9} {:>9} {:>8} {:>9}  {}\n", "NAME", "MEMORY", "RESERVED", "HBM GB/s",
+                           "BF16 TF", "FP8 TF", "LINK GB/s", "ALIASES");
+  for (const auto* r : list) {
+    const auto& h = *r->object;
+    std::string aliases;
+    for (const auto& a : h.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
+    std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9.0f} {:>9.0f} {:>8.0f} {:>9.0f}  {}\n", h.name,
+                             format_bytes(h.memory_bytes), format_bytes(h.reserved_bytes), h.hbm_bandwidth_gbps,
+                             h.bf16_tflops, h.fp8_tflops, h.link_bandwidth_gbps, aliases);
+  }
+  return 0;
+}
+
+}  // namespace mme::cli

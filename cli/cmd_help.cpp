@@ -1,0 +1,51 @@
+#include <iomanip>
+#include <iostream>
+
+#include <mme/error.hpp>
+
+#include "command.hpp"
+
+namespace mme::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"estimate", "per-GPU memory of a training layout, per pipeline stage", run_estimate, help_estimate},
+      {"params", "exact total and active parameter counts of a model", run_params, help_params},
+      {"models", "the bundled model configs", run_models, help_models},
+      {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},
+      {"plugins", "loaded and rejected plugins", run_plugins, help_plugins},
+      {"version", "version of mme, libmme and the plugin API", run_version, help_version},
+      {"help", "help on a command", run_help, help_help},
+  };
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const auto& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+void help_help(std::ostream& out) {
+  out << "mme: how much GPU memory each rank needs to train a model with Megatron-LM.\n\n"
+         "Usage: mme <command> [options]\n       mme help <command>\n\nCommands:\n";
+  for (const auto& c : commands()) out << "  " << std::left << std::setw(10) << c.name << c.summary << "\n";
+  out << "\nExample:\n  mme estimate deepseek-ai/DeepSeek-V3 --tp 4 --pp 4 --ep 8 --num-gpus 128 \\\n"
+         "      --num-layers-in-last-pipeline-stage 16\n\n"
+         "Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad model/config, 4 invalid layout,\n"
+         "5 plugin error, 6 not found / download failed (docs/cli.md).\n";
+}
+
+int run_help(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    help_help(std::cout);
+    return 0;
+  }
+  if (args.size() > 1) throw UsageError("help takes at most one command name");
+  const Command* c = find_command(args.front());
+  if (!c) throw UsageError("unknown command '" + args.front() + "' (see `mme help`)");
+  c->help(std::cout);
+  return 0;
+}
+
+}  // namespace mme::cli

@@ -1,0 +1,62 @@
+#include <iostream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <mme/error.hpp>
+#include <mme/estimator.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/units.hpp>
+
+#include "command.hpp"
+#include "context.hpp"
+
+namespace mme::cli {
+
+namespace {
+po::options_description visible_options() {
+  po::options_description d("Options");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout");
+  d.add(common_options());
+  return d;
+}
+}  // namespace
+
+void help_models(std::ostream& out) {
+  out << "Usage: mme models [--json]\n\n"
+         "Lists the bundled model configs (share/mme/models, or $MME_MODELS_PATH) with family,\n"
+         "adapter and total/active parameter counts. Any of them works offline as MODEL.\n\n"
+      << visible_options();
+}
+
+int run_models(const std::vector<std::string>& args) {
+  const auto vm = parse(args, visible_options(), {}, {});
+  Registry registry;
+  load_registry(registry, read_common(vm));
+  const bool json = vm["json"].as<bool>();
+  nlohmann::json list = nlohmann::json::array();
+  if (!json)
+    std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", "MODEL", "FAMILY", "ADAPTER", "TOTAL", "ACTIVE");
+  for (const auto& b : list_bundled_models(default_zoo_dirs())) {
+    try {
+      const ModelSpec model = adapt_config(read_config_file(b.path), b.name, b.path.string(), registry);
+      const Estimator estimator(model, registry);
+      const auto pc = estimator.count_parameters();
+      if (json) {
+        list.push_back({{"name", b.name}, {"family", model.family}, {"model_type", model.model_type},
+                        {"adapter", model.adapter}, {"path", b.path.string()}, {"total_params", pc.total},
+                        {"active_params", pc.active}, {"mtp_params", pc.mtp}});
+      } else {
+        std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", b.name, model.family, model.adapter,
+                                 format_count(pc.total), format_count(pc.active));
+      }
+    } catch (const Error& e) {
+      spdlog::warn("bundled model {}: {}", b.name, e.what());
+    }
+  }
+  if (json) std::cout << nlohmann::json{{"models", list}}.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace mme::cli

@@ -1,0 +1,76 @@
+#include <iostream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <mme/error.hpp>
+#include <mme/estimator.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/units.hpp>
+
+#include "command.hpp"
+#include "context.hpp"
+
+namespace mme::cli {
+
+namespace {
+po::options_description visible_options() {
+  po::options_description d("Options");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout")(
+      "revision", po::value<std::string>(), "hub revision to download (default main)");
+  d.add(common_options());
+  return d;
+}
+}  // namespace
+
+void help_params(std::ostream& out) {
+  out << "Usage: mme params MODEL [--json]\n\n"
+         "Exact parameter counts of MODEL, as the unique weights a Hugging Face checkpoint stores:\n"
+         "tied embeddings once, multi-token-prediction (MTP) layers reported separately and not in\n"
+         "the total, DeepSeek-V3 expert bias included. Active parameters are those one token uses:\n"
+         "embeddings and output head, attention, norms, router, shared experts and the top-k\n"
+         "routed experts.\n\n"
+      << visible_options();
+}
+
+int run_params(const std::vector<std::string>& args) {
+  po::options_description hidden;
+  hidden.add_options()("model", po::value<std::string>(), "");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  const auto vm = parse(args, visible_options(), hidden, pos);
+  if (!vm.count("model")) throw UsageError("params needs a MODEL (a hub id, a config.json or a folder)");
+  Registry registry;
+  load_registry(registry, read_common(vm));
+  SourceOptions sources;
+  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
+  const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
+  const Estimator estimator(model, registry);
+  const auto pc = estimator.count_parameters();
+  if (vm["json"].as<bool>()) {
+    nlohmann::json breakdown = nlohmann::json::object(), active = nlohmann::json::object();
+    for (const auto& [k, v] : pc.breakdown) breakdown[k] = v;
+    for (const auto& [k, v] : pc.active_breakdown) active[k] = v;
+    nlohmann::json j{{"model", model.name},       {"family", model.family},   {"model_type", model.model_type},
+                     {"adapter", model.adapter},  {"source", model.source},   {"total_params", pc.total},
+                     {"active_params", pc.active}, {"mtp_params", pc.mtp},    {"breakdown", breakdown},
+                     {"active_breakdown", active}, {"warnings", model.warnings}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("Model: {} ({}, adapter {})\n", model.name, model.family, model.adapter);
+  std::cout << fmt::format("Total parameters:  {:>18L}  ({})\n", pc.total, format_count(pc.total));
+  std::cout << fmt::format("Active parameters: {:>18L}  ({})\n", pc.active, format_count(pc.active));
+  if (pc.mtp > 0) std::cout << fmt::format("MTP parameters:    {:>18L}  ({})\n", pc.mtp, format_count(pc.mtp));
+  std::cout << "\nBreakdown:\n";
+  for (std::size_t i = 0; i < pc.breakdown.size(); ++i) {
+    const auto& [k, v] = pc.breakdown[i];
+    const std::int64_t a = i < pc.active_breakdown.size() && pc.active_breakdown[i].first == k
+                               ? pc.active_breakdown[i].second
+                               : v;
+    std::cout << fmt::format("  {:<20} {:>18L}  {:>10}   active {:>10}\n", k, v, format_count(v), format_count(a));
+  }
+  return 0;
+}
+
+}  // namespace mme::cli

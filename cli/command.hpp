@@ -1,0 +1,36 @@
+// The subcommand table of `mme`. Each subcommand lives in its own cmd_<name>.cpp.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace mme::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>& args);  // returns the exit code
+  void (*help)(std::ostream& out);
+};
+
+const std::vector<Command>& commands();
+const Command* find_command(const std::string& name);
+
+// Subcommand entry points.
+int run_version(const std::vector<std::string>& args);
+int run_help(const std::vector<std::string>& args);
+int run_plugins(const std::vector<std::string>& args);
+int run_hardware(const std::vector<std::string>& args);
+int run_estimate(const std::vector<std::string>& args);
+int run_params(const std::vector<std::string>& args);
+int run_models(const std::vector<std::string>& args);
+void help_version(std::ostream& out);
+void help_help(std::ostream& out);
+void help_plugins(std::ostream& out);
+void help_hardware(std::ostream& out);
+void help_estimate(std::ostream& out);
+void help_params(std::ostream& out);
+void help_models(std::ostream& out);
+
+}  // namespace mme::cli

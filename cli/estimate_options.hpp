@@ -1,0 +1,20 @@
+// The training-layout flags shared by `estimate` (and later `plan`): the seed tool's names
+// and defaults, Megatron-LM's long names as aliases.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <mme/training_setup.hpp>
+
+#include "options.hpp"
+
+namespace mme::cli {
+
+// Adds the layout/training flags to `visible`, and Megatron-LM alias spellings to `hidden`.
+void add_setup_options(po::options_description& visible, po::options_description& hidden);
+
+// Builds the TrainingSetup from the parsed flags, starting from `base` (defaults or a spec).
+TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup base = {});
+
+}  // namespace mme::cli

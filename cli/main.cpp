@@ -1,0 +1,56 @@
+// mme: per-GPU memory estimates for Megatron-LM training. Dispatches to one subcommand.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <mme/error.hpp>
+
+#include "command.hpp"
+
+namespace {
+
+// Errors are one line on stderr; stdout stays empty so `--json > file` never holds half a report.
+int report_error(const std::string& message, mme::ExitCode code) {
+  std::string line = message;
+  for (auto& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "mme: error: %s\n", line.c_str());
+  return static_cast<int>(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    mme::cli::help_help(std::cerr);
+    return static_cast<int>(mme::ExitCode::kUsage);
+  }
+  std::string name = args.front();
+  if (name == "--version" || name == "-V") name = "version";
+  if (name == "--help" || name == "-h") name = "help";
+  const mme::cli::Command* cmd = mme::cli::find_command(name);
+  if (!cmd)
+    return report_error("unknown command '" + name + "' (see `mme help`)", mme::ExitCode::kUsage);
+  args.erase(args.begin());
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      cmd->help(std::cout);
+      return 0;
+    }
+  }
+  try {
+    const int rc = cmd->run(args);
+    std::cout.flush();
+    if (!std::cout) return report_error("cannot write to standard output", mme::ExitCode::kInternal);
+    return rc;
+  } catch (const mme::Error& e) {
+    return report_error(e.what(), e.code());
+  } catch (const std::bad_alloc&) {
+    return report_error("out of memory", mme::ExitCode::kInternal);
+  } catch (const std::exception& e) {
+    return report_error(std::string("internal error: ") + e.what(), mme::ExitCode::kInternal);
+  }
+}

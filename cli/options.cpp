@@ -1,0 +1,105 @@
+#include "options.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/core.h>
+
+#include <mme/error.hpp>
+
+namespace mme::cli {
+
+po::options_description common_options() {
+  po::options_description d("Common options");
+  d.add_options()
+      ("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+       "load plugins from DIR first (repeatable); then MME_PLUGIN_PATH, then <exe>/../lib/mme/plugins")
+      ("log-level", po::value<std::string>(), "stderr log level: trace, debug, info, warn (default), error, off")
+      ("v", po::bool_switch(), "same as --log-level debug")
+      ("quiet,q", po::bool_switch(), "same as --log-level error");
+  return d;
+}
+
+CommonSettings read_common(const po::variables_map& vm) {
+  CommonSettings s;
+  if (vm.count("plugin-dir"))
+    for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) s.plugin_dirs.emplace_back(d);
+  if (vm.count("v") && vm["v"].as<bool>()) s.log_level = "debug";
+  if (vm.count("quiet") && vm["quiet"].as<bool>()) s.log_level = "error";
+  if (vm.count("log-level")) {
+    s.log_level = vm["log-level"].as<std::string>();
+    static const char* kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"};
+    bool ok = false;
+    for (const char* l : kLevels) ok = ok || s.log_level == l;
+    if (!ok) throw UsageError(fmt::format("--log-level: unknown level '{}' (trace, debug, info, warn, error, off)",
+                                          s.log_level));
+    if (s.log_level == "warning") s.log_level = "warn";
+    if (s.log_level == "error") s.log_level = "err";
+  } else if (s.log_level == "error") {
+    s.log_level = "err";
+  }
+  return s;
+}
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& visible,
+                        const po::options_description& hidden, const po::positional_options_description& positional) {
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::variables_map vm;
+  try {
+    auto parsed = po::command_line_parser(args)
+                      .options(all)
+                      .positional(positional)
+                      .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+                      .run();
+    po::store(parsed, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
+}
+
+std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t min, std::int64_t max) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(begin, &end, 10);
+  if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
+    throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
+  if (errno == ERANGE || v > max)
+    throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
+  if (v < min) {
+    if (min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
+    throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, min, text));
+  }
+  return v;
+}
+
+double parse_double(const std::string& flag, const std::string& text, double min, double max) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &end);
+  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
+    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+  if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
+  return v;
+}
+
+std::optional<std::string> get_aliased(const po::variables_map& vm, std::initializer_list<const char*> names) {
+  std::optional<std::string> value;
+  const char* first = nullptr;
+  for (const char* n : names) {
+    if (!vm.count(n)) continue;
+    const auto& v = vm[n].as<std::string>();
+    if (value && *value != v)
+      throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, v));
+    value = v;
+    first = n;
+  }
+  return value;
+}
+
+}  // namespace mme::cli

@@ -1,0 +1,39 @@
+// Command-line helpers shared by the subcommands: common options (plugin folders, logging),
+// strict number parsing with messages that name the flag, and flag aliases.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace mme::cli {
+
+namespace po = boost::program_options;
+
+// --plugin-dir (repeatable), --log-level, -v, -q.
+po::options_description common_options();
+
+struct CommonSettings {
+  std::vector<std::filesystem::path> plugin_dirs;
+  std::string log_level = "warn";
+};
+CommonSettings read_common(const po::variables_map& vm);
+
+// Parses argv with the given options and positionals; unknown flags and bad values become
+// UsageError with the flag named.
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& visible,
+                        const po::options_description& hidden, const po::positional_options_description& positional);
+
+// Strict conversions: the whole string must be a number in range.
+std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t min, std::int64_t max);
+double parse_double(const std::string& flag, const std::string& text, double min, double max);
+
+// The value of an option given under one of several names (aliases); UsageError if two
+// names are given with different values.
+std::optional<std::string> get_aliased(const po::variables_map& vm, std::initializer_list<const char*> names);
+
+}  // namespace mme::cli

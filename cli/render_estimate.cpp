@@ -1,0 +1,274 @@
+#include "render_estimate.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/core.h>
+
+#include <mme/units.hpp>
+
+namespace mme::cli {
+
+namespace {
+
+const std::string kRule(80, '=');
+
+double gib(std::int64_t b) { return to_gib(b); }
+
+std::string recompute_text(const RecomputeSettings& r) {
+  switch (r.granularity) {
+    case RecomputeGranularity::kNone: return "none";
+    case RecomputeGranularity::kSelective: return fmt::format("selective ({})", recompute_modules_to_string(r.modules));
+    case RecomputeGranularity::kFull:
+      return fmt::format("full ({}, {} layer{})", to_string(r.method), r.num_layers, r.num_layers == 1 ? "" : "s");
+  }
+  return "?";
+}
+
+// One stacked bar: weights, gradients, optimizer, activations, other.
+std::string stacked_bar(const StageEstimate& s, std::int64_t scale, bool colour, int width) {
+  const std::int64_t parts[] = {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes,
+                                s.other_bytes};
+  const char* colours[] = {"\033[34m", "\033[36m", "\033[35m", "\033[33m", "\033[90m"};
+  const char* glyphs[] = {"█", "▓", "▒", "░", "·"};
+  std::string out;
+  int used = 0;
+  for (int i = 0; i < 5; ++i) {
+    int n = static_cast<int>(static_cast<double>(parts[i]) / static_cast<double>(scale) * width + 0.5);
+    n = std::min(n, width - used);
+    if (n <= 0) continue;
+    if (colour) out += colours[i];
+    for (int k = 0; k < n; ++k) out += glyphs[i];
+    if (colour) out += "\033[0m";
+    used += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json setup_to_json(const TrainingSetup& s) {
+  const auto& p = s.parallel;
+  nlohmann::json j{
+      {"tp", p.tp},
+      {"pp", p.pp},
+      {"vpp", p.vpp},
+      {"ep", p.ep},
+      {"etp", effective_etp(p)},
+      {"cp", p.cp},
+      {"dp", p.dp},
+      {"expert_dp", p.expert_dp},
+      {"num_gpus", p.world_size},
+      {"sequence_parallel", sequence_parallel_on(p)},
+      {"micro_batch_size", s.micro_batch_size},
+      {"seq_length", s.seq_length},
+      {"global_batch_size", s.global_batch_size > 0 ? nlohmann::json(s.global_batch_size) : nlohmann::json()},
+      {"num_micro_batches", s.num_micro_batches > 0 ? nlohmann::json(s.num_micro_batches) : nlohmann::json()},
+      {"precision", to_string(s.precision)},
+      {"fp8_param_gather", s.fp8_param_gather},
+      {"attention_backend", to_string(s.attention_backend)},
+      {"moe_token_dispatcher", to_string(s.dispatcher)},
+      {"moe_capacity_factor", s.moe_capacity_factor ? nlohmann::json(*s.moe_capacity_factor) : nlohmann::json()},
+      {"moe_pad_expert_input_to_capacity", s.moe_pad_to_capacity},
+      {"cross_entropy_loss_fusion", s.cross_entropy_fusion},
+      {"make_vocab_size_divisible_by", s.make_vocab_size_divisible_by},
+      {"recompute_granularity", to_string(s.recompute.granularity)},
+      {"recompute_method", to_string(s.recompute.method)},
+      {"recompute_num_layers", s.recompute.num_layers},
+      {"recompute_modules", recompute_modules_to_string(s.recompute.modules)},
+      {"num_layers_in_first_pipeline_stage",
+       s.pipeline.first_stage_layers ? nlohmann::json(*s.pipeline.first_stage_layers) : nlohmann::json()},
+      {"num_layers_in_last_pipeline_stage",
+       s.pipeline.last_stage_layers ? nlohmann::json(*s.pipeline.last_stage_layers) : nlohmann::json()},
+      {"pipeline_layout", s.pipeline.layout.empty() ? nlohmann::json() : nlohmann::json(s.pipeline.layout)},
+      {"account_for_embedding_in_pipeline_split", s.pipeline.account_for_embedding},
+      {"account_for_loss_in_pipeline_split", s.pipeline.account_for_loss},
+      {"distributed_optimizer", s.optimizer.distributed},
+      {"num_distributed_optimizer_instances", s.optimizer.instances},
+      {"optimizer", s.optimizer.name},
+      {"main_grads_dtype",
+       to_string(s.optimizer.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32))},
+      {"use_precision_aware_optimizer", s.optimizer.precision_aware},
+      {"main_params_dtype", to_string(s.optimizer.main_params)},
+      {"exp_avg_dtype", to_string(s.optimizer.exp_avg)},
+      {"exp_avg_sq_dtype", to_string(s.optimizer.exp_avg_sq)},
+      {"optimizer_cpu_offload_fraction", s.optimizer.cpu_offload_fraction},
+  };
+  return j;
+}
+
+nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  const auto& ms = est.model;
+  j["model"] = {{"name", ms.name},
+                {"family", ms.family},
+                {"model_type", ms.model_type},
+                {"adapter", ms.adapter},
+                {"source", model.source},
+                {"num_layers", ms.num_layers},
+                {"hidden_size", ms.hidden_size},
+                {"padded_vocab_size", ms.padded_vocab_size},
+                {"total_params", ms.total_params},
+                {"active_params", ms.active_params},
+                {"mtp_params", ms.mtp_params}};
+  j["setup"] = setup_to_json(est.setup);
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : est.stages) {
+    nlohmann::json comps = nlohmann::json::object();
+    for (const auto& c : s.components) comps[c.name] = c.bytes;
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& c : s.chunks)
+      chunks.push_back({{"vpp_rank", c.vpp_rank},
+                        {"first_layer", c.first_layer},
+                        {"num_layers", c.num_layers},
+                        {"mtp_layers", c.mtp_layers},
+                        {"embedding", c.embedding},
+                        {"loss", c.loss},
+                        {"inflight_microbatches", c.inflight_microbatches},
+                        {"activation_bytes_per_microbatch", c.activation_bytes_per_microbatch}});
+    const std::int64_t wg = s.weight_bytes + s.gradient_bytes;
+    stages.push_back({
+        {"pp_rank", s.pp_rank},
+        {"layers", s.layers},
+        {"mtp_layers", s.mtp_layers},
+        {"parameters", s.parameters},
+        {"expert_parameters", s.expert_parameters},
+        {"weight_bytes", s.weight_bytes},
+        {"gradient_bytes", s.gradient_bytes},
+        {"optimizer_bytes", s.optimizer_bytes},
+        {"activation_bytes", s.activation_bytes},
+        {"other_bytes", s.other_bytes},
+        {"static_bytes", s.static_bytes},
+        {"total_bytes", s.total_bytes},
+        {"inflight_microbatches", s.inflight_microbatches},
+        {"chunks", chunks},
+        {"components", comps},
+        // The seed tool's fields: counts in billions, memory in GiB (it prints "GB").
+        {"parameters_b", static_cast<double>(s.parameters) / 1e9},
+        {"activation_b", static_cast<double>(s.activation_bytes) / 2.0 / 1e9},
+        {"weight_grad_gb", gib(wg)},
+        {"weight_grad_optim_gb", gib(wg + s.optimizer_bytes)},
+        {"activation_gb", gib(s.activation_bytes)},
+        {"total_gb", gib(s.total_bytes)},
+    });
+  }
+  j["stages"] = stages;
+  const auto& peak = est.peak();
+  j["peak"] = {{"pp_rank", peak.pp_rank}, {"total_bytes", peak.total_bytes}, {"total_gb", gib(peak.total_bytes)},
+               {"static_bytes", peak.static_bytes}};
+  nlohmann::json fj = nlohmann::json::array();
+  for (const auto& f : fits)
+    fj.push_back({{"hardware", f.hardware->name},
+                  {"capacity_bytes", f.capacity_bytes},
+                  {"usable_bytes", f.usable_bytes},
+                  {"fits", f.fits},
+                  {"headroom_bytes", f.headroom_bytes}});
+  j["fits"] = fj;
+  j["assumptions"] = est.assumptions;
+  j["warnings"] = model.warnings;
+  return j;
+}
+
+void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
+                 const RenderOptions& options) {
+  const auto& s = est.setup;
+  const auto& p = s.parallel;
+  const auto& ms = est.model;
+  out << kRule << "\nCONFIGURATION SUMMARY\n" << kRule << "\n\n";
+  out << fmt::format("Model: {}\n", ms.name);
+  out << fmt::format("Model Type: {}\n", ms.model_type.empty() ? ms.family : ms.model_type);
+  out << fmt::format("Architecture: {}L-{}H\n", ms.num_layers, ms.hidden_size);
+  out << fmt::format("Parameters: {} total, {} active{}\n", format_count(ms.total_params),
+                     format_count(ms.active_params),
+                     ms.mtp_params > 0 ? fmt::format(" (+{} MTP)", format_count(ms.mtp_params)) : "");
+  for (const auto& l : model.layers) {
+    if (l.mlp.num_experts > 0) {
+      out << fmt::format("MoE: {} experts, top-{}", l.mlp.num_experts, l.mlp.top_k);
+      if (l.mlp.shared_expert_ffn_hidden_size > 0)
+        out << fmt::format(", shared experts of width {}", l.mlp.shared_expert_ffn_hidden_size);
+      out << "\n";
+      break;
+    }
+  }
+  out << "\nParallelism:\n";
+  out << fmt::format("  TP={}, PP={}, EP={}, CP={}\n", p.tp, p.pp, p.ep, p.cp);
+  out << fmt::format("  ETP={}, VPP={}, DP={}, EDP={}, SP={}\n", effective_etp(p), p.vpp, p.dp, p.expert_dp,
+                     sequence_parallel_on(p) ? "on" : "off");
+  out << "\nTraining:\n";
+  out << fmt::format("  Micro Batch Size: {}\n", s.micro_batch_size);
+  out << fmt::format("  Sequence Length: {}\n", s.seq_length);
+  out << fmt::format("  Total GPUs: {}\n", p.world_size);
+  if (s.global_batch_size > 0)
+    out << fmt::format("  Global Batch Size: {} ({} micro-batches)\n", s.global_batch_size, s.num_micro_batches);
+  out << fmt::format("  Distributed Optimizer: {}\n", s.optimizer.distributed ? "True" : "False");
+  out << fmt::format("  Recompute: {}\n", recompute_text(s.recompute));
+  out << fmt::format("  Precision: {}, attention: {}\n", to_string(s.precision), to_string(s.attention_backend));
+
+  out << "\n" << kRule << "\nMEMORY ESTIMATION RESULTS\n" << kRule << "\n";
+  std::int64_t scale = 1;
+  for (const auto& st : est.stages) scale = std::max(scale, st.total_bytes);
+  for (const auto& st : est.stages) {
+    out << fmt::format("\nPipeline Stage {}:\n", st.pp_rank);
+    out << fmt::format("  Layers: {}{}, micro-batches in flight: {}\n", st.layers,
+                       st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "", st.inflight_microbatches);
+    out << fmt::format("  Parameters: {:.2f}B\n", static_cast<double>(st.parameters) / 1e9);
+    out << fmt::format("  Activations: {:.2f}B\n", static_cast<double>(st.activation_bytes) / 2.0 / 1e9);
+    out << "  Memory Breakdown:\n";
+    const std::int64_t wg = st.weight_bytes + st.gradient_bytes;
+    out << fmt::format("    - Weights + Gradients: {:.2f} GiB\n", gib(wg));
+    out << fmt::format("    - Weights + Gradients + Optimizer: {:.2f} GiB\n", gib(wg + st.optimizer_bytes));
+    out << fmt::format("    - Activations: {:.2f} GiB\n", gib(st.activation_bytes));
+    out << fmt::format("    - Other (framework buffers): {:.2f} GiB\n", gib(st.other_bytes));
+    out << fmt::format("    - Total: {:.2f} GiB\n", gib(st.total_bytes));
+    if (options.bars) out << "    " << stacked_bar(st, scale, options.colour, 50) << "\n";
+    if (options.verbose) {
+      for (const auto& c : st.chunks)
+        out << fmt::format("    chunk {}: layers {}-{}{}{}{}, {} micro-batch(es) x {}\n", c.vpp_rank, c.first_layer,
+                           c.first_layer + c.num_layers - 1, c.mtp_layers ? fmt::format(" + {} MTP", c.mtp_layers) : "",
+                           c.embedding ? " + embedding" : "", c.loss ? " + loss" : "", c.inflight_microbatches,
+                           format_bytes(c.activation_bytes_per_microbatch));
+      std::vector<Component> comps = st.components;
+      std::stable_sort(comps.begin(), comps.end(), [](const Component& a, const Component& b) {
+        return a.category != b.category ? a.category < b.category : a.bytes > b.bytes;
+      });
+      for (const auto& c : comps) out << fmt::format("      {:<58} {:>12}\n", c.name, format_bytes(c.bytes));
+    }
+  }
+  if (options.bars)
+    out << "\n  " << (options.colour ? "\033[34m█\033[0m" : "█") << " weights  " << (options.colour ? "\033[36m▓\033[0m" : "▓")
+        << " gradients  " << (options.colour ? "\033[35m▒\033[0m" : "▒") << " optimizer  "
+        << (options.colour ? "\033[33m░\033[0m" : "░") << " activations  " << (options.colour ? "\033[90m·\033[0m" : "·")
+        << " other\n";
+  const auto& peak = est.peak();
+  out << "\n" << kRule << "\n";
+  out << fmt::format("Peak Memory per GPU: {:.2f} GiB (pipeline stage {})\n", gib(peak.total_bytes), peak.pp_rank);
+  std::string fit_names, miss_names;
+  for (const auto& f : fits) {
+    if (f.fits) fit_names += (fit_names.empty() ? "" : ", ") + f.hardware->name;
+    else miss_names += (miss_names.empty() ? "" : ", ") + f.hardware->name;
+  }
+  const char* ok = options.colour ? "\033[32m✓\033[0m" : "✓";
+  const char* bad = options.colour ? "\033[31m✗\033[0m" : "✗";
+  if (options.chosen_gpu && !fits.empty()) {
+    const auto& f = fits.front();
+    out << fmt::format("{} {} {}: {} usable of {}, {} {}\n", f.fits ? ok : bad, f.fits ? "Fits in" : "Does not fit",
+                       f.hardware->name, format_bytes(f.usable_bytes), format_bytes(f.capacity_bytes),
+                       format_bytes(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes),
+                       f.fits ? "to spare" : "short");
+  } else if (!fit_names.empty()) {
+    out << fmt::format("{} Fits in: {}\n", ok, fit_names);
+  } else if (!fits.empty()) {
+    out << fmt::format("{} Exceeds every known GPU ({}) - consider more parallelism, recompute or a smaller "
+                       "micro-batch\n",
+                       bad, miss_names);
+  }
+  out << kRule << "\n";
+  if (options.verbose) {
+    out << "\nAssumptions:\n";
+    for (const auto& a : est.assumptions) out << "  - " << a << "\n";
+    for (const auto& w : model.warnings) out << "  - warning: " << w << "\n";
+  }
+}
+
+}  // namespace mme::cli

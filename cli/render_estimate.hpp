@@ -1,0 +1,28 @@
+// Renderers of an Estimate: the seed tool's text layout (with truthful GiB labels) and the
+// schema_version 1 JSON document (docs/cli.md).
+#pragma once
+
+#include <iosfwd>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <mme/estimator.hpp>
+#include <mme/fit.hpp>
+#include <mme/model_spec.hpp>
+
+namespace mme::cli {
+
+struct RenderOptions {
+  bool verbose = false;    // per-stage components, chunks and assumptions
+  bool colour = false;     // ANSI colour (terminal, no NO_COLOR)
+  bool bars = false;       // stacked bar per stage (terminal only)
+  const HardwareProfile* chosen_gpu = nullptr;  // --gpu
+};
+
+void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
+                 const RenderOptions& options);
+nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits);
+nlohmann::json setup_to_json(const TrainingSetup& s);
+
+}  // namespace mme::cli

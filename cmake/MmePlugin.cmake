@@ -1,0 +1,42 @@
+# mme_add_plugin(<name> SOURCES <files...> [ENTRY <file>] [LIBRARIES <libs...>])
+#
+# Builds one plugin twice from the same sources:
+#   mme_plugin_<name>  a static archive (position independent) that unit tests link directly;
+#   mme_<name>         the loadable module the `mme` executable finds in lib/mme/plugins.
+# ENTRY is the file holding MME_PLUGIN(...) (the exported entry); it goes into the module only,
+# so the static archive can be linked next to other plugins without clashing entry symbols.
+# The module is built the way DESIGN.md asks: hidden visibility, no undefined symbols, and no
+# STB_GNU_UNIQUE symbols (which would silently keep the library from ever unloading).
+function(mme_add_plugin name)
+  cmake_parse_arguments(P "" "ENTRY" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT P_SOURCES)
+    message(FATAL_ERROR "mme_add_plugin(${name}): SOURCES is required")
+  endif()
+  set(static_target mme_plugin_${name})
+  add_library(${static_target} STATIC ${P_SOURCES})
+  set_target_properties(${static_target} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_compile_options(${static_target} PRIVATE -fno-gnu-unique)
+  target_link_libraries(${static_target} PUBLIC mme::mme ${P_LIBRARIES} PRIVATE mme_warnings)
+  target_include_directories(${static_target} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+
+  if(P_ENTRY)
+    set(module_target mme_${name})
+    add_library(${module_target} MODULE ${P_ENTRY})
+    set_target_properties(${module_target} PROPERTIES
+      PREFIX ""
+      OUTPUT_NAME "mme_${name}"
+      CXX_VISIBILITY_PRESET hidden
+      VISIBILITY_INLINES_HIDDEN ON
+      LIBRARY_OUTPUT_DIRECTORY "${MME_PLUGIN_OUTPUT_DIR}"
+      BUILD_RPATH "$ORIGIN/../.."
+      INSTALL_RPATH "$ORIGIN/../..")
+    target_compile_options(${module_target} PRIVATE -fno-gnu-unique)
+    target_link_options(${module_target} PRIVATE -Wl,--no-undefined)
+    target_link_libraries(${module_target} PRIVATE ${static_target} mme_warnings)
+    install(TARGETS ${module_target} LIBRARY DESTINATION "${MME_PLUGIN_INSTALL_DIR}" COMPONENT runtime)
+    set(MME_BUILTIN_PLUGINS ${MME_BUILTIN_PLUGINS} ${module_target} CACHE INTERNAL "")
+  endif()
+endfunction()

@@ -1,0 +1,109 @@
+// The estimation engine: composes the layer-memory models over the pipeline partition into
+// per-rank memory: static bytes (weights, gradients, optimizer shards, framework buffers) and
+// activations times the micro-batches in flight, plus stage extras (embedding, logits and
+// loss, MTP) and transient peaks. The peak is the largest pipeline stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mme/model_spec.hpp"
+#include "mme/registry.hpp"
+#include "mme/training_setup.hpp"
+
+namespace mme {
+
+enum class MemoryCategory { kWeights, kGradients, kOptimizer, kActivations, kOther };
+const char* to_string(MemoryCategory c);
+
+struct Component {
+  std::string name;  // e.g. "activations/attention/core_attention_qkv"
+  MemoryCategory category = MemoryCategory::kOther;
+  std::int64_t bytes = 0;
+};
+
+struct ChunkEstimate {
+  std::int64_t vpp_rank = 0;
+  std::int64_t first_layer = 0, num_layers = 0, mtp_layers = 0;
+  bool embedding = false, loss = false;
+  std::int64_t inflight_microbatches = 0;
+  std::int64_t activation_bytes_per_microbatch = 0;  // saved for backward by one micro-batch
+};
+
+struct StageEstimate {
+  std::int64_t pp_rank = 0;
+  std::int64_t layers = 0;      // decoder layers over all virtual chunks
+  std::int64_t mtp_layers = 0;
+  std::vector<ChunkEstimate> chunks;
+  std::int64_t parameters = 0;         // held by one rank of this stage
+  std::int64_t expert_parameters = 0;  // of which routed-expert parameters
+  std::int64_t weight_bytes = 0;
+  std::int64_t gradient_bytes = 0;
+  std::int64_t optimizer_bytes = 0;
+  std::int64_t activation_bytes = 0;   // at the peak: saved activations + transient working memory
+  std::int64_t other_bytes = 0;        // persistent framework buffers (workspaces, gather buffers)
+  std::int64_t static_bytes = 0;       // weights + gradients + optimizer + other: memory_allocated after a step
+  std::int64_t total_bytes = 0;        // the peak: what torch.cuda.max_memory_allocated shows
+  std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
+  std::vector<Component> components;
+};
+
+struct ModelSummary {
+  std::string name, family, model_type, adapter;
+  std::int64_t total_params = 0;   // unique weights (tied embedding once, MTP excluded)
+  std::int64_t active_params = 0;
+  std::int64_t mtp_params = 0;
+  std::int64_t padded_vocab_size = 0;
+  std::int64_t num_layers = 0, hidden_size = 0;
+};
+
+struct Estimate {
+  ModelSummary model;
+  TrainingSetup setup;  // after defaults
+  std::vector<StageEstimate> stages;
+  std::size_t peak_stage = 0;
+  std::vector<std::string> assumptions;
+
+  const StageEstimate& peak() const { return stages.at(peak_stage); }
+};
+
+struct EstimateOptions {
+  // GPU architecture ("ampere", "hopper", "blackwell", ...) for the framework workspaces
+  // whose size depends on it; empty = hopper.
+  std::string gpu_architecture;
+  bool components = true;  // build the named component lists (the planner turns this off)
+};
+
+// Megatron-LM's padded vocabulary: ceil(V / (divisor * TP)) * divisor * TP.
+std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::int64_t tp);
+
+class Estimator {
+ public:
+  // Resolves the layer-memory model of every block kind; throws PluginError if one is missing.
+  Estimator(const ModelSpec& model, const Registry& registry);
+  ~Estimator();
+  Estimator(Estimator&&) noexcept;
+  Estimator& operator=(Estimator&&) noexcept;
+
+  // Validates the setup against the model (LayoutError) and estimates every pipeline stage.
+  Estimate run(const TrainingSetup& setup, const EstimateOptions& options = {}) const;
+
+  // Exact parameter counts of the model (no parallelism): the `params` figures.
+  struct ParamCount {
+    std::int64_t total = 0, active = 0, mtp = 0;
+    std::vector<std::pair<std::string, std::int64_t>> breakdown;         // by group, in total
+    std::vector<std::pair<std::string, std::int64_t>> active_breakdown;  // by group, active
+  };
+  ParamCount count_parameters() const;
+
+  const ModelSpec& model() const;
+
+ private:
+  ParamCount count_parameters_uncached() const;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mme

@@ -1,0 +1,28 @@
+// Fit verdicts: does the peak rank fit a GPU? The estimate's total is what the PyTorch
+// allocator hands out (torch.cuda.max_memory_allocated); the device needs the CUDA context and
+// NCCL buffers on top (the profile's reserved bytes) and the caching allocator's slack (the
+// headroom, a fraction of the capacity).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mme/estimator.hpp"
+#include "mme/hardware_profile.hpp"
+
+namespace mme {
+
+inline constexpr double kDefaultHeadroom = 0.05;  // 5% of capacity kept free for allocator fragmentation
+
+struct FitVerdict {
+  const HardwareProfile* hardware = nullptr;
+  std::int64_t capacity_bytes = 0;
+  std::int64_t usable_bytes = 0;   // capacity - reserved - headroom
+  std::int64_t needed_bytes = 0;   // the peak stage's total
+  bool fits = false;
+  std::int64_t headroom_bytes = 0;  // usable - needed (negative: short by that much)
+};
+
+FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction);
+
+}  // namespace mme

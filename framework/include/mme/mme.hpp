@@ -1,0 +1,23 @@
+// The whole public SDK in one include.
+#pragma once
+
+#include "mme/block_helpers.hpp"
+#include "mme/checked.hpp"
+#include "mme/config_adapter.hpp"
+#include "mme/config_reader.hpp"
+#include "mme/error.hpp"
+#include "mme/estimator.hpp"
+#include "mme/fit.hpp"
+#include "mme/hardware_profile.hpp"
+#include "mme/layer_model.hpp"
+#include "mme/log.hpp"
+#include "mme/model_loader.hpp"
+#include "mme/model_source.hpp"
+#include "mme/model_spec.hpp"
+#include "mme/pipeline.hpp"
+#include "mme/plugin.hpp"
+#include "mme/plugin_loader.hpp"
+#include "mme/registry.hpp"
+#include "mme/training_setup.hpp"
+#include "mme/units.hpp"
+#include "mme/version.hpp"

@@ -1,0 +1,20 @@
+// From a MODEL argument to a validated ModelSpec: resolve the source, pick the best config
+// adapter, adapt, validate.
+#pragma once
+
+#include <string>
+
+#include "mme/model_source.hpp"
+#include "mme/model_spec.hpp"
+#include "mme/registry.hpp"
+
+namespace mme {
+
+// Adapts an already-parsed config. Throws PluginError when no adapter claims it (naming the
+// model_type and the adapters that are loaded) and ConfigError for bad values.
+ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, const std::string& source,
+                       const Registry& registry);
+
+ModelSpec load_model(const std::string& arg, const Registry& registry, const SourceOptions& options = {});
+
+}  // namespace mme

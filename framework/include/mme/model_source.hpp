@@ -1,0 +1,58 @@
+// Model sources: where a MODEL argument's config.json comes from, in this order:
+//   1. an existing local path (a config.json file, or a folder holding one);
+//   2. the bundled zoo (models/<org>--<name>/config.json, org/name matched ignoring case);
+//   3. the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub);
+//   4. a download from $HF_ENDPOINT (default https://huggingface.co), stored in that cache.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mme {
+
+struct SourceOptions {
+  std::string revision = "main";
+  std::vector<std::filesystem::path> zoo_dirs;  // empty: default_zoo_dirs()
+  bool allow_network = true;                    // HF_HUB_OFFLINE=1 turns it off as well
+  long connect_timeout_s = 10;
+  long transfer_timeout_s = 60;
+  long low_speed_timeout_s = 15;   // abort a transfer slower than 1 byte/s for this long
+  std::int64_t max_bytes = 4 << 20;  // a config.json is small; refuse more
+};
+
+struct ResolvedModel {
+  nlohmann::json config;        // the text model's config (text_config of a multimodal config)
+  std::string name;             // canonical name, e.g. "deepseek-ai/DeepSeek-V3" or the path
+  std::filesystem::path path;   // the config.json read
+  std::string origin;           // "local", "bundled", "hf-cache", "hf-hub"
+};
+
+struct BundledModel {
+  std::string name;  // org/name
+  std::filesystem::path path;
+};
+
+// Zoo folders: $MME_MODELS_PATH (colon-separated), <exe>/../share/mme/models.
+std::vector<std::filesystem::path> default_zoo_dirs();
+std::vector<BundledModel> list_bundled_models(const std::vector<std::filesystem::path>& zoo_dirs);
+
+// Reads and parses a JSON config file; throws ConfigError (bad JSON) / NotFoundError.
+nlohmann::json read_config_file(const std::filesystem::path& path);
+// Parses config text; `source` names it in errors.
+nlohmann::json parse_config_text(std::string_view text, const std::string& source);
+
+// Resolves a MODEL argument. Throws NotFoundError (with what to do) or ConfigError.
+ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options = {});
+
+// The hub cache root: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
+std::filesystem::path hf_cache_dir();
+
+// True for strings shaped like a hub id "org/name" (letters, digits, '-', '_', '.').
+bool looks_like_hub_id(const std::string& arg);
+
+}  // namespace mme

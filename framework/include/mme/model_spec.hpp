@@ -1,0 +1,100 @@
+// ModelSpec: everything the memory models need to know about a decoder-only transformer, in
+// Megatron-LM's terms (TransformerConfig / GPTModel). A plain value type: config adapters
+// produce it, layer-memory models and the engine read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mme {
+
+enum class Normalization { kRMSNorm, kLayerNorm };
+enum class PositionEmbedding { kRope, kLearnedAbsolute, kNone };
+
+// The attention block of one decoder layer. `kind` names the layer-memory model that
+// handles it ("gqa" for MHA/GQA/MQA, "mla" for multi-latent attention, or a plugin's own).
+struct AttentionSpec {
+  std::string kind = "gqa";
+  std::int64_t num_heads = 0;         // num_attention_heads
+  std::int64_t num_query_groups = 0;  // num_query_groups (KV heads); == num_heads for MHA
+  std::int64_t kv_channels = 0;       // head dim of Q/K/V for gqa
+  bool qkv_bias = false;              // add_qkv_bias (Qwen2)
+  bool qk_norm = false;               // qk_layernorm (Qwen3; for MLA: the q/kv latent norms)
+  // Multi-latent attention (DeepSeek-V2/V3). q_lora_rank absent = single q projection.
+  std::optional<std::int64_t> q_lora_rank;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_head_dim = 0;          // qk_nope_head_dim
+  std::int64_t qk_pos_emb_head_dim = 0;  // qk_rope_head_dim
+  std::int64_t v_head_dim = 0;
+
+  bool operator==(const AttentionSpec&) const = default;
+};
+
+// The MLP block of one decoder layer. `kind` names the layer-memory model ("dense", "moe").
+struct MlpSpec {
+  std::string kind = "dense";
+  std::int64_t ffn_hidden_size = 0;  // dense MLP width (ffn_hidden_size)
+  // Mixture of experts.
+  std::int64_t num_experts = 0;                // num_moe_experts
+  std::int64_t top_k = 0;                      // moe_router_topk
+  std::int64_t expert_ffn_hidden_size = 0;     // moe_ffn_hidden_size
+  std::int64_t shared_expert_ffn_hidden_size = 0;  // moe_shared_expert_intermediate_size (all shared experts)
+  bool shared_expert_gate = false;             // moe_shared_expert_gate (Qwen2-MoE)
+  bool router_expert_bias = false;             // moe_router_enable_expert_bias (DeepSeek-V3 noaux_tc)
+  bool router_fp32 = false;                    // moe_router_dtype fp32 (DeepSeek-style configs)
+
+  bool operator==(const MlpSpec&) const = default;
+};
+
+struct LayerSpec {
+  AttentionSpec attention;
+  MlpSpec mlp;
+  // Gemma-2 style "sandwich" norms after attention and after the MLP (extra RMSNorms).
+  bool post_attention_norm = false;
+  bool post_mlp_norm = false;
+
+  bool operator==(const LayerSpec&) const = default;
+};
+
+struct ModelSpec {
+  // Provenance.
+  std::string name;        // e.g. "deepseek-ai/DeepSeek-V3" or the file it came from
+  std::string family;      // e.g. "deepseek_v3"
+  std::string model_type;  // HF model_type, or "megatron-args"
+  std::string adapter;     // the config adapter that produced this spec
+  std::string source;      // where the config was read from (path or URL)
+
+  std::int64_t num_layers = 0;  // decoder layers (== layers.size())
+  std::int64_t hidden_size = 0;
+  std::int64_t vocab_size = 0;  // unpadded (the engine pads like Megatron-LM)
+  std::int64_t max_position_embeddings = 0;
+  bool tie_embeddings = false;  // share_embeddings_and_output_weights
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  Normalization normalization = Normalization::kRMSNorm;
+  bool add_bias_linear = false;    // biases on every linear layer (Megatron default: on)
+  bool gated_linear_unit = true;   // SwiGLU / GeGLU
+  std::string activation = "silu";
+  double hidden_dropout = 0.0;
+  double attention_dropout = 0.0;
+
+  std::vector<LayerSpec> layers;  // one per decoder layer
+
+  // Multi-token prediction (DeepSeek-V3): depth, each an extra transformer layer of the
+  // last decoder layer's kind plus enorm/hnorm/eh_proj, placed on the last pipeline stage.
+  std::int64_t mtp_num_layers = 0;
+
+  // The keys of the source config the adapter read, and what it could not honour.
+  std::vector<std::string> keys_read;
+  std::vector<std::string> warnings;
+
+  // The decoder layer spec an MTP layer uses (Megatron: the last decoder layer's kind).
+  const LayerSpec& mtp_layer_spec() const { return layers.back(); }
+};
+
+// Checks a spec for internal consistency (sizes positive, layer count matches, kinds
+// named, heads divide). Throws ConfigError naming the field.
+void validate_model_spec(const ModelSpec& spec);
+
+}  // namespace mme

@@ -1,0 +1,88 @@
+// Registry: the three plugin categories (config adapters, layer-memory models, hardware
+// profiles), keyed by name, each entry remembering which plugin gave it. The core knows only
+// these categories, never a concrete family, block kind or GPU.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mme/config_adapter.hpp"
+#include "mme/hardware_profile.hpp"
+#include "mme/layer_model.hpp"
+
+namespace mme {
+
+template <class T>
+struct Registered {
+  std::shared_ptr<const T> object;  // keeps the plugin library loaded while it lives
+  std::string plugin;               // the plugin that registered it
+};
+
+struct PluginRecord {
+  std::string name;
+  std::string version;
+  std::string path;  // empty for plugins linked into the executable
+  std::vector<std::string> adapters, layer_models, hardware;
+};
+
+struct RejectedPlugin {
+  std::string path;
+  std::string reason;
+};
+
+class Registry {
+ public:
+  Registry() = default;
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+  Registry(Registry&&) noexcept = default;
+  Registry& operator=(Registry&&) noexcept = default;
+  ~Registry();
+
+  // Called by plugins from their registration function.
+  void add_adapter(std::shared_ptr<const ConfigAdapter> adapter);
+  void add_layer_model(std::shared_ptr<const LayerMemoryModel> model);
+  void add_hardware(HardwareProfile profile);
+
+  // Runs a plugin's registration function into a staging registry and merges the result.
+  // Nothing is merged if the function throws or a name is already taken: the plugin is
+  // recorded as rejected with the reason, and false is returned. `keep_alive` (the plugin's
+  // library) is held by every object the plugin registered.
+  bool register_plugin(const std::string& name, const std::string& version, const std::string& path,
+                       const std::function<void(Registry&)>& register_fn,
+                       std::shared_ptr<void> keep_alive = nullptr);
+  void record_rejected(std::string path, std::string reason);
+
+  const std::vector<Registered<ConfigAdapter>>& adapters() const { return adapters_; }
+  const std::vector<Registered<LayerMemoryModel>>& layer_models() const { return layer_models_; }
+  const std::vector<Registered<HardwareProfile>>& hardware() const { return hardware_; }
+  const std::vector<PluginRecord>& plugins() const { return plugins_; }
+  const std::vector<RejectedPlugin>& rejected() const { return rejected_; }
+
+  const ConfigAdapter* find_adapter(std::string_view name) const;
+  const LayerMemoryModel* find_layer_model(std::string_view kind) const;
+  // By canonical name or alias, ignoring case, '-', '_' and spaces.
+  const HardwareProfile* find_hardware(std::string_view name_or_alias) const;
+  // The adapter with the highest positive match score, or nullptr. Ties go to the adapter
+  // registered first.
+  const ConfigAdapter* best_adapter(const nlohmann::json& config) const;
+
+ private:
+  std::vector<Registered<ConfigAdapter>> adapters_;
+  std::vector<Registered<LayerMemoryModel>> layer_models_;
+  std::vector<Registered<HardwareProfile>> hardware_;
+  std::vector<PluginRecord> plugins_;
+  std::vector<RejectedPlugin> rejected_;
+  std::vector<std::shared_ptr<void>> libraries_;
+};
+
+// Canonical form used to compare hardware names: lower case, no '-', '_' or spaces.
+std::string normalize_hardware_name(std::string_view name);
+
+}  // namespace mme

@@ -1,0 +1,553 @@
+// The estimation engine. Each memory term below names, in one comment line, the Megatron-LM
+// behaviour it models (file and function in Megatron-LM / megatron-core / Transformer Engine).
+#include "mme/estimator.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include <fmt/core.h>
+
+#include "mme/checked.hpp"
+#include "mme/error.hpp"
+#include "mme/pipeline.hpp"
+
+namespace mme {
+
+const char* to_string(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::kWeights: return "weights";
+    case MemoryCategory::kGradients: return "gradients";
+    case MemoryCategory::kOptimizer: return "optimizer";
+    case MemoryCategory::kActivations: return "activations";
+    case MemoryCategory::kOther: return "other";
+  }
+  return "?";
+}
+
+std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::int64_t tp) {
+  // megatron/training/tokenizer (vocab_utils.py): pad to a multiple of divisor x TP.
+  const std::int64_t multiple = checked_mul(divisor, tp, "vocab padding multiple");
+  return checked_mul((vocab + multiple - 1) / multiple, multiple, "padded vocab size");
+}
+
+namespace {
+
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+std::int64_t dtype_bytes(DType d) {
+  switch (d) {
+    case DType::kFP32: return 4;
+    case DType::kBF16:
+    case DType::kFP16: return 2;
+    case DType::kFP8: return 1;
+  }
+  return 4;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
+struct LayerType {
+  LayerSpec spec;
+  const LayerMemoryModel* attention = nullptr;
+  const LayerMemoryModel* mlp = nullptr;
+};
+
+// A layer type evaluated under one layout.
+struct TypeEval {
+  std::int64_t tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
+  std::int64_t fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
+  std::int64_t saved = 0;          // bytes kept for backward per micro-batch
+  std::int64_t transient = 0;      // working bytes at the layer's busiest moment
+  BlockParams attn_params, mlp_params;
+  BlockActivations attn_acts, mlp_acts;
+};
+
+bool is_gemm_weight(const ParamTerm& t) {
+  return t.group != ParamGroup::kNorms && t.group != ParamGroup::kRouter;
+}
+
+void add_params(TypeEval& e, const BlockParams& p) {
+  for (const auto& t : p.terms) {
+    switch (t.shard) {
+      case ShardClass::kTensorParallel: e.tp_params += t.per_rank; break;
+      case ShardClass::kReplicated: e.rep_params += t.per_rank; break;
+      case ShardClass::kExpert: e.exp_params += t.per_rank; break;
+    }
+    if (is_gemm_weight(t)) e.fp8_params += t.per_rank;
+  }
+}
+
+// Accumulates named components (only when asked for: the planner skips it).
+class ComponentSink {
+ public:
+  explicit ComponentSink(bool enabled) : enabled_(enabled) {}
+  void add(MemoryCategory cat, std::string_view name, std::int64_t bytes) {
+    if (!enabled_ || bytes == 0) return;
+    auto key = std::make_pair(static_cast<int>(cat), std::string(name));
+    auto [it, inserted] = index_.try_emplace(std::move(key), items_.size());
+    if (inserted) items_.push_back(Component{std::string(name), cat, 0});
+    items_[it->second].bytes += bytes;
+  }
+  std::vector<Component> take() { return std::move(items_); }
+
+ private:
+  bool enabled_;
+  std::map<std::pair<int, std::string>, std::size_t> index_;
+  std::vector<Component> items_;
+};
+
+}  // namespace
+
+struct Estimator::Impl {
+  ModelSpec model;
+  std::vector<LayerType> types;
+  std::vector<std::size_t> layer_type;              // per decoder layer
+  std::vector<std::vector<std::int64_t>> prefix;    // prefix[type][i]: layers of that type before i
+  std::size_t mtp_type = 0;
+  ParamCount params;  // exact counts, computed once
+
+  std::int64_t count_in(std::size_t type, std::int64_t first, std::int64_t n) const {
+    const auto& pre = prefix[type];
+    return pre[static_cast<std::size_t>(first + n)] - pre[static_cast<std::size_t>(first)];
+  }
+};
+
+Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(std::make_unique<Impl>()) {
+  validate_model_spec(model);
+  impl_->model = model;
+  auto& im = *impl_;
+  for (const auto& layer : model.layers) {
+    std::size_t idx = im.types.size();
+    for (std::size_t i = 0; i < im.types.size(); ++i)
+      if (im.types[i].spec == layer) idx = i;
+    if (idx == im.types.size()) {
+      LayerType t;
+      t.spec = layer;
+      t.attention = registry.find_layer_model(layer.attention.kind);
+      t.mlp = registry.find_layer_model(layer.mlp.kind);
+      if (!t.attention || t.attention->role() != BlockRole::kAttention)
+        throw PluginError(fmt::format("no layer-memory model for attention kind '{}' is loaded (check `mme plugins`)",
+                                      layer.attention.kind));
+      if (!t.mlp || t.mlp->role() != BlockRole::kMlp)
+        throw PluginError(
+            fmt::format("no layer-memory model for MLP kind '{}' is loaded (check `mme plugins`)", layer.mlp.kind));
+      im.types.push_back(std::move(t));
+    }
+    im.layer_type.push_back(idx);
+  }
+  im.prefix.assign(im.types.size(), std::vector<std::int64_t>(model.layers.size() + 1, 0));
+  for (std::size_t t = 0; t < im.types.size(); ++t)
+    for (std::size_t i = 0; i < model.layers.size(); ++i)
+      im.prefix[t][i + 1] = im.prefix[t][i] + (im.layer_type[i] == t ? 1 : 0);
+  im.mtp_type = im.layer_type.back();
+  im.params = count_parameters_uncached();
+}
+
+Estimator::~Estimator() = default;
+Estimator::Estimator(Estimator&&) noexcept = default;
+Estimator& Estimator::operator=(Estimator&&) noexcept = default;
+
+const ModelSpec& Estimator::model() const { return impl_->model; }
+
+Estimator::ParamCount Estimator::count_parameters() const { return impl_->params; }
+
+Estimator::ParamCount Estimator::count_parameters_uncached() const {
+  const auto& im = *impl_;
+  const auto& m = im.model;
+  TrainingSetup setup;
+  setup.parallel.world_size = 1;
+  setup = resolve_setup(setup);
+  std::map<std::string, std::int64_t> total, active;
+  std::vector<std::string> order;
+  auto add = [&](const std::string& group, std::int64_t t, std::int64_t a) {
+    if (!total.count(group)) order.push_back(group);
+    total[group] += t;
+    active[group] += a;
+  };
+  const std::int64_t h = m.hidden_size;
+  const std::int64_t norm = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  ParamCount out;
+  // Word embedding (HF checkpoints store the unpadded vocabulary) and, untied, the output head.
+  add("embedding", m.vocab_size * h, m.vocab_size * h);
+  if (m.position_embedding == PositionEmbedding::kLearnedAbsolute)
+    add("position_embedding", m.max_position_embeddings * h, m.max_position_embeddings * h);
+  if (!m.tie_embeddings) add("output_layer", m.vocab_size * h, m.vocab_size * h);
+  add("norms", norm, norm);  // final norm
+  auto layer_params = [&](const LayerType& lt, bool is_mtp, std::int64_t& t, std::int64_t& a,
+                          const std::function<void(const ParamTerm&)>& each) {
+    BlockContext ctx{m, lt.spec, setup};
+    ctx.is_mtp = is_mtp;
+    BlockParams bp;
+    for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
+      bp.terms.clear();
+      block->parameters(ctx, bp);
+      for (const auto& term : bp.terms) {
+        t += term.total;
+        a += term.active;
+        each(term);
+      }
+    }
+  };
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    std::int64_t t = 0, a = 0;
+    layer_params(im.types[im.layer_type[i]], false, t, a,
+                 [&](const ParamTerm& term) { add(to_string(term.group), term.total, term.active); });
+  }
+  for (const auto& g : order) {
+    out.total += total[g];
+    out.active += active[g];
+    out.breakdown.emplace_back(g, total[g]);
+    out.active_breakdown.emplace_back(g, active[g]);
+  }
+  // MTP depth: a transformer layer of the last layer's kind + enorm, hnorm, eh_proj (2h -> h)
+  // and its own final norm (multi_token_prediction.py MultiTokenPredictionLayer); the
+  // embedding and output head are shared with the main model.
+  for (std::int64_t d = 0; d < m.mtp_num_layers; ++d) {
+    std::int64_t t = 0, a = 0;
+    layer_params(im.types[im.mtp_type], true, t, a, [](const ParamTerm&) {});
+    out.mtp += t + 3 * norm + 2 * h * h;
+  }
+  if (out.mtp > 0) out.breakdown.emplace_back("mtp", out.mtp);
+  return out;
+}
+
+Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
+  const auto& im = *impl_;
+  const ModelSpec& m = im.model;
+  TrainingSetup req = requested;
+  if (const auto& n = req.pipeline.layers_per_virtual_stage) {
+    // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
+    if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");
+    if (req.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
+    const std::int64_t per_rank = m.num_layers / req.parallel.pp;
+    if (per_rank % *n != 0)
+      throw LayoutError(fmt::format("{} layers per pipeline rank are not divisible by "
+                                    "--num-layers-per-virtual-pipeline-stage {}",
+                                    per_rank, *n));
+    req.parallel.vpp = per_rank / *n;
+  }
+  const TrainingSetup s = resolve_setup(req);
+  validate_setup(m, s);
+  const ParallelLayout& par = s.parallel;
+
+  const std::int64_t t = par.tp, c = par.cp, p = par.pp;
+  const std::int64_t h = m.hidden_size;
+  const bool sp = sequence_parallel_on(par);
+  const std::int64_t tokens = s.seq_length * s.micro_batch_size / c;  // T per CP rank
+  const std::int64_t local_tokens = sp ? tokens / t : tokens;
+  const bool fp8 = s.precision == Precision::kFP8;
+  const std::int64_t act_bytes = 2;
+  const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
+  const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
+  const std::int64_t norm_params = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const std::int64_t vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
+  const std::int64_t vocab_local = vocab / t;
+  checked_mul(checked_mul(tokens, vocab_local, "logits"), 8, "logits bytes");
+
+  auto make_ctx = [&](const LayerType& lt, bool is_mtp) {
+    BlockContext ctx{m, lt.spec, s};
+    ctx.tp = t;
+    ctx.cp = c;
+    ctx.ep = par.ep;
+    ctx.etp = effective_etp(par);
+    ctx.sequence_parallel = sp;
+    ctx.tokens = tokens;
+    ctx.local_tokens = local_tokens;
+    ctx.act_bytes = act_bytes;
+    ctx.linear_input_bytes = fp8 ? 1 : 2;
+    ctx.hidden_dropout = hidden_dropout;
+    ctx.attention_dropout = attention_dropout;
+    ctx.is_mtp = is_mtp;
+    return ctx;
+  };
+  auto evaluate = [&](const LayerType& lt, bool is_mtp) {
+    TypeEval e;
+    const BlockContext ctx = make_ctx(lt, is_mtp);
+    lt.attention->validate(ctx);
+    lt.mlp->validate(ctx);
+    lt.attention->parameters(ctx, e.attn_params);
+    lt.mlp->parameters(ctx, e.mlp_params);
+    add_params(e, e.attn_params);
+    add_params(e, e.mlp_params);
+    lt.attention->activations(ctx, e.attn_acts);
+    lt.mlp->activations(ctx, e.mlp_acts);
+    e.saved = sum_saved(e.attn_acts) + sum_saved(e.mlp_acts);
+    e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
+    return e;
+  };
+  std::vector<TypeEval> evals;
+  evals.reserve(im.types.size());
+  for (const auto& lt : im.types) evals.push_back(evaluate(lt, false));
+  const TypeEval mtp_eval = m.mtp_num_layers > 0 ? evaluate(im.types[im.mtp_type], true) : TypeEval{};
+
+  const PipelinePartition part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
+  const std::int64_t v = part.vpp;
+
+  // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
+  // only its input hidden states, [s/TP (SP), b, h] per micro-batch.
+  const auto& rc = s.recompute;
+  const bool full_recompute = rc.granularity == RecomputeGranularity::kFull;
+  const std::int64_t layer_input_bytes = act_bytes * local_tokens * h;
+
+  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
+  const auto& opt = s.optimizer;
+  const DType param_dtype = s.precision == Precision::kFP16 ? DType::kFP16 : DType::kBF16;
+  const DType grad_dtype = opt.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32);
+  const std::int64_t param_b = dtype_bytes(param_dtype);
+  const std::int64_t grad_b = dtype_bytes(grad_dtype);
+  // Optimizer state bytes per parameter, before sharding.
+  std::int64_t main_param_b = 4, exp_avg_b = 4, exp_avg_sq_b = 4, main_grad_copy_b = 0;
+  if (opt.precision_aware) {
+    // TE FusedAdam master weights: a 16-bit remainder of a bf16 param (store_param_remainders),
+    // else the chosen dtype (optimizer/__init__.py, distrib_optimizer.py).
+    main_param_b = opt.main_params == DType::kFP32
+                       ? (opt.store_param_remainders && param_dtype == DType::kBF16 ? 2 : 4)
+                       : dtype_bytes(opt.main_params);
+    exp_avg_b = dtype_bytes(opt.exp_avg);
+    exp_avg_sq_b = dtype_bytes(opt.exp_avg_sq);
+  } else if (grad_dtype != DType::kFP32) {
+    // Float16 optimizers copy 16-bit main grads to fp32 (main_param.grad = main_grad.float()).
+    main_grad_copy_b = 4;
+  }
+  if (opt.name == "sgd") exp_avg_b = 4, exp_avg_sq_b = 0;  // momentum only
+  const bool muon = opt.name == "muon";
+  const double keep_on_gpu = 1.0 - opt.cpu_offload_fraction;
+  const std::int64_t dense_shards = opt.distributed ? par.dp * c / opt.instances : 1;
+  const std::int64_t expert_shards = opt.distributed ? par.expert_dp / opt.instances : 1;
+
+  // Framework workspaces that live for the whole run (other_bytes).
+  const bool hopper_or_newer = options.gpu_architecture.empty() || options.gpu_architecture == "hopper" ||
+                               options.gpu_architecture == "blackwell";
+  // transformer_engine/pytorch/module/base.py get_workspace(): one cuBLAS workspace,
+  // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
+  const std::int64_t te_workspace = hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
+  bool grouped_gemm = false;
+  for (const auto& lt : im.types) grouped_gemm = grouped_gemm || lt.spec.mlp.num_experts > 0;
+
+  Estimate est;
+  est.setup = s;
+  {
+    const ParamCount& pc = im.params;
+    est.model = ModelSummary{m.name, m.family, m.model_type, m.adapter, pc.total, pc.active, pc.mtp, vocab,
+                             m.num_layers, h};
+  }
+
+  std::int64_t best_total = -1;
+  for (std::int64_t r = 0; r < p; ++r) {
+    StageEstimate st;
+    st.pp_rank = r;
+    ComponentSink comps(options.components);
+    const std::vector<std::int64_t> inflight = inflight_microbatches(p, v, r, s.num_micro_batches);
+
+    std::int64_t tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
+    std::int64_t saved = 0, transient = 0, sp_gather_buffer = 0;
+    for (std::int64_t vr = 0; vr < v; ++vr) {
+      const ChunkLayout& ch = part.at(r, vr);
+      const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
+      ChunkEstimate ce;
+      ce.vpp_rank = vr;
+      ce.first_layer = ch.first_layer;
+      ce.num_layers = ch.num_layers;
+      ce.mtp_layers = ch.mtp_layers;
+      ce.embedding = ch.embedding;
+      ce.loss = ch.loss;
+      ce.inflight_microbatches = mb;
+      std::int64_t chunk_act = 0;
+      auto act = [&](std::string_view name, std::int64_t bytes_per_mb) {
+        chunk_act += bytes_per_mb;
+        comps.add(MemoryCategory::kActivations, name, bytes_per_mb * mb);
+      };
+
+      // Decoder layers and MTP layers of the chunk, in order.
+      std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
+      std::int64_t max_layer_saved = 0;
+      auto account_layers = [&](const TypeEval& e, std::int64_t n, std::int64_t recomputed) {
+        tp_params += n * e.tp_params;
+        rep_params += n * e.rep_params;
+        exp_params += n * e.exp_params;
+        fp8_params += n * e.fp8_params;
+        transient = std::max(transient, e.transient);
+        max_layer_saved = std::max(max_layer_saved, e.saved);
+        const std::int64_t full = n - recomputed;
+        for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
+          for (const auto& term : acts->saved)
+            if (full > 0) act(fmt::format("activations/{}", term.name), full * term.bytes);
+        if (recomputed > 0) act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
+      };
+      // How many layers of this chunk keep only their input (full recompute).
+      std::int64_t recompute_left = 0;
+      std::int64_t groups = 0;
+      if (full_recompute) {
+        if (rc.method == RecomputeMethod::kBlock) {
+          recompute_left = std::min(rc.num_layers, layers_in_chunk);
+        } else {
+          recompute_left = layers_in_chunk;
+          groups = ceil_div(layers_in_chunk, rc.num_layers);
+        }
+      }
+      for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
+        const std::int64_t n = im.count_in(ti, ch.first_layer, ch.num_layers);
+        if (n == 0) continue;
+        const std::int64_t rec = std::min(n, recompute_left);
+        recompute_left -= rec;
+        account_layers(evals[ti], n, rec);
+      }
+      if (ch.mtp_layers > 0) {
+        const std::int64_t rec = std::min(ch.mtp_layers, recompute_left);
+        recompute_left -= rec;
+        account_layers(mtp_eval, ch.mtp_layers, rec);
+      }
+      if (full_recompute && rc.method == RecomputeMethod::kUniform && groups > 0) {
+        // Uniform: only each group of N layers keeps its input; the per-layer inputs counted
+        // above become one per group.
+        const std::int64_t kept = groups * layer_input_bytes;
+        const std::int64_t counted = layers_in_chunk * layer_input_bytes;
+        act("activations/recompute_layer_inputs", kept - counted);
+        // The group re-materialised during backward: N layers of one micro-batch
+        // (recompute.py CheckpointFunction.backward).
+        transient = std::max(transient, std::min(rc.num_layers, layers_in_chunk) * max_layer_saved);
+      } else if (full_recompute && layers_in_chunk > 0) {
+        transient = std::max(transient, max_layer_saved);  // block: one layer at a time
+      }
+
+      if (ch.embedding) {
+        // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel.
+        tp_params += vocab_local * h;
+        if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) rep_params += m.max_position_embeddings * h;
+        // Embedding lookup keeps the int64 token ids of the micro-batch for backward.
+        act("activations/embedding/token_ids", 8 * tokens);
+        // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
+        if (hidden_dropout > 0) act("activations/embedding/dropout_mask", local_tokens * h);
+      }
+      if (ch.mtp_layers > 0) {
+        // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
+        tp_params += ch.mtp_layers * 2 * h * h / t;
+        fp8_params += ch.mtp_layers * 2 * h * h / t;
+        rep_params += ch.mtp_layers * 3 * norm_params;
+        // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
+        // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
+        act("activations/mtp/token_ids", ch.mtp_layers * 8 * tokens);
+        act("activations/mtp/norms_and_eh_proj", ch.mtp_layers * act_bytes * local_tokens * h * (4 + 2 + 2));
+      }
+      if (ch.loss) {
+        // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight
+        // only when the same stage holds the embedding (gpt_model.py, pre_process).
+        rep_params += norm_params;
+        if (!(m.tie_embeddings && p == 1)) tp_params += vocab_local * h;
+        const std::int64_t heads = 1 + ch.mtp_layers;  // main loss + one per MTP depth
+        // Final norm keeps its input; the output layer keeps its (sequence-local) input.
+        act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
+        if (s.cross_entropy_fusion) {
+          // Fused vocab-parallel cross entropy keeps the bf16 logits gradient only.
+          act("activations/logits", heads * act_bytes * tokens * vocab_local);
+        } else {
+          // cross_entropy.py _VocabParallelCrossEntropy: logits.float(), softmax kept in fp32.
+          act("activations/logits_fp32_softmax", heads * 4 * tokens * vocab_local);
+          // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
+          // logits gradient (backward): one more 2-byte copy.
+          transient = std::max(transient, act_bytes * tokens * vocab_local);
+        }
+        // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into
+        // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
+        if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
+      }
+      ce.activation_bytes_per_microbatch = chunk_act;
+      saved += chunk_act * mb;
+      st.layers += ch.num_layers;
+      st.mtp_layers += ch.mtp_layers;
+      st.chunks.push_back(ce);
+    }
+    if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
+
+    // Static memory.
+    const std::int64_t dense_params = tp_params + rep_params;
+    st.parameters = dense_params + exp_params;
+    st.expert_parameters = exp_params;
+    std::int64_t weight = param_b * st.parameters;
+    if (s.fp8_param_gather) weight -= (param_b - 1) * fp8_params;  // uint8 param buffer for FP8 GEMM weights
+    st.weight_bytes = weight;
+    st.gradient_bytes = grad_b * st.parameters;
+    auto shard = [&](std::int64_t bytes_per_param, std::int64_t count, std::int64_t shards) {
+      const double b = static_cast<double>(ceil_div(checked_mul(bytes_per_param, count, "optimizer bytes"), shards));
+      return static_cast<std::int64_t>(b * keep_on_gpu + 0.5);
+    };
+    std::int64_t optim = 0;
+    const std::int64_t state_b = main_param_b + exp_avg_b + exp_avg_sq_b + main_grad_copy_b;
+    if (muon) {
+      // Muon: one fp32 momentum for 2-D GEMM weights, Adam for the rest (emerging_optimizers.py).
+      const std::int64_t muon_b = main_param_b + 4 + main_grad_copy_b;
+      const std::int64_t muon_dense = std::min(fp8_params, dense_params) - std::min(fp8_params, exp_params);
+      optim = shard(muon_b, std::max<std::int64_t>(muon_dense, 0), dense_shards) +
+              shard(state_b, dense_params - std::max<std::int64_t>(muon_dense, 0), dense_shards) +
+              shard(muon_b, exp_params, expert_shards);
+      comps.add(MemoryCategory::kOptimizer, "optimizer/muon_and_adam_states", optim);
+    } else {
+      const std::int64_t main_dense = shard(main_param_b, dense_params, dense_shards);
+      const std::int64_t main_exp = shard(main_param_b, exp_params, expert_shards);
+      const std::int64_t moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
+      const std::int64_t moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
+      const std::int64_t grad_copy = shard(main_grad_copy_b, dense_params, dense_shards) +
+                                     shard(main_grad_copy_b, exp_params, expert_shards);
+      optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
+      // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
+      comps.add(MemoryCategory::kOptimizer, "optimizer/main_params", main_dense + main_exp);
+      // Adam exp_avg and exp_avg_sq of the local shard (optimizer/__init__.py).
+      comps.add(MemoryCategory::kOptimizer, "optimizer/adam_moments", moments_dense + moments_exp);
+      comps.add(MemoryCategory::kOptimizer, "optimizer/fp32_main_grads", grad_copy);
+    }
+    st.optimizer_bytes = optim;
+    comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
+    comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
+    comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", st.gradient_bytes);
+
+    std::int64_t other = te_workspace;
+    comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
+    if (grouped_gemm) {
+      // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
+      // (get_multi_stream_cublas_workspace, 4 streams).
+      other += 4 * te_workspace;
+      comps.add(MemoryCategory::kOther, "other/te_grouped_gemm_workspaces", 4 * te_workspace);
+    }
+    other += sp_gather_buffer;
+    comps.add(MemoryCategory::kOther, "other/sp_global_gather_buffer", sp_gather_buffer);
+    if (fp8 && !s.fp8_param_gather) {
+      // TE caches the FP8 copy (and its transpose) of every GEMM weight across micro-batches.
+      other += 2 * fp8_params;
+      comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", 2 * fp8_params);
+    }
+    st.other_bytes = other;
+    st.activation_bytes = saved + transient;
+    st.static_bytes = st.weight_bytes + st.gradient_bytes + st.optimizer_bytes + st.other_bytes;
+    st.total_bytes = st.static_bytes + st.activation_bytes;
+    st.inflight_microbatches = inflight.front();
+    st.components = comps.take();
+    if (st.total_bytes > best_total) {
+      best_total = st.total_bytes;
+      est.peak_stage = static_cast<std::size_t>(r);
+    }
+    est.stages.push_back(std::move(st));
+  }
+
+  auto& a = est.assumptions;
+  a.push_back(fmt::format("{} attention backend{}", to_string(s.attention_backend),
+                          s.attention_backend == AttentionBackend::kFlash ? " (no s^2 score tensors)" : ""));
+  if (s.num_micro_batches == 0 && p > 1)
+    a.push_back("global batch size not given: enough micro-batches assumed to fill the pipeline");
+  for (const auto& lt : im.types) {
+    if (lt.spec.mlp.num_experts > 0) {
+      a.push_back(s.moe_capacity_factor
+                      ? fmt::format("MoE capacity factor {}{}", *s.moe_capacity_factor,
+                                    s.moe_pad_to_capacity ? ", expert inputs padded to capacity" : "")
+                      : "dropless MoE with balanced routing (each rank receives its average share of tokens)");
+      break;
+    }
+  }
+  a.push_back(s.cross_entropy_fusion ? "fused cross entropy" : "unfused cross entropy: fp32 logits kept for backward");
+  a.push_back("totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
+              "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
+  return est;
+}
+
+}  // namespace mme

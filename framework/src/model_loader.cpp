@@ -1,0 +1,42 @@
+#include "mme/model_loader.hpp"
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "mme/error.hpp"
+
+namespace mme {
+
+ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, const std::string& source,
+                       const Registry& registry) {
+  if (!config.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object, got {}", source, config.type_name()));
+  const ConfigAdapter* adapter = registry.best_adapter(config);
+  if (!adapter) {
+    std::string type = "(none)";
+    if (auto it = config.find("model_type"); it != config.end() && it->is_string()) type = it->get<std::string>();
+    std::string names;
+    for (const auto& a : registry.adapters()) names += std::string(names.empty() ? "" : ", ") + std::string(a.object->name());
+    if (names.empty())
+      throw PluginError(fmt::format("{}: no config adapter is loaded (check `mme plugins` and --plugin-dir)", source));
+    throw ConfigError(fmt::format("{}: no config adapter understands model_type '{}' (loaded adapters: {}); the "
+                                  "generic adapter needs at least hidden_size, num_hidden_layers, "
+                                  "num_attention_heads and vocab_size",
+                                  source, type, names));
+  }
+  spdlog::debug("{}: adapted by '{}'", source, adapter->name());
+  ModelSpec spec = adapter->adapt(ConfigInput{config, name, source});
+  if (spec.name.empty()) spec.name = name;
+  if (spec.source.empty()) spec.source = source;
+  if (spec.adapter.empty()) spec.adapter = std::string(adapter->name());
+  for (const auto& w : spec.warnings) spdlog::warn("{}: {}", source, w);
+  validate_model_spec(spec);
+  return spec;
+}
+
+ModelSpec load_model(const std::string& arg, const Registry& registry, const SourceOptions& options) {
+  ResolvedModel resolved = resolve_model(arg, options);
+  return adapt_config(resolved.config, resolved.name, resolved.path.string(), registry);
+}
+
+}  // namespace mme

@@ -1,0 +1,119 @@
+#include "mme/plugin_loader.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include <dlfcn.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "mme/plugin.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mme {
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return exe.parent_path();
+}
+
+std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
+  std::vector<fs::path> dirs(cli_dirs.begin(), cli_dirs.end());
+  if (const char* env = std::getenv("MME_PLUGIN_PATH"); env && *env) {
+    std::stringstream ss(env);
+    std::string item;
+    while (std::getline(ss, item, ':'))
+      if (!item.empty()) dirs.emplace_back(item);
+  }
+  if (fs::path exe = executable_dir(); !exe.empty()) dirs.push_back(exe / ".." / "lib" / "mme" / "plugins");
+  return dirs;
+}
+
+bool load_plugin_file(Registry& registry, const fs::path& file) {
+  const std::string where = file.string();
+  std::error_code ec;
+  auto library = std::make_shared<boost::dll::shared_library>();
+  library->load(file, ec, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  if (ec || !library->is_loaded()) {
+    const char* detail = ::dlerror();
+    registry.record_rejected(where, fmt::format("not a loadable library ({})",
+                                                detail ? detail : ec.message()));
+    return false;
+  }
+  if (!library->has(MME_PLUGIN_ENTRY_SYMBOL)) {
+    registry.record_rejected(where, "no '" MME_PLUGIN_ENTRY_SYMBOL "' entry symbol (not an mme plugin)");
+    return false;
+  }
+  const PluginInfo* info = nullptr;
+  try {
+    auto& entry = library->get_alias<PluginEntryFn>(MME_PLUGIN_ENTRY_SYMBOL);
+    info = entry();
+  } catch (const std::exception& e) {
+    registry.record_rejected(where, fmt::format("the entry symbol failed: {}", e.what()));
+    return false;
+  }
+  if (!info) {
+    registry.record_rejected(where, "the entry returned no plugin information");
+    return false;
+  }
+  // The API version is the first field and the only one read before it is checked.
+  if (info->api_version != kPluginApiVersion) {
+    registry.record_rejected(where, fmt::format("built for plugin API version {}, this mme speaks version {}",
+                                                info->api_version, kPluginApiVersion));
+    return false;
+  }
+  if (!info->abi_tag || std::string_view(info->abi_tag) != kAbiTag) {
+    registry.record_rejected(where, fmt::format("built with C++ ABI '{}', this mme uses '{}'",
+                                                info->abi_tag ? info->abi_tag : "(none)", kAbiTag));
+    return false;
+  }
+  if (!info->register_plugin || !info->name) {
+    registry.record_rejected(where, "the plugin information has no name or no registration function");
+    return false;
+  }
+  const std::string name = info->name;
+  const std::string version = info->version ? info->version : "";
+  auto fn = info->register_plugin;
+  return registry.register_plugin(name, version, where, [fn](Registry& r) { fn(r); }, library);
+}
+
+void load_plugins(Registry& registry, const std::vector<fs::path>& dirs) {
+  std::set<fs::path> seen_files;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      spdlog::debug("plugin folder {} does not exist", dir.string());
+      continue;
+    }
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::error_code ec2;
+      if (!entry.is_regular_file(ec2)) continue;
+      if (entry.path().extension() != ".so") continue;
+      files.push_back(entry.path());
+    }
+    if (ec) {
+      spdlog::warn("cannot read plugin folder {}: {}", dir.string(), ec.message());
+      continue;
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      std::error_code ec3;
+      fs::path canonical = fs::weakly_canonical(f, ec3);
+      if (ec3) canonical = f;
+      if (!seen_files.insert(canonical).second) continue;
+      load_plugin_file(registry, canonical);
+    }
+  }
+}
+
+}  // namespace mme

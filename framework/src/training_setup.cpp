@@ -1,0 +1,249 @@
+#include "mme/training_setup.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "mme/checked.hpp"
+#include "mme/error.hpp"
+#include "mme/model_spec.hpp"
+#include "mme/pipeline.hpp"
+
+namespace mme {
+
+namespace {
+
+void require_positive(std::string_view flag, std::int64_t v) {
+  if (v <= 0) throw LayoutError(fmt::format("{} must be a positive integer, got {}", flag, v));
+}
+
+}  // namespace
+
+TrainingSetup resolve_setup(TrainingSetup s) {
+  auto& p = s.parallel;
+  require_positive("--tp", p.tp);
+  require_positive("--pp", p.pp);
+  require_positive("--vpp", p.vpp);
+  require_positive("--ep", p.ep);
+  require_positive("--cp", p.cp);
+  require_positive("--num-gpus", p.world_size);
+  if (p.etp < 0) throw LayoutError(fmt::format("--etp must be a positive integer, got {}", p.etp));
+  require_positive("--micro-batch-size", s.micro_batch_size);
+  require_positive("--seq-length", s.seq_length);
+  if (s.global_batch_size < 0)
+    throw LayoutError(fmt::format("--global-batch-size must be positive, got {}", s.global_batch_size));
+  if (s.make_vocab_size_divisible_by <= 0)
+    throw LayoutError(fmt::format("--make-vocab-size-divisible-by must be positive, got {}",
+                                  s.make_vocab_size_divisible_by));
+
+  const std::int64_t model_parallel = checked_mul(checked_mul(p.tp, p.pp, "TP x PP"), p.cp, "TP x PP x CP");
+  if (p.world_size % model_parallel != 0)
+    throw LayoutError(fmt::format("--num-gpus {} is not divisible by TP x PP x CP = {} x {} x {} = {}", p.world_size,
+                                  p.tp, p.pp, p.cp, model_parallel));
+  p.dp = p.world_size / model_parallel;
+
+  const std::int64_t etp = effective_etp(p);
+  const std::int64_t expert_parallel = checked_mul(checked_mul(etp, p.ep, "ETP x EP"), p.pp, "ETP x EP x PP");
+  if (p.world_size % expert_parallel != 0)
+    throw LayoutError(fmt::format("--num-gpus {} is not divisible by ETP x EP x PP = {} x {} x {} = {}", p.world_size,
+                                  etp, p.ep, p.pp, expert_parallel));
+  p.expert_dp = p.world_size / expert_parallel;
+
+  if (!s.pipeline.layout.empty()) {
+    // The layout fixes the number of virtual stages per pipeline rank (arguments.py).
+    const auto stages = static_cast<std::int64_t>(parse_pipeline_layout(s.pipeline.layout).size());
+    if (stages % p.pp != 0)
+      throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", stages, p.pp));
+    if (p.vpp != 1 && p.vpp != stages / p.pp)
+      throw LayoutError(fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}",
+                                    stages / p.pp, p.vpp));
+    p.vpp = stages / p.pp;
+  }
+  if (p.vpp > 1 && p.pp == 1)
+    throw LayoutError(fmt::format("--vpp {} needs pipeline parallelism (--pp > 1)", p.vpp));
+  if (p.sequence_parallel.value_or(false) && p.tp == 1) p.sequence_parallel = false;
+
+  if (s.global_batch_size > 0) {
+    const std::int64_t per_step = checked_mul(s.micro_batch_size, p.dp, "micro-batch x DP");
+    if (s.global_batch_size % per_step != 0)
+      throw LayoutError(fmt::format("--global-batch-size {} is not divisible by micro-batch size x DP = {} x {} = {}",
+                                    s.global_batch_size, s.micro_batch_size, p.dp, per_step));
+    s.num_micro_batches = s.global_batch_size / per_step;
+  } else {
+    s.num_micro_batches = 0;
+  }
+
+  auto& r = s.recompute;
+  if (r.granularity == RecomputeGranularity::kFull && r.num_layers <= 0)
+    throw LayoutError(fmt::format("--recompute-num-layers must be positive, got {}", r.num_layers));
+  if (r.granularity == RecomputeGranularity::kSelective && r.modules == 0)
+    throw LayoutError("--recompute-granularity selective needs at least one --recompute-modules entry");
+
+  auto& o = s.optimizer;
+  if (o.instances <= 0)
+    throw LayoutError(fmt::format("--num-distributed-optimizer-instances must be positive, got {}", o.instances));
+  if (o.distributed && (p.dp * p.cp) % o.instances != 0)
+    throw LayoutError(fmt::format("DP x CP = {} is not divisible by --num-distributed-optimizer-instances {}",
+                                  p.dp * p.cp, o.instances));
+  if (o.precision_aware && !o.distributed)
+    throw LayoutError("--use-precision-aware-optimizer needs the distributed optimizer");
+  if (!o.precision_aware && (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
+    throw LayoutError("--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
+  if (o.cpu_offload_fraction < 0 || o.cpu_offload_fraction > 1)
+    throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in [0, 1], got {}", o.cpu_offload_fraction));
+  if (o.cpu_offload_fraction > 0 && !o.precision_aware)
+    throw LayoutError("--optimizer-cpu-offload-fraction needs --use-precision-aware-optimizer (as in Megatron-LM)");
+  if (s.fp8_param_gather && !o.distributed)
+    throw LayoutError("--fp8-param-gather needs the distributed optimizer");
+  if (s.fp8_param_gather && s.precision != Precision::kFP8)
+    throw LayoutError("--fp8-param-gather needs --precision fp8");
+  if (s.moe_capacity_factor && *s.moe_capacity_factor <= 0)
+    throw LayoutError(fmt::format("--moe-capacity-factor must be positive, got {}", *s.moe_capacity_factor));
+  if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
+    throw LayoutError("--moe-pad-expert-input-to-capacity needs --moe-capacity-factor");
+  for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
+    if (d < 0 || d >= 1) throw LayoutError(fmt::format("dropout rates must be in [0, 1), got {}", d));
+  return s;
+}
+
+void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
+  const auto& p = s.parallel;
+  if (p.pp > model.num_layers)
+    throw LayoutError(fmt::format("--pp {} is more pipeline stages than the model's {} layers", p.pp, model.num_layers));
+  if (s.seq_length % p.cp != 0)
+    throw LayoutError(fmt::format("--seq-length {} is not divisible by --cp {}", s.seq_length, p.cp));
+  if (p.cp > 1 && s.seq_length % (2 * p.cp) != 0)
+    throw LayoutError(fmt::format("--seq-length {} is not divisible by 2 x CP = {} (context parallelism splits the "
+                                  "sequence into 2 x CP chunks for load balancing)",
+                                  s.seq_length, 2 * p.cp));
+  if (sequence_parallel_on(p) && (s.seq_length / p.cp) % p.tp != 0)
+    throw LayoutError(fmt::format("with sequence parallelism the sequence per CP rank ({} / {} = {}) must be divisible "
+                                  "by --tp {}",
+                                  s.seq_length, p.cp, s.seq_length / p.cp, p.tp));
+  bool any_moe = false;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& mlp = model.layers[i].mlp;
+    if (mlp.num_experts <= 0) continue;
+    any_moe = true;
+    if (mlp.num_experts % p.ep != 0)
+      throw LayoutError(fmt::format("layer {}: {} experts are not divisible by --ep {}", i, mlp.num_experts, p.ep));
+  }
+  if (!any_moe && p.ep > 1)
+    throw LayoutError(fmt::format("--ep {} needs a mixture-of-experts model; {} has no experts", p.ep, model.name));
+  if (any_moe && p.tp > 1 && p.sequence_parallel.has_value() && !*p.sequence_parallel)
+    throw LayoutError("Megatron-LM requires sequence parallelism when MoE and tensor parallelism (--tp > 1) are "
+                      "combined; drop --no-sequence-parallel");
+  if (model.position_embedding == PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
+      s.seq_length > model.max_position_embeddings)
+    throw LayoutError(fmt::format("--seq-length {} exceeds the learned position table of {} positions "
+                                  "(max_position_embeddings)",
+                                  s.seq_length, model.max_position_embeddings));
+  if (s.recompute.granularity == RecomputeGranularity::kSelective) {
+    const bool mla = std::any_of(model.layers.begin(), model.layers.end(),
+                                 [](const LayerSpec& l) { return l.attention.kind == "mla"; });
+    if ((s.recompute.modules & kRecomputeMlaUpProj) && !mla)
+      throw LayoutError("--recompute-modules mla_up_proj needs a model with multi-latent attention");
+  }
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kFP16: return "fp16";
+    case Precision::kFP8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::kFP32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kFP16: return "fp16";
+    case DType::kFP8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionBackend b) { return b == AttentionBackend::kFlash ? "flash" : "unfused"; }
+
+const char* to_string(TokenDispatcher d) {
+  switch (d) {
+    case TokenDispatcher::kAllToAll: return "alltoall";
+    case TokenDispatcher::kAllGather: return "allgather";
+    case TokenDispatcher::kFlex: return "flex";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeGranularity g) {
+  switch (g) {
+    case RecomputeGranularity::kNone: return "none";
+    case RecomputeGranularity::kSelective: return "selective";
+    case RecomputeGranularity::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
+
+namespace {
+struct ModuleName {
+  const char* name;
+  RecomputeModule flag;
+};
+constexpr ModuleName kModuleNames[] = {
+    {"core_attn", kRecomputeCoreAttn}, {"mlp", kRecomputeMlp},
+    {"moe", kRecomputeMoe},            {"moe_act", kRecomputeMoeAct},
+    {"layernorm", kRecomputeLayernorm}, {"mla_up_proj", kRecomputeMlaUpProj},
+    {"shared_experts", kRecomputeSharedExperts},
+};
+}  // namespace
+
+std::string recompute_modules_to_string(std::uint32_t modules) {
+  std::string out;
+  for (const auto& m : kModuleNames) {
+    if (!(modules & m.flag)) continue;
+    if (!out.empty()) out += ",";
+    out += m.name;
+  }
+  return out;
+}
+
+std::uint32_t parse_recompute_modules(const std::string& text) {
+  std::string cleaned;
+  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
+  std::stringstream ss(cleaned);
+  std::string item;
+  std::uint32_t out = 0;
+  while (ss >> item) {
+    bool found = false;
+    for (const auto& m : kModuleNames) {
+      if (item == m.name) {
+        out |= m.flag;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string known;
+      for (const auto& m : kModuleNames) known += std::string(known.empty() ? "" : ", ") + m.name;
+      throw UsageError(fmt::format("unknown recompute module '{}' (known: {})", item, known));
+    }
+  }
+  return out;
+}
+
+DType parse_dtype(const std::string& text) {
+  std::string t;
+  for (char c : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (t == "fp32" || t == "float32") return DType::kFP32;
+  if (t == "bf16" || t == "bfloat16") return DType::kBF16;
+  if (t == "fp16" || t == "float16") return DType::kFP16;
+  if (t == "fp8" || t == "uint8") return DType::kFP8;
+  throw UsageError(fmt::format("unknown dtype '{}' (use fp32, bf16, fp16 or fp8)", text));
+}
+
+}  // namespace mme

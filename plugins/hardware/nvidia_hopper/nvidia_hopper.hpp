@@ -1,0 +1,8 @@
+// Hardware profiles of NVIDIA Hopper GPUs (H100 SXM/PCIe, H800, H20, H200).
+#pragma once
+
+#include <mme/registry.hpp>
+
+namespace mme::plugins {
+void register_nvidia_hopper(Registry& registry);
+}

@@ -1,0 +1,62 @@
+#include "dense_mlp.hpp"
+
+#include <fmt/core.h>
+
+#include <mme/block_helpers.hpp>
+#include <mme/error.hpp>
+
+namespace mme::plugins {
+
+void DenseMlpModel::validate(const BlockContext& ctx) const {
+  const std::int64_t f = ctx.layer.mlp.ffn_hidden_size;
+  if (f % ctx.tp != 0)
+    throw LayoutError(fmt::format("ffn_hidden_size {} is not divisible by --tp {}", f, ctx.tp));
+}
+
+void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const {
+  const auto& m = ctx.model;
+  const std::int64_t h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
+  const std::int64_t fc1_width = (m.gated_linear_unit ? 2 : 1) * f;
+  // Pre-MLP norm, fused into TELayerNormColumnParallelLinear (replicated).
+  add_param(out, "pre_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // linear_fc1: column-parallel [h -> 2f] gated (gate and up fused), [h -> f] otherwise.
+  add_param(out, "linear_fc1", ParamGroup::kDenseMlp, ShardClass::kTensorParallel, h * fc1_width, t);
+  if (m.add_bias_linear)
+    add_param(out, "linear_fc1_bias", ParamGroup::kDenseMlp, ShardClass::kTensorParallel, fc1_width, t);
+  // linear_fc2: row-parallel [f -> h]; its bias is not split.
+  add_param(out, "linear_fc2", ParamGroup::kDenseMlp, ShardClass::kTensorParallel, f * h, t);
+  if (m.add_bias_linear) add_param(out, "linear_fc2_bias", ParamGroup::kDenseMlp, ShardClass::kReplicated, h, 1);
+  if (ctx.layer.post_mlp_norm)
+    add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+}
+
+void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) const {
+  const auto& m = ctx.model;
+  const std::int64_t h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
+  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const std::int64_t fc1_width = (m.gated_linear_unit ? 2 : 1) * f;
+
+  // The fused pre-MLP norm keeps its input; with `mlp` recompute (transformer_layer.py
+  // checkpointing self.mlp) that input is all the MLP keeps.
+  add_act(out, "mlp/norm_input", ab * Tl * h);
+  if (!ctx.setup.recompute.has(kRecomputeMlp)) {
+    // linear_fc1 keeps its (sequence-local) input, the normed hidden states.
+    add_act(out, "mlp/fc1_input", li * Tl * h);
+    // The activation (bias_swiglu / bias_gelu) keeps its input, fc1's output [s, b, fc1/TP].
+    add_act(out, "mlp/fc1_output", ab * T * fc1_width / t);
+    // linear_fc2 keeps its input, the activation output [s, b, f/TP].
+    add_act(out, "mlp/activation_output", li * T * f / t);
+  }
+  if (ctx.layer.post_mlp_norm) add_act(out, "mlp/post_norm_input", ab * Tl * h);
+  add_act(out, "mlp/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+
+  // Backward: gradients of fc1's output and of the activation output, the block input's
+  // gradient before the SP reduce-scatter, and the re-gathered fc1 input under SP.
+  std::int64_t transient = ab * T * (fc1_width + f) / t + ab * T * h;
+  if (ctx.sequence_parallel) transient += li * T * h;
+  out.transient = transient;
+}
+
+void register_dense_mlp(Registry& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }
+
+}  // namespace mme::plugins

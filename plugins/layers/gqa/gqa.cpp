@@ -1,0 +1,93 @@
+#include "gqa.hpp"
+
+#include <fmt/core.h>
+
+#include <mme/block_helpers.hpp>
+#include <mme/error.hpp>
+
+namespace mme::plugins {
+
+void GqaAttentionModel::validate(const BlockContext& ctx) const {
+  const auto& a = ctx.layer.attention;
+  // Megatron splits whole heads and whole query groups over TP (attention.py divide()).
+  if (a.num_heads % ctx.tp != 0)
+    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}", a.num_heads, ctx.tp));
+  if (a.num_query_groups % ctx.tp != 0)
+    throw LayoutError(fmt::format("{} query groups (KV heads) are not divisible by --tp {}; Megatron-LM does not "
+                                  "replicate KV heads",
+                                  a.num_query_groups, ctx.tp));
+  if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
+    throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+}
+
+void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
+  const auto& m = ctx.model;
+  const auto& a = ctx.layer.attention;
+  const std::int64_t h = m.hidden_size, d = a.kv_channels, t = ctx.tp;
+  const std::int64_t q = a.num_heads * d, kv = a.num_query_groups * d;
+  // Input norm, fused into TELayerNormColumnParallelLinear (replicated on every TP rank).
+  add_param(out, "input_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // linear_qkv: column-parallel [h -> (n + 2g) d].
+  add_param(out, "linear_qkv", ParamGroup::kAttention, ShardClass::kTensorParallel, h * (q + 2 * kv), t);
+  if (a.qkv_bias || m.add_bias_linear)
+    add_param(out, "linear_qkv_bias", ParamGroup::kAttention, ShardClass::kTensorParallel, q + 2 * kv, t);
+  // q_layernorm / k_layernorm over the head dim, shared by all heads (Qwen3).
+  if (a.qk_norm)
+    add_param(out, "qk_norm", ParamGroup::kNorms, ShardClass::kReplicated, 2 * norm_weight_count(m, d), 1);
+  // linear_proj: row-parallel [n d -> h]; its bias is not split.
+  add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, q * h, t);
+  if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
+  if (ctx.layer.post_attention_norm)
+    add_param(out, "post_attention_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+}
+
+void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& out) const {
+  const auto& a = ctx.layer.attention;
+  const auto& rc = ctx.setup.recompute;
+  const std::int64_t h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
+  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const std::int64_t nq = a.num_heads / t, nkv = a.num_query_groups / t;
+  const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
+  const bool recompute_core = rc.has(kRecomputeCoreAttn);
+
+  // TE LayerNormLinear keeps the norm input (for the norm's backward) and the normed output
+  // (the QKV GEMM input), both sequence-local under SP (layernorm_linear.py).
+  add_act(out, "attention/input_norm_input", ab * Tl * h);
+  add_act(out, "attention/qkv_input", li * Tl * h);
+  if (a.qk_norm) {
+    // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
+    add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d);
+  }
+  // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps).
+  std::int64_t q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
+  add_act(out, "attention/q", q_bytes);
+  add_act(out, "attention/kv", kv_bytes);
+  if (flash) {
+    // Flash/fused attention keeps the fp32 softmax statistics [b, n/TP, s] (LSE).
+    if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq);
+  } else if (!recompute_core) {
+    const std::int64_t s_k = attention_key_length(ctx);
+    // dot_product_attention.py: K, V repeat_interleave'd to n heads for GQA, kept by the bmms.
+    if (nkv != nq) add_act(out, "attention/kv_expanded", 2 * ab * T * nq * d);
+    // [b, n/TP, s, s] softmax output (+ dropout mask and output with attention dropout).
+    add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx) * T * nq * s_k);
+  }
+  // Attention output O: kept by flash attention and as linear_proj's input (one tensor in
+  // bf16; under FP8 linear_proj keeps its own 1-byte copy).
+  add_act(out, "attention/output", ab * T * nq * d);
+  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nq * d);
+  if (ctx.layer.post_attention_norm) add_act(out, "attention/post_norm_input", ab * Tl * h);
+  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+
+  // Busiest moment, the block's backward: gradients of Q, K, V and of the block input (full
+  // sequence before the SP reduce-scatter), plus the re-gathered QKV input under SP; unfused
+  // attention also materialises the gradient of the score tensor.
+  std::int64_t transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
+  if (ctx.sequence_parallel) transient += li * T * h;
+  if (!flash) transient += 2 * ab * T * nq * attention_key_length(ctx);
+  out.transient = transient;
+}
+
+void register_gqa(Registry& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }
+
+}  // namespace mme::plugins

@@ -1,0 +1,97 @@
+#include "mla.hpp"
+
+#include <fmt/core.h>
+
+#include <mme/block_helpers.hpp>
+#include <mme/error.hpp>
+
+namespace mme::plugins {
+
+void MlaAttentionModel::validate(const BlockContext& ctx) const {
+  const auto& a = ctx.layer.attention;
+  if (a.num_heads % ctx.tp != 0)
+    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}", a.num_heads, ctx.tp));
+  if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
+    throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+}
+
+void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
+  const auto& m = ctx.model;
+  const auto& a = ctx.layer.attention;
+  const std::int64_t h = m.hidden_size, n = a.num_heads, t = ctx.tp;
+  const std::int64_t dq = a.qk_head_dim + a.qk_pos_emb_head_dim, kv_r = a.kv_lora_rank;
+  // The input norm is a separate TENorm for MLA (replicated).
+  add_param(out, "input_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  if (a.q_lora_rank) {
+    const std::int64_t q_r = *a.q_lora_rank;
+    // linear_q_down_proj [h -> q_r]: TE parallel_mode='duplicated', the same on every TP rank.
+    add_param(out, "linear_q_down_proj", ParamGroup::kAttention, ShardClass::kReplicated, h * q_r, 1);
+    // q latent norm, fused into linear_q_up_proj.
+    add_param(out, "q_latent_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, q_r), 1);
+    // linear_q_up_proj: column-parallel [q_r -> n (d_qk + d_rope)].
+    add_param(out, "linear_q_up_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, q_r * n * dq, t);
+  } else {
+    // linear_q_proj: column-parallel [h -> n (d_qk + d_rope)] (q_lora_rank null, DeepSeek-V2-Lite).
+    add_param(out, "linear_q_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, h * n * dq, t);
+  }
+  // linear_kv_down_proj [h -> kv_r + d_rope]: duplicated over TP.
+  add_param(out, "linear_kv_down_proj", ParamGroup::kAttention, ShardClass::kReplicated,
+            h * (kv_r + a.qk_pos_emb_head_dim), 1);
+  add_param(out, "kv_latent_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, kv_r), 1);
+  // linear_kv_up_proj: column-parallel [kv_r -> n (d_qk + d_v)].
+  add_param(out, "linear_kv_up_proj", ParamGroup::kAttention, ShardClass::kTensorParallel,
+            kv_r * n * (a.qk_head_dim + a.v_head_dim), t);
+  // linear_proj: row-parallel [n d_v -> h].
+  add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, n * a.v_head_dim * h, t);
+  if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
+}
+
+void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& out) const {
+  const auto& a = ctx.layer.attention;
+  const auto& rc = ctx.setup.recompute;
+  const std::int64_t h = ctx.model.hidden_size, t = ctx.tp;
+  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const std::int64_t nl = a.num_heads / t, dq = a.qk_head_dim + a.qk_pos_emb_head_dim, dv = a.v_head_dim;
+  const std::int64_t kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
+  const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
+
+  // The separate input TENorm keeps its input; its output feeds the duplicated
+  // down-projections, which keep it, unless `layernorm` recompute discards it.
+  add_act(out, "attention/input_norm_input", ab * Tl * h);
+  if (!rc.has(kRecomputeLayernorm)) add_act(out, "attention/input_norm_output", li * Tl * h);
+  if (a.q_lora_rank) {
+    // linear_q_up_proj (TELayerNormColumnParallelLinear) keeps the q latent and its normed copy.
+    add_act(out, "attention/q_latent", (ab + li) * Tl * *a.q_lora_rank);
+  }
+  // linear_kv_up_proj keeps the kv latent (a view of the kv_down output, rope part
+  // included) and its normed copy.
+  add_act(out, "attention/kv_latent", ab * Tl * (kv_r + d_rope) + li * Tl * kv_r);
+  if (!rc.has(kRecomputeMlaUpProj)) {
+    // Q [s, b, n/TP, d_qk + d_rope], K of the same width (rope key broadcast to every head)
+    // and V [s, b, n/TP, d_v], kept by the core attention; mla_up_proj recompute drops them.
+    add_act(out, "attention/q", ab * T * nl * dq);
+    add_act(out, "attention/kv", ab * T * nl * (dq + dv));
+    // The rope key gathered over SP before it is broadcast to the heads.
+    add_act(out, "attention/k_pos_emb", ab * T * d_rope);
+  }
+  if (!rc.has(kRecomputeCoreAttn)) {
+    if (flash) {
+      add_act(out, "attention/softmax_lse", 4 * T * nl);
+    } else {
+      add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx) * T * nl * attention_key_length(ctx));
+    }
+  }
+  // Core attention output, kept by flash attention and as linear_proj's input.
+  add_act(out, "attention/output", ab * T * nl * dv);
+  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nl * dv);
+  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+
+  // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.
+  std::int64_t transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
+  if (!flash) transient += 2 * ab * T * nl * attention_key_length(ctx);
+  out.transient = transient;
+}
+
+void register_mla(Registry& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }
+
+}  // namespace mme::plugins

@@ -1,0 +1,122 @@
+#include "moe.hpp"
+
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include <mme/block_helpers.hpp>
+#include <mme/error.hpp>
+
+namespace mme::plugins {
+
+void MoeModel::validate(const BlockContext& ctx) const {
+  const auto& f = ctx.layer.mlp;
+  if (f.num_experts % ctx.ep != 0)
+    throw LayoutError(fmt::format("{} experts are not divisible by --ep {}", f.num_experts, ctx.ep));
+  if (f.expert_ffn_hidden_size % ctx.etp != 0)
+    throw LayoutError(fmt::format("moe_ffn_hidden_size {} is not divisible by --etp {}", f.expert_ffn_hidden_size,
+                                  ctx.etp));
+  if (f.shared_expert_ffn_hidden_size % ctx.tp != 0)
+    throw LayoutError(fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size,
+                                  ctx.tp));
+}
+
+std::int64_t MoeModel::expert_tokens(const BlockContext& ctx) {
+  const auto& f = ctx.layer.mlp;
+  std::int64_t n = ctx.local_tokens * f.top_k * ctx.etp;
+  if (ctx.setup.moe_capacity_factor && ctx.setup.moe_pad_to_capacity) {
+    // moe_utils.py get_capacity: ceil(tokens * k / E * cf) per expert, padded to it
+    // (token_dispatcher.py, moe_pad_expert_input_to_capacity).
+    const double per_expert = std::ceil(static_cast<double>(ctx.local_tokens * ctx.etp * ctx.ep) *
+                                        static_cast<double>(f.top_k) / static_cast<double>(f.num_experts) *
+                                        *ctx.setup.moe_capacity_factor);
+    n = static_cast<std::int64_t>(per_expert) * (f.num_experts / ctx.ep);
+  }
+  return n;
+}
+
+void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
+  const auto& m = ctx.model;
+  const auto& f = ctx.layer.mlp;
+  const std::int64_t h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
+  const std::int64_t S = f.shared_expert_ffn_hidden_size, t = ctx.tp;
+  const std::int64_t g = m.gated_linear_unit ? 2 : 1;
+  // The MoE layer's pre-MLP norm is a separate TENorm (replicated).
+  add_param(out, "pre_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // TopKRouter weight [E, h], replicated on every TP/EP rank (router.py).
+  add_param(out, "router", ParamGroup::kRouter, ShardClass::kReplicated, E * h, 1);
+  if (m.add_bias_linear) add_param(out, "router_bias", ParamGroup::kRouter, ShardClass::kReplicated, E, 1);
+  // DeepSeek-V3 expert bias (e_score_correction_bias): stored by HF checkpoints, held by
+  // Megatron as an fp32 buffer, not a trained parameter: no per-rank gradient or optimizer.
+  if (f.router_expert_bias) out.terms.push({"router_expert_bias", ParamGroup::kRouter, ShardClass::kReplicated, E, 0, E});
+  // Routed experts: E/EP local experts, each fc1 [h -> g F] and fc2 [F -> h], split over ETP
+  // (experts.py TEGroupedMLP). A token uses top-k of them.
+  const std::int64_t per_expert = h * g * F + F * h + (m.add_bias_linear ? g * F + h : 0);
+  const std::int64_t local = (E / ctx.ep) * per_expert / ctx.etp;
+  out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, E * per_expert, local,
+                  f.top_k * per_expert});
+  if (S > 0) {
+    // Shared experts: an ordinary TP-sharded MLP of width S (shared_experts.py).
+    add_param(out, "shared_experts", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, h * g * S + S * h, t);
+    if (m.add_bias_linear) {
+      add_param(out, "shared_experts_fc1_bias", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, g * S, t);
+      add_param(out, "shared_experts_fc2_bias", ParamGroup::kSharedExperts, ShardClass::kReplicated, h, 1);
+    }
+    // Qwen2-MoE shared_expert_gate: Linear h -> 1 (moe_shared_expert_gate).
+    if (f.shared_expert_gate)
+      add_param(out, "shared_expert_gate", ParamGroup::kSharedExperts, ShardClass::kReplicated, h, 1);
+  }
+  if (ctx.layer.post_mlp_norm)
+    add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+}
+
+void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const {
+  const auto& m = ctx.model;
+  const auto& f = ctx.layer.mlp;
+  const auto& rc = ctx.setup.recompute;
+  const std::int64_t h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
+  const std::int64_t S = f.shared_expert_ffn_hidden_size, t = ctx.tp, etp = ctx.etp;
+  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const std::int64_t g = m.gated_linear_unit ? 2 : 1;
+  const std::int64_t N = expert_tokens(ctx);
+
+  // The separate pre-MLP TENorm keeps its input ...
+  add_act(out, "moe/norm_input", ab * Tl * h);
+  // ... and its output is kept by the router and shared-expert GEMMs (or by the `moe`
+  // checkpoint as its input); `layernorm` recompute discards and recomputes it.
+  if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h);
+  if (!rc.has(kRecomputeMoe)) {
+    // router.py: logits and scores per token and expert (fp32), and the routing map (bool).
+    const std::int64_t score_b = f.router_fp32 ? 4 : ab;
+    add_act(out, "moe/router", Tl * E * (score_b + 4 + 1));
+    // Grouped GEMM fc1 keeps the dispatched tokens [N, h] (token_dispatcher.py permute + A2A).
+    add_act(out, "moe/expert_fc1_input", li * N * h);
+    // The expert activation keeps fc1's output [N, g F / ETP] ...
+    add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp);
+    // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
+    if (!rc.has(kRecomputeMoeAct)) add_act(out, "moe/expert_activation_output", li * N * F / etp);
+    // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
+    add_act(out, "moe/permuted_probs", 4 * N);
+    if (S > 0 && !rc.has(kRecomputeSharedExperts)) {
+      // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
+      add_act(out, "moe/shared_fc1_output", ab * T * g * S / t);
+      add_act(out, "moe/shared_activation_output", li * T * S / t);
+    }
+  }
+  if (ctx.layer.post_mlp_norm) add_act(out, "moe/post_norm_input", ab * Tl * h);
+  add_act(out, "moe/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+
+  // Busiest moment: the dispatched tokens exist twice around the all-to-all (send and
+  // receive buffers), and in backward the gradients of fc1's output and of the expert input.
+  std::int64_t transient = ab * N * h * 2 + ab * N * g * F / etp;
+  if (ctx.setup.dispatcher == TokenDispatcher::kAllGather) {
+    // MoEAllGatherTokenDispatcher gathers hidden states and probabilities over TP x EP.
+    transient += ab * Tl * etp * ctx.ep * h + 4 * Tl * etp * ctx.ep * E;
+  }
+  if (S > 0) transient = std::max(transient, ab * T * (g * S + S) / t + ab * T * h);
+  out.transient = transient;
+}
+
+void register_moe(Registry& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }
+
+}  // namespace mme::plugins

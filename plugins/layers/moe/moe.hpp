@@ -1,0 +1,30 @@
+// Layer-memory model "moe": the mixture-of-experts MLP block of a decoder layer
+// (megatron/core/transformer/moe/moe_layer.py MoELayer: pre-MLP norm, TopKRouter, token
+// dispatcher, grouped routed experts (TEGroupedMLP), optional shared experts and gate).
+#pragma once
+
+#include <mme/layer_model.hpp>
+#include <mme/registry.hpp>
+
+namespace mme::plugins {
+
+class MoeModel final : public LayerMemoryModel {
+ public:
+  std::string_view kind() const override { return "moe"; }
+  BlockRole role() const override { return BlockRole::kMlp; }
+  std::string_view description() const override {
+    return "mixture-of-experts block (router, token dispatcher, routed and shared experts)";
+  }
+  void validate(const BlockContext& ctx) const override;
+  void parameters(const BlockContext& ctx, BlockParams& out) const override;
+  void activations(const BlockContext& ctx, BlockActivations& out) const override;
+
+  // Tokens the routed experts of one rank process per micro-batch (balanced routing):
+  // every local token is sent to top-k experts, the ETP group all-gathers its tokens, and
+  // with --moe-pad-expert-input-to-capacity each expert's input is padded to capacity.
+  static std::int64_t expert_tokens(const BlockContext& ctx);
+};
+
+void register_moe(Registry& registry);
+
+}  // namespace mme::plugins

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything mme needs to build and test on Debian 12 (bookworm). Idempotent: a
+# package already installed is left alone. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ make pkg-config ca-certificates
+  libboost1.81-dev libboost-program-options1.81-dev
+  nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcurl4-openssl-dev
+)
+# Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
+if [[ "${1:-}" == "--with" ]]; then
+  shift
+  packages+=("$@")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup-deps: run as root (missing: ${missing[*]})" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,111 @@
+// Pipeline partition and schedule: values from Megatron-LM's rules, worked out by hand.
+#include <gtest/gtest.h>
+
+#include <mme/error.hpp>
+#include <mme/pipeline.hpp>
+
+namespace mme {
+namespace {
+
+ParallelLayout layout(std::int64_t pp, std::int64_t vpp = 1) {
+  ParallelLayout p;
+  p.pp = pp;
+  p.vpp = vpp;
+  return p;
+}
+
+TEST(Pipeline, EvenSplit) {
+  auto part = partition_pipeline(32, 0, layout(4), {});
+  ASSERT_EQ(part.chunks.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(part.at(r, 0).num_layers, 8);
+    EXPECT_EQ(part.at(r, 0).first_layer, 8 * r);
+  }
+  EXPECT_TRUE(part.at(0, 0).embedding);
+  EXPECT_TRUE(part.at(3, 0).loss);
+  EXPECT_FALSE(part.at(1, 0).embedding);
+}
+
+TEST(Pipeline, SeedDeepSeekExampleLastStageSixteen) {
+  PipelineSplit split;
+  split.last_stage_layers = 16;
+  auto part = partition_pipeline(61, 1, layout(4), split);
+  EXPECT_EQ(part.at(0, 0).num_layers, 15);
+  EXPECT_EQ(part.at(1, 0).num_layers, 15);
+  EXPECT_EQ(part.at(2, 0).num_layers, 15);
+  EXPECT_EQ(part.at(3, 0).num_layers, 16);
+  EXPECT_EQ(part.at(3, 0).mtp_layers, 1);
+  EXPECT_TRUE(part.at(3, 0).embedding);  // the MTP stage holds a copy of the embedding
+}
+
+TEST(Pipeline, UnevenWithoutFlagsNamesTheFlags) {
+  try {
+    partition_pipeline(61, 0, layout(4), {});
+    FAIL() << "expected a LayoutError";
+  } catch (const LayoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-layers-in-last-pipeline-stage"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipeline, InterleavedOrderFollowsVirtualStages) {
+  // 8 layers, PP 2, VPP 2: virtual stage i = vpp_rank * 2 + pp_rank gets layers 2i, 2i+1.
+  auto part = partition_pipeline(8, 0, layout(2, 2), {});
+  EXPECT_EQ(part.at(0, 0).first_layer, 0);
+  EXPECT_EQ(part.at(1, 0).first_layer, 2);
+  EXPECT_EQ(part.at(0, 1).first_layer, 4);
+  EXPECT_EQ(part.at(1, 1).first_layer, 6);
+  EXPECT_TRUE(part.at(1, 1).loss);
+}
+
+TEST(Pipeline, AccountForEmbeddingAndLoss) {
+  PipelineSplit split;
+  split.account_for_embedding = true;
+  split.account_for_loss = true;
+  auto part = partition_pipeline(14, 0, layout(4), split);  // 16 slots, 4 per stage
+  EXPECT_EQ(part.at(0, 0).num_layers, 3);
+  EXPECT_EQ(part.at(1, 0).num_layers, 4);
+  EXPECT_EQ(part.at(2, 0).num_layers, 4);
+  EXPECT_EQ(part.at(3, 0).num_layers, 3);
+}
+
+TEST(Pipeline, LayoutString) {
+  // The ground-truth MoE layout: 3 decoder layers on the first virtual stage, then six
+  // stages of two, the MTP layer and the loss on the last one.
+  auto stages = parse_pipeline_layout("Et*3|(tt|)*6mL");
+  ASSERT_EQ(stages.size(), 8u);
+  EXPECT_EQ(stages[0].decoder, 3);
+  EXPECT_TRUE(stages[0].embedding);
+  EXPECT_EQ(stages[7].decoder, 0);
+  EXPECT_EQ(stages[7].mtp, 1);
+  EXPECT_TRUE(stages[7].loss);
+  PipelineSplit split;
+  split.layout = "Et*3|(tt|)*6mL";
+  auto part = partition_pipeline(15, 1, layout(2), split);
+  EXPECT_EQ(part.vpp, 4);
+  EXPECT_EQ(part.at(0, 0).num_layers, 3);  // stage 0
+  EXPECT_EQ(part.at(1, 0).num_layers, 2);  // stage 1
+  EXPECT_EQ(part.at(1, 3).mtp_layers, 1);  // stage 7 = vpp 3, pp 1
+}
+
+TEST(Schedule, OneFOneB) {
+  EXPECT_EQ(inflight_microbatches(4, 1, 0, 0)[0], 4);
+  EXPECT_EQ(inflight_microbatches(4, 1, 3, 0)[0], 1);
+  EXPECT_EQ(inflight_microbatches(4, 1, 0, 2)[0], 2);  // fewer micro-batches than stages
+  EXPECT_EQ(inflight_microbatches(1, 1, 0, 64)[0], 1);
+}
+
+TEST(Schedule, InterleavedMatchesKorthikantiFactor) {
+  // PP 8, VPP 3, rank 0: 2*7 + 2*8 + 1 = 31 chunk micro-batches = 96 (1 + 7/24) / 4 layers.
+  auto v = inflight_microbatches(8, 3, 0, 0);
+  EXPECT_EQ(v[0], 15);
+  EXPECT_EQ(v[1], 8);
+  EXPECT_EQ(v[2], 8);
+  // Last rank: (v - 1) p + 1 forward passes before the first backward.
+  auto last = inflight_microbatches(8, 3, 7, 0);
+  EXPECT_EQ(last[0], 8);
+  EXPECT_EQ(last[1], 8);
+  EXPECT_EQ(last[2], 1);
+}
+
+}  // namespace
+}  // namespace mme
