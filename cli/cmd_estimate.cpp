@@ -1,12 +1,16 @@
 #include <algorithm>
+#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/core.h>
 
 #include <mme/error.hpp>
 #include <mme/estimator.hpp>
 #include <mme/fit.hpp>
+#include <mme/megatron_args.hpp>
 #include <mme/model_loader.hpp>
+#include <mme/model_source.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
@@ -26,7 +30,11 @@ po::options_description visible_options() {
       ("gpu", po::value<std::string>(), "judge the fit on this GPU only (name or alias, see `mme hardware`)")
       ("headroom", po::value<std::string>(),
        "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
-      ("revision", po::value<std::string>(), "hub revision to download (default main)");
+      ("revision", po::value<std::string>(), "hub revision to download (default main)")
+      ("megatron-args", po::value<std::string>(),
+       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
+      ("megatron-args-file", po::value<std::string>(),
+       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)");
   add_setup_options(d, hidden);
   d.add(common_options());
   return d;
@@ -69,8 +77,26 @@ int run_estimate(const std::vector<std::string>& args) {
   pos.add("model", 1);
   const auto vm = parse(args, visible_options(), hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  if (!vm.count("model")) throw UsageError("estimate needs a MODEL (a hub id, a config.json or a folder)");
-  TrainingSetup setup = read_setup(vm);
+  std::optional<MegatronArgs> megatron;
+  std::string megatron_source;
+  if (vm.count("megatron-args") && vm.count("megatron-args-file"))
+    throw UsageError("give --megatron-args or --megatron-args-file, not both");
+  if (vm.count("megatron-args")) {
+    megatron_source = "--megatron-args";
+    megatron = parse_megatron_args(vm["megatron-args"].as<std::string>(), megatron_source);
+  } else if (vm.count("megatron-args-file")) {
+    megatron_source = vm["megatron-args-file"].as<std::string>();
+    std::ifstream in(megatron_source, std::ios::binary);
+    if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", megatron_source));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    megatron = parse_megatron_args(text, megatron_source);
+  }
+  if (megatron && vm.count("model"))
+    throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  if (!megatron && !vm.count("model"))
+    throw UsageError("estimate needs a MODEL (a hub id, a config.json or a folder) or --megatron-args");
+  // Megatron flags describe the layout too; explicit mme flags override them.
+  TrainingSetup setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{}) : TrainingSetup{});
   double headroom = kDefaultHeadroom;
   if (vm.count("headroom")) headroom = parse_headroom(vm["headroom"].as<std::string>());
 
@@ -88,7 +114,8 @@ int run_estimate(const std::vector<std::string>& args) {
   }
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
+  const ModelSpec model = megatron ? adapt_config(megatron->to_config(), "Megatron-LM flags", megatron_source, registry)
+                                   : load_model(vm["model"].as<std::string>(), registry, sources);
 
   Estimator estimator(model, registry);
   EstimateOptions eo;

@@ -25,6 +25,7 @@ int run_hardware(const std::vector<std::string>& args);
 int run_estimate(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
 int run_models(const std::vector<std::string>& args);
+int run_validate(const std::vector<std::string>& args);
 void help_version(std::ostream& out);
 void help_help(std::ostream& out);
 void help_plugins(std::ostream& out);
@@ -32,5 +33,6 @@ void help_hardware(std::ostream& out);
 void help_estimate(std::ostream& out);
 void help_params(std::ostream& out);
 void help_models(std::ostream& out);
+void help_validate(std::ostream& out);
 
 }  // namespace mme::cli

@@ -40,7 +40,8 @@ const ValueFlag kValueFlags[] = {
     {"num-layers-in-last-pipeline-stage", {"decoder-last-pipeline-num-layers"}, "layers of the last pipeline stage"},
     {"pipeline-layout", {"pipeline-model-parallel-layout"}, "Megatron pipeline layout string, e.g. 'Et*3|(tt|)*6mL'"},
     {"attention-backend", {}, "flash (default; also fused, auto) | unfused (also local)"},
-    {"precision", {}, "bf16 (default) | fp16 | fp8"},
+    {"precision", {}, "bf16 (default) | fp16 | fp8 | fp32"},
+    {"transformer-impl", {}, "transformer_engine (default) | local (Megatron's own layers, unfused attention)"},
     {"moe-token-dispatcher", {"moe-token-dispatcher-type"}, "alltoall (default) | allgather | flex"},
     {"moe-capacity-factor", {"moe-expert-capacity-factor"}, "MoE expert capacity factor (default: dropless)"},
     {"main-grads-dtype", {}, "gradient buffer dtype: fp32 (default for bf16) | bf16"},
@@ -52,6 +53,7 @@ const ValueFlag kValueFlags[] = {
     {"make-vocab-size-divisible-by", {}, "vocabulary padding multiple before x TP (default 128)"},
     {"optimizer", {}, "adam (default) | sgd | muon"},
     {"hidden-dropout", {}, "override the model's hidden dropout rate"},
+    {"cublas-workspace-config", {}, "CUBLAS_WORKSPACE_CONFIG of the run, e.g. :4096:8 (default: PyTorch's default)"},
     {"attention-dropout", {}, "override the model's attention dropout rate"},
 };
 
@@ -71,6 +73,8 @@ const SwitchFlag kSwitches[] = {
     {"use-precision-aware-optimizer", "TE FusedAdam with the dtypes of --main-params/--exp-avg(-sq)-dtype"},
     {"fp8-param-gather", "keep FP8 GEMM weights as 1-byte parameters (needs --precision fp8)"},
     {"cross-entropy-loss-fusion", "fused cross entropy (no fp32 logits kept)"},
+    {"moe-grouped-gemm", "grouped GEMM experts, TEGroupedMLP (the default)"},
+    {"no-moe-grouped-gemm", "one GEMM per local expert (SequentialMLP)"},
     {"bf16", "Megatron-LM spelling of --precision bf16"},
     {"fp16", "Megatron-LM spelling of --precision fp16"},
 };
@@ -152,7 +156,8 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
     if (*v == "bf16") s.precision = Precision::kBF16;
     else if (*v == "fp16") s.precision = Precision::kFP16;
     else if (*v == "fp8") s.precision = Precision::kFP8;
-    else throw UsageError(fmt::format("--precision: unknown value '{}' (bf16, fp16, fp8)", *v));
+    else if (*v == "fp32") s.precision = Precision::kFP32;
+    else throw UsageError(fmt::format("--precision: unknown value '{}' (bf16, fp16, fp8, fp32)", *v));
   }
   if (on(vm, "bf16") && on(vm, "fp16")) throw UsageError("--bf16 and --fp16 contradict each other");
   if (on(vm, "bf16")) s.precision = Precision::kBF16;
@@ -162,6 +167,11 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
     if (*v == "flash" || *v == "fused" || *v == "auto") s.attention_backend = AttentionBackend::kFlash;
     else if (*v == "unfused" || *v == "local") s.attention_backend = AttentionBackend::kUnfused;
     else throw UsageError(fmt::format("--attention-backend: unknown value '{}' (flash, fused, auto, unfused, local)", *v));
+  }
+  if (auto v = str_flag(vm, "transformer-impl")) {
+    if (*v == "transformer_engine") s.transformer_engine = true;
+    else if (*v == "local") s.transformer_engine = false;
+    else throw UsageError(fmt::format("--transformer-impl: unknown value '{}' (transformer_engine, local)", *v));
   }
   if (auto v = str_flag(vm, "moe-token-dispatcher")) {
     if (*v == "alltoall") s.dispatcher = TokenDispatcher::kAllToAll;
@@ -219,6 +229,14 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   }
   if (on(vm, "fp8-param-gather")) s.fp8_param_gather = true;
   if (on(vm, "cross-entropy-loss-fusion")) s.cross_entropy_fusion = true;
+  if (on(vm, "moe-grouped-gemm") && on(vm, "no-moe-grouped-gemm"))
+    throw UsageError("--moe-grouped-gemm and --no-moe-grouped-gemm contradict each other");
+  if (on(vm, "moe-grouped-gemm")) s.moe_grouped_gemm = true;
+  if (on(vm, "no-moe-grouped-gemm")) s.moe_grouped_gemm = false;
+  if (auto v = str_flag(vm, "cublas-workspace-config")) {
+    (void)parse_cublas_workspace_config(*v);
+    s.cublas_workspace_config = *v;
+  }
   if (auto v = str_flag(vm, "hidden-dropout")) s.hidden_dropout = parse_double("--hidden-dropout", *v, 0.0, 0.999);
   if (auto v = str_flag(vm, "attention-dropout"))
     s.attention_dropout = parse_double("--attention-dropout", *v, 0.0, 0.999);

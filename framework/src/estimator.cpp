@@ -60,6 +60,7 @@ struct TypeEval {
   std::int64_t fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
   std::int64_t saved = 0;          // bytes kept for backward per micro-batch
   std::int64_t transient = 0;      // working bytes at the layer's busiest moment
+  std::int64_t global_buffer = 0;  // Megatron global memory buffer the layer gathers into
   BlockParams attn_params, mlp_params;
   BlockActivations attn_acts, mlp_acts;
 };
@@ -238,7 +239,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   const std::int64_t tokens = s.seq_length * s.micro_batch_size / c;  // T per CP rank
   const std::int64_t local_tokens = sp ? tokens / t : tokens;
   const bool fp8 = s.precision == Precision::kFP8;
-  const std::int64_t act_bytes = 2;
+  // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
+  const std::int64_t act_bytes = s.precision == Precision::kFP32 ? 4 : 2;
   const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
   const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
   const std::int64_t norm_params = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
@@ -256,7 +258,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     ctx.tokens = tokens;
     ctx.local_tokens = local_tokens;
     ctx.act_bytes = act_bytes;
-    ctx.linear_input_bytes = fp8 ? 1 : 2;
+    ctx.linear_input_bytes = fp8 ? 1 : act_bytes;
     ctx.hidden_dropout = hidden_dropout;
     ctx.attention_dropout = attention_dropout;
     ctx.is_mtp = is_mtp;
@@ -275,6 +277,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     lt.mlp->activations(ctx, e.mlp_acts);
     e.saved = sum_saved(e.attn_acts) + sum_saved(e.mlp_acts);
     e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
+    e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
     return e;
   };
   std::vector<TypeEval> evals;
@@ -293,12 +296,16 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
 
   // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
   const auto& opt = s.optimizer;
-  const DType param_dtype = s.precision == Precision::kFP16 ? DType::kFP16 : DType::kBF16;
+  const DType param_dtype = s.precision == Precision::kFP16   ? DType::kFP16
+                            : s.precision == Precision::kFP32 ? DType::kFP32
+                                                              : DType::kBF16;
   const DType grad_dtype = opt.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32);
   const std::int64_t param_b = dtype_bytes(param_dtype);
   const std::int64_t grad_b = dtype_bytes(grad_dtype);
   // Optimizer state bytes per parameter, before sharding.
-  std::int64_t main_param_b = 4, exp_avg_b = 4, exp_avg_sq_b = 4, main_grad_copy_b = 0;
+  // fp32 training needs no separate fp32 master copy of the parameters.
+  std::int64_t main_param_b = param_dtype == DType::kFP32 ? 0 : 4, exp_avg_b = 4, exp_avg_sq_b = 4,
+               main_grad_copy_b = 0;
   if (opt.precision_aware) {
     // TE FusedAdam master weights: a 16-bit remainder of a bf16 param (store_param_remainders),
     // else the chosen dtype (optimizer/__init__.py, distrib_optimizer.py).
@@ -322,9 +329,17 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
                                options.gpu_architecture == "blackwell";
   // transformer_engine/pytorch/module/base.py get_workspace(): one cuBLAS workspace,
   // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
-  const std::int64_t te_workspace = hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
+  const std::int64_t te_workspace = !s.transformer_engine ? 0 : hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
+  // PyTorch's own cuBLAS and cuBLASLt workspaces (CublasHandlePool.cpp), one each, sized by
+  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on Hopper and newer, else
+  // 4096 KiB x 2 + 16 KiB x 8.
+  const std::int64_t torch_workspace =
+      !s.cublas_workspace_config.empty() ? parse_cublas_workspace_config(s.cublas_workspace_config)
+      : hopper_or_newer                  ? 4096 * 1024 * 8
+                                         : 4096 * 1024 * 2 + 16 * 1024 * 8;
   bool grouped_gemm = false;
-  for (const auto& lt : im.types) grouped_gemm = grouped_gemm || lt.spec.mlp.num_experts > 0;
+  for (const auto& lt : im.types)
+    grouped_gemm = grouped_gemm || (lt.spec.mlp.num_experts > 0 && s.moe_grouped_gemm && s.transformer_engine);
 
   Estimate est;
   est.setup = s;
@@ -369,6 +384,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         exp_params += n * e.exp_params;
         fp8_params += n * e.fp8_params;
         transient = std::max(transient, e.transient);
+        sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
         max_layer_saved = std::max(max_layer_saved, e.saved);
         const std::int64_t full = n - recomputed;
         for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
@@ -502,8 +518,9 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
     comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", st.gradient_bytes);
 
-    std::int64_t other = te_workspace;
+    std::int64_t other = te_workspace + 2 * torch_workspace;
     comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
+    comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * torch_workspace);
     if (grouped_gemm) {
       // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
       // (get_multi_stream_cublas_workspace, 4 streams).
@@ -511,7 +528,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       comps.add(MemoryCategory::kOther, "other/te_grouped_gemm_workspaces", 4 * te_workspace);
     }
     other += sp_gather_buffer;
-    comps.add(MemoryCategory::kOther, "other/sp_global_gather_buffer", sp_gather_buffer);
+    comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", sp_gather_buffer);
     if (fp8 && !s.fp8_param_gather) {
       // TE caches the FP8 copy (and its transpose) of every GEMM weight across micro-batches.
       other += 2 * fp8_params;

@@ -96,10 +96,16 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in [0, 1], got {}", o.cpu_offload_fraction));
   if (o.cpu_offload_fraction > 0 && !o.precision_aware)
     throw LayoutError("--optimizer-cpu-offload-fraction needs --use-precision-aware-optimizer (as in Megatron-LM)");
+  if (!s.transformer_engine) {
+    if (s.precision == Precision::kFP8) throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
+    // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
+    s.attention_backend = AttentionBackend::kUnfused;
+  }
   if (s.fp8_param_gather && !o.distributed)
     throw LayoutError("--fp8-param-gather needs the distributed optimizer");
   if (s.fp8_param_gather && s.precision != Precision::kFP8)
     throw LayoutError("--fp8-param-gather needs --precision fp8");
+  if (!s.cublas_workspace_config.empty()) (void)parse_cublas_workspace_config(s.cublas_workspace_config);
   if (s.moe_capacity_factor && *s.moe_capacity_factor <= 0)
     throw LayoutError(fmt::format("--moe-capacity-factor must be positive, got {}", *s.moe_capacity_factor));
   if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
@@ -154,6 +160,7 @@ const char* to_string(Precision p) {
     case Precision::kBF16: return "bf16";
     case Precision::kFP16: return "fp16";
     case Precision::kFP8: return "fp8";
+    case Precision::kFP32: return "fp32";
   }
   return "?";
 }
@@ -234,6 +241,30 @@ std::uint32_t parse_recompute_modules(const std::string& text) {
     }
   }
   return out;
+}
+
+std::int64_t parse_cublas_workspace_config(const std::string& text) {
+  // aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 8 chunks of
+  // 4096 KiB; several pairs add up.
+  std::int64_t total = 0;
+  std::stringstream ss(text);
+  std::string item;
+  std::vector<std::int64_t> nums;
+  while (std::getline(ss, item, ':')) {
+    if (item.empty()) continue;
+    try {
+      std::size_t pos = 0;
+      const long long v = std::stoll(item, &pos);
+      if (pos != item.size() || v <= 0 || v > (1 << 24)) throw std::invalid_argument("range");
+      nums.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--cublas-workspace-config '{}': expected ':SIZE_KiB:COUNT' pairs", text));
+    }
+  }
+  if (nums.empty() || nums.size() % 2 != 0)
+    throw UsageError(fmt::format("--cublas-workspace-config '{}': expected ':SIZE_KiB:COUNT' pairs", text));
+  for (std::size_t i = 0; i < nums.size(); i += 2) total += nums[i] * 1024 * nums[i + 1];
+  return total;
 }
 
 DType parse_dtype(const std::string& text) {

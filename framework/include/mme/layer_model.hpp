@@ -59,6 +59,10 @@ struct BlockActivations {
   // Extra short-lived bytes at the block's busiest moment (all-gather buffers, gradients of
   // its largest activations during backward), on top of what is saved.
   std::int64_t transient = 0;
+  // Bytes of Megatron's global memory buffer (parallel_state.get_global_memory_buffer) the
+  // block gathers into. The buffer is allocated once and kept, shared by every user: the
+  // engine keeps the largest request as persistent memory.
+  std::int64_t global_buffer = 0;
 };
 
 // Everything a block model may read. The engine computes the derived figures once.

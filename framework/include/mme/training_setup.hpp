@@ -12,7 +12,7 @@ namespace mme {
 
 struct ModelSpec;
 
-enum class Precision { kBF16, kFP16, kFP8 };
+enum class Precision { kBF16, kFP16, kFP8, kFP32 };
 enum class DType { kFP32, kBF16, kFP16, kFP8 };
 enum class AttentionBackend { kFlash, kUnfused };
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
@@ -94,10 +94,17 @@ struct TrainingSetup {
   Precision precision = Precision::kBF16;
   bool fp8_param_gather = false;  // --fp8-param-gather
   AttentionBackend attention_backend = AttentionBackend::kFlash;
+  // --transformer-impl: transformer_engine (default) or local (Megatron's own layers: unfused
+  // DotProductAttention, no Transformer Engine workspaces).
+  bool transformer_engine = true;
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
   std::optional<double> moe_capacity_factor;  // --moe-expert-capacity-factor (unset: dropless)
   bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
+  bool moe_grouped_gemm = true;               // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
   bool cross_entropy_fusion = false;          // --cross-entropy-loss-fusion
+  // CUBLAS_WORKSPACE_CONFIG (e.g. ":4096:8", what deterministic runs set); empty = PyTorch's
+  // default for the GPU architecture.
+  std::string cublas_workspace_config;
   std::int64_t make_vocab_size_divisible_by = 128;
 
   // Dropout overrides (unset: the model's own rates).
@@ -133,5 +140,7 @@ std::string recompute_modules_to_string(std::uint32_t modules);
 // Parses "core_attn,mlp" (comma or space separated, brackets allowed). Throws UsageError.
 std::uint32_t parse_recompute_modules(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
+// Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
+std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError
 
 }  // namespace mme

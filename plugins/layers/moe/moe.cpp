@@ -94,7 +94,14 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     // The expert activation keeps fc1's output [N, g F / ETP] ...
     add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp);
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
-    if (!rc.has(kRecomputeMoeAct)) add_act(out, "moe/expert_activation_output", li * N * F / etp);
+    if (!rc.has(kRecomputeMoeAct)) {
+      add_act(out, "moe/expert_activation_output", li * N * F / etp);
+      // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl); other
+      // activations go through activation_func_with_probs (experts.py), whose product with the
+      // routing probabilities keeps the unscaled activation for the probabilities' gradient.
+      if (!(m.gated_linear_unit && m.activation == "silu"))
+        add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp);
+    }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
     add_act(out, "moe/permuted_probs", 4 * N);
     if (S > 0 && !rc.has(kRecomputeSharedExperts)) {
@@ -110,8 +117,11 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   // receive buffers), and in backward the gradients of fc1's output and of the expert input.
   std::int64_t transient = ab * N * h * 2 + ab * N * g * F / etp;
   if (ctx.setup.dispatcher == TokenDispatcher::kAllGather) {
-    // MoEAllGatherTokenDispatcher gathers hidden states and probabilities over TP x EP.
-    transient += ab * Tl * etp * ctx.ep * h + 4 * Tl * etp * ctx.ep * E;
+    // MoEAllGatherTokenDispatcher gathers the hidden states over the expert TP x EP group into
+    // the global memory buffer (use_global_buffer=True), and the probabilities and routing map
+    // into ordinary tensors.
+    out.global_buffer = ab * Tl * etp * ctx.ep * h;
+    transient += 5 * Tl * etp * ctx.ep * E;
   }
   if (S > 0) transient = std::max(transient, ab * T * (g * S + S) / t + ab * T * h);
   out.transient = transient;

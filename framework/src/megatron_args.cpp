@@ -1,0 +1,376 @@
+#include "mme/megatron_args.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "mme/error.hpp"
+
+namespace mme {
+
+namespace {
+
+std::string normalise(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
+bool truthy(const std::string& v) {
+  std::string l;
+  for (char c : v) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return l.empty() || l == "true" || l == "1" || l == "yes" || l == "on";
+}
+
+// Splits shell-ish text into words. Returns the words; throws on an unterminated quote.
+std::vector<std::string> shell_words(std::string_view text, const std::string& source) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < text.size() &&
+                 (text[i + 1] == '"' || text[i + 1] == '\\' || text[i + 1] == '$')) {
+        cur.push_back(text[++i]);
+      } else {
+        cur.push_back(c);
+      }
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size()) {
+      if (text[i + 1] == '\n') {  // line continuation
+        ++i;
+        continue;
+      }
+      if (text[i + 1] == '\r' && i + 2 < text.size() && text[i + 2] == '\n') {
+        i += 2;
+        continue;
+      }
+      cur.push_back(text[++i]);
+      in_word = true;
+      continue;
+    }
+    if (c == '#' && !in_word) {  // comment to the end of the line
+      while (i < text.size() && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+      continue;
+    }
+    if (c == '\0') throw UsageError(fmt::format("{}: contains a NUL byte", source));
+    cur.push_back(c);
+    in_word = true;
+  }
+  if (quote) throw UsageError(fmt::format("{}: unterminated {} quote", source, quote));
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
+bool is_flag(const std::string& w) { return w.size() > 2 && w[0] == '-' && w[1] == '-'; }
+
+// Bash-array punctuation and assignments around an argument list: ARGS=( ... ).
+bool is_separator(const std::string& w) {
+  return w == "(" || w == ")" || w == ";" || w == "&&" || w == "|" || (w.size() >= 2 && w.substr(w.size() - 2) == "=(");
+}
+
+}  // namespace
+
+void MegatronArgs::set(std::string name, std::vector<std::string> values) {
+  name = normalise(name);
+  for (auto& f : flags_) {
+    if (f.name == name) {
+      f.values = std::move(values);
+      return;
+    }
+  }
+  flags_.push_back({std::move(name), std::move(values)});
+}
+
+bool MegatronArgs::has(std::string_view name) const {
+  const std::string n = normalise(name);
+  return std::any_of(flags_.begin(), flags_.end(), [&](const Flag& f) { return f.name == n; });
+}
+
+std::optional<std::string> MegatronArgs::value(std::string_view name) const {
+  const std::string n = normalise(name);
+  for (const auto& f : flags_) {
+    if (f.name != n) continue;
+    std::string out;
+    for (const auto& v : f.values) out += (out.empty() ? "" : " ") + v;
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool MegatronArgs::enabled(std::string_view name) const {
+  auto v = value(name);
+  return v && truthy(*v);
+}
+
+nlohmann::json MegatronArgs::to_config() const {
+  nlohmann::json args = nlohmann::json::object();
+  for (const auto& f : flags_) {
+    if (f.values.empty()) {
+      args[f.name] = true;
+    } else {
+      std::string joined;
+      for (const auto& v : f.values) joined += (joined.empty() ? "" : " ") + v;
+      args[f.name] = joined;
+    }
+  }
+  return {{"mme_source", "megatron-args"}, {"args", args}};
+}
+
+MegatronArgs MegatronArgs::from_config(const nlohmann::json& config) {
+  MegatronArgs out;
+  const auto it = config.find("args");
+  if (it == config.end() || !it->is_object()) return out;
+  for (const auto& [k, v] : it->items()) {
+    if (v.is_boolean()) {
+      if (v.get<bool>()) out.set(k, {});
+      else out.set(k, {"false"});
+    } else if (v.is_string()) {
+      out.set(k, {v.get<std::string>()});
+    } else if (v.is_number()) {
+      out.set(k, {v.dump()});
+    }
+  }
+  return out;
+}
+
+bool is_megatron_args_config(const nlohmann::json& config) {
+  if (!config.is_object()) return false;
+  const auto it = config.find("mme_source");
+  return it != config.end() && it->is_string() && it->get<std::string>() == "megatron-args";
+}
+
+MegatronArgs parse_megatron_args(std::string_view text, const std::string& source) {
+  const auto words = shell_words(text, source);
+  MegatronArgs args;
+  std::optional<MegatronArgs::Flag> cur;
+  auto flush = [&] {
+    if (cur) args.set(std::move(cur->name), std::move(cur->values));
+    cur.reset();
+  };
+  for (const auto& w : words) {
+    if (is_separator(w)) {
+      flush();
+      continue;
+    }
+    if (is_flag(w)) {
+      flush();
+      const auto eq = w.find('=');
+      if (eq != std::string::npos) {
+        args.set(w.substr(2, eq - 2), {w.substr(eq + 1)});
+      } else {
+        cur = MegatronArgs::Flag{w.substr(2), {}};
+      }
+      continue;
+    }
+    if (cur) {
+      if (!w.empty() && w[0] == '$')
+        spdlog::warn("{}: --{} {}: shell variables are not expanded; the flag is ignored", source, cur->name, w);
+      cur->values.push_back(w);
+    }
+    // Words before the first flag (python, torchrun, pretrain_gpt.py) are not Megatron flags.
+  }
+  flush();
+  // Drop flags whose value is an unexpanded shell variable.
+  MegatronArgs clean;
+  for (const auto& f : args.flags()) {
+    const bool unexpanded = std::any_of(f.values.begin(), f.values.end(),
+                                        [](const std::string& v) { return !v.empty() && v[0] == '$'; });
+    if (!unexpanded) clean.set(f.name, f.values);
+  }
+  return clean;
+}
+
+namespace {
+
+std::int64_t int_arg(const MegatronArgs& a, std::string_view name, std::int64_t min = 1) {
+  const auto v = a.value(name);
+  if (!v) return 0;
+  try {
+    std::size_t pos = 0;
+    const long long n = std::stoll(*v, &pos);
+    if (pos != v->size() || n < min) throw std::invalid_argument("range");
+    return n;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("--{}: expected an integer of at least {}, got '{}'", name, min, *v));
+  }
+}
+
+double double_arg(const MegatronArgs& a, std::string_view name) {
+  const auto v = a.value(name);
+  try {
+    std::size_t pos = 0;
+    const double d = std::stod(*v, &pos);
+    if (pos != v->size()) throw std::invalid_argument("junk");
+    return d;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("--{}: expected a number, got '{}'", name, *v));
+  }
+}
+
+}  // namespace
+
+TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
+  auto& p = s.parallel;
+  if (a.has("tensor-model-parallel-size")) p.tp = int_arg(a, "tensor-model-parallel-size");
+  if (a.has("pipeline-model-parallel-size")) p.pp = int_arg(a, "pipeline-model-parallel-size");
+  if (a.has("expert-model-parallel-size")) p.ep = int_arg(a, "expert-model-parallel-size");
+  if (a.has("expert-tensor-parallel-size")) p.etp = int_arg(a, "expert-tensor-parallel-size");
+  if (a.has("context-parallel-size")) p.cp = int_arg(a, "context-parallel-size");
+  if (a.has("num-virtual-stages-per-pipeline-rank")) p.vpp = int_arg(a, "num-virtual-stages-per-pipeline-rank");
+  if (a.has("virtual-pipeline-model-parallel-size")) p.vpp = int_arg(a, "virtual-pipeline-model-parallel-size");
+  if (a.has("num-layers-per-virtual-pipeline-stage"))
+    s.pipeline.layers_per_virtual_stage = int_arg(a, "num-layers-per-virtual-pipeline-stage");
+  if (a.has("world-size")) p.world_size = int_arg(a, "world-size");
+  if (a.has("nnodes") && a.has("nproc-per-node"))
+    p.world_size = int_arg(a, "nnodes") * int_arg(a, "nproc-per-node");
+  // Megatron-LM's defaults: sequence parallelism and the distributed optimizer are off
+  // unless asked for.
+  p.sequence_parallel = a.enabled("sequence-parallel");
+  s.optimizer.distributed = a.enabled("use-distributed-optimizer");
+  if (a.has("num-distributed-optimizer-instances"))
+    s.optimizer.instances = int_arg(a, "num-distributed-optimizer-instances");
+
+  if (a.has("micro-batch-size")) s.micro_batch_size = int_arg(a, "micro-batch-size");
+  if (a.has("global-batch-size")) s.global_batch_size = int_arg(a, "global-batch-size");
+  if (a.has("seq-length")) s.seq_length = int_arg(a, "seq-length");
+  if (a.has("make-vocab-size-divisible-by"))
+    s.make_vocab_size_divisible_by = int_arg(a, "make-vocab-size-divisible-by");
+
+  // Precision: fp32 unless --bf16/--fp16; --fp8-format on top of bf16 = FP8 GEMMs.
+  s.precision = Precision::kFP32;
+  if (a.enabled("bf16")) s.precision = Precision::kBF16;
+  if (a.enabled("fp16")) s.precision = Precision::kFP16;
+  if (a.has("fp8-format") || a.has("fp8")) s.precision = Precision::kFP8;
+  s.fp8_param_gather = a.enabled("fp8-param-gather");
+  if (s.precision == Precision::kFP16 && a.enabled("accumulate-allreduce-grads-in-fp32"))
+    s.optimizer.main_grads = DType::kFP32;
+  if (a.enabled("grad-reduce-in-bf16")) s.optimizer.main_grads = DType::kBF16;
+  if (auto v = a.value("main-grads-dtype")) s.optimizer.main_grads = parse_dtype(*v);
+  s.optimizer.precision_aware = a.enabled("use-precision-aware-optimizer");
+  if (auto v = a.value("main-params-dtype")) s.optimizer.main_params = parse_dtype(*v);
+  if (auto v = a.value("exp-avg-dtype")) s.optimizer.exp_avg = parse_dtype(*v);
+  if (auto v = a.value("exp-avg-sq-dtype")) s.optimizer.exp_avg_sq = parse_dtype(*v);
+  if (a.enabled("optimizer-cpu-offload"))
+    s.optimizer.cpu_offload_fraction = a.has("optimizer-offload-fraction") ? double_arg(a, "optimizer-offload-fraction") : 1.0;
+  if (auto v = a.value("optimizer")) s.optimizer.name = *v;
+
+  // Attention backend: auto/flash/fused use flash or cuDNN fused attention; unfused/local keep
+  // the score tensors.
+  if (auto v = a.value("attention-backend"))
+    s.attention_backend = (*v == "unfused" || *v == "local") ? AttentionBackend::kUnfused : AttentionBackend::kFlash;
+
+  // MoE: Megatron-LM's default dispatcher is allgather.
+  s.dispatcher = TokenDispatcher::kAllGather;
+  if (auto v = a.value("moe-token-dispatcher-type")) {
+    if (*v == "alltoall" || *v == "alltoall_seq") s.dispatcher = TokenDispatcher::kAllToAll;
+    else if (*v == "flex") s.dispatcher = TokenDispatcher::kFlex;
+  }
+  if (a.has("moe-expert-capacity-factor")) s.moe_capacity_factor = double_arg(a, "moe-expert-capacity-factor");
+  s.moe_pad_to_capacity = a.enabled("moe-pad-expert-input-to-capacity");
+  s.cross_entropy_fusion = a.enabled("cross-entropy-loss-fusion");
+  s.moe_grouped_gemm = a.enabled("moe-grouped-gemm");
+  if (auto v = a.value("transformer-impl")) {
+    if (*v == "local") s.transformer_engine = false;
+    else if (*v == "transformer_engine") s.transformer_engine = true;
+    else throw UsageError(fmt::format("--transformer-impl: unknown value '{}' (transformer_engine, local)", *v));
+  }
+
+  auto& r = s.recompute;
+  if (a.enabled("recompute-activations")) r.granularity = RecomputeGranularity::kSelective;
+  if (auto v = a.value("recompute-granularity")) {
+    if (*v == "full") r.granularity = RecomputeGranularity::kFull;
+    else if (*v == "selective") r.granularity = RecomputeGranularity::kSelective;
+  }
+  if (auto v = a.value("recompute-method")) r.method = *v == "block" ? RecomputeMethod::kBlock : RecomputeMethod::kUniform;
+  if (a.has("recompute-num-layers")) r.num_layers = int_arg(a, "recompute-num-layers");
+  if (auto v = a.value("recompute-modules")) r.modules = parse_recompute_modules(*v);
+  if (a.enabled("moe-layer-recompute")) {
+    r.granularity = RecomputeGranularity::kSelective;
+    r.modules |= kRecomputeMoe;
+  }
+
+  auto& pl = s.pipeline;
+  if (a.has("decoder-first-pipeline-num-layers"))
+    pl.first_stage_layers = int_arg(a, "decoder-first-pipeline-num-layers", 0);
+  if (a.has("decoder-last-pipeline-num-layers"))
+    pl.last_stage_layers = int_arg(a, "decoder-last-pipeline-num-layers", 0);
+  if (auto v = a.value("pipeline-model-parallel-layout")) pl.layout = *v;
+  pl.account_for_embedding = a.enabled("account-for-embedding-in-pipeline-split");
+  pl.account_for_loss = a.enabled("account-for-loss-in-pipeline-split");
+  return s;
+}
+
+std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t.push_back(c);
+  while (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = t.substr(1, t.size() - 2);
+  auto fail = [&](const std::string& why) -> std::vector<int> {
+    throw ConfigError(fmt::format("--moe-layer-freq '{}': {}", text, why));
+  };
+  if (t.empty()) return fail("empty");
+  if (std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    const long n = std::stol(t);
+    if (n <= 0) return fail("must be positive");
+    std::vector<int> out(static_cast<std::size_t>(num_layers));
+    for (std::int64_t i = 0; i < num_layers; ++i) out[static_cast<std::size_t>(i)] = (i % n == 0) ? 1 : 0;
+    return out;
+  }
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos < t.size()) {
+    if (t[pos] != '[') return fail("expected '[' at position " + std::to_string(pos));
+    const auto close = t.find(']', pos);
+    if (close == std::string::npos) return fail("missing ']'");
+    std::vector<int> items;
+    std::string body = t.substr(pos + 1, close - pos - 1);
+    std::size_t start = 0;
+    while (start <= body.size()) {
+      const auto comma = body.find(',', start);
+      const std::string item = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item != "0" && item != "1") return fail("list items must be 0 or 1");
+      items.push_back(item == "1" ? 1 : 0);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    pos = close + 1;
+    long repeat = 1;
+    if (pos < t.size() && t[pos] == '*') {
+      std::size_t end = pos + 1;
+      while (end < t.size() && std::isdigit(static_cast<unsigned char>(t[end]))) ++end;
+      if (end == pos + 1 || end - pos > 7) return fail("bad repeat count");
+      repeat = std::stol(t.substr(pos + 1, end - pos - 1));
+      pos = end;
+    }
+    for (long k = 0; k < repeat; ++k) out.insert(out.end(), items.begin(), items.end());
+    if (static_cast<std::int64_t>(out.size()) > num_layers) return fail("longer than the number of layers");
+    if (pos < t.size()) {
+      if (t[pos] != '+') return fail("expected '+' at position " + std::to_string(pos));
+      ++pos;
+    }
+  }
+  if (static_cast<std::int64_t>(out.size()) != num_layers)
+    return fail(fmt::format("gives {} entries for {} layers", out.size(), num_layers));
+  return out;
+}
+
+}  // namespace mme

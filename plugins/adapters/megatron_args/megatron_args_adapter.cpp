@@ -1,0 +1,162 @@
+#include "megatron_args_adapter.hpp"
+
+#include <fmt/core.h>
+
+#include <mme/config_reader.hpp>
+#include <mme/error.hpp>
+#include <mme/megatron_args.hpp>
+
+namespace mme::plugins {
+
+namespace {
+
+// Reads one integer flag with ConfigError naming the flag.
+std::int64_t size_flag(const MegatronArgs& a, const std::string& source, const char* flag, std::int64_t fallback,
+                       std::int64_t min = 1) {
+  const auto v = a.value(flag);
+  if (!v) return fallback;
+  try {
+    std::size_t pos = 0;
+    const long long n = std::stoll(*v, &pos);
+    if (pos != v->size()) throw std::invalid_argument("junk");
+    if (n < min || n > ConfigReader::kMaxDimension)
+      throw ConfigError(fmt::format("{}: --{}: {} is out of range [{}, {}]", source, flag, *v, min,
+                                    ConfigReader::kMaxDimension));
+    return n;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception&) {
+    throw ConfigError(fmt::format("{}: --{}: expected an integer, got '{}'", source, flag, *v));
+  }
+}
+
+double rate_flag(const MegatronArgs& a, const std::string& source, const char* flag, double fallback) {
+  const auto v = a.value(flag);
+  if (!v) return fallback;
+  try {
+    std::size_t pos = 0;
+    const double d = std::stod(*v, &pos);
+    if (pos != v->size() || d < 0 || d >= 1) throw std::invalid_argument("range");
+    return d;
+  } catch (const std::exception&) {
+    throw ConfigError(fmt::format("{}: --{}: expected a rate in [0, 1), got '{}'", source, flag, *v));
+  }
+}
+
+}  // namespace
+
+int MegatronArgsAdapter::match(const nlohmann::json& config) const {
+  return is_megatron_args_config(config) ? 1000 : 0;
+}
+
+ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
+  const MegatronArgs a = MegatronArgs::from_config(input.config);
+  const std::string& src = input.source;
+  for (const char* required : {"num-layers", "hidden-size", "num-attention-heads"})
+    if (!a.has(required)) throw ConfigError(fmt::format("{}: --{} is required to describe the model", src, required));
+
+  ModelSpec m;
+  m.name = input.name;
+  m.family = "megatron-gpt";
+  m.model_type = "megatron-args";
+  m.adapter = std::string(name());
+  m.source = src;
+  m.num_layers = size_flag(a, src, "num-layers", 0);
+  m.hidden_size = size_flag(a, src, "hidden-size", 0);
+  const std::int64_t heads = size_flag(a, src, "num-attention-heads", 0);
+  const std::int64_t groups = a.enabled("group-query-attention") ? size_flag(a, src, "num-query-groups", 1) : heads;
+  const std::int64_t kv_channels = size_flag(a, src, "kv-channels", m.hidden_size / heads);
+  const bool swiglu = a.enabled("swiglu");
+  // arguments.py: ffn_hidden_size defaults to 4h, or int(4h * 2/3 / 64) * 64 with SwiGLU.
+  const std::int64_t default_ffn = swiglu ? (4 * m.hidden_size * 2 / 3) / 64 * 64 : 4 * m.hidden_size;
+  const std::int64_t ffn = size_flag(a, src, "ffn-hidden-size", default_ffn);
+
+  const std::string norm = a.value("normalization").value_or("LayerNorm");
+  if (norm == "RMSNorm") m.normalization = Normalization::kRMSNorm;
+  else if (norm == "LayerNorm") m.normalization = Normalization::kLayerNorm;
+  else throw ConfigError(fmt::format("{}: --normalization: unknown value '{}' (LayerNorm, RMSNorm)", src, norm));
+  m.gated_linear_unit = swiglu;
+  m.activation = swiglu ? "silu" : (a.enabled("squared-relu") ? "squared_relu" : "gelu");
+  m.add_bias_linear = !a.enabled("disable-bias-linear");
+  const std::string pos = a.value("position-embedding-type").value_or(a.enabled("use-rotary-position-embeddings")
+                                                                          ? "rope"
+                                                                          : "learned_absolute");
+  if (pos == "rope" || pos == "yarn" || pos == "mrope") m.position_embedding = PositionEmbedding::kRope;
+  else if (pos == "learned_absolute") m.position_embedding = PositionEmbedding::kLearnedAbsolute;
+  else if (pos == "none" || pos == "relative") m.position_embedding = PositionEmbedding::kNone;
+  else throw ConfigError(fmt::format("{}: --position-embedding-type: unknown value '{}'", src, pos));
+  const std::int64_t seq = size_flag(a, src, "seq-length", 4096);
+  m.max_position_embeddings = size_flag(a, src, "max-position-embeddings", seq);
+  m.tie_embeddings = !a.enabled("untie-embeddings-and-output-weights");
+  m.hidden_dropout = rate_flag(a, src, "hidden-dropout", 0.1);
+  m.attention_dropout = rate_flag(a, src, "attention-dropout", 0.1);
+
+  // Vocabulary: the tokenizer decides (megatron/training/tokenizer). NullTokenizer adds an EOD
+  // token to --vocab-size; GPT2BPETokenizer has 50257 entries.
+  const std::string tokenizer = a.value("tokenizer-type").value_or("GPT2BPETokenizer");
+  if (a.has("vocab-size")) {
+    m.vocab_size = size_flag(a, src, "vocab-size", 0) + (tokenizer == "NullTokenizer" ? 1 : 0);
+  } else if (tokenizer == "GPT2BPETokenizer") {
+    m.vocab_size = 50257;
+  } else if (tokenizer == "TikTokenizer") {
+    m.vocab_size = 131072;  // tiktoken's default vocabulary in Megatron-LM (2^17)
+  } else {
+    m.vocab_size = 50257;
+    m.warnings.push_back(fmt::format("the vocabulary size of tokenizer {} is not known without --vocab-size; "
+                                     "assuming 50257",
+                                     tokenizer));
+  }
+
+  AttentionSpec attn;
+  attn.num_heads = heads;
+  attn.num_query_groups = groups;
+  attn.kv_channels = kv_channels;
+  attn.qkv_bias = a.enabled("add-qkv-bias");
+  attn.qk_norm = a.enabled("qk-layernorm");
+  if (a.enabled("multi-latent-attention")) {
+    attn.kind = "mla";
+    if (a.has("q-lora-rank")) attn.q_lora_rank = size_flag(a, src, "q-lora-rank", 0);
+    attn.kv_lora_rank = size_flag(a, src, "kv-lora-rank", 32);
+    attn.qk_head_dim = size_flag(a, src, "qk-head-dim", 128);
+    attn.qk_pos_emb_head_dim = size_flag(a, src, "qk-pos-emb-head-dim", 64);
+    attn.v_head_dim = size_flag(a, src, "v-head-dim", 128);
+    attn.num_query_groups = heads;
+  }
+
+  MlpSpec dense;
+  dense.kind = "dense";
+  dense.ffn_hidden_size = ffn;
+  MlpSpec moe;
+  const std::int64_t experts = size_flag(a, src, "num-experts", 0, 0);
+  if (experts > 0) {
+    moe.kind = "moe";
+    moe.num_experts = experts;
+    moe.top_k = size_flag(a, src, "moe-router-topk", 2);
+    moe.expert_ffn_hidden_size = size_flag(a, src, "moe-ffn-hidden-size", ffn);
+    moe.shared_expert_ffn_hidden_size = size_flag(a, src, "moe-shared-expert-intermediate-size", 0, 0);
+    moe.shared_expert_gate = a.enabled("moe-shared-expert-gate");
+    moe.router_expert_bias = a.enabled("moe-router-enable-expert-bias");
+    moe.router_fp32 = a.value("moe-router-dtype").value_or("") == "fp32";
+  }
+  std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
+  if (experts > 0 && a.has("moe-layer-freq")) {
+    try {
+      pattern = parse_moe_layer_freq(*a.value("moe-layer-freq"), m.num_layers);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}", src, e.what()));
+    }
+  }
+  for (std::int64_t i = 0; i < m.num_layers; ++i) {
+    LayerSpec layer;
+    layer.attention = attn;
+    layer.mlp = pattern[static_cast<std::size_t>(i)] ? moe : dense;
+    m.layers.push_back(layer);
+  }
+  m.mtp_num_layers = size_flag(a, src, "mtp-num-layers", 0, 0);
+  for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
+  return m;
+}
+
+void register_megatron_args(Registry& registry) { registry.add_adapter(std::make_shared<MegatronArgsAdapter>()); }
+
+}  // namespace mme::plugins
