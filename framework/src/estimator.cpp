@@ -230,7 +230,6 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     req.parallel.vpp = per_rank / *n;
   }
   const TrainingSetup s = resolve_setup(req);
-  validate_setup(m, s);
   const ParallelLayout& par = s.parallel;
 
   const std::int64_t t = par.tp, c = par.cp, p = par.pp;
@@ -267,8 +266,6 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   auto evaluate = [&](const LayerType& lt, bool is_mtp) {
     TypeEval e;
     const BlockContext ctx = make_ctx(lt, is_mtp);
-    lt.attention->validate(ctx);
-    lt.mlp->validate(ctx);
     lt.attention->parameters(ctx, e.attn_params);
     lt.mlp->parameters(ctx, e.mlp_params);
     add_params(e, e.attn_params);
@@ -280,6 +277,13 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
     return e;
   };
+  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
+  for (const auto& lt : im.types) {
+    const BlockContext ctx = make_ctx(lt, false);
+    lt.attention->validate(ctx);
+    lt.mlp->validate(ctx);
+  }
+  validate_setup(m, s);
   std::vector<TypeEval> evals;
   evals.reserve(im.types.size());
   for (const auto& lt : im.types) evals.push_back(evaluate(lt, false));
@@ -331,11 +335,12 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
   const std::int64_t te_workspace = !s.transformer_engine ? 0 : hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
   // PyTorch's own cuBLAS and cuBLASLt workspaces (CublasHandlePool.cpp), one each, sized by
-  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on Hopper and newer, else
+  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on sm90 (Hopper) only, else
   // 4096 KiB x 2 + 16 KiB x 8.
+  const bool hopper = options.gpu_architecture.empty() || options.gpu_architecture == "hopper";
   const std::int64_t torch_workspace =
       !s.cublas_workspace_config.empty() ? parse_cublas_workspace_config(s.cublas_workspace_config)
-      : hopper_or_newer                  ? 4096 * 1024 * 8
+      : hopper                           ? 4096 * 1024 * 8
                                          : 4096 * 1024 * 2 + 16 * 1024 * 8;
   bool grouped_gemm = false;
   for (const auto& lt : im.types)

@@ -1,0 +1,166 @@
+// Engine composition rules: schedules, recompute, MTP placement, layout validation.
+#include <gtest/gtest.h>
+
+#include <mme/error.hpp>
+
+#include "engine_fixture.hpp"
+
+namespace mme {
+namespace {
+
+class Engine : public ::testing::Test {
+ protected:
+  void SetUp() override { test::register_layer_models(registry_); }
+  Estimate run(const ModelSpec& m, const TrainingSetup& s) { return Estimator(m, registry_).run(s); }
+  std::string layout_error(const ModelSpec& m, const TrainingSetup& s) {
+    try {
+      run(m, s);
+    } catch (const LayoutError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  Registry registry_;
+};
+
+TEST_F(Engine, OneFOneBHoldsPipelineDepthMinusRankMicroBatches) {
+  const ModelSpec m = test::gpt_model(8, 1024, 16);
+  TrainingSetup s;
+  s.parallel.pp = 4;
+  s.parallel.world_size = 4;
+  const Estimate e = run(m, s);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(e.stages[static_cast<std::size_t>(r)].inflight_microbatches, 4 - r);
+  // With only two micro-batches per step, no rank holds more than two.
+  s.global_batch_size = 2;
+  const Estimate few = run(m, s);
+  EXPECT_EQ(few.stages[0].inflight_microbatches, 2);
+}
+
+TEST_F(Engine, StageActivationsScaleWithMicroBatchesInFlight) {
+  const ModelSpec m = test::gpt_model(8, 1024, 16);
+  TrainingSetup s;
+  s.parallel.pp = 4;
+  s.parallel.world_size = 4;
+  const Estimate e = run(m, s);
+  // Stage 1 and 2 hold the same two layers; stage 1 has 3 micro-batches in flight, stage 2 has 2.
+  const auto layers1 = test::component_sum(e.stages[1], "activations/attention/") +
+                       test::component_sum(e.stages[1], "activations/mlp/");
+  const auto layers2 = test::component_sum(e.stages[2], "activations/attention/") +
+                       test::component_sum(e.stages[2], "activations/mlp/");
+  EXPECT_EQ(layers1 * 2, layers2 * 3);
+}
+
+TEST_F(Engine, PeakIsTheLargestStage) {
+  const ModelSpec m = test::gpt_model(8, 1024, 16, 256000);
+  TrainingSetup s;
+  s.parallel.pp = 4;
+  s.parallel.world_size = 4;
+  const Estimate e = run(m, s);
+  std::size_t largest = 0;
+  for (std::size_t i = 0; i < e.stages.size(); ++i)
+    if (e.stages[i].total_bytes > e.stages[largest].total_bytes) largest = i;
+  EXPECT_EQ(e.peak_stage, largest);
+}
+
+TEST_F(Engine, BlockRecomputeKeepsInputsOfTheFirstLayersOnly) {
+  const ModelSpec m = test::gpt_model(8, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.seq_length = 1024;
+  const auto none = run(m, s).stages[0];
+  s.recompute.granularity = RecomputeGranularity::kFull;
+  s.recompute.method = RecomputeMethod::kBlock;
+  s.recompute.num_layers = 3;
+  const auto block = run(m, s).stages[0];
+  const auto per_layer = (test::component_sum(none, "activations/attention/") +
+                          test::component_sum(none, "activations/mlp/")) / 8;
+  EXPECT_EQ(test::component_sum(block, "activations/attention/") + test::component_sum(block, "activations/mlp/"),
+            5 * per_layer);
+  EXPECT_EQ(test::component_sum(block, "activations/recompute_layer_inputs"), 3 * 2 * 1024 * 1024);
+}
+
+TEST_F(Engine, MtpLayersSitOnTheLastStageWithAnEmbeddingCopy) {
+  ModelSpec m = test::gpt_model(8, 1024, 16);
+  m.mtp_num_layers = 1;
+  TrainingSetup s;
+  s.parallel.pp = 2;
+  s.parallel.world_size = 2;
+  const Estimate e = run(m, s);
+  EXPECT_EQ(e.stages[1].mtp_layers, 1);
+  EXPECT_EQ(e.stages[0].mtp_layers, 0);
+  EXPECT_TRUE(e.stages[1].chunks[0].embedding);
+  EXPECT_GT(test::component_sum(e.stages[1], "activations/mtp/"), 0);
+}
+
+TEST_F(Engine, LayoutErrorsNameTheNumbers) {
+  const ModelSpec m = test::gpt_model(12, 1024, 16);
+  TrainingSetup s;
+  s.parallel.tp = 3;
+  s.parallel.world_size = 3;
+  EXPECT_NE(layout_error(m, s).find("16 attention heads are not divisible by --tp 3"), std::string::npos);
+  s = {};
+  s.parallel.pp = 5;
+  s.parallel.world_size = 5;
+  EXPECT_NE(layout_error(m, s).find("--num-layers-in-last-pipeline-stage"), std::string::npos);
+  s = {};
+  s.parallel.tp = 2;
+  s.parallel.world_size = 6;
+  s.parallel.pp = 2;
+  EXPECT_NE(layout_error(m, s).find("--num-gpus 6 is not divisible by TP x PP x CP = 2 x 2 x 1 = 4"),
+            std::string::npos);
+  s = {};
+  s.parallel.cp = 2;
+  s.parallel.world_size = 2;
+  s.seq_length = 4098;
+  EXPECT_NE(layout_error(m, s).find("2 x CP"), std::string::npos);
+  s = {};
+  s.parallel.pp = 13;
+  s.parallel.world_size = 13;
+  EXPECT_NE(layout_error(m, s).find("more pipeline stages than the model's 12 layers"), std::string::npos);
+  s = {};
+  s.parallel.ep = 2;
+  s.parallel.world_size = 2;
+  EXPECT_NE(layout_error(m, s).find("needs a mixture-of-experts model"), std::string::npos);
+}
+
+TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {
+  ModelSpec m = test::gpt_model(2, 1024, 16);
+  for (auto& l : m.layers) {
+    l.mlp.kind = "moe";
+    l.mlp.num_experts = 6;
+    l.mlp.top_k = 2;
+    l.mlp.expert_ffn_hidden_size = 512;
+  }
+  TrainingSetup s;
+  s.parallel.ep = 4;
+  s.parallel.world_size = 4;
+  EXPECT_NE(layout_error(m, s).find("6 experts are not divisible by --ep 4"), std::string::npos);
+}
+
+TEST_F(Engine, SequenceParallelSplitsNormAndDropoutTensors) {
+  const ModelSpec m = test::gpt_model(1, 1024, 16);
+  TrainingSetup s;
+  s.parallel.tp = 4;
+  s.parallel.world_size = 4;
+  s.seq_length = 1024;
+  s.parallel.sequence_parallel = false;
+  const auto off = run(m, s).stages[0];
+  s.parallel.sequence_parallel = true;
+  const auto on = run(m, s).stages[0];
+  EXPECT_EQ(test::component_sum(off, "activations/mlp/bda_dropout_mask"),
+            4 * test::component_sum(on, "activations/mlp/bda_dropout_mask"));
+}
+
+TEST_F(Engine, LossStageKeepsFp32Logits) {
+  const ModelSpec m = test::gpt_model(2, 1024, 16, 32000);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.seq_length = 2048;
+  s.micro_batch_size = 2;
+  const auto st = run(m, s).stages[0];
+  // cross_entropy.py: the fp32 softmax of [s, b, V/TP] logits is kept for backward.
+  EXPECT_EQ(test::component_sum(st, "activations/logits_fp32_softmax"), 4LL * 2048 * 2 * 32000);
+}
+
+}  // namespace
+}  // namespace mme
