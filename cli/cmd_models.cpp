@@ -46,7 +46,7 @@ int run_models(const std::vector<std::string>& args) {
       if (json) {
         list.push_back({{"name", b.name}, {"family", model.family}, {"model_type", model.model_type},
                         {"adapter", model.adapter}, {"path", b.path.string()}, {"total_params", pc.total},
-                        {"active_params", pc.active}, {"mtp_params", pc.mtp}});
+                        {"active_params", pc.active}, {"mtp_params", pc.mtp}, {"warnings", model.warnings}});
       } else {
         std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", b.name, model.family, model.adapter,
                                  format_count(pc.total), format_count(pc.active));

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/core.h>
@@ -14,6 +15,25 @@
 namespace mme::cli {
 
 namespace {
+
+using Breakdown = std::vector<std::pair<std::string, std::int64_t>>;
+
+// The breakdown with every group the issue names, in a fixed order (zero when the model has
+// none, e.g. output_layer for tied embeddings), then any other group the engine reported
+// (position_embedding for learned absolute positions).
+Breakdown full_breakdown(const Breakdown& reported) {
+  static const char* const kGroups[] = {"embedding",      "output_layer",   "attention", "dense_mlp", "routed_experts",
+                                        "shared_experts", "router",         "norms",     "mtp"};
+  Breakdown out;
+  for (const char* g : kGroups) out.emplace_back(g, 0);
+  for (const auto& [k, v] : reported) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == k; });
+    if (it == out.end()) out.emplace_back(k, v);
+    else it->second += v;
+  }
+  return out;
+}
+
 po::options_description visible_options() {
   po::options_description d("Options");
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout")(
@@ -47,27 +67,38 @@ int run_params(const std::vector<std::string>& args) {
   const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
   const Estimator estimator(model, registry);
   const auto pc = estimator.count_parameters();
+  const auto total = full_breakdown(pc.breakdown);
+  const auto active = full_breakdown(pc.active_breakdown);
   if (vm["json"].as<bool>()) {
-    nlohmann::json breakdown = nlohmann::json::object(), active = nlohmann::json::object();
-    for (const auto& [k, v] : pc.breakdown) breakdown[k] = v;
-    for (const auto& [k, v] : pc.active_breakdown) active[k] = v;
-    nlohmann::json j{{"model", model.name},       {"family", model.family},   {"model_type", model.model_type},
-                     {"adapter", model.adapter},  {"source", model.source},   {"total_params", pc.total},
-                     {"active_params", pc.active}, {"mtp_params", pc.mtp},    {"breakdown", breakdown},
-                     {"active_breakdown", active}, {"warnings", model.warnings}};
+    nlohmann::ordered_json breakdown = nlohmann::ordered_json::object(), active_json = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : total) breakdown[k] = v;
+    for (const auto& [k, v] : active) active_json[k] = v;
+    nlohmann::ordered_json j;
+    j["model"] = model.name;
+    j["family"] = model.family;
+    j["model_type"] = model.model_type;
+    j["adapter"] = model.adapter;
+    j["source"] = model.source;
+    j["total_params"] = pc.total;
+    j["active_params"] = pc.active;
+    j["mtp_params"] = pc.mtp;
+    j["breakdown"] = breakdown;
+    j["active_breakdown"] = active_json;
+    j["keys_read"] = model.keys_read;
+    j["warnings"] = model.warnings;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("Model: {} ({}, adapter {})\n", model.name, model.family, model.adapter);
   std::cout << fmt::format("Total parameters:  {:>18L}  ({})\n", pc.total, format_count(pc.total));
   std::cout << fmt::format("Active parameters: {:>18L}  ({})\n", pc.active, format_count(pc.active));
-  if (pc.mtp > 0) std::cout << fmt::format("MTP parameters:    {:>18L}  ({})\n", pc.mtp, format_count(pc.mtp));
+  if (pc.mtp > 0)
+    std::cout << fmt::format("MTP parameters:    {:>18L}  ({}, not in the total)\n", pc.mtp, format_count(pc.mtp));
   std::cout << "\nBreakdown:\n";
-  for (std::size_t i = 0; i < pc.breakdown.size(); ++i) {
-    const auto& [k, v] = pc.breakdown[i];
-    const std::int64_t a = i < pc.active_breakdown.size() && pc.active_breakdown[i].first == k
-                               ? pc.active_breakdown[i].second
-                               : v;
+  for (std::size_t i = 0; i < total.size(); ++i) {
+    const auto& [k, v] = total[i];
+    if (v == 0) continue;
+    const std::int64_t a = active[i].second;
     std::cout << fmt::format("  {:<20} {:>18L}  {:>10}   active {:>10}\n", k, v, format_count(v), format_count(a));
   }
   return 0;
