@@ -68,6 +68,8 @@ int run_validate(const std::vector<std::string>& args) {
         j["estimated_static_gib"] = c.estimated_static_gib;
         j["peak_error_pct"] = 100 * c.peak_error();
         j["static_error_pct"] = 100 * c.static_error();
+        j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
+        j["seed_tool_gib"] = c.seed_tool_gib;
       } else {
         j["estimated_peak_gib"] = nullptr;
         j["estimated_static_gib"] = nullptr;
@@ -77,7 +79,9 @@ int run_validate(const std::vector<std::string>& args) {
     nlohmann::json summary{{"total", sum.total},          {"evaluated", sum.evaluated},
                            {"skipped", sum.skipped},      {"errors", sum.errors},
                            {"peak", stats_json(sum.peak)}, {"static", stats_json(sum.static_mem)},
-                           {"peak_ge_5gib", stats_json(sum.peak_large)}};
+                           {"peak_ge_5gib", stats_json(sum.peak_large)},
+                           {"megatron_theoretical_peak", stats_json(sum.megatron_theoretical)},
+                           {"seed_tool_peak", stats_json(sum.seed_tool)}};
     std::cout << nlohmann::json{{"cases", list}, {"summary", summary}}.dump(2) << "\n";
     return 0;
   }
@@ -110,7 +114,9 @@ int run_validate(const std::vector<std::string>& args) {
                        100 * s.p90, 100 * s.max);
   };
   std::cout << line("peak |error|", sum.peak) << line("static |error|", sum.static_mem)
-            << line("peak |error|, peak>=5GiB", sum.peak_large);
+            << line("peak |error|, peak>=5GiB", sum.peak_large)
+            << line("Megatron formula, peak", sum.megatron_theoretical)
+            << line("seed tool, peak", sum.seed_tool);
   return 0;
 }
 

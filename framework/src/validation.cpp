@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "mme/baselines.hpp"
 #include "mme/error.hpp"
 #include "mme/estimator.hpp"
 #include "mme/megatron_args.hpp"
@@ -18,6 +19,12 @@ namespace mme {
 
 double ValidationCase::peak_error() const {
   return measured_peak_gib > 0 ? (estimated_peak_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::baseline_error() const {
+  return measured_peak_gib > 0 ? (megatron_theoretical_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::seed_error() const {
+  return measured_peak_gib > 0 ? (seed_tool_gib - measured_peak_gib) / measured_peak_gib : 0.0;
 }
 double ValidationCase::static_error() const {
   return measured_static_gib > 0 ? (estimated_static_gib - measured_static_gib) / measured_static_gib : 0.0;
@@ -202,6 +209,8 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     const StageEstimate& last = est.stages.back();  // the last rank logs the memory
     c.estimated_peak_gib = to_gib(last.total_bytes);
     c.estimated_static_gib = to_gib(last.static_bytes);
+    c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(model, est.setup));
+    c.seed_tool_gib = to_gib(seed_tool_peak(model, est.setup));
     c.status = "ok";
   } catch (const Error& e) {
     c.status = "error";
@@ -252,7 +261,7 @@ ErrorStats stats(std::vector<double> errs) {
 ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   ValidationSummary s;
   s.total = cases.size();
-  std::vector<double> peak, stat, large;
+  std::vector<double> peak, stat, large, baseline, seed;
   for (const auto& c : cases) {
     if (c.status == "skipped") {
       ++s.skipped;
@@ -265,11 +274,15 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     ++s.evaluated;
     peak.push_back(c.peak_error());
     stat.push_back(c.static_error());
+    baseline.push_back(c.baseline_error());
+    seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
   }
   s.peak = stats(peak);
   s.static_mem = stats(stat);
   s.peak_large = stats(large);
+  s.megatron_theoretical = stats(baseline);
+  s.seed_tool = stats(seed);
   return s;
 }
 

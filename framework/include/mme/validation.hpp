@@ -20,11 +20,15 @@ struct ValidationCase {
   std::string reason;  // why skipped / the error
   double measured_peak_gib = 0, measured_static_gib = 0;
   double estimated_peak_gib = 0, estimated_static_gib = 0;
+  double megatron_theoretical_gib = 0;  // Megatron-LM's theoretical_memory_usage, for comparison
+  double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
   std::string gpu_architecture;
 
   double peak_error() const;    // (estimated - measured) / measured, signed
   double static_error() const;
+  double baseline_error() const;  // Megatron-LM's formula against the measured peak
+  double seed_error() const;      // the seed tool's formulas against the measured peak
 };
 
 struct ErrorStats {
@@ -35,6 +39,8 @@ struct ErrorStats {
 struct ValidationSummary {
   std::size_t total = 0, evaluated = 0, skipped = 0, errors = 0;
   ErrorStats peak, static_mem, peak_large;  // peak_large: cases with measured peak >= 5 GiB
+  ErrorStats megatron_theoretical;          // Megatron-LM's own formula on the same cases
+  ErrorStats seed_tool;                     // the seed tool's formulas on the same cases
 };
 
 struct ValidationOptions {

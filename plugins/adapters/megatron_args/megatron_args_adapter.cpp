@@ -130,6 +130,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   const std::int64_t experts = size_flag(a, src, "num-experts", 0, 0);
   if (experts > 0) {
     moe.kind = "moe";
+    moe.ffn_hidden_size = ffn;  // --ffn-hidden-size stays the model's nominal MLP width
     moe.num_experts = experts;
     moe.top_k = size_flag(a, src, "moe-router-topk", 2);
     moe.expert_ffn_hidden_size = size_flag(a, src, "moe-ffn-hidden-size", ffn);

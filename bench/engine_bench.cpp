@@ -1,0 +1,66 @@
+// In-process engine speed: one DeepSeek-V3 estimate (61 layers, MLA + MoE, MTP, PP 4), with
+// and without the named component lists. Target (issue 4): at most 20 microseconds.
+#include <benchmark/benchmark.h>
+
+#include <mme/estimator.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/model_source.hpp>
+
+#include "deepseek_adapter.hpp"
+#include "dense_mlp.hpp"
+#include "gqa.hpp"
+#include "mla.hpp"
+#include "moe.hpp"
+
+namespace {
+
+struct Fixture {
+  mme::Registry registry;
+  mme::ModelSpec model;
+  mme::TrainingSetup setup;
+  Fixture() {
+    registry.register_plugin("adapter_deepseek", "bench", "", mme::plugins::register_deepseek_adapter);
+    registry.register_plugin("layer_gqa", "bench", "", mme::plugins::register_gqa);
+    registry.register_plugin("layer_mla", "bench", "", mme::plugins::register_mla);
+    registry.register_plugin("layer_dense_mlp", "bench", "", mme::plugins::register_dense_mlp);
+    registry.register_plugin("layer_moe", "bench", "", mme::plugins::register_moe);
+    const std::string path = std::string(MME_SOURCE_DIR) + "/models/deepseek-ai--DeepSeek-V3/config.json";
+    model = mme::adapt_config(mme::read_config_file(path), "deepseek-ai/DeepSeek-V3", path, registry);
+    // The seed tool's README example.
+    setup.parallel.tp = 4;
+    setup.parallel.pp = 4;
+    setup.parallel.ep = 8;
+    setup.parallel.world_size = 128;
+    setup.pipeline.last_stage_layers = 16;
+  }
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+void BM_DeepSeekV3Estimate(benchmark::State& state) {
+  auto& f = fixture();
+  const mme::Estimator estimator(f.model, f.registry);
+  mme::EstimateOptions options;
+  options.components = state.range(0) != 0;
+  for (auto _ : state) {
+    mme::Estimate e = estimator.run(f.setup, options);
+    benchmark::DoNotOptimize(e.stages.back().total_bytes);
+  }
+}
+BENCHMARK(BM_DeepSeekV3Estimate)->Arg(1)->Arg(0)->ArgName("components")->Unit(benchmark::kMicrosecond);
+
+void BM_DeepSeekV3EstimatorConstruction(benchmark::State& state) {
+  auto& f = fixture();
+  for (auto _ : state) {
+    mme::Estimator estimator(f.model, f.registry);
+    benchmark::DoNotOptimize(estimator.count_parameters().total);
+  }
+}
+BENCHMARK(BM_DeepSeekV3EstimatorConstruction)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
