@@ -63,6 +63,7 @@ struct TypeEval {
   std::int64_t global_buffer = 0;  // Megatron global memory buffer the layer gathers into
   BlockParams attn_params, mlp_params;
   BlockActivations attn_acts, mlp_acts;
+  std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
 };
 
 bool is_gemm_weight(const ParamTerm& t) {
@@ -84,18 +85,22 @@ void add_params(TypeEval& e, const BlockParams& p) {
 class ComponentSink {
  public:
   explicit ComponentSink(bool enabled) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+  // Names are few (tens per stage): a linear scan beats hashing or a tree here.
   void add(MemoryCategory cat, std::string_view name, std::int64_t bytes) {
     if (!enabled_ || bytes == 0) return;
-    auto key = std::make_pair(static_cast<int>(cat), std::string(name));
-    auto [it, inserted] = index_.try_emplace(std::move(key), items_.size());
-    if (inserted) items_.push_back(Component{std::string(name), cat, 0});
-    items_[it->second].bytes += bytes;
+    for (auto& c : items_) {
+      if (c.category == cat && c.name == name) {
+        c.bytes += bytes;
+        return;
+      }
+    }
+    items_.push_back(Component{std::string(name), cat, bytes});
   }
   std::vector<Component> take() { return std::move(items_); }
 
  private:
   bool enabled_;
-  std::map<std::pair<int, std::string>, std::size_t> index_;
   std::vector<Component> items_;
 };
 
@@ -273,6 +278,9 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     lt.attention->activations(ctx, e.attn_acts);
     lt.mlp->activations(ctx, e.mlp_acts);
     e.saved = sum_saved(e.attn_acts) + sum_saved(e.mlp_acts);
+    if (options.components)
+      for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
+        for (const auto& term : acts->saved) e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
     e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
     e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
     return e;
@@ -392,9 +400,10 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
         max_layer_saved = std::max(max_layer_saved, e.saved);
         const std::int64_t full = n - recomputed;
-        for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
-          for (const auto& term : acts->saved)
-            if (full > 0) act(fmt::format("activations/{}", term.name), full * term.bytes);
+        if (full > 0) {
+          chunk_act += full * e.saved;
+          for (const auto& [name, bytes] : e.named_saved) comps.add(MemoryCategory::kActivations, name, full * bytes * mb);
+        }
         if (recomputed > 0) act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
       };
       // How many layers of this chunk keep only their input (full recompute).
