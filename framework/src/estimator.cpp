@@ -188,7 +188,7 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
     BlockParams bp;
     for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
       bp.terms.clear();
-      block->parameters(ctx, bp);
+      call_plugin("layer model parameters", [&] { block->parameters(ctx, bp); });
       for (const auto& term : bp.terms) {
         t += term.total;
         a += term.active;
@@ -271,12 +271,16 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   auto evaluate = [&](const LayerType& lt, bool is_mtp) {
     TypeEval e;
     const BlockContext ctx = make_ctx(lt, is_mtp);
-    lt.attention->parameters(ctx, e.attn_params);
-    lt.mlp->parameters(ctx, e.mlp_params);
+    call_plugin("layer model parameters", [&] {
+      lt.attention->parameters(ctx, e.attn_params);
+      lt.mlp->parameters(ctx, e.mlp_params);
+    });
     add_params(e, e.attn_params);
     add_params(e, e.mlp_params);
-    lt.attention->activations(ctx, e.attn_acts);
-    lt.mlp->activations(ctx, e.mlp_acts);
+    call_plugin("layer model activations", [&] {
+      lt.attention->activations(ctx, e.attn_acts);
+      lt.mlp->activations(ctx, e.mlp_acts);
+    });
     e.saved = sum_saved(e.attn_acts) + sum_saved(e.mlp_acts);
     if (options.components)
       for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
@@ -288,8 +292,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
   for (const auto& lt : im.types) {
     const BlockContext ctx = make_ctx(lt, false);
-    lt.attention->validate(ctx);
-    lt.mlp->validate(ctx);
+    call_plugin("layer model validate", [&] { lt.attention->validate(ctx); });
+    call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
   }
   validate_setup(m, s);
   std::vector<TypeEval> evals;

@@ -25,7 +25,7 @@ ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, co
                                   source, type, names));
   }
   spdlog::debug("{}: adapted by '{}'", source, adapter->name());
-  ModelSpec spec = adapter->adapt(ConfigInput{config, name, source});
+  ModelSpec spec = call_plugin("config adapter", [&] { return adapter->adapt(ConfigInput{config, name, source}); });
   if (spec.name.empty()) spec.name = name;
   if (spec.source.empty()) spec.source = source;
   if (spec.adapter.empty()) spec.adapter = std::string(adapter->name());

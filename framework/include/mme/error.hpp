@@ -17,9 +17,15 @@ enum class ExitCode : int {
   kNotFound = 6,     // model or file not found, download failed
 };
 
+// Every error class has its key function (the destructor) defined in libmme, so its vtable and
+// type_info live in the SDK, not in the plugin that throws it: an error thrown by a plugin stays
+// valid after the plugin's library is unloaded, and is caught by type across modules.
 class Error : public std::runtime_error {
  public:
   Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(const Error&) = default;
+  Error& operator=(const Error&) = default;
+  ~Error() override;
   ExitCode code() const noexcept { return code_; }
 
  private:
@@ -29,28 +35,63 @@ class Error : public std::runtime_error {
 class UsageError : public Error {
  public:
   explicit UsageError(const std::string& message) : Error(ExitCode::kUsage, message) {}
+  UsageError(const UsageError&) = default;
+  UsageError& operator=(const UsageError&) = default;
+  ~UsageError() override;
 };
 
 // A model description (config.json, Megatron flags, spec file) that cannot be used.
 class ConfigError : public Error {
  public:
   explicit ConfigError(const std::string& message) : Error(ExitCode::kBadModel, message) {}
+  ConfigError(const ConfigError&) = default;
+  ConfigError& operator=(const ConfigError&) = default;
+  ~ConfigError() override;
 };
 
 // A parallel layout Megatron would reject for this model.
 class LayoutError : public Error {
  public:
   explicit LayoutError(const std::string& message) : Error(ExitCode::kBadLayout, message) {}
+  LayoutError(const LayoutError&) = default;
+  LayoutError& operator=(const LayoutError&) = default;
+  ~LayoutError() override;
 };
 
 class PluginError : public Error {
  public:
   explicit PluginError(const std::string& message) : Error(ExitCode::kPlugin, message) {}
+  PluginError(const PluginError&) = default;
+  PluginError& operator=(const PluginError&) = default;
+  ~PluginError() override;
 };
 
 class NotFoundError : public Error {
  public:
   explicit NotFoundError(const std::string& message) : Error(ExitCode::kNotFound, message) {}
+  NotFoundError(const NotFoundError&) = default;
+  NotFoundError& operator=(const NotFoundError&) = default;
+  ~NotFoundError() override;
 };
+
+[[noreturn]] void rethrow_as_sdk_error(const Error& e);
+[[noreturn]] void rethrow_as_sdk_error(const std::exception& e, const char* what);
+[[noreturn]] void rethrow_unknown(const char* what);
+
+// Runs `f`, a call into plugin code, and rethrows whatever it throws as an error constructed
+// here in libmme (message copied), so no exception object refers to plugin code once the call
+// has returned. `what` names the call for messages about non-standard exceptions.
+template <class F>
+decltype(auto) call_plugin(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    rethrow_as_sdk_error(e);
+  } catch (const std::exception& e) {
+    rethrow_as_sdk_error(e, what);
+  } catch (...) {
+    rethrow_unknown(what);
+  }
+}
 
 }  // namespace mme

@@ -1,0 +1,192 @@
+// `mme estimate` end to end: the JSON contract, the seed tool's text layout, the seed's
+// DeepSeek-V3 example, Megatron flags as input, and invalid layouts.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace mme {
+namespace {
+
+using test::run_mme;
+
+const std::vector<std::string> kSeedExample = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4",
+                                               "--ep", "4", "--num-gpus", "128",
+                                               "--num-layers-in-last-pipeline-stage", "16"};
+
+std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(EstimateCli, SeedDeepSeekExampleHasFourStagesAndPeakIsTheLargest) {
+  auto r = run_mme(with(kSeedExample, {"--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["stages"].size(), 4u);
+  const int expected_layers[] = {15, 15, 15, 16};
+  std::int64_t largest = 0;
+  int largest_rank = -1;
+  for (int i = 0; i < 4; ++i) {
+    const auto& st = j["stages"][static_cast<std::size_t>(i)];
+    EXPECT_EQ(st["pp_rank"], i);
+    EXPECT_EQ(st["layers"], expected_layers[i]);
+    const auto total = st["total_bytes"].get<std::int64_t>();
+    if (total > largest) largest = total, largest_rank = i;
+  }
+  EXPECT_EQ(j["stages"][3]["mtp_layers"], 1);  // DeepSeek-V3's MTP layer sits on the last stage
+  EXPECT_EQ(j["peak"]["pp_rank"], largest_rank);
+  EXPECT_EQ(j["peak"]["total_bytes"], largest);
+}
+
+TEST(EstimateCli, JsonCarriesTheDocumentedSchema) {
+  auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", "2", "--pp", "2", "--num-gpus", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // exactly one document
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"name", "family", "adapter", "total_params", "active_params"})
+    EXPECT_TRUE(j["model"].contains(k)) << k;
+  for (const char* k : {"tp", "pp", "ep", "etp", "cp", "vpp", "dp", "expert_dp", "num_gpus", "sequence_parallel",
+                        "micro_batch_size", "seq_length", "distributed_optimizer", "recompute_granularity"})
+    EXPECT_TRUE(j["setup"].contains(k)) << k;
+  EXPECT_EQ(j["setup"]["dp"], 2);
+  EXPECT_EQ(j["setup"]["etp"], 2);  // ETP defaults to TP, as in Megatron-LM
+  EXPECT_EQ(j["setup"]["sequence_parallel"], true);
+  for (const auto& st : j["stages"]) {
+    for (const char* k : {"pp_rank", "layers", "parameters", "weight_bytes", "gradient_bytes", "optimizer_bytes",
+                          "activation_bytes", "other_bytes", "total_bytes", "inflight_microbatches", "components",
+                          "parameters_b", "activation_b", "weight_grad_gb", "weight_grad_optim_gb", "activation_gb",
+                          "total_gb"})
+      EXPECT_TRUE(st.contains(k)) << k;
+    EXPECT_EQ(st["total_bytes"].get<std::int64_t>(),
+              st["weight_bytes"].get<std::int64_t>() + st["gradient_bytes"].get<std::int64_t>() +
+                  st["optimizer_bytes"].get<std::int64_t>() + st["activation_bytes"].get<std::int64_t>() +
+                  st["other_bytes"].get<std::int64_t>());
+    std::int64_t sum = 0;
+    for (const auto& [name, bytes] : st["components"].items()) sum += bytes.get<std::int64_t>();
+    EXPECT_EQ(sum, st["total_bytes"].get<std::int64_t>());
+  }
+  ASSERT_FALSE(j["fits"].empty());
+  for (const auto& f : j["fits"])
+    for (const char* k : {"hardware", "capacity_bytes", "usable_bytes", "fits", "headroom_bytes"})
+      EXPECT_TRUE(f.contains(k)) << k;
+  EXPECT_TRUE(j["assumptions"].is_array());
+}
+
+TEST(EstimateCli, TextReportFollowsTheSeedLayout) {
+  auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", "2", "--num-gpus", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"CONFIGURATION SUMMARY", "MEMORY ESTIMATION RESULTS", "Pipeline Stage 0:", "Parameters:",
+                        "Memory Breakdown:", "- Weights + Gradients:", "- Weights + Gradients + Optimizer:",
+                        "- Activations:", "- Total:", "Peak Memory per GPU:", "GiB"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  EXPECT_EQ(r.out.find("\033["), std::string::npos) << "no colour when stdout is not a terminal";
+}
+
+TEST(EstimateCli, GpuVerdictForOneProfile) {
+  auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "h100", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["fits"].size(), 1u);
+  EXPECT_EQ(j["fits"][0]["hardware"], "H100-SXM-80GB");
+  const auto f = j["fits"][0];
+  EXPECT_EQ(f["fits"].get<bool>(), f["headroom_bytes"].get<std::int64_t>() >= 0);
+}
+
+TEST(EstimateCli, MegatronFlagsAsInput) {
+  auto r = run_mme({"estimate", "--megatron-args",
+                    "python pretrain_gpt.py --num-layers 12 --hidden-size 512 --num-attention-heads 8 "
+                    "--seq-length 1024 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+                    "--use-distributed-optimizer --tensor-model-parallel-size 2",
+                    "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["adapter"], "megatron_args");
+  EXPECT_EQ(j["setup"]["tp"], 2);
+  EXPECT_EQ(j["setup"]["dp"], 4);
+  EXPECT_EQ(j["setup"]["sequence_parallel"], false);  // Megatron-LM's default
+  EXPECT_EQ(j["setup"]["num_micro_batches"], 2);
+  // Megatron's defaults: 50257 GPT-2 tokens padded to 128 x TP.
+  EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
+}
+
+TEST(EstimateCli, MegatronFlagsFromAFileWithCommentsAndContinuations) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "launch.sh",
+                   "#!/bin/bash\n# model\nGPT_ARGS=(\n  --num-layers 4 \\\n  --hidden-size 256  # width\n"
+                   "  --num-attention-heads 4\n  --swiglu --normalization RMSNorm\n)\n");
+  auto r = run_mme({"estimate", "--megatron-args-file", (dir.path() / "launch.sh").string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["num_layers"], 4);
+  EXPECT_EQ(j["model"]["hidden_size"], 256);
+}
+
+struct BadLayout {
+  const char* name;
+  std::vector<std::string> args;
+  const char* expect;  // part of the one stderr line
+};
+
+class EstimateInvalidLayout : public ::testing::TestWithParam<BadLayout> {};
+
+TEST_P(EstimateInvalidLayout, OneLineOnStderrNothingOnStdout) {
+  const BadLayout& c = GetParam();
+  std::vector<std::string> args{"estimate", "Qwen/Qwen3-8B"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  for (bool json : {false, true}) {
+    auto a = args;
+    if (json) a.push_back("--json");
+    auto r = run_mme(a);
+    EXPECT_EQ(r.exit_code, 4) << c.name << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.name;
+    EXPECT_EQ(count_lines(r.err), 1) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos);
+  }
+}
+
+// Qwen3-8B: 36 layers, 32 heads, 8 KV heads, 151936 vocab.
+INSTANTIATE_TEST_SUITE_P(
+    Validation, EstimateInvalidLayout,
+    ::testing::Values(
+        BadLayout{"heads_by_tp", {"--tp", "3", "--num-gpus", "3"}, "32 attention heads are not divisible by --tp 3"},
+        BadLayout{"groups_by_tp", {"--tp", "16", "--num-gpus", "16"}, "8 query groups"},
+        BadLayout{"world_by_tp_pp_cp", {"--tp", "2", "--pp", "2", "--num-gpus", "6"},
+                  "--num-gpus 6 is not divisible by TP x PP x CP = 2 x 2 x 1 = 4"},
+        BadLayout{"layers_by_pp", {"--pp", "5", "--num-gpus", "5"}, "--num-layers-in-last-pipeline-stage"},
+        BadLayout{"more_stages_than_layers", {"--pp", "37", "--num-gpus", "37"}, "more pipeline stages than"},
+        BadLayout{"seq_by_cp", {"--cp", "2", "--num-gpus", "2", "--seq-length", "4098"}, "2 x CP"},
+        BadLayout{"experts_on_dense", {"--ep", "2", "--num-gpus", "2"}, "needs a mixture-of-experts model"},
+        BadLayout{"global_batch", {"--num-gpus", "8", "--global-batch-size", "12"},
+                  "--global-batch-size 12 is not divisible"},
+        BadLayout{"first_last_overflow", {"--pp", "2", "--num-gpus", "2", "--num-layers-in-first-pipeline-stage", "30",
+                                          "--num-layers-in-last-pipeline-stage", "30"},
+                  "take more layers"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(EstimateCli, UsageErrorsExitTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"estimate", "Qwen/Qwen3-8B", "--tp", "zero"},
+           {"estimate", "Qwen/Qwen3-8B", "--tp", "0"},
+           {"estimate", "Qwen/Qwen3-8B", "--tp", "-2"},
+           {"estimate", "Qwen/Qwen3-8B", "--no-such-flag"},
+           {"estimate", "Qwen/Qwen3-8B", "--gpu", "Z9000"},
+           {"estimate"},
+       }) {
+    auto r = run_mme(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace mme
