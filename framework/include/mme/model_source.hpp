@@ -3,6 +3,7 @@
 //   2. the bundled zoo (models/<org>--<name>/config.json, org/name matched ignoring case);
 //   3. the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub);
 //   4. a download from $HF_ENDPOINT (default https://huggingface.co), stored in that cache.
+// docs/model-sources.md describes the environment, the cache layout and the security rules.
 #pragma once
 
 #include <cstdint>
@@ -16,19 +17,20 @@
 namespace mme {
 
 struct SourceOptions {
-  std::string revision = "main";
+  std::string revision = "main";                // branch, tag, commit or refs/pr/N; checked for safety
   std::vector<std::filesystem::path> zoo_dirs;  // empty: default_zoo_dirs()
   bool allow_network = true;                    // HF_HUB_OFFLINE=1 turns it off as well
-  long connect_timeout_s = 10;
-  long transfer_timeout_s = 60;
-  long low_speed_timeout_s = 15;   // abort a transfer slower than 1 byte/s for this long
+  long connect_timeout_s = 10;                  // per connection
+  long transfer_timeout_s = 60;                 // the whole download, redirects included
+  long low_speed_timeout_s = 15;   // abort when no byte arrives for this long (a stalled server)
   std::int64_t max_bytes = 4 << 20;  // a config.json is small; refuse more
+  int max_redirects = 5;             // redirects followed; HF_TOKEN only goes to the endpoint's origin
 };
 
 struct ResolvedModel {
   nlohmann::json config;        // the text model's config (text_config of a multimodal config)
   std::string name;             // canonical name, e.g. "deepseek-ai/DeepSeek-V3" or the path
-  std::filesystem::path path;   // the config.json read
+  std::filesystem::path path;   // the config.json read (the URL, if a download could not be cached)
   std::string origin;           // "local", "bundled", "hf-cache", "hf-hub"
 };
 
@@ -46,13 +48,16 @@ nlohmann::json read_config_file(const std::filesystem::path& path);
 // Parses config text; `source` names it in errors.
 nlohmann::json parse_config_text(std::string_view text, const std::string& source);
 
-// Resolves a MODEL argument. Throws NotFoundError (with what to do) or ConfigError.
+// Resolves a MODEL argument. Throws NotFoundError (with what to do), ConfigError (a config that
+// is not JSON), or UsageError (an unsafe revision, a malformed HF_ENDPOINT or HF_TOKEN).
 ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options = {});
 
-// The hub cache root: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
+// The hub cache root: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's order).
 std::filesystem::path hf_cache_dir();
 
-// True for strings shaped like a hub id "org/name" (letters, digits, '-', '_', '.').
+// True for strings shaped like a hub id "org/name" (letters, digits, '-', '_', '.'; no "--" or
+// "..", no '-' or '.' at either end of a part, a name of at most 96 characters).
 bool looks_like_hub_id(const std::string& arg);
 
 }  // namespace mme

@@ -1,0 +1,120 @@
+// The `mme` executable end to end for model resolution: every failure is one line on stderr,
+// nothing on stdout, and the documented exit code (framework/include/mme/error.hpp).
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include <mme/error.hpp>
+#include <mme/model_source.hpp>
+
+#include "http_test_server.hpp"
+#include "source_test_env.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mme {
+namespace {
+
+using test::HttpConnection;
+using test::HttpRequest;
+using test::HttpTestServer;
+using test::run_mme;
+
+const std::string kToken = "hf_CliSeCrEt9876543210zyxwvuts";
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+class sources_cli : public ::testing::Test {
+ protected:
+  fs::path cache() const { return tmp_.path() / "cache"; }
+  // An empty cache and downloads off, whatever the caller's environment holds.
+  std::map<std::string, std::string> env(const std::map<std::string, std::string>& extra = {}) const {
+    std::map<std::string, std::string> e{{"HF_HUB_CACHE", cache().string()},
+                                         {"HF_HUB_OFFLINE", "1"},
+                                         {"HF_HOME", ""},
+                                         {"HF_TOKEN", ""},
+                                         {"HF_ENDPOINT", ""},
+                                         {"MME_MODELS_PATH", ""},
+                                         {"no_proxy", "*"},
+                                         {"NO_PROXY", "*"}};
+    for (const auto& [k, v] : extra) e[k] = v;
+    return e;
+  }
+  static void expect_one_error_line(const test::RunResult& r, ExitCode code, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, static_cast<int>(code)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("mme: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+
+  test::TempDir tmp_;
+};
+
+TEST_F(sources_cli, OfflineUnknownHubIdIsNotFound) {
+  for (const char* command : {"params", "estimate"}) {
+    const auto r = run_mme({command, "no-such-org/no-such-model"}, env());
+    expect_one_error_line(r, ExitCode::kNotFound, "no-such-org/no-such-model");
+    EXPECT_NE(r.err.find("HF_HUB_OFFLINE"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("deepseek-ai/DeepSeek-V3"), std::string::npos) << "names the bundled models: " << r.err;
+  }
+  EXPECT_TRUE(test::list_tree(cache()).empty());
+}
+
+TEST_F(sources_cli, MissingLocalPathIsNotFound) {
+  const fs::path missing = tmp_.path() / "nowhere" / "config.json";
+  expect_one_error_line(run_mme({"params", missing.string()}, env()), ExitCode::kNotFound, "no such file");
+  fs::create_directories(tmp_.path() / "ckpt");
+  expect_one_error_line(run_mme({"params", (tmp_.path() / "ckpt").string()}, env()), ExitCode::kNotFound,
+                        "no config.json");
+}
+
+TEST_F(sources_cli, UnreadableConfigsAreBadModels) {
+  const fs::path file = tmp_.path() / "config.json";
+  test::write_file(file, "");
+  expect_one_error_line(run_mme({"params", file.string()}, env()), ExitCode::kBadModel, "empty");
+  test::write_file(file, std::string("{\0}", 3));
+  expect_one_error_line(run_mme({"params", file.string()}, env()), ExitCode::kBadModel, "NUL");
+  test::write_file(file, "{\"hidden_size\": 40\n96,");
+  expect_one_error_line(run_mme({"estimate", file.string()}, env()), ExitCode::kBadModel, "invalid JSON");
+  test::write_file(file, "[1, 2]");  // valid JSON, but no adapter takes an array
+  expect_one_error_line(run_mme({"params", file.string()}, env()), ExitCode::kBadModel, "array");
+}
+
+TEST_F(sources_cli, UnsafeRevisionIsAUsageError) {
+  expect_one_error_line(run_mme({"params", "no-such-org/no-such-model", "--revision", "../../x"}, env()),
+                        ExitCode::kUsage, "--revision");
+  EXPECT_TRUE(test::list_tree(cache()).empty());
+}
+
+TEST_F(sources_cli, HubErrorsAreOneLineAndNeverShowTheToken) {
+  HttpTestServer server([](HttpConnection& c, const HttpRequest& r) {
+    if (r.target.find("/gated-org/") == 0)
+      c.send(test::http_response(401, "", {{"X-Error-Code", "GatedRepo"}}));
+    else
+      c.send(test::http_response(404, "", {{"X-Error-Code", "RepoNotFound"}}));
+  });
+  const auto online = env({{"HF_HUB_OFFLINE", ""}, {"HF_ENDPOINT", server.url()}, {"HF_TOKEN", kToken}});
+  expect_one_error_line(run_mme({"params", "missing-org/missing-model"}, online), ExitCode::kNotFound, "404");
+  expect_one_error_line(run_mme({"estimate", "gated-org/gated-model"}, online), ExitCode::kNotFound, "401");
+  const auto traced = run_mme({"params", "gated-org/gated-model", "--log-level", "trace"}, online);
+  EXPECT_EQ(traced.exit_code, static_cast<int>(ExitCode::kNotFound)) << traced.err;
+  EXPECT_NE(traced.err.find("downloading"), std::string::npos) << traced.err;
+  EXPECT_EQ(traced.err.find(kToken), std::string::npos) << traced.err;
+  EXPECT_EQ(traced.out.find(kToken), std::string::npos) << traced.out;
+  for (const auto& req : server.requests()) EXPECT_EQ(req.get("authorization"), "Bearer " + kToken);
+  EXPECT_EQ(server.requests().size(), 3u);
+  EXPECT_TRUE(test::list_tree(cache()).empty());
+}
+
+TEST_F(sources_cli, StagedZooIsFound) {
+  // The build stages models/ into share/mme/models next to bin/; the CLI finds it there.
+  ASSERT_TRUE(fs::is_directory(test::models_dir())) << test::models_dir();
+  const auto models = list_bundled_models({test::models_dir()});
+  EXPECT_FALSE(models.empty());
+  for (const auto& m : models) EXPECT_TRUE(looks_like_hub_id(m.name)) << m.name;
+}
+
+}  // namespace
+}  // namespace mme
