@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -27,6 +28,78 @@
 namespace fs = std::filesystem;
 
 namespace mme {
+
+// libcurl is loaded when a download is needed, not at start-up: linking it pulls in some
+// thirty libraries (TLS, Kerberos, LDAP, ...) whose loading would dominate every run.
+namespace lc {
+
+struct Api {
+  CURLcode (*global_init)(long);
+  void (*global_cleanup)();
+  CURL* (*easy_init)();
+  void (*easy_cleanup)(CURL*);
+  CURLcode (*easy_setopt)(CURL*, CURLoption, ...);
+  CURLcode (*easy_perform)(CURL*);
+  CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...);
+  const char* (*easy_strerror)(CURLcode);
+  CURLU* (*url)();
+  void (*url_cleanup)(CURLU*);
+  CURLUcode (*url_set)(CURLU*, CURLUPart, const char*, unsigned int);
+  CURLUcode (*url_get)(const CURLU*, CURLUPart, char**, unsigned int);
+  void (*free)(void*);
+};
+
+const Api& api() {
+  static const Api loaded = [] {
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      throw NotFoundError("downloading from the Hugging Face Hub needs libcurl (libcurl.so.4, Debian package "
+                          "libcurl4); use a bundled model or a local config.json instead");
+    auto sym = [lib](const char* name) {
+      void* p = ::dlsym(lib, name);
+      if (!p) throw NotFoundError(fmt::format("libcurl.so.4 has no symbol {}; libcurl 7.62 or newer is needed", name));
+      return p;
+    };
+    Api a{};
+    a.global_init = reinterpret_cast<decltype(a.global_init)>(sym("curl_global_init"));
+    a.global_cleanup = reinterpret_cast<decltype(a.global_cleanup)>(sym("curl_global_cleanup"));
+    a.easy_init = reinterpret_cast<decltype(a.easy_init)>(sym("curl_easy_init"));
+    a.easy_cleanup = reinterpret_cast<decltype(a.easy_cleanup)>(sym("curl_easy_cleanup"));
+    a.easy_setopt = reinterpret_cast<decltype(a.easy_setopt)>(sym("curl_easy_setopt"));
+    a.easy_perform = reinterpret_cast<decltype(a.easy_perform)>(sym("curl_easy_perform"));
+    a.easy_getinfo = reinterpret_cast<decltype(a.easy_getinfo)>(sym("curl_easy_getinfo"));
+    a.easy_strerror = reinterpret_cast<decltype(a.easy_strerror)>(sym("curl_easy_strerror"));
+    a.url = reinterpret_cast<decltype(a.url)>(sym("curl_url"));
+    a.url_cleanup = reinterpret_cast<decltype(a.url_cleanup)>(sym("curl_url_cleanup"));
+    a.url_set = reinterpret_cast<decltype(a.url_set)>(sym("curl_url_set"));
+    a.url_get = reinterpret_cast<decltype(a.url_get)>(sym("curl_url_get"));
+    a.free = reinterpret_cast<decltype(a.free)>(sym("curl_free"));
+    return a;  // the library stays loaded for the life of the process
+  }();
+  return loaded;
+}
+
+inline CURLcode curl_global_init(long flags) { return api().global_init(flags); }
+inline void curl_global_cleanup() { api().global_cleanup(); }
+inline CURL* curl_easy_init() { return api().easy_init(); }
+inline void curl_easy_cleanup(CURL* c) { api().easy_cleanup(c); }
+template <class... A>
+CURLcode curl_easy_setopt(CURL* c, CURLoption o, A... a) {
+  return api().easy_setopt(c, o, a...);
+}
+inline CURLcode curl_easy_perform(CURL* c) { return api().easy_perform(c); }
+template <class... A>
+CURLcode curl_easy_getinfo(CURL* c, CURLINFO i, A... a) {
+  return api().easy_getinfo(c, i, a...);
+}
+inline const char* curl_easy_strerror(CURLcode rc) { return api().easy_strerror(rc); }
+inline CURLU* curl_url() { return api().url(); }
+inline void curl_url_cleanup(CURLU* u) { api().url_cleanup(u); }
+inline CURLUcode curl_url_set(CURLU* u, CURLUPart p, const char* v, unsigned int f) { return api().url_set(u, p, v, f); }
+inline CURLUcode curl_url_get(const CURLU* u, CURLUPart p, char** v, unsigned int f) { return api().url_get(u, p, v, f); }
+inline void curl_free(void* p) { api().free(p); }
+
+}  // namespace lc
 
 namespace {
 
@@ -215,8 +288,8 @@ void write_file_atomically(const fs::path& target, const std::string& content) {
 // ---- download
 
 struct CurlGlobal {
-  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-  ~CurlGlobal() { curl_global_cleanup(); }
+  CurlGlobal() { lc::curl_global_init(CURL_GLOBAL_DEFAULT); }
+  ~CurlGlobal() { lc::curl_global_cleanup(); }
 };
 
 struct UrlParts {
@@ -226,14 +299,14 @@ struct UrlParts {
 };
 
 std::optional<UrlParts> parse_url(const std::string& url) {
-  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(lc::curl_url(), lc::curl_url_cleanup);
+  if (!u || lc::curl_url_set(u.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
     return std::nullopt;
   auto part = [&](CURLUPart which, unsigned flags) -> std::optional<std::string> {
     char* s = nullptr;
-    if (curl_url_get(u.get(), which, &s, flags) != CURLUE_OK || !s) return std::nullopt;
+    if (lc::curl_url_get(u.get(), which, &s, flags) != CURLUE_OK || !s) return std::nullopt;
     std::string out = s;
-    curl_free(s);
+    lc::curl_free(s);
     return out;
   };
   auto scheme = part(CURLUPART_SCHEME, 0);
@@ -331,7 +404,7 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   const auto now = std::chrono::steady_clock::now();
   if (!t->connected) {
     curl_off_t connect_us = 0;
-    if (curl_easy_getinfo(t->curl, CURLINFO_CONNECT_TIME_T, &connect_us) != CURLE_OK || connect_us <= 0)
+    if (lc::curl_easy_getinfo(t->curl, CURLINFO_CONNECT_TIME_T, &connect_us) != CURLE_OK || connect_us <= 0)
       return 0;  // still connecting: CURLOPT_CONNECTTIMEOUT governs
     t->connected = true;
     t->last_activity = now;
@@ -348,46 +421,46 @@ Transfer fetch(const std::string& url, const std::string& token, const SourceOpt
   t.max_bytes = std::max<std::int64_t>(options.max_bytes, 1);
   t.idle_limit_s = std::max(options.low_speed_timeout_s, 1L);
   t.last_activity = std::chrono::steady_clock::now();
-  CURL* curl = curl_easy_init();
+  CURL* curl = lc::curl_easy_init();
   if (!curl) throw NotFoundError("cannot initialise libcurl");
-  std::unique_ptr<CURL, void (*)(CURL*)> guard(curl, curl_easy_cleanup);
+  std::unique_ptr<CURL, void (*)(CURL*)> guard(curl, lc::curl_easy_cleanup);
   t.curl = curl;
   char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // the caller follows, deciding about the token
+  lc::curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  lc::curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  lc::curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // the caller follows, deciding about the token
 #if LIBCURL_VERSION_NUM >= 0x075500
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  lc::curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 #else
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+  lc::curl_easy_setopt(curl, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
-  curl_easy_setopt(curl, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, std::max(options.connect_timeout_s, 1L));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, std::max(timeout_ms, 1L));
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, t.idle_limit_s);
-  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t.max_bytes));
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "mme/" MME_VERSION_STRING);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  lc::curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  lc::curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  lc::curl_easy_setopt(curl, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
+  lc::curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, std::max(options.connect_timeout_s, 1L));
+  lc::curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, std::max(timeout_ms, 1L));
+  lc::curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  lc::curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, t.idle_limit_s);
+  lc::curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t.max_bytes));
+  lc::curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  lc::curl_easy_setopt(curl, CURLOPT_USERAGENT, "mme/" MME_VERSION_STRING);
+  lc::curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+  lc::curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  lc::curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+  lc::curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  lc::curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  lc::curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  lc::curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   if (!token.empty()) {
-    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BEARER));
-    curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, token.c_str());
+    lc::curl_easy_setopt(curl, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BEARER));
+    lc::curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, token.c_str());
   }
-  t.rc = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.status);
+  t.rc = lc::curl_easy_perform(curl);
+  lc::curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.status);
   curl_off_t connect_us = 0;
-  t.reached = curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0;
-  if (char* loc = nullptr; curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc) t.location = loc;
-  if (t.rc != CURLE_OK) t.why = error[0] ? error : curl_easy_strerror(t.rc);
+  t.reached = lc::curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0;
+  if (char* loc = nullptr; lc::curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc) t.location = loc;
+  if (t.rc != CURLE_OK) t.why = error[0] ? error : lc::curl_easy_strerror(t.rc);
   t.curl = nullptr;
   return t;
 }
