@@ -365,6 +365,28 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     est.model = ModelSummary{m.name, m.family, m.model_type, m.adapter, pc.total, pc.active, pc.mtp, vocab,
                              m.num_layers, h};
   }
+  if (options.components && options.layer_breakdown) {
+    auto describe = [&](const LayerType& lt, const TypeEval& e, std::int64_t count, bool mtp) {
+      LayerKindEstimate k;
+      k.attention = lt.spec.attention.kind;
+      k.mlp = lt.spec.mlp.kind;
+      k.layers = count;
+      k.mtp = mtp;
+      k.parameters = e.tp_params + e.rep_params + e.exp_params;
+      k.activation_bytes_per_microbatch = e.saved;
+      k.transient_bytes = e.transient;
+      for (const auto* bp : {&e.attn_params, &e.mlp_params})
+        for (const auto& t : bp->terms)
+          k.components.push_back({fmt::format("parameters/{}", t.name), MemoryCategory::kWeights, t.per_rank});
+      for (const auto& [name, bytes] : e.named_saved)
+        k.components.push_back({name, MemoryCategory::kActivations, bytes});
+      est.layer_kinds.push_back(std::move(k));
+    };
+    for (std::size_t ti = 0; ti < im.types.size(); ++ti)
+      describe(im.types[ti], evals[ti], im.count_in(ti, 0, m.num_layers), false);
+    if (m.mtp_num_layers > 0) describe(im.types[im.mtp_type], mtp_eval, 0, true);
+  }
+
 
   std::int64_t best_total = -1;
   for (std::int64_t r = 0; r < p; ++r) {

@@ -50,6 +50,18 @@ struct StageEstimate {
   std::vector<Component> components;
 };
 
+// One distinct decoder-layer kind under the layout (DeepSeek-V3: dense-MLA, MoE-MLA, and the
+// MTP layer), for the per-layer breakdown of `--verbose`.
+struct LayerKindEstimate {
+  std::string attention, mlp;     // block kinds, e.g. "mla" and "moe"
+  std::int64_t layers = 0;        // decoder layers of this kind (0 for the MTP kind)
+  bool mtp = false;               // the multi-token-prediction layer's kind
+  std::int64_t parameters = 0;    // per rank, one layer
+  std::int64_t activation_bytes_per_microbatch = 0;  // one layer, one micro-batch
+  std::int64_t transient_bytes = 0;                  // the layer's busiest moment
+  std::vector<Component> components;  // parameters (elements) and activations (bytes), one layer
+};
+
 struct ModelSummary {
   std::string name, family, model_type, adapter;
   std::int64_t total_params = 0;   // unique weights (tied embedding once, MTP excluded)
@@ -63,6 +75,7 @@ struct Estimate {
   ModelSummary model;
   TrainingSetup setup;  // after defaults
   std::vector<StageEstimate> stages;
+  std::vector<LayerKindEstimate> layer_kinds;  // filled with EstimateOptions::layer_breakdown
   std::size_t peak_stage = 0;
   std::vector<std::string> assumptions;
 
@@ -74,6 +87,7 @@ struct EstimateOptions {
   // whose size depends on it; empty = hopper.
   std::string gpu_architecture;
   bool components = true;  // build the named component lists (the planner turns this off)
+  bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
 };
 
 // Megatron-LM's padded vocabulary: ceil(V / (divisor * TP)) * divisor * TP.
