@@ -91,7 +91,13 @@ void load_plugins(Registry& registry, const std::vector<fs::path>& dirs) {
   for (const auto& dir : dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
-      spdlog::debug("plugin folder {} does not exist", dir.string());
+      // Folders the user named (--plugin-dir, MME_PLUGIN_PATH) are worth a warning when
+      // missing; the default one beside the executable is not.
+      const fs::path exe = executable_dir();
+      if (!exe.empty() && dir == exe / ".." / "lib" / "mme" / "plugins")
+        spdlog::debug("plugin folder {} does not exist", dir.string());
+      else
+        spdlog::warn("plugin folder {} does not exist or is not a folder", dir.string());
       continue;
     }
     std::vector<fs::path> files;

@@ -1,0 +1,482 @@
+// End-to-end runs of the built `mme`: help and version, usage errors (exit 2, one line on
+// stderr, nothing on stdout), `hardware` and `plugins` listings, the plugin search path, and
+// the output contract (stdout carries only the result; no ANSI colour off a terminal or
+// under NO_COLOR).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <mme/version.hpp>
+
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mme {
+namespace {
+
+using test::run_mme;
+using test::RunResult;
+
+std::string describe(const RunResult& r) {
+  return fmt::format("exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}", r.exit_code, r.out, r.err);
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+
+// Parses stdout as exactly one JSON document (trailing text makes the parse fail).
+json parse_stdout(const RunResult& r) {
+  try {
+    return json::parse(r.out);
+  } catch (const json::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON document: " << e.what() << "\n" << describe(r);
+    return json();
+  }
+}
+
+// A usage error: exit 2, nothing on stdout, exactly one stderr line "mme: error: ...".
+void expect_usage_error(const RunResult& r, const std::string& mentions = "") {
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(r.out, "") << describe(r);
+  EXPECT_EQ(r.err.rfind("mme: error: ", 0), 0u) << describe(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
+  EXPECT_EQ(r.err.back(), '\n') << describe(r);
+  if (!mentions.empty()) {
+    EXPECT_CONTAINS(r.err, mentions);
+  }
+}
+
+bool has_ansi(const std::string& s) { return s.find('\x1b') != std::string::npos; }
+
+// The commands `mme help` lists (the first word of each line under "Commands:").
+std::vector<std::string> listed_commands() {
+  const RunResult r = run_mme({"help"});
+  std::vector<std::string> out;
+  std::istringstream in(r.out);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line == "Commands:") {
+      inside = true;
+      continue;
+    }
+    if (!inside) continue;
+    if (line.empty()) break;
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    out.push_back(first);
+  }
+  return out;
+}
+
+const json* find_by(const json& array, const char* key, const std::string& value) {
+  for (const auto& x : array)
+    if (x.value(key, "") == value) return &x;
+  return nullptr;
+}
+
+std::string canonical_string(const fs::path& p) { return fs::weakly_canonical(p).string(); }
+
+// A folder with the files a careless user might drop among plugins.
+void write_corrupt_plugins(const fs::path& dir) {
+  test::write_file(dir / "corrupt.so",
+                   "This is not a shared library: it is a text file whose name happens to end in .so.\n");
+  test::write_file(dir / "empty.so", "");
+}
+
+// ---------------------------------------------------------------------------------------
+// version and help
+
+TEST(Cli, VersionSpellingsAgree) {
+  const std::string expected = fmt::format("mme {} (libmme {}, plugin API {}, ABI {})\n", MME_VERSION_STRING,
+                                           library_version(), kPluginApiVersion, kAbiTag);
+  for (const char* spelling : {"--version", "-V", "version"}) {
+    const RunResult r = run_mme({spelling});
+    EXPECT_EQ(r.exit_code, 0) << spelling << "\n" << describe(r);
+    EXPECT_EQ(r.out, expected) << spelling;
+    EXPECT_EQ(r.err, "") << spelling;
+  }
+}
+
+TEST(Cli, VersionTakesNoArguments) { expect_usage_error(run_mme({"version", "extra"}), "version takes no arguments"); }
+
+TEST(Cli, HelpListsEveryCommandAndTheExitCodes) {
+  const RunResult r = run_mme({"help"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  EXPECT_CONTAINS(r.out, "Usage: mme <command>");
+  EXPECT_CONTAINS(r.out, "Exit codes: 0 ok, 1 internal error, 2 usage");
+  const auto listed = listed_commands();
+  for (const char* required : {"estimate", "params", "models", "hardware", "plugins", "version", "help"})
+    EXPECT_NE(std::find(listed.begin(), listed.end(), required), listed.end()) << required;
+  for (const char* spelling : {"--help", "-h"}) {
+    const RunResult s = run_mme({spelling});
+    EXPECT_EQ(s.exit_code, 0) << spelling;
+    EXPECT_EQ(s.out, r.out) << spelling;
+    EXPECT_EQ(s.err, "") << spelling;
+  }
+}
+
+TEST(Cli, NoArgumentsPrintsHelpOnStderrAndExitsTwo) {
+  const RunResult r = run_mme({});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(r.out, "");
+  EXPECT_CONTAINS(r.err, "Usage: mme <command>");
+}
+
+TEST(Cli, HelpEstimateDescribesTheLayoutFlags) {
+  const RunResult r = run_mme({"help", "estimate"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  for (const char* flag : {"Usage: mme estimate MODEL", "--tp", "--pp", "--ep", "--etp", "--cp", "--vpp", "--num-gpus",
+                           "--micro-batch-size", "--seq-length", "--recompute-granularity",
+                           "--num-layers-in-last-pipeline-stage", "--json", "--gpu", "--headroom", "--plugin-dir",
+                           "--tensor-model-parallel-size"})
+    EXPECT_CONTAINS(r.out, flag);
+}
+
+TEST(Cli, EveryCommandHasHelp) {
+  const auto listed = listed_commands();
+  ASSERT_GE(listed.size(), 7u);
+  for (const auto& c : listed) {
+    SCOPED_TRACE(c);
+    const RunResult via_help = run_mme({"help", c});
+    EXPECT_EQ(via_help.exit_code, 0) << describe(via_help);
+    EXPECT_EQ(via_help.err, "");
+    EXPECT_CONTAINS(via_help.out, "Usage: mme ");
+    if (c != "help") {
+      EXPECT_CONTAINS(via_help.out, "Usage: mme " + c);
+    }
+    for (const char* flag : {"--help", "-h"}) {
+      const RunResult r = run_mme({c, flag});
+      EXPECT_EQ(r.exit_code, 0) << flag << "\n" << describe(r);
+      EXPECT_EQ(r.out, via_help.out) << flag;
+      EXPECT_EQ(r.err, "") << flag;
+    }
+    // --help wins over anything else on the line, even a bad flag.
+    const RunResult late = run_mme({c, "--no-such-flag", "--help"});
+    EXPECT_EQ(late.exit_code, 0) << describe(late);
+    EXPECT_EQ(late.out, via_help.out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// usage errors
+
+TEST(Cli, UnknownCommandIsAUsageError) {
+  expect_usage_error(run_mme({"frobnicate"}), "unknown command 'frobnicate'");
+  expect_usage_error(run_mme({"--frobnicate"}), "unknown command '--frobnicate'");
+  expect_usage_error(run_mme({"help", "frobnicate"}), "unknown command 'frobnicate'");
+  expect_usage_error(run_mme({"help", "hardware", "plugins"}));
+}
+
+TEST(Cli, UnknownFlagIsAUsageErrorForEveryCommand) {
+  for (const auto& c : listed_commands()) {
+    SCOPED_TRACE(c);
+    expect_usage_error(run_mme({c, "--no-such-flag"}), "--no-such-flag");
+  }
+}
+
+TEST(Cli, BadCommonOptionsAreUsageErrors) {
+  expect_usage_error(run_mme({"hardware", "--log-level", "loud"}), "--log-level");
+  expect_usage_error(run_mme({"hardware", "--plugin-dir"}), "plugin-dir");
+  expect_usage_error(run_mme({"hardware", "unexpected-positional"}));
+  expect_usage_error(run_mme({"plugins", "--js"}));  // no guessing of abbreviated flags
+}
+
+// ---------------------------------------------------------------------------------------
+// hardware
+
+TEST(Cli, HardwareJsonListsTheRequiredGpus) {
+  const RunResult r = run_mme({"hardware", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  const json j = parse_stdout(r);
+  ASSERT_TRUE(j.contains("hardware") && j["hardware"].is_array()) << r.out;
+  const json& list = j["hardware"];
+  const std::map<std::string, std::int64_t> required = {
+      {"A100-SXM-40GB", 40960}, {"A100-SXM-80GB", 81920}, {"H100-SXM-80GB", 81559}, {"H200-SXM-141GB", 143771}};
+  for (const auto& [name, mib] : required) {
+    const json* h = find_by(list, "name", name);
+    ASSERT_NE(h, nullptr) << name;
+    EXPECT_EQ((*h)["memory_bytes"].get<std::int64_t>(), mib * 1024 * 1024) << name;
+    EXPECT_EQ((*h)["allocatable_bytes"].get<std::int64_t>(),
+              (*h)["memory_bytes"].get<std::int64_t>() - (*h)["reserved_bytes"].get<std::int64_t>());
+    EXPECT_EQ((*h)["vendor"], "NVIDIA");
+    EXPECT_GT((*h)["hbm_bandwidth_gbps"].get<double>(), 0);
+    EXPECT_GT((*h)["bf16_tflops"].get<double>(), 0);
+    EXPECT_FALSE((*h)["plugin"].get<std::string>().empty());
+    EXPECT_FALSE((*h)["source"].get<std::string>().empty());
+  }
+  const auto aliases = (*find_by(list, "name", "H100-SXM-80GB"))["aliases"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(aliases.begin(), aliases.end(), "H100"), aliases.end());
+  // Sorted by capacity.
+  std::int64_t last = 0;
+  for (const auto& h : list) {
+    EXPECT_GE(h["memory_bytes"].get<std::int64_t>(), last) << h["name"];
+    last = h["memory_bytes"].get<std::int64_t>();
+  }
+}
+
+TEST(Cli, HardwareTextTable) {
+  const RunResult r = run_mme({"hardware"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out.rfind("NAME", 0), 0u) << r.out;
+  for (const char* name : {"A100-SXM-40GB", "A100-SXM-80GB", "H100-SXM-80GB", "H200-SXM-141GB"})
+    EXPECT_CONTAINS(r.out, name);
+  EXPECT_CONTAINS(r.out, "140.40 GiB");  // H200: 143771 MiB, labelled in binary units
+}
+
+// ---------------------------------------------------------------------------------------
+// plugins
+
+TEST(Cli, PluginsJsonListsWhatEachPluginRegistered) {
+  const RunResult r = run_mme({"plugins", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  const json j = parse_stdout(r);
+  EXPECT_EQ(j["api_version"], kPluginApiVersion);
+  EXPECT_EQ(j["abi_tag"], std::string(kAbiTag));
+  ASSERT_TRUE(j["search_path"].is_array() && !j["search_path"].empty());
+  EXPECT_EQ(canonical_string(j["search_path"].back().get<std::string>()), canonical_string(test::plugin_dir()));
+  // Every shipped plugin loads.
+  EXPECT_TRUE(j["rejected"].empty()) << j["rejected"].dump(2);
+
+  const json& plugins = j["plugins"];
+  const std::string stage = canonical_string(test::plugin_dir());
+  for (const auto& p : plugins) {
+    EXPECT_EQ(canonical_string(fs::path(p["path"].get<std::string>()).parent_path()), stage) << p["name"];
+    EXPECT_FALSE(p["version"].get<std::string>().empty()) << p["name"];
+    for (const char* key : {"adapters", "layer_models", "hardware"}) EXPECT_TRUE(p[key].is_array()) << p["name"];
+  }
+  const std::map<std::string, std::vector<std::string>> hardware = {
+      {"hw_nvidia_ampere", {"A100-SXM-40GB", "A100-SXM-80GB"}},
+      {"hw_nvidia_hopper", {"H100-SXM-80GB", "H200-SXM-141GB"}},
+  };
+  for (const auto& [name, gpus] : hardware) {
+    const json* p = find_by(plugins, "name", name);
+    ASSERT_NE(p, nullptr) << name;
+    const auto listed = (*p)["hardware"].get<std::vector<std::string>>();
+    for (const auto& g : gpus) EXPECT_NE(std::find(listed.begin(), listed.end(), g), listed.end()) << name << " " << g;
+  }
+  for (const auto& [name, kind] : std::map<std::string, std::string>{
+           {"layer_gqa", "gqa"}, {"layer_mla", "mla"}, {"layer_dense_mlp", "dense"}, {"layer_moe", "moe"}}) {
+    const json* p = find_by(plugins, "name", name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ((*p)["layer_models"], json::array({kind})) << name;
+  }
+
+  // The hardware listing agrees with what the plugins say they registered.
+  const json hw = parse_stdout(run_mme({"hardware", "--json"}));
+  std::set<std::string> from_plugins, from_hardware;
+  for (const auto& p : plugins)
+    for (const auto& g : p["hardware"]) from_plugins.insert(p["name"].get<std::string>() + "/" + g.get<std::string>());
+  for (const auto& h : hw["hardware"])
+    from_hardware.insert(h["plugin"].get<std::string>() + "/" + h["name"].get<std::string>());
+  EXPECT_EQ(from_plugins, from_hardware);
+}
+
+TEST(Cli, PluginsText) {
+  const RunResult r = run_mme({"plugins"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  EXPECT_CONTAINS(r.out, fmt::format("Plugin API {}", kPluginApiVersion));
+  EXPECT_CONTAINS(r.out, "Search path:");
+  EXPECT_CONTAINS(r.out, "Loaded (");
+  EXPECT_CONTAINS(r.out, "hw_nvidia_hopper");
+  EXPECT_EQ(r.out.find("Rejected"), std::string::npos);
+}
+
+TEST(Cli, CorruptPluginFileIsAWarningNotACrash) {
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  const RunResult r = run_mme({"plugins", "--json", "--plugin-dir", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json j = parse_stdout(r);
+  EXPECT_EQ(canonical_string(j["search_path"].front().get<std::string>()), canonical_string(dir.path()));
+  ASSERT_EQ(j["rejected"].size(), 2u) << j["rejected"].dump(2);
+  for (const char* file : {"corrupt.so", "empty.so"}) {
+    const json* x = find_by(j["rejected"], "path", canonical_string(dir.path() / file));
+    ASSERT_NE(x, nullptr) << file << "\n" << j["rejected"].dump(2);
+    EXPECT_CONTAINS((*x)["reason"].get<std::string>(), "not a loadable library");
+    // One warning line on stderr per rejected file, naming it.
+    EXPECT_CONTAINS(r.err, fmt::format("mme: warning: plugin {} rejected: not a loadable library",
+                                       canonical_string(dir.path() / file)));
+  }
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  // The real plugins still load.
+  EXPECT_NE(find_by(j["plugins"], "name", "hw_nvidia_hopper"), nullptr);
+
+  const RunResult hw = run_mme({"hardware", "--json", "--plugin-dir", dir.path().string()});
+  ASSERT_EQ(hw.exit_code, 0) << describe(hw);
+  EXPECT_NE(find_by(parse_stdout(hw)["hardware"], "name", "H200-SXM-141GB"), nullptr);
+  EXPECT_CONTAINS(hw.err, "corrupt.so");
+  // -q silences the warnings; the result is the same.
+  const RunResult quiet = run_mme({"hardware", "--json", "-q", "--plugin-dir", dir.path().string()});
+  EXPECT_EQ(quiet.exit_code, 0);
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(quiet.out, hw.out);
+}
+
+TEST(Cli, MissingPluginFolderIsAWarning) {
+  test::TempDir dir;
+  const fs::path missing = dir.path() / "no-such-folder";
+  const RunResult r = run_mme({"hardware", "--json", "--plugin-dir", missing.string()});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_CONTAINS(r.err, "mme: warning: ");
+  EXPECT_CONTAINS(r.err, missing.string());
+  EXPECT_NE(find_by(parse_stdout(r)["hardware"], "name", "H100-SXM-80GB"), nullptr);
+}
+
+TEST(Cli, PluginPathEnvironmentVariableIsSearchedAfterPluginDir) {
+  test::TempDir cli_dir, env_one, env_two;
+  const fs::path ampere = test::plugin_dir() / "mme_hw_nvidia_ampere.so";
+  ASSERT_TRUE(fs::is_regular_file(ampere)) << ampere;
+  fs::copy_file(ampere, env_one.path() / "mme_hw_nvidia_ampere.so");
+  write_corrupt_plugins(env_two.path());
+  const std::string env = env_one.path().string() + ":" + env_two.path().string();
+
+  const RunResult r = run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json j = parse_stdout(r);
+  std::vector<std::string> search;
+  for (const auto& d : j["search_path"]) search.push_back(canonical_string(d.get<std::string>()));
+  EXPECT_EQ(search, (std::vector<std::string>{canonical_string(cli_dir.path()), canonical_string(env_one.path()),
+                                              canonical_string(env_two.path()), canonical_string(test::plugin_dir())}));
+  // The copy on MME_PLUGIN_PATH is found before the one beside the executable.
+  const json* p = find_by(j["plugins"], "name", "hw_nvidia_ampere");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ((*p)["path"], canonical_string(env_one.path() / "mme_hw_nvidia_ampere.so"));
+  const json* dup = find_by(j["rejected"], "path", canonical_string(ampere));
+  ASSERT_NE(dup, nullptr) << j["rejected"].dump(2);
+  EXPECT_CONTAINS((*dup)["reason"].get<std::string>(), "already loaded from");
+  // The corrupt files on the environment path are rejected; the rest loads.
+  EXPECT_NE(find_by(j["rejected"], "path", canonical_string(env_two.path() / "corrupt.so")), nullptr);
+  EXPECT_NE(find_by(j["plugins"], "name", "hw_nvidia_hopper"), nullptr);
+  EXPECT_CONTAINS(r.err, "corrupt.so");
+
+  // --plugin-dir comes first: a copy there beats the one on MME_PLUGIN_PATH.
+  fs::copy_file(ampere, cli_dir.path() / "mme_hw_nvidia_ampere.so");
+  const json k = parse_stdout(
+      run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}}));
+  ASSERT_NE(find_by(k["plugins"], "name", "hw_nvidia_ampere"), nullptr);
+  EXPECT_EQ((*find_by(k["plugins"], "name", "hw_nvidia_ampere"))["path"],
+            canonical_string(cli_dir.path() / "mme_hw_nvidia_ampere.so"));
+}
+
+// ---------------------------------------------------------------------------------------
+// output contract
+
+TEST(Cli, LogsGoToStderrAndStdoutHoldsOneJsonDocument) {
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  for (const char* cmd : {"hardware", "plugins"}) {
+    SCOPED_TRACE(cmd);
+    const RunResult r = run_mme({cmd, "--json", "--log-level", "debug", "--plugin-dir", dir.path().string()});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_CONTAINS(r.err, "mme: debug: ");  // debug lines: on stderr
+    EXPECT_CONTAINS(r.err, "mme: warning: ");
+    EXPECT_EQ(r.out.find("mme: "), std::string::npos) << r.out;
+    const json j = parse_stdout(r);
+    EXPECT_TRUE(j.is_object());
+    ASSERT_FALSE(r.out.empty());
+    EXPECT_EQ(r.out.back(), '\n');
+  }
+}
+
+TEST(Cli, NoAnsiEscapesWhenNotATerminal) {
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  const std::vector<std::vector<std::string>> runs = {
+      {"help"},         {"--version"},        {"hardware"}, {"hardware", "--json"}, {"plugins"},
+      {"help", "estimate"}, {"frobnicate"}, {"plugins", "--plugin-dir", dir.path().string()}};
+  for (const char* no_color : {"", "1"}) {  // "" removes NO_COLOR from the environment
+    for (const auto& args : runs) {
+      const RunResult r = run_mme(args, {{"NO_COLOR", no_color}, {"TERM", "xterm-256color"}});
+      EXPECT_FALSE(has_ansi(r.out)) << args.front() << " NO_COLOR=" << no_color << "\n" << describe(r);
+      EXPECT_FALSE(has_ansi(r.err)) << args.front() << " NO_COLOR=" << no_color << "\n" << describe(r);
+    }
+  }
+}
+
+// Runs `mme` with stdout and stderr on a pseudo-terminal; returns what it printed.
+RunResult run_on_terminal(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  RunResult result;
+  int master = -1, slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return result;  // exit_code -1: no pty
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(master);
+    ::dup2(slave, STDOUT_FILENO);
+    ::dup2(slave, STDERR_FILENO);
+    ::close(slave);
+    for (const auto& [k, v] : env) {
+      if (v.empty())
+        ::unsetenv(k.c_str());
+      else
+        ::setenv(k.c_str(), v.c_str(), 1);
+    }
+    std::vector<std::string> argv_strings{test::mme_exe().string()};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(slave);
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) {
+      result.out.append(buf, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO once the child has closed the terminal
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+TEST(Cli, NoColorIsHonouredOnATerminal) {
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  const std::vector<std::string> args = {"plugins", "--plugin-dir", dir.path().string()};
+  const RunResult plain = run_on_terminal(args, {{"NO_COLOR", "1"}, {"TERM", "xterm-256color"}});
+  if (plain.exit_code == -1) GTEST_SKIP() << "no pseudo-terminal available";
+  EXPECT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_CONTAINS(plain.out, "rejected: not a loadable library");
+  EXPECT_FALSE(has_ansi(plain.out)) << plain.out;
+  // The control: on a colour terminal without NO_COLOR the warnings are coloured, so the
+  // check above can fail.
+  const RunResult coloured = run_on_terminal(args, {{"NO_COLOR", ""}, {"TERM", "xterm-256color"}});
+  EXPECT_EQ(coloured.exit_code, 0) << coloured.out;
+  EXPECT_TRUE(has_ansi(coloured.out)) << coloured.out;
+}
+
+}  // namespace
+}  // namespace mme
