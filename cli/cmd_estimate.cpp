@@ -47,6 +47,7 @@ po::options_description hidden_options() {
   return hidden;
 }
 
+  add_hardware_file_option(d);
 double parse_headroom(const std::string& text) {
   std::string t = text;
   double scale = 1.0;
@@ -138,6 +139,7 @@ int run_estimate(const std::vector<std::string>& args) {
     return 0;
   }
   RenderOptions ro;
+  use_hardware_files(vm);
   ro.verbose = vm["verbose"].as<bool>();
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

@@ -16,21 +16,24 @@ namespace {
 po::options_description visible_options() {
   po::options_description d("Options");
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout");
+  add_hardware_file_option(d);
   d.add(common_options());
   return d;
 }
 }  // namespace
 
 void help_hardware(std::ostream& out) {
-  out << "Usage: mme hardware [--json]\n\n"
+  out << "Usage: mme hardware [--json] [--hardware-file FILE]...\n\n"
          "Lists the GPU profiles the plugins provide: capacity as the driver reports it, memory\n"
-         "the CUDA context and NCCL keep (reserved), bandwidths and dense TFLOP/s.\n\n"
+         "the CUDA context and NCCL keep (reserved), bandwidths and dense TFLOP/s. JSON profile\n"
+         "files come from --hardware-file and the folders of MME_HARDWARE_PATH.\n\n"
       << visible_options();
 }
 
 int run_hardware(const std::vector<std::string>& args) {
   const auto vm = parse(args, visible_options(), {}, {});
   Registry registry;
+  use_hardware_files(vm);
   load_registry(registry, read_common(vm));
   std::vector<const Registered<HardwareProfile>*> list;
   for (const auto& h : registry.hardware()) list.push_back(&h);

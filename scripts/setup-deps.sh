@@ -9,6 +9,8 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev
+  libyaml-cpp-dev  # spec files (mme estimate --config)
+  dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then

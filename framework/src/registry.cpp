@@ -94,6 +94,7 @@ bool Registry::register_plugin(const std::string& name, const std::string& versi
   }
 
   Registry staged;
+  staged.host_ = this;
   try {
     register_fn(staged);
   } catch (const std::exception& e) {

@@ -65,6 +65,12 @@ class Registry {
   const std::vector<PluginRecord>& plugins() const { return plugins_; }
   const std::vector<RejectedPlugin>& rejected() const { return rejected_; }
 
+  // A plugin's registration function fills a staging registry, merged only if the whole
+  // registration succeeds (register_plugin). While it runs, host() is the registry it will be
+  // merged into, holding what the plugins loaded before it registered: a plugin can look a
+  // name up there and skip it instead of being rejected for it. nullptr outside a registration.
+  const Registry* host() const { return host_; }
+
   const ConfigAdapter* find_adapter(std::string_view name) const;
   const LayerMemoryModel* find_layer_model(std::string_view kind) const;
   // By canonical name or alias, ignoring case, '-', '_' and spaces.
@@ -80,6 +86,7 @@ class Registry {
   std::vector<PluginRecord> plugins_;
   std::vector<RejectedPlugin> rejected_;
   std::vector<std::shared_ptr<void>> libraries_;
+  const Registry* host_ = nullptr;  // last, so the members before it keep their offsets
 };
 
 // Canonical form used to compare hardware names: lower case, no '-', '_' or spaces.

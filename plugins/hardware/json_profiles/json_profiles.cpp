@@ -1,0 +1,295 @@
+#include "json_profiles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <mme/units.hpp>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mme::plugins {
+
+namespace {
+
+// 1 PiB: beyond any device, and far inside what int64 bytes can hold.
+constexpr double kMaxMemoryGib = 1024.0 * 1024.0;
+
+const std::vector<std::string>& known_keys() {
+  static const std::vector<std::string> keys = {
+      "name",        "memory_gib",         "aliases",     "reserved_gib", "hbm_bandwidth_gbps",
+      "bf16_tflops", "fp8_tflops",         "link_bandwidth_gbps",          "vendor",
+      "architecture", "source"};
+  return keys;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// Reads one profile object. `where` is "" for a file holding one object, else "profile N: ".
+HardwareProfile parse_one(const json& p, const std::string& where, const std::string& source) {
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(where + what); };
+  if (!p.is_object()) fail(fmt::format("expected a profile object, got {}", type_name(p)));
+
+  for (const auto& item : p.items()) {
+    const std::string& key = item.key();
+    if (!key.empty() && (key.front() == '_' || key.front() == '$')) continue;  // comments, $schema
+    if (std::find(known_keys().begin(), known_keys().end(), key) == known_keys().end())
+      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key, join(known_keys())));
+  }
+
+  HardwareProfile h;
+  if (!p.contains("name")) fail("required key 'name' is missing");
+  if (!p["name"].is_string()) fail(fmt::format("'name' must be a string, got {}", type_name(p["name"])));
+  h.name = p["name"].get<std::string>();
+  if (normalize_hardware_name(h.name).empty())
+    fail(fmt::format("'name' must contain a letter or a digit, got '{}'", h.name));
+  const std::string label = fmt::format("'{}': ", h.name);
+
+  auto string_or = [&](const char* key, std::string fallback) {
+    if (!p.contains(key)) return fallback;
+    if (!p[key].is_string()) fail(fmt::format("{}'{}' must be a string, got {}", label, key, type_name(p[key])));
+    return p[key].get<std::string>();
+  };
+  // A finite number >= 0; `required` keys have no default.
+  auto number = [&](const char* key, double fallback, bool required) {
+    if (!p.contains(key)) {
+      if (required) fail(fmt::format("{}required key '{}' is missing", label, key));
+      return fallback;
+    }
+    const json& v = p[key];
+    if (!v.is_number()) fail(fmt::format("{}'{}' must be a number, got {}", label, key, type_name(v)));
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < 0) fail(fmt::format("{}'{}' must not be negative, got {}", label, key, v.dump()));
+    return d;
+  };
+
+  const double memory_gib = number("memory_gib", 0, true);
+  if (memory_gib <= 0) fail(fmt::format("{}'memory_gib' must be positive, got {}", label, p["memory_gib"].dump()));
+  if (memory_gib > kMaxMemoryGib)
+    fail(fmt::format("{}'memory_gib' {} is more than {} GiB (1 PiB); is it in bytes?", label, p["memory_gib"].dump(),
+                     kMaxMemoryGib));
+  h.memory_bytes = gib_to_bytes(memory_gib);
+  if (h.memory_bytes <= 0) fail(fmt::format("{}'memory_gib' {} is less than one byte", label, memory_gib));
+  const bool reserved_given = p.contains("reserved_gib");
+  const double reserved_gib = number("reserved_gib", kJsonDefaultReservedGib, false);
+  h.reserved_bytes = gib_to_bytes(reserved_gib);
+  if (h.reserved_bytes >= h.memory_bytes)
+    fail(fmt::format("{}'reserved_gib' ({}{} GiB) must be less than 'memory_gib' ({} GiB)", label,
+                     reserved_given ? "" : "default ", reserved_gib, memory_gib));
+
+  h.hbm_bandwidth_gbps = number("hbm_bandwidth_gbps", 0, false);
+  h.bf16_tflops = number("bf16_tflops", 0, false);
+  h.fp8_tflops = number("fp8_tflops", 0, false);
+  h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false);
+  h.vendor = string_or("vendor", "");
+  h.architecture = string_or("architecture", "");
+  h.source = string_or("source", source);
+
+  if (p.contains("aliases")) {
+    const json& a = p["aliases"];
+    if (!a.is_array()) fail(fmt::format("{}'aliases' must be an array of strings, got {}", label, type_name(a)));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string())
+        fail(fmt::format("{}'aliases'[{}] must be a string, got {}", label, i, type_name(a[i])));
+      std::string alias = a[i].get<std::string>();
+      if (normalize_hardware_name(alias).empty())
+        fail(fmt::format("{}'aliases'[{}] must contain a letter or a digit, got '{}'", label, i, alias));
+      h.aliases.push_back(std::move(alias));
+    }
+  }
+  return h;
+}
+
+// The normalised names a profile answers to (its name and aliases), each once.
+std::vector<std::pair<std::string, std::string>> names_of(const HardwareProfile& h) {
+  std::vector<std::pair<std::string, std::string>> out;  // {spelling, normalised}
+  std::set<std::string> seen;
+  auto add = [&](const std::string& n) {
+    std::string key = normalize_hardware_name(n);
+    if (seen.insert(key).second) out.emplace_back(n, std::move(key));
+  };
+  add(h.name);
+  for (const auto& a : h.aliases) add(a);
+  return out;
+}
+
+std::vector<std::string> split_list(std::string_view list) {
+  std::vector<std::string> out;
+  std::stringstream ss{std::string(list)};
+  std::string item;
+  while (std::getline(ss, item, ':'))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+std::vector<HardwareProfile> parse_hardware_profiles(const json& document, const std::string& source) {
+  std::vector<HardwareProfile> out;
+  if (document.is_object()) {
+    out.push_back(parse_one(document, "", source));
+  } else if (document.is_array()) {
+    if (document.empty()) throw std::invalid_argument("the array holds no profiles");
+    for (std::size_t i = 0; i < document.size(); ++i)
+      out.push_back(parse_one(document[i], fmt::format("profile {}: ", i + 1), source));
+  } else {
+    throw std::invalid_argument(
+        fmt::format("expected a profile object or an array of them, got {}", type_name(document)));
+  }
+  // Names and aliases must not repeat across the profiles of one file.
+  std::map<std::string, std::string> owner;  // normalised name -> profile
+  for (const auto& h : out) {
+    for (const auto& [spelling, key] : names_of(h)) {
+      auto [it, fresh] = owner.emplace(key, h.name);
+      if (!fresh)
+        throw std::invalid_argument(fmt::format("name '{}' of profile '{}' repeats profile '{}' of the same file",
+                                                spelling, h.name, it->second));
+    }
+  }
+  return out;
+}
+
+std::vector<fs::path> hardware_profile_files(std::string_view hardware_path, std::string_view hardware_files,
+                                             const std::function<void(const std::string&)>& warn) {
+  std::vector<fs::path> files;
+  for (const auto& dir : split_list(hardware_path)) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      warn(fmt::format("MME_HARDWARE_PATH: {} does not exist or is not a folder", dir));
+      continue;
+    }
+    std::vector<fs::path> found;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::error_code ec2;
+      if (entry.path().extension() == ".json" && entry.is_regular_file(ec2)) found.push_back(entry.path());
+    }
+    if (ec) {
+      warn(fmt::format("MME_HARDWARE_PATH: cannot read {}: {}", dir, ec.message()));
+      continue;
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  for (const auto& f : split_list(hardware_files)) files.emplace_back(f);
+  // The same file reached twice (a folder and --hardware-file) is read once.
+  std::set<fs::path> seen;
+  std::vector<fs::path> unique;
+  for (const auto& f : files) {
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(f, ec);
+    if (seen.insert(ec ? f : canonical).second) unique.push_back(f);
+  }
+  return unique;
+}
+
+std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>& files,
+                                                    const std::function<std::string(const std::string&)>& taken_by,
+                                                    const std::function<void(const std::string&)>& warn) {
+  std::vector<HardwareProfile> accepted;
+  std::map<std::string, std::string> owner;  // normalised name -> "profile 'X' of FILE"
+  for (const auto& file : files) {
+    const std::string path = file.string();
+    auto skip = [&](const std::string& reason) {
+      warn(fmt::format("hardware profile file {} skipped: {}", path, reason));
+    };
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) {
+      skip(fs::exists(file, ec) ? "not a regular file" : "no such file");
+      continue;
+    }
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      skip("cannot read the file");
+      continue;
+    }
+    json document;
+    try {
+      document = json::parse(text.str());
+    } catch (const json::exception& e) {
+      std::string what = e.what();
+      // "[json.exception.parse_error.101] parse error at line 3, ..." -> "parse error at line 3, ..."
+      if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+        what = what.substr(close + 2);
+      skip("invalid JSON: " + what);
+      continue;
+    }
+    std::vector<HardwareProfile> profiles;
+    try {
+      profiles = parse_hardware_profiles(document, path);
+    } catch (const std::invalid_argument& e) {
+      skip(e.what());
+      continue;
+    }
+    std::string clash;
+    for (const auto& h : profiles) {
+      for (const auto& [spelling, key] : names_of(h)) {
+        std::string holder;
+        if (auto it = owner.find(key); it != owner.end()) holder = it->second;
+        else if (taken_by) holder = taken_by(spelling);
+        if (!holder.empty()) {
+          clash = fmt::format("name '{}' of profile '{}' is already taken by {}", spelling, h.name, holder);
+          break;
+        }
+      }
+      if (!clash.empty()) break;
+    }
+    if (!clash.empty()) {
+      skip(clash);
+      continue;
+    }
+    for (auto& h : profiles) {
+      for (const auto& [spelling, key] : names_of(h)) owner.emplace(key, fmt::format("profile '{}' of {}", h.name, path));
+      accepted.push_back(std::move(h));
+    }
+  }
+  return accepted;
+}
+
+void register_json_profiles(Registry& registry) {
+  auto warn = [](const std::string& message) { spdlog::warn("{}", message); };
+  const auto files =
+      hardware_profile_files(env_or_empty("MME_HARDWARE_PATH"), env_or_empty("MME_HARDWARE_FILES"), warn);
+  if (files.empty()) return;
+  const Registry* host = registry.host();
+  auto taken_by = [host](const std::string& name) -> std::string {
+    if (!host) return {};
+    const HardwareProfile* h = host->find_hardware(name);
+    if (!h) return {};
+    for (const auto& r : host->hardware())
+      if (r.object.get() == h) return fmt::format("profile '{}' of plugin {}", h->name, r.plugin);
+    return fmt::format("profile '{}'", h->name);
+  };
+  for (auto& h : load_hardware_profiles(files, taken_by, warn)) registry.add_hardware(std::move(h));
+}
+
+}  // namespace mme::plugins
