@@ -1,0 +1,118 @@
+// `mme init [MODEL] [layout flags]`: a commented spec file to start from.
+#include <iostream>
+
+#include <fmt/core.h>
+
+#include <mme/error.hpp>
+#include <mme/estimator.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/spec_file.hpp>
+
+#include "command.hpp"
+#include "context.hpp"
+#include "estimate_options.hpp"
+
+namespace mme::cli {
+
+namespace {
+
+// The model of `mme init` without MODEL: the shape of Llama-3-8B, every other field at the
+// guide's defaults. Read through the spec reader and the spec_file adapter like any spec file.
+constexpr const char* kExampleModel = R"(model:
+  name: my-model
+  num_layers: 32
+  hidden_size: 4096
+  num_attention_heads: 32
+  num_query_groups: 8
+  ffn_hidden_size: 14336
+  vocab_size: 128256
+  max_position_embeddings: 8192
+)";
+
+po::options_description visible_options() {
+  po::options_description d("Options");
+  po::options_description hidden;
+  d.add_options()
+      ("json", po::bool_switch(), "write the spec as JSON (no comments) instead of commented YAML")
+      ("gpu", po::value<std::string>(), "the GPU to judge the fit on (infrastructure.gpu; see `mme hardware`)")
+      ("revision", po::value<std::string>(), "hub revision to download (default main)");
+  add_setup_options(d, hidden);
+  d.add(common_options());
+  return d;
+}
+
+po::options_description hidden_options() {
+  po::options_description visible, hidden;
+  add_setup_options(visible, hidden);
+  hidden.add_options()("model", po::value<std::string>(), "");
+  return hidden;
+}
+
+}  // namespace
+
+void help_init(std::ostream& out) {
+  out << "Usage: mme init [MODEL] [layout flags] > spec.yaml\n\n"
+         "Prints a commented spec file (docs/spec-files.md) to start from: the model section of\n"
+         "MODEL (a bundled model, a hub id, a config.json or a folder) field by field, or without\n"
+         "MODEL an example in the shape of Llama-3-8B, and the parallelism, training,\n"
+         "infrastructure and precision sections from the layout flags (those of `mme estimate`).\n"
+         "`mme estimate --config spec.yaml` then gives the same estimate as MODEL with the same flags.\n\n"
+      << visible_options()
+      << "\nExample:\n  mme init Qwen/Qwen3-8B --tp 2 --num-gpus 16 > qwen3-8b.yaml\n"
+         "  mme estimate --config qwen3-8b.yaml --micro-batch-size 2\n";
+}
+
+int run_init(const std::vector<std::string>& args) {
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  const auto vm = parse(args, visible_options(), hidden_options(), pos);
+  const CommonSettings common = read_common(vm);
+  const TrainingSetup setup = read_setup(vm, TrainingSetup{});
+
+  Registry registry;
+  load_registry(registry, common);
+  const HardwareProfile* gpu = nullptr;
+  if (vm.count("gpu")) {
+    const std::string name = vm["gpu"].as<std::string>();
+    gpu = registry.find_hardware(name);
+    if (!gpu) {
+      std::string known;
+      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
+      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
+    }
+  }
+  SourceOptions sources;
+  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
+  const bool example = !vm.count("model");
+  const ModelSpec model =
+      example ? load_spec_model(parse_spec_text(kExampleModel, "my-model.yaml", SpecFormat::kYaml), registry, sources)
+              : load_model(vm["model"].as<std::string>(), registry, sources);
+
+  // The layout is checked the way an estimate checks it, so the template always estimates.
+  Estimator estimator(model, registry);
+  EstimateOptions eo;
+  if (gpu) eo.gpu_architecture = gpu->architecture;
+  const Estimate est = estimator.run(setup, eo);
+  try {
+    check_spec_layout(nullptr, model, est.setup);
+  } catch (const LayoutError& e) {
+    throw LayoutError(fmt::format("the spec would break a rule of spec files: {}", e.what()));
+  }
+
+  SpecWriteOptions wo;
+  wo.header = {
+      "mme spec file (docs/spec-files.md): a model, its parallel layout and its training settings,",
+      "in Megatron-LM's TransformerConfig names and the sections of the configuration guide.",
+      "  mme estimate --config FILE [flags]         estimate it; command-line flags override the file",
+      "  mme estimate --config FILE --dump-config   print it back with every default filled in",
+      example ? "Written by `mme init`: an example model in the shape of Llama-3-8B."
+              : fmt::format("Written by `mme init {}`.", vm["model"].as<std::string>()),
+      "Each line's comment gives the field's meaning and default; a line that starts with",
+      "\"# field:\" is a field this model does not use, shown with its default.",
+  };
+  if (gpu) wo.gpu = gpu->name;
+  std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, wo) : write_spec_yaml(model, est.setup, wo));
+  return 0;
+}
+
+}  // namespace mme::cli

@@ -1,0 +1,27 @@
+// Config adapter "spec_file": builds the model from the model section of a spec file
+// (docs/spec-files.md), in Megatron-LM's TransformerConfig names with the configuration
+// guide's defaults: RMSNorm, SwiGLU (gated), rotary positions, no linear biases, untied
+// embeddings, no dropout. libmme reads the file (mme/spec_file.hpp) and hands the section over
+// as a config document marked {"mme_source": "spec-file"}; every error names the file, the line
+// and the field.
+#pragma once
+
+#include <mme/config_adapter.hpp>
+#include <mme/registry.hpp>
+
+namespace mme::plugins {
+
+class SpecFileAdapter final : public ConfigAdapter {
+ public:
+  std::string_view name() const override { return "spec_file"; }
+  std::string_view description() const override {
+    return "the model section of a spec file (mme estimate --config SPEC.yaml|SPEC.json)";
+  }
+  std::vector<std::string> model_types() const override { return {"spec-file"}; }
+  int match(const nlohmann::json& config) const override;
+  ModelSpec adapt(const ConfigInput& input) const override;
+};
+
+void register_spec_file_adapter(Registry& registry);
+
+}  // namespace mme::plugins
