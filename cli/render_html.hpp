@@ -1,0 +1,80 @@
+// The HTML reports: `mme estimate --html FILE` (the per-stage chart of render_svg, the
+// configuration summary, the per-stage and per-component tables, the fit verdicts) and
+// `mme plan --html FILE` (a fit map of the searched space and the top plans). Each is one
+// self-contained file: inline SVG and CSS, no script, nothing fetched from the network.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <mme/estimator.hpp>
+#include <mme/fit.hpp>
+#include <mme/model_spec.hpp>
+#include <mme/planner.hpp>
+
+namespace mme::cli {
+
+// A file replaced atomically: the constructor creates a temporary file next to the target
+// (so an unwritable place is reported before any work is done), commit() writes the content
+// and renames it over the target. A failure is a UsageError naming the flag and the path; the
+// temporary file is removed whenever the content is not committed, so the target is either
+// the old file (or absent) or the whole new one.
+class OutputFile {
+ public:
+  OutputFile(std::filesystem::path target, std::string flag);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&&) = delete;
+
+  void commit(const std::string& content);
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int err);
+  std::filesystem::path target_, temp_;
+  std::string flag_;
+  int fd_ = -1;
+};
+
+struct HtmlOptions {
+  const HardwareProfile* chosen_gpu = nullptr;  // --gpu
+  double headroom_fraction = kDefaultHeadroom;
+};
+
+std::string render_estimate_html(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
+                                 const HtmlOptions& options);
+
+// The fit map of a plan search, gathered from every valid layout (PlanOptions::on_valid): per
+// facet (EP, recompute variant), a TP x PP grid whose cell holds the smallest peak over the
+// other dimensions (VPP, ETP, CP, micro-batch size, pipeline split).
+class FitMap {
+ public:
+  struct Cell {
+    std::int64_t min_peak = 0;
+    PlanLayout smallest;       // the layout with that peak
+    std::uint64_t valid = 0;   // valid layouts with these coordinates
+    std::uint64_t fitting = 0; // of which fit
+  };
+  using FacetKey = std::pair<std::int64_t, RecomputeVariant>;  // EP, recompute
+  using CellKey = std::pair<std::int64_t, std::int64_t>;        // PP, TP
+
+  void add(const Plan& plan);
+  const std::map<FacetKey, std::map<CellKey, Cell>>& facets() const { return facets_; }
+  std::uint64_t layouts() const { return layouts_; }
+
+ private:
+  std::map<FacetKey, std::map<CellKey, Cell>> facets_;
+  std::uint64_t layouts_ = 0;
+};
+
+std::string render_plan_html(const ModelSpec& model, const Planner& planner, const PlanOptions& options,
+                             const PlanResult& result, const std::vector<PlanSuggestion>& suggestions,
+                             const FitMap& map);
+
+}  // namespace mme::cli
