@@ -11,11 +11,14 @@
 #include <mme/megatron_args.hpp>
 #include <mme/model_loader.hpp>
 #include <mme/model_source.hpp>
+#include <mme/spec_file.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_options.hpp"
 #include "render_estimate.hpp"
+#include "render_html.hpp"
+#include "render_svg.hpp"
 
 namespace mme::cli {
 
@@ -34,8 +37,17 @@ po::options_description visible_options() {
       ("megatron-args", po::value<std::string>(),
        "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
       ("megatron-args-file", po::value<std::string>(),
-       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)");
+       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")
+      ("html", po::value<std::string>()->value_name("FILE"),
+       "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")
+      ("svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG");
+  d.add_options()
+      ("config", po::value<std::string>(),
+       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it")
+      ("dump-config", po::bool_switch(),
+       "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
   add_setup_options(d, hidden);
+  add_hardware_file_option(d);
   d.add(common_options());
   return d;
 }
@@ -47,7 +59,6 @@ po::options_description hidden_options() {
   return hidden;
 }
 
-  add_hardware_file_option(d);
 double parse_headroom(const std::string& text) {
   std::string t = text;
   double scale = 1.0;
@@ -94,34 +105,90 @@ int run_estimate(const std::vector<std::string>& args) {
   }
   if (megatron && vm.count("model"))
     throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
-  if (!megatron && !vm.count("model"))
-    throw UsageError("estimate needs a MODEL (a hub id, a config.json or a folder) or --megatron-args");
-  // Megatron flags describe the layout too; explicit mme flags override them.
-  TrainingSetup setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{}) : TrainingSetup{});
+  // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
+  std::optional<SpecFile> spec;
+  if (vm.count("config")) {
+    if (megatron) throw UsageError("give --config or Megatron-LM flags (--megatron-args), not both");
+    spec = read_spec_file(vm["config"].as<std::string>());
+    if (vm.count("model") && spec->has_model)
+      throw UsageError(fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
+                                   "one",
+                                   vm["model"].as<std::string>(), spec->path, spec->line_of("model")));
+    if (!vm.count("model") && !spec->has_model)
+      throw ConfigError(fmt::format("{}: the file has no model section, and no MODEL is given on the command line",
+                                    spec->path));
+    for (const auto& missing : spec->missing)
+      if (!setup_flag_given(vm, missing.flag)) throw ConfigError(missing.message);
+  }
+  if (!megatron && !spec && !vm.count("model"))
+    throw UsageError("estimate needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config");
+  const bool dump_config = vm["dump-config"].as<bool>();
+  if (dump_config && (vm.count("html") || vm.count("svg")))
+    throw UsageError("--dump-config prints the spec instead of the report; drop --html / --svg");
+  // Megatron flags and spec files describe the layout too; explicit mme flags override them.
+  TrainingSetup setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
+                                       : spec   ? spec->setup
+                                                : TrainingSetup{});
   double headroom = kDefaultHeadroom;
   if (vm.count("headroom")) headroom = parse_headroom(vm["headroom"].as<std::string>());
+  // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
+  std::optional<OutputFile> html_file, svg_file;
+  if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
+  if (vm.count("html") && vm.count("svg") && vm["html"].as<std::string>() == vm["svg"].as<std::string>())
+    throw UsageError("--html and --svg name the same file");
+  if (vm.count("svg")) svg_file.emplace(vm["svg"].as<std::string>(), "--svg");
 
   Registry registry;
+  use_hardware_files(vm);
   load_registry(registry, common);
   const HardwareProfile* gpu = nullptr;
-  if (vm.count("gpu")) {
-    const std::string name = vm["gpu"].as<std::string>();
+  if (vm.count("gpu") || (spec && spec->gpu)) {
+    const bool from_file = !vm.count("gpu");
+    const std::string name = from_file ? *spec->gpu : vm["gpu"].as<std::string>();
     gpu = registry.find_hardware(name);
     if (!gpu) {
       std::string known;
       for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
+      if (known.empty()) known = "none loaded";
+      if (from_file)
+        throw ConfigError(fmt::format("{}:{}: infrastructure.gpu: unknown GPU '{}' (known: {})", spec->path,
+                                      spec->line_of("infrastructure.gpu"), name, known));
+      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
     }
   }
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const ModelSpec model = megatron ? adapt_config(megatron->to_config(), "Megatron-LM flags", megatron_source, registry)
-                                   : load_model(vm["model"].as<std::string>(), registry, sources);
+  const ModelSpec model = megatron          ? adapt_config(megatron->to_config(), "Megatron-LM flags", megatron_source, registry)
+                          : vm.count("model") ? load_model(vm["model"].as<std::string>(), registry, sources)
+                                              : load_spec_model(*spec, registry, sources);
+  if (spec) check_spec_layout(&*spec, model, setup);
 
   Estimator estimator(model, registry);
   EstimateOptions eo;
   if (gpu) eo.gpu_architecture = gpu->architecture;
-  const Estimate est = estimator.run(setup, eo);
+  Estimate est;
+  try {
+    est = estimator.run(setup, eo);
+  } catch (const LayoutError& e) {
+    if (!spec) throw;
+    throw LayoutError(fmt::format("{}: {}", spec->path, e.what()));
+  }
+
+  if (dump_config) {
+    // The spec as estimated: written only if it reads back (the guide's constraints hold).
+    try {
+      check_spec_layout(nullptr, model, est.setup);
+    } catch (const LayoutError& e) {
+      throw LayoutError(fmt::format("--dump-config: the resolved spec breaks a rule of spec files: {}", e.what()));
+    }
+    SpecWriteOptions wo;
+    wo.header = {"mme spec file (docs/spec-files.md), resolved by `mme estimate --dump-config`: every field after",
+                 "defaults and command-line flags. `mme estimate --config FILE` gives the same estimate."};
+    if (gpu) wo.gpu = gpu->name;
+    wo.origin = spec ? &*spec : nullptr;
+    std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, wo) : write_spec_yaml(model, est.setup, wo));
+    return 0;
+  }
 
   std::vector<FitVerdict> fits;
   if (gpu) {
@@ -134,12 +201,23 @@ int run_estimate(const std::vector<std::string>& args) {
     for (const auto* h : all) fits.push_back(judge_fit(est, *h, headroom));
   }
 
+  if (html_file) {
+    HtmlOptions ho;
+    ho.chosen_gpu = gpu;
+    ho.headroom_fraction = headroom;
+    html_file->commit(render_estimate_html(model, est, fits, ho));
+  }
+  if (svg_file) {
+    SvgOptions so;
+    so.chosen_gpu = gpu;
+    svg_file->commit(render_estimate_svg(model, est, fits, so));
+  }
+
   if (vm["json"].as<bool>()) {
     std::cout << estimate_to_json(model, est, fits).dump(2) << "\n";
     return 0;
   }
   RenderOptions ro;
-  use_hardware_files(vm);
   ro.verbose = vm["verbose"].as<bool>();
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

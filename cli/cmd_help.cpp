@@ -10,7 +10,9 @@ namespace mme::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"estimate", "per-GPU memory of a training layout, per pipeline stage", run_estimate, help_estimate},
+      {"init", "a commented spec file (YAML or JSON) to start from, for MODEL or an example", run_init, help_init},
       {"params", "exact total and active parameter counts of a model", run_params, help_params},
+      {"plan", "search every layout of N GPUs that fits a GPU, ranked by a speed proxy", run_plan, help_plan},
       {"models", "the bundled model configs", run_models, help_models},
       {"validate", "compare estimates with measured Megatron-LM runs (a CSV)", run_validate, help_validate},
       {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},

@@ -126,6 +126,17 @@ void add_setup_options(po::options_description& visible, po::options_description
   for (const auto& s : kSwitches) visible.add_options()(s.name, po::bool_switch(), s.help);
 }
 
+bool setup_flag_given(const po::variables_map& vm, const std::string& name) {
+  for (const auto& f : kValueFlags) {
+    if (name != f.name) continue;
+    if (vm.count(f.name)) return true;
+    for (const char* a : f.aliases)
+      if (vm.count(a)) return true;
+    return false;
+  }
+  return vm.count(name) > 0;
+}
+
 TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   auto& p = s.parallel;
   p.tp = int_flag(vm, flag("tp"), 1, kMaxParallel, p.tp);

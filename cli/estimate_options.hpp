@@ -17,4 +17,7 @@ void add_setup_options(po::options_description& visible, po::options_description
 // Builds the TrainingSetup from the parsed flags, starting from `base` (defaults or a spec).
 TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup base = {});
 
+// True when the value flag `name` (e.g. "tp") was given, under its name or a Megatron-LM alias.
+bool setup_flag_given(const po::variables_map& vm, const std::string& name);
+
 }  // namespace mme::cli

@@ -1,11 +1,15 @@
 #include "render_estimate.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <ostream>
 
 #include <fmt/core.h>
 
 #include <mme/units.hpp>
+
+#include "render_svg.hpp"
 
 namespace mme::cli {
 
@@ -25,22 +29,85 @@ std::string recompute_text(const RecomputeSettings& r) {
   return "?";
 }
 
-// One stacked bar: weights, gradients, optimizer, activations, other.
-std::string stacked_bar(const StageEstimate& s, std::int64_t scale, bool colour, int width) {
-  const std::int64_t parts[] = {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes,
-                                s.other_bytes};
-  const char* colours[] = {"\033[34m", "\033[36m", "\033[35m", "\033[33m", "\033[90m"};
-  const char* glyphs[] = {"█", "▓", "▒", "░", "·"};
+constexpr int kBarWidth = 50;  // terminal cells for the largest of the stage totals and the marker
+
+// The usable memory the terminal bars mark (one line fits there): the chosen GPU, else the
+// smallest GPU the peak fits in, else the largest GPU (render_svg.cpp capacity_lines()).
+const FitVerdict* bar_marker(const std::vector<FitVerdict>& fits, const HardwareProfile* chosen_gpu) {
+  const FitVerdict* best = nullptr;
+  for (const auto* l : capacity_lines(fits, chosen_gpu))
+    if (!best || l->usable_bytes < best->usable_bytes) best = l;
+  return best;
+}
+
+std::string ansi_fg(int colour256) { return fmt::format("\033[38;5;{}m", colour256); }
+constexpr const char* kReset = "\033[0m";
+constexpr int kFitMarkColour = 28;    // #008700, the SVG's line of a GPU that fits
+constexpr int kMissMarkColour = 160;  // #d70000, the SVG's line of a GPU that does not
+
+// One stacked bar: weights, gradients, optimizer, activations, other, `kBarWidth` cells for
+// `scale` bytes, with the usable memory of `marker` drawn between two cells (red and heavy
+// when the stage does not fit under it). The segments end where the running sums round to,
+// so their lengths add up to the stage total's; with colour every segment is a run of full
+// blocks in its category's colour, without colour each category has its own shade.
+std::string stacked_bar(const StageEstimate& s, double scale, const FitVerdict* marker, bool colour) {
+  const auto bytes = category_bytes(s);
+  const auto& styles = category_styles();
+  auto cells_for = [&](double b) { return static_cast<int>(std::lround(b / scale * kBarWidth)); };
+  std::array<int, kCategories + 1> edge{};
+  double cum = 0;
+  for (std::size_t c = 0; c < kCategories; ++c) {
+    cum += static_cast<double>(std::max<std::int64_t>(bytes[c], 0));
+    edge[c + 1] = std::min(cells_for(cum), kBarWidth);
+  }
+  if (s.total_bytes > 0 && edge[kCategories] == 0) {  // too small for a cell: show one of its largest part
+    const auto largest = static_cast<std::size_t>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
+    for (std::size_t c = largest + 1; c <= kCategories; ++c) edge[c] = 1;
+  }
+  const int mark_at = marker ? std::clamp(cells_for(static_cast<double>(marker->usable_bytes)), 0, kBarWidth) : -1;
+  const bool over = marker && s.total_bytes > marker->usable_bytes;
+  std::array<int, kBarWidth> cat{};  // the category of each cell, -1 past the total
+  cat.fill(-1);
+  for (std::size_t c = 0; c < kCategories; ++c)
+    for (int k = edge[c]; k < edge[c + 1]; ++k) cat[static_cast<std::size_t>(k)] = static_cast<int>(c);
   std::string out;
-  int used = 0;
-  for (int i = 0; i < 5; ++i) {
-    int n = static_cast<int>(static_cast<double>(parts[i]) / static_cast<double>(scale) * width + 0.5);
-    n = std::min(n, width - used);
-    if (n <= 0) continue;
-    if (colour) out += colours[i];
-    for (int k = 0; k < n; ++k) out += glyphs[i];
-    if (colour) out += "\033[0m";
-    used += n;
+  for (int k = 0; k <= kBarWidth;) {
+    if (k == mark_at) {  // between cell k - 1 and cell k
+      if (colour) out += (over ? std::string("\033[1m") : std::string()) + ansi_fg(over ? kMissMarkColour : kFitMarkColour);
+      out += over ? "┃" : "│";
+      if (colour) out += kReset;
+    }
+    if (k == kBarWidth) break;
+    const int c = cat[static_cast<std::size_t>(k)];
+    int e = k + 1;
+    while (e < kBarWidth && cat[static_cast<std::size_t>(e)] == c && e != mark_at) ++e;
+    if (c >= 0 && colour) out += ansi_fg(styles[static_cast<std::size_t>(c)].ansi256);
+    for (int i = k; i < e; ++i) out += c < 0 ? " " : colour ? "█" : styles[static_cast<std::size_t>(c)].glyph;
+    if (c >= 0 && colour) out += kReset;
+    k = e;
+  }
+  return out;
+}
+
+std::string bar_legend(const FitVerdict* marker, bool on_scale, double scale, bool colour) {
+  std::string out = "    ";
+  for (const auto& st : category_styles()) {
+    if (colour) out += ansi_fg(st.ansi256) + "█" + kReset;
+    else out += st.glyph;
+    out += fmt::format(" {}  ", st.label);
+  }
+  out += fmt::format("(1 cell = {:.2f} GiB)\n", scale / kGiB / kBarWidth);
+  if (marker) {
+    out += "    ";
+    if (on_scale) {
+      if (colour) out += ansi_fg(marker->fits ? kFitMarkColour : kMissMarkColour);
+      out += "│ ";
+      if (colour) out += kReset;
+    }
+    out += fmt::format("usable memory of {}: {:.2f} GiB{}\n", marker->hardware->name, gib(marker->usable_bytes),
+                       !on_scale     ? " (off the scale, more than twice the largest stage)"
+                       : marker->fits ? ""
+                                      : "; ┃ marks the stages that do not fit");
   }
   return out;
 }
@@ -206,8 +273,13 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   out << fmt::format("  Precision: {}, attention: {}\n", to_string(s.precision), to_string(s.attention_backend));
 
   out << "\n" << kRule << "\nMEMORY ESTIMATION RESULTS\n" << kRule << "\n";
-  std::int64_t scale = 1;
-  for (const auto& st : est.stages) scale = std::max(scale, st.total_bytes);
+  // The bars share one scale: the largest stage, or the marked GPU's usable memory when that
+  // is larger but not so large that the bars would shrink below half the width.
+  const FitVerdict* marker = options.bars ? bar_marker(fits, options.chosen_gpu) : nullptr;
+  double scale = 1;
+  for (const auto& st : est.stages) scale = std::max(scale, static_cast<double>(st.total_bytes));
+  const bool marker_on_scale = marker && static_cast<double>(marker->usable_bytes) <= 2 * scale;
+  if (marker_on_scale) scale = std::max(scale, static_cast<double>(marker->usable_bytes));
   for (const auto& st : est.stages) {
     out << fmt::format("\nPipeline Stage {}:\n", st.pp_rank);
     out << fmt::format("  Layers: {}{}, micro-batches in flight: {}\n", st.layers,
@@ -221,7 +293,9 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("    - Activations: {:.2f} GiB\n", gib(st.activation_bytes));
     out << fmt::format("    - Other (framework buffers): {:.2f} GiB\n", gib(st.other_bytes));
     out << fmt::format("    - Total: {:.2f} GiB\n", gib(st.total_bytes));
-    if (options.bars) out << "    " << stacked_bar(st, scale, options.colour, 50) << "\n";
+    if (options.bars)
+      out << "    " << stacked_bar(st, scale, marker_on_scale ? marker : nullptr, options.colour)
+          << fmt::format(" {:.2f} GiB\n", gib(st.total_bytes));
     if (options.verbose) {
       for (const auto& c : st.chunks)
         out << fmt::format("    chunk {}: layers {}-{}{}{}{}, {} micro-batch(es) x {}\n", c.vpp_rank, c.first_layer,
@@ -235,11 +309,7 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
       for (const auto& c : comps) out << fmt::format("      {:<58} {:>12}\n", c.name, format_bytes(c.bytes));
     }
   }
-  if (options.bars)
-    out << "\n  " << (options.colour ? "\033[34m█\033[0m" : "█") << " weights  " << (options.colour ? "\033[36m▓\033[0m" : "▓")
-        << " gradients  " << (options.colour ? "\033[35m▒\033[0m" : "▒") << " optimizer  "
-        << (options.colour ? "\033[33m░\033[0m" : "░") << " activations  " << (options.colour ? "\033[90m·\033[0m" : "·")
-        << " other\n";
+  if (options.bars) out << "\n" << bar_legend(marker, marker_on_scale, scale, options.colour);
   const auto& peak = est.peak();
   out << "\n" << kRule << "\n";
   out << fmt::format("Peak Memory per GPU: {:.2f} GiB (pipeline stage {})\n", gib(peak.total_bytes), peak.pp_rank);

@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
-scripts/setup-deps.sh
+# Chromium: the render test of the pictures (tests/pictures) screenshots them headless, and
+# fails without it.
+scripts/setup-deps.sh --with chromium
 cmake --preset "$preset"
 cmake --build --preset "$preset"
 ctest --preset "$preset" --no-tests=error -j "$(nproc)"

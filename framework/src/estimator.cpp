@@ -360,6 +360,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
 
   Estimate est;
   est.setup = s;
+  est.stages.reserve(static_cast<std::size_t>(p));
   {
     const ParamCount& pc = im.params;
     est.model = ModelSummary{m.name, m.family, m.model_type, m.adapter, pc.total, pc.active, pc.mtp, vocab,
@@ -376,8 +377,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       k.activation_bytes_per_microbatch = e.saved;
       k.transient_bytes = e.transient;
       for (const auto* bp : {&e.attn_params, &e.mlp_params})
-        for (const auto& t : bp->terms)
-          k.components.push_back({fmt::format("parameters/{}", t.name), MemoryCategory::kWeights, t.per_rank});
+        for (const auto& term : bp->terms)
+          k.components.push_back({fmt::format("parameters/{}", term.name), MemoryCategory::kWeights, term.per_rank});
       for (const auto& [name, bytes] : e.named_saved)
         k.components.push_back({name, MemoryCategory::kActivations, bytes});
       est.layer_kinds.push_back(std::move(k));
@@ -587,6 +588,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     est.stages.push_back(std::move(st));
   }
 
+  if (!options.components) return est;  // the assumptions are for people; the planner needs none
   auto& a = est.assumptions;
   a.push_back(fmt::format("{} attention backend{}", to_string(s.attention_backend),
                           s.attention_backend == AttentionBackend::kFlash ? " (no s^2 score tensors)" : ""));

@@ -10,7 +10,9 @@
 namespace mme {
 
 void init_logging(std::string_view level) {
-  const bool colour = ::isatty(STDERR_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  // no-color.org: NO_COLOR set to a non-empty value turns colour off.
+  const char* no_colour = std::getenv("NO_COLOR");
+  const bool colour = ::isatty(STDERR_FILENO) && (no_colour == nullptr || *no_colour == '\0');
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(colour ? spdlog::color_mode::automatic
                                                                            : spdlog::color_mode::never);
   auto logger = std::make_shared<spdlog::logger>("mme", sink);

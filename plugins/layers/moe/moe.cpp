@@ -99,7 +99,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl); other
       // activations go through activation_func_with_probs (experts.py), whose product with the
       // routing probabilities keeps the unscaled activation for the probabilities' gradient.
-      if (!(m.gated_linear_unit && m.activation == "silu"))
+      if (!(m.gated_linear_unit && (m.activation == "silu" || m.activation == "swish")))
         add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp);
     }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.

@@ -1,0 +1,385 @@
+// mme plan: every parallel layout of N GPUs that fits a GPU, ranked by a speed proxy. The
+// search is mme::Planner (framework/include/mme/planner.hpp); this file reads the flags and
+// prints the table, the JSON document or the CSV stream.
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <mme/error.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/model_source.hpp>
+#include <mme/planner.hpp>
+#include <mme/units.hpp>
+
+#include "command.hpp"
+#include "context.hpp"
+#include "estimate_options.hpp"
+#include "render_estimate.hpp"
+#include "render_html.hpp"
+
+namespace mme::cli {
+
+namespace {
+
+po::options_description visible_options() {
+  po::options_description d("Options");
+  po::options_description hidden;
+  d.add_options()
+      ("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")
+      ("csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")
+      ("html", po::value<std::string>()->value_name("FILE"), "also write an HTML report to FILE: a fit map of the searched space and the top plans")
+      ("gpu", po::value<std::string>(), "the GPU to fit (name or alias, see `mme hardware`); default: the profile with the most memory")
+      ("headroom", po::value<std::string>(), "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")
+      ("recompute", po::value<std::string>(), "recompute variants to try, comma separated: none, selective, full (default all three)")
+      ("max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")
+      ("gpus-per-node", po::value<std::string>(), "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")
+      ("inter-node-bandwidth", po::value<std::string>(), "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")
+      ("sort", po::value<std::string>(), "order of the plans: score (default), peak, bubble, comm")
+      ("top", po::value<std::string>(), "how many plans to show (default 10)")
+      ("threads", po::value<std::string>(), "worker threads (default: every core)")
+      ("revision", po::value<std::string>(), "hub revision to download (default main)");
+  add_setup_options(d, hidden);
+  d.add(common_options());
+  return d;
+}
+
+po::options_description hidden_options() {
+  po::options_description visible, hidden;
+  add_setup_options(visible, hidden);
+  hidden.add_options()("model", po::value<std::string>(), "");
+  return hidden;
+}
+
+double parse_headroom(const std::string& text) {
+  std::string t = text;
+  double scale = 1.0;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  return parse_double("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::stringstream ss(text);
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    out.push_back(item);
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string join(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    if (!out.empty()) out += ' ';
+    out += a;
+  }
+  return out;
+}
+
+std::string split_text(const PlanLayout& l) {
+  if (l.pp == 1 || l.even_split) return "even";
+  if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
+  return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
+}
+
+std::string thousands(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+nlohmann::json score_json(const PlanScore& s) {
+  return {{"score", s.score},
+          {"step_seconds", s.step_seconds},
+          {"ideal_seconds", s.ideal_seconds},
+          {"micro_batches", s.micro_batches},
+          {"bubble", s.bubble},
+          {"stage_seconds", s.stage_seconds},
+          {"compute_seconds", s.compute_seconds},
+          {"recompute_seconds", s.recompute_seconds},
+          {"tp_seconds", s.tp_seconds},
+          {"ep_seconds", s.ep_seconds},
+          {"cp_seconds", s.cp_seconds},
+          {"pp_seconds", s.pp_seconds},
+          {"dp_seconds", s.dp_seconds},
+          {"communication_seconds", s.communication_seconds}};
+}
+
+nlohmann::json plan_json(const Planner& planner, const Plan& p, const PlanOptions& o) {
+  return {{"args", planner.args_for(p.layout, o)},
+          {"setup", setup_to_json(resolve_setup(planner.setup_for(p.layout, o)))},
+          {"peak_bytes", p.peak_bytes},
+          {"headroom_bytes", p.headroom_bytes},
+          {"fits", p.fits},
+          {"score", p.score.score},
+          {"speed", score_json(p.score)}};
+}
+
+// A progress bar on stderr when it is a terminal and the search has run for a second.
+class ProgressBar {
+ public:
+  ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0) {}
+  ~ProgressBar() { clear(); }
+  void update(std::uint64_t done, std::uint64_t total, double elapsed) {
+    if (!enabled_ || elapsed < 1.0 || total == 0) return;
+    const double f = static_cast<double>(done) / static_cast<double>(total);
+    const int width = 30;
+    const int full = static_cast<int>(f * width);
+    std::string bar(static_cast<std::size_t>(full), '#');
+    bar.resize(width, '.');
+    std::cerr << fmt::format("\r[{}] {:3.0f}%  {} / {} layouts  {:.1f} s", bar, 100 * f, thousands(done),
+                             thousands(total), elapsed)
+              << std::flush;
+    drawn_ = true;
+  }
+  void clear() {
+    if (drawn_) std::cerr << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+bool switch_on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
+
+}  // namespace
+
+void help_plan(std::ostream& out) {
+  out << "Usage: mme plan MODEL --num-gpus N [--gpu NAME] [options]\n\n"
+         "Searches every parallel layout Megatron-LM accepts for N GPUs (TP within a node, PP with\n"
+         "its first/last-stage splits, VPP, EP, ETP, CP, DP, micro-batch sizes, recompute), keeps\n"
+         "those whose peak fits the GPU with the headroom, and ranks them by a speed proxy\n"
+         "(pipeline bubble, recompute, TP/EP/CP/DP communication; docs/planner.md). Sequence\n"
+         "parallelism is on with TP > 1 and the distributed optimizer is on. Every other\n"
+         "`mme estimate` flag applies to all candidates; --tp, --pp, --vpp, --ep, --etp and --cp fix\n"
+         "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
+         "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n\n"
+      << visible_options()
+      << "\nExample:\n  mme plan deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100\n";
+}
+
+int run_plan(const std::vector<std::string>& args) {
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::variables_map vm = parse(args, visible_options(), hidden_options(), pos);
+  const CommonSettings common = read_common(vm);
+  if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
+  const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
+  if (!gpus_text) throw UsageError("plan needs --num-gpus N");
+  const bool json = switch_on(vm, "json"), csv = switch_on(vm, "csv");
+  if (json && csv) throw UsageError("give --json or --csv, not both");
+  std::optional<OutputFile> html_file;  // an unwritable path fails now, before the search
+  if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
+
+  // What the planner chooses itself.
+  for (const char* name : {"num-layers-in-first-pipeline-stage", "decoder-first-pipeline-num-layers",
+                           "num-layers-in-last-pipeline-stage", "decoder-last-pipeline-num-layers", "pipeline-layout",
+                           "pipeline-model-parallel-layout", "num-layers-per-virtual-pipeline-stage",
+                           "recompute-granularity", "recompute-method", "recompute-num-layers"})
+    if (vm.count(name))
+      throw UsageError(fmt::format("--{}: plan chooses the pipeline split and recompute itself (use --pp, --vpp, "
+                                   "--recompute to restrict the search)",
+                                   name));
+  for (const char* name : {"account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
+                           "no-sequence-parallel", "no-distributed-optimizer"})
+    if (switch_on(vm, name))
+      throw UsageError(fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
+                                   "and splits the pipeline by first/last-stage layer counts",
+                                   name));
+
+  PlanOptions o;
+  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, std::int64_t{1} << 40);
+  if (vm.count("micro-batch-size")) {
+    o.micro_batch_sizes.clear();
+    for (const auto& item : split_list(vm["micro-batch-size"].as<std::string>())) {
+      const std::int64_t b = parse_int("--micro-batch-size", item, 1, std::int64_t{1} << 24);
+      if (std::find(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end(), b) == o.micro_batch_sizes.end())
+        o.micro_batch_sizes.push_back(b);
+    }
+    vm.erase("micro-batch-size");
+  }
+  if (vm.count("recompute")) {
+    o.recompute.clear();
+    for (const auto& item : split_list(vm["recompute"].as<std::string>())) {
+      const RecomputeVariant v = parse_recompute_variant(item);
+      if (std::find(o.recompute.begin(), o.recompute.end(), v) == o.recompute.end()) o.recompute.push_back(v);
+    }
+  }
+  auto fixed = [&](std::initializer_list<const char*> names, std::optional<std::int64_t>& into) {
+    if (auto v = get_aliased(vm, names))
+      into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, std::int64_t{1} << 20);
+  };
+  fixed({"tp", "tensor-model-parallel-size"}, o.tp);
+  fixed({"pp", "pipeline-model-parallel-size"}, o.pp);
+  fixed({"vpp", "virtual-pipeline-model-parallel-size", "num-virtual-stages-per-pipeline-rank"}, o.vpp);
+  fixed({"ep", "expert-model-parallel-size"}, o.ep);
+  fixed({"etp", "expert-tensor-parallel-size"}, o.etp);
+  fixed({"cp", "context-parallel-size"}, o.cp);
+  o.base = read_setup(vm);
+  if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
+  if (vm.count("gpus-per-node"))
+    o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, 1 << 20);
+  if (vm.count("max-tp")) o.max_tp = parse_int("--max-tp", vm["max-tp"].as<std::string>(), 1, 1 << 20);
+  if (vm.count("inter-node-bandwidth"))
+    o.inter_node_bandwidth_gbps =
+        parse_double("--inter-node-bandwidth", vm["inter-node-bandwidth"].as<std::string>(), 1e-3, 1e9);
+  if (vm.count("sort")) o.sort = parse_plan_sort_key(vm["sort"].as<std::string>());
+  if (vm.count("top")) o.top_k = static_cast<std::size_t>(parse_int("--top", vm["top"].as<std::string>(), 1, 100000));
+  if (vm.count("threads")) o.threads = static_cast<unsigned>(parse_int("--threads", vm["threads"].as<std::string>(), 1, 4096));
+
+  Registry registry;
+  load_registry(registry, common);
+  if (vm.count("gpu")) {
+    const std::string name = vm["gpu"].as<std::string>();
+    o.gpu = registry.find_hardware(name);
+    if (!o.gpu) {
+      std::string known;
+      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
+      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
+    }
+  } else {
+    for (const auto& h : registry.hardware()) {
+      const HardwareProfile* c = h.object.get();
+      if (!o.gpu || c->memory_bytes > o.gpu->memory_bytes ||
+          (c->memory_bytes == o.gpu->memory_bytes && c->name < o.gpu->name))
+        o.gpu = c;
+    }
+    if (!o.gpu) throw UsageError("no GPU profile is loaded (see `mme plugins`); give --gpu");
+  }
+  SourceOptions sources;
+  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
+  const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
+  const Planner planner(model, registry);
+
+  ProgressBar bar;
+  o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };
+  if (csv) {
+    std::cout << "ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,first_stage_layers,middle_stage_layers,"
+                 "last_stage_layers,peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
+    o.on_valid = [&](const Plan& p) {
+      const auto& l = p.layout;
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal,
+                               l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+                               l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers, p.peak_bytes,
+                               p.headroom_bytes, p.fits ? "true" : "false", p.score.score, p.score.bubble,
+                               p.score.step_seconds, csv_field(join(planner.args_for(l, o))));
+    };
+  }
+  FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full
+  if (html_file)
+    o.on_valid = [&fit_map, csv_row = std::move(o.on_valid)](const Plan& p) {
+      if (csv_row) csv_row(p);
+      fit_map.add(p);
+    };
+  const PlanResult r = planner.run(o);
+  bar.clear();
+  if (r.valid == 0)
+    throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
+                                  r.first_error.empty() ? "no candidate" : r.first_error));
+  std::vector<PlanSuggestion> suggestions;
+  if (r.fitting == 0) suggestions = planner.suggest(o);
+  if (html_file) html_file->commit(render_plan_html(model, planner, o, r, suggestions, fit_map));
+  if (csv) {
+    if (r.fitting == 0)
+      std::cerr << fmt::format("mme: no layout of {} x {} fits {}{}\n", o.num_gpus, o.gpu->name, model.name,
+                               suggestions.empty() ? "" : "; it would with " + suggestions.front().change);
+    return 0;
+  }
+
+  if (json) {
+    nlohmann::json j;
+    j["schema_version"] = 1;
+    j["model"] = model.name;
+    j["gpu"] = o.gpu->name;
+    j["num_gpus"] = o.num_gpus;
+    j["usable_bytes"] = r.usable_bytes;
+    j["sort"] = to_string(o.sort);
+    j["evaluated"] = r.evaluated;
+    j["estimated"] = r.estimated;
+    j["valid"] = r.valid;
+    j["fitting"] = r.fitting;
+    j["elapsed_s"] = r.elapsed_s;
+    j["threads"] = r.threads;
+    nlohmann::json plans = nlohmann::json::array();
+    for (const auto& p : r.plans) plans.push_back(plan_json(planner, p, o));
+    j["plans"] = plans;
+    if (r.fitting == 0) {
+      if (r.smallest) j["smallest"] = plan_json(planner, *r.smallest, o);
+      nlohmann::json sj = nlohmann::json::array();
+      for (const auto& s : suggestions)
+        sj.push_back({{"change", s.change},
+                      {"args", s.args},
+                      {"peak_bytes", s.plan.peak_bytes},
+                      {"headroom_bytes", s.plan.headroom_bytes}});
+      j["suggestions"] = sj;
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::cout << fmt::format("mme plan: {} on {} x {} ({} usable per GPU, {:g}% headroom)\n", model.name, o.num_gpus,
+                           o.gpu->name, format_bytes(r.usable_bytes), o.headroom_fraction * 100);
+  std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
+                           thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
+                           r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
+  if (r.fitting == 0) {
+    const Plan& sm = *r.smallest;
+    std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
+                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
+                             join(planner.args_for(sm.layout, o)));
+    if (suggestions.empty()) {
+      std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
+                   "to 64 tokens) makes one fit.\n";
+    } else {
+      std::cout << "\nSmallest changes that would make one fit (each with a layout that fits; `mme plan` with the\n"
+                   "change ranks them all):\n";
+      for (const auto& s : suggestions)
+        std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
+                                 model.name, join(s.args));
+    }
+    return 0;
+  }
+  std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
+  std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9} {:>7} {:>6}\n",
+                           "#", "TP", "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", "peak GiB",
+                           "free GiB", "bubble", "score");
+  int rank = 0;
+  for (const auto& p : r.plans) {
+    const auto& l = p.layout;
+    std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f} "
+                             "{:>6.1f}% {:>6.3f}\n",
+                             ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size,
+                             to_string(l.recompute), split_text(l), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
+                             100 * p.score.bubble, p.score.score);
+  }
+  std::cout << fmt::format("\nBest:\n  mme estimate {} {}\n", model.name, join(planner.args_for(r.plans.front().layout, o)));
+  return 0;
+}
+
+}  // namespace mme::cli

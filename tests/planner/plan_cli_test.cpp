@@ -1,0 +1,214 @@
+// `mme plan` end to end: its plans' peaks are what `mme estimate` reports for their args, the
+// CSV stream, determinism across thread counts, the no-fit advice and the usage errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace mme::test {
+namespace {
+
+nlohmann::json run_json(const std::vector<std::string>& args) {
+  const RunResult r = run_mme(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+// Every plan's peak and headroom equal `mme estimate MODEL <args> --json`.
+void expect_plans_match_estimate(const std::string& model, const nlohmann::json& plan) {
+  ASSERT_TRUE(plan["plans"].is_array());
+  ASSERT_FALSE(plan["plans"].empty());
+  for (const auto& p : plan["plans"]) {
+    std::vector<std::string> args{"estimate", model};
+    for (const auto& a : p["args"]) args.push_back(a.get<std::string>());
+    args.push_back("--json");
+    const RunResult r = run_mme(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto est = nlohmann::json::parse(r.out);
+    EXPECT_EQ(est["peak"]["total_bytes"].get<std::int64_t>(), p["peak_bytes"].get<std::int64_t>()) << p["args"].dump();
+    ASSERT_EQ(est["fits"].size(), 1u);
+    EXPECT_EQ(est["fits"][0]["headroom_bytes"].get<std::int64_t>(), p["headroom_bytes"].get<std::int64_t>());
+    EXPECT_EQ(est["fits"][0]["fits"].get<bool>(), p["fits"].get<bool>());
+    EXPECT_TRUE(p["fits"].get<bool>());
+    EXPECT_EQ(est["setup"], p["setup"]);
+  }
+}
+
+TEST(plan_cli, PlansAreWhatEstimateSaysForTheirArgs) {
+  const auto j = run_json({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "H100", "--json"});
+  EXPECT_EQ(j["plans"].size(), 10u);
+  EXPECT_GT(j["evaluated"].get<std::uint64_t>(), 1000u);
+  EXPECT_EQ(j["valid"], j["evaluated"]);
+  EXPECT_GT(j["fitting"].get<std::uint64_t>(), 10u);
+  EXPECT_TRUE(j["elapsed_s"].is_number());
+  expect_plans_match_estimate("Qwen/Qwen3-8B", j);
+}
+
+TEST(plan_cli, MoePlansWithManyFlagsMatchEstimate) {
+  const auto j = run_json({"plan", "Qwen/Qwen3-30B-A3B", "--num-gpus", "32", "--gpu", "H200", "--seq-length", "8192",
+                           "--global-batch-size", "128", "--precision", "fp8", "--moe-token-dispatcher", "allgather",
+                           "--cross-entropy-loss-fusion", "--recompute-modules", "core_attn,mlp", "--hidden-dropout",
+                           "0.1", "--headroom", "10%", "--micro-batch-size", "1,2", "--top", "4", "--json"});
+  EXPECT_EQ(j["plans"].size(), 4u);
+  expect_plans_match_estimate("Qwen/Qwen3-30B-A3B", j);
+  for (const auto& p : j["plans"]) {
+    EXPECT_EQ(p["setup"]["precision"], "fp8");
+    EXPECT_EQ(p["setup"]["seq_length"], 8192);
+    EXPECT_EQ(p["setup"]["global_batch_size"], 128);
+  }
+}
+
+TEST(plan_cli, DeepSeekV3PlansMatchEstimate) {
+  const auto j = run_json({"plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "256", "--gpu", "H100", "--micro-batch-size",
+                           "1", "--recompute", "none,full", "--top", "3", "--json"});
+  EXPECT_EQ(j["plans"].size(), 3u);
+  expect_plans_match_estimate("deepseek-ai/DeepSeek-V3", j);
+}
+
+TEST(plan_cli, OutputDoesNotDependOnThreads) {
+  const std::vector<std::string> base{"plan", "deepseek-ai/DeepSeek-V2-Lite", "--num-gpus", "16", "--gpu", "H100"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto one = run_json(with({"--json", "--threads", "1", "--top", "20"}));
+  auto three = run_json(with({"--json", "--threads", "3", "--top", "20"}));
+  one.erase("elapsed_s");
+  three.erase("elapsed_s");
+  // Work statistics: how long, on how many threads, and how many layouts the engine had to
+  // estimate (the others were judged from bounds) depend on the schedule.
+  for (const char* key : {"threads", "estimated"}) {
+    one.erase(key);
+    three.erase(key);
+  }
+  EXPECT_EQ(one, three);
+
+  const RunResult c1 = run_mme(with({"--csv", "--threads", "1"}));
+  const RunResult c3 = run_mme(with({"--csv", "--threads", "3"}));
+  ASSERT_EQ(c1.exit_code, 0) << c1.err;
+  ASSERT_EQ(c3.exit_code, 0) << c3.err;
+  EXPECT_EQ(c1.out, c3.out);
+  // Header + one row per valid layout, ordinals ascending.
+  std::istringstream in(c1.out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,", 0), 0u);
+  std::uint64_t rows = 0;
+  long long previous = -1;
+  while (std::getline(in, line)) {
+    const long long ordinal = std::stoll(line.substr(0, line.find(',')));
+    EXPECT_GT(ordinal, previous);
+    previous = ordinal;
+    ++rows;
+  }
+  EXPECT_EQ(rows, one["valid"].get<std::uint64_t>());
+}
+
+TEST(plan_cli, TextTableNamesTheBestLayout) {
+  const RunResult r = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "A100-SXM-80GB", "--top", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("on 16 x A100-SXM-80GB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Top 3 by score"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mme estimate Qwen/Qwen3-8B --tp"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(plan_cli, DefaultGpuIsTheLargest) {
+  const auto j = run_json({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "2", "--json", "--top", "1"});
+  const auto hw = run_mme({"hardware", "--json"});
+  ASSERT_EQ(hw.exit_code, 0);
+  std::int64_t largest = 0;
+  std::string name;
+  const auto profiles = nlohmann::json::parse(hw.out);
+  for (const auto& h : profiles["hardware"]) {
+    const auto bytes = h["memory_bytes"].get<std::int64_t>();
+    if (bytes > largest || (bytes == largest && h["name"].get<std::string>() < name)) {
+      largest = bytes;
+      name = h["name"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(j["gpu"], name);
+}
+
+TEST(plan_cli, NothingFitsSaysTheSmallestChange) {
+  const RunResult r = run_mme({"plan", "Qwen/Qwen3-32B", "--num-gpus", "1", "--gpu", "A100-SXM-40GB"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("No layout fits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("The smallest peak is"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  --num-gpus 16\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mme estimate Qwen/Qwen3-32B --tp"), std::string::npos) << r.out;
+  const auto j = run_json({"plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "8", "--gpu", "H100", "--json"});
+  EXPECT_EQ(j["fitting"], 0);
+  EXPECT_TRUE(j["plans"].empty());
+  ASSERT_FALSE(j["suggestions"].empty());
+  const auto& s = j["suggestions"][0];
+  EXPECT_EQ(s["change"].get<std::string>().rfind("--num-gpus ", 0), 0u);
+  std::vector<std::string> args{"estimate", "deepseek-ai/DeepSeek-V3"};
+  for (const auto& a : s["args"]) args.push_back(a.get<std::string>());
+  args.push_back("--json");
+  const RunResult e = run_mme(args);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto est = nlohmann::json::parse(e.out);
+  EXPECT_TRUE(est["fits"][0]["fits"].get<bool>());
+  EXPECT_EQ(est["peak"]["total_bytes"], s["peak_bytes"]);
+}
+
+TEST(plan_cli, UsageErrorsAreOneLineAndNoOutput) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "0"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "-8"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus=-8"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "99999999999999999999999"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "18446744073709551616"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "eight"},
+      {"plan", "Qwen/Qwen3-8B"},
+      {"plan", "--num-gpus", "8"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "Z9000"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--json", "--csv"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--micro-batch-size", "1,0"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--recompute", "some"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--sort", "fastest"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--top", "0"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--pipeline-layout", "Et|tL"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--recompute-granularity", "full"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--no-distributed-optimizer"},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run_mme(c);
+    std::string joined;
+    for (const auto& a : c) joined += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << joined << r.err;
+    EXPECT_EQ(r.out, "") << joined;
+    EXPECT_EQ(r.err.rfind("mme: error: ", 0), 0u) << joined << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << r.err;
+  }
+}
+
+TEST(plan_cli, LayoutErrorsExitFour) {
+  // 32 heads and 8 query groups: TP 3 never divides them.
+  const RunResult r = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "9", "--tp", "3"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.out, "");
+  const RunResult fp8 = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--precision", "fp8", "--transformer-impl", "local"});
+  EXPECT_EQ(fp8.exit_code, 4) << fp8.err;
+  EXPECT_EQ(fp8.out, "");
+}
+
+TEST(plan_cli, HelpListsPlan) {
+  const RunResult help = run_mme({"help"});
+  EXPECT_NE(help.out.find("plan"), std::string::npos);
+  const RunResult plan = run_mme({"plan", "--help"});
+  EXPECT_EQ(plan.exit_code, 0);
+  EXPECT_NE(plan.out.find("Usage: mme plan MODEL --num-gpus N"), std::string::npos);
+  EXPECT_NE(plan.out.find("--max-tp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mme::test

@@ -1,0 +1,604 @@
+// mme::Planner in-process: plans agree with the engine, every enumerated layout passes the
+// engine's validation, a brute-force search over every flag value finds no layout the planner
+// misses (within its documented scope), results do not depend on the thread count, the CSV
+// stream covers every valid layout in order, and the no-fit suggestions fit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include <mme/error.hpp>
+#include <mme/estimator.hpp>
+#include <mme/fit.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/model_source.hpp>
+#include <mme/planner.hpp>
+
+#include "deepseek_adapter.hpp"
+#include "dense_mlp.hpp"
+#include "generic_hf_adapter.hpp"
+#include "gqa.hpp"
+#include "mla.hpp"
+#include "moe.hpp"
+#include "nvidia_hopper.hpp"
+#include "qwen_adapter.hpp"
+#include "test_support.hpp"
+
+namespace mme {
+namespace {
+
+const Registry& registry() {
+  static const std::unique_ptr<Registry> r = [] {
+    auto reg = std::make_unique<Registry>();
+    reg->register_plugin("adapter_deepseek", "test", "", plugins::register_deepseek_adapter);
+    reg->register_plugin("adapter_qwen", "test", "", plugins::register_qwen_adapter);
+    reg->register_plugin("adapter_generic_hf", "test", "", plugins::register_generic_hf_adapter);
+    reg->register_plugin("layer_gqa", "test", "", plugins::register_gqa);
+    reg->register_plugin("layer_mla", "test", "", plugins::register_mla);
+    reg->register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
+    reg->register_plugin("layer_moe", "test", "", plugins::register_moe);
+    reg->register_plugin("hw_nvidia_hopper", "test", "", plugins::register_nvidia_hopper);
+    return reg;
+  }();
+  return *r;
+}
+
+ModelSpec bundled(const std::string& id) {
+  std::string dir = id;
+  dir.replace(dir.find('/'), 1, "--");
+  const auto path = test::source_dir() / "models" / dir / "config.json";
+  return adapt_config(read_config_file(path), id, path.string(), registry());
+}
+
+const HardwareProfile& h100() { return *registry().find_hardware("H100"); }
+
+PlanOptions options_for(std::int64_t gpus) {
+  PlanOptions o;
+  o.num_gpus = gpus;
+  o.gpu = &h100();
+  o.threads = 2;
+  return o;
+}
+
+EstimateOptions hopper() {
+  EstimateOptions eo;
+  eo.gpu_architecture = "hopper";
+  eo.components = false;
+  return eo;
+}
+
+// A layout as the engine resolved it: sizes, micro-batch, recompute and the decoder layers of
+// every pipeline stage (which, with VPP, fixes the whole partition).
+std::string key_of(const Estimate& e) {
+  const auto& s = e.setup;
+  const auto& p = s.parallel;
+  std::string k = fmt::format("tp{} pp{} vpp{} ep{} etp{} cp{} dp{} sp{} mbs{} rc{} stages", p.tp, p.pp, p.vpp, p.ep,
+                              effective_etp(p), p.cp, p.dp, sequence_parallel_on(p), s.micro_batch_size,
+                              to_string(s.recompute.granularity));
+  for (const auto& st : e.stages) k += fmt::format(" {}", st.layers);
+  return k;
+}
+
+// A small MoE model: one dense layer then MoE layers, MHA with 4 heads, an MTP depth.
+ModelSpec small_moe(std::int64_t layers) {
+  ModelSpec m;
+  m.name = "small-moe";
+  m.family = "test";
+  m.num_layers = layers;
+  m.hidden_size = 64;
+  m.vocab_size = 256;
+  m.max_position_embeddings = 4096;
+  m.tie_embeddings = false;
+  m.position_embedding = PositionEmbedding::kRope;
+  m.normalization = Normalization::kRMSNorm;
+  m.mtp_num_layers = 1;
+  LayerSpec dense;
+  dense.attention.kind = "gqa";
+  dense.attention.num_heads = 4;
+  dense.attention.num_query_groups = 4;
+  dense.attention.kv_channels = 16;
+  dense.mlp.kind = "dense";
+  dense.mlp.ffn_hidden_size = 128;
+  LayerSpec moe = dense;
+  moe.mlp = MlpSpec{};
+  moe.mlp.kind = "moe";
+  moe.mlp.num_experts = 4;
+  moe.mlp.top_k = 2;
+  moe.mlp.expert_ffn_hidden_size = 32;
+  m.layers.assign(static_cast<std::size_t>(layers), moe);
+  m.layers.front() = dense;
+  return m;
+}
+
+bool sorted_by_score(const std::vector<Plan>& plans) {
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    const auto& a = plans[i - 1];
+    const auto& b = plans[i];
+    if (a.score.score < b.score.score) return false;
+    if (a.score.score == b.score.score && a.headroom_bytes < b.headroom_bytes) return false;
+  }
+  return true;
+}
+
+TEST(planner, TopPlansAreTheEnginesPeaksAndFit) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  const PlanOptions o = options_for(8);
+  const PlanResult r = planner.run(o);
+  ASSERT_FALSE(r.plans.empty());
+  EXPECT_EQ(r.plans.size(), 10u);
+  EXPECT_EQ(r.evaluated, planner.count_candidates(o));
+  EXPECT_EQ(r.valid, r.evaluated);
+  EXPECT_GE(r.fitting, r.plans.size());
+  EXPECT_LT(r.fitting, r.valid);  // some layouts of an 8B model on 8 GPUs do not fit an H100
+  EXPECT_TRUE(sorted_by_score(r.plans));
+  std::set<std::uint64_t> ordinals;
+  for (const Plan& p : r.plans) {
+    const Estimate est = planner.estimator().run(planner.setup_for(p.layout, o), hopper());
+    EXPECT_EQ(p.peak_bytes, est.peak().total_bytes);
+    const FitVerdict v = judge_fit(est, h100(), o.headroom_fraction);
+    EXPECT_TRUE(p.fits);
+    EXPECT_TRUE(v.fits);
+    EXPECT_EQ(p.headroom_bytes, v.headroom_bytes);
+    EXPECT_EQ(r.usable_bytes, v.usable_bytes);
+    EXPECT_GT(p.score.score, 0.0);
+    EXPECT_LE(p.score.score, 1.0);
+    EXPECT_TRUE(ordinals.insert(p.ordinal).second);
+  }
+}
+
+TEST(planner, EveryEnumeratedLayoutPassesTheEnginesValidation) {
+  struct Case {
+    const char* model;
+    std::int64_t gpus;
+    std::int64_t global_batch;
+  };
+  for (const Case c : {Case{"Qwen/Qwen3-0.6B", 16, 0}, Case{"deepseek-ai/DeepSeek-V2-Lite", 16, 64},
+                       Case{"mistralai/Mixtral-8x7B-v0.1", 16, 0}, Case{"deepseek-ai/DeepSeek-V3", 32, 0}}) {
+    SCOPED_TRACE(c.model);
+    const Planner planner(bundled(c.model), registry());
+    PlanOptions o = options_for(c.gpus);
+    o.base.global_batch_size = c.global_batch;
+    if (std::string(c.model) == "deepseek-ai/DeepSeek-V3") o.micro_batch_sizes = {1};
+    std::set<std::string> seen;
+    std::uint64_t n = 0;
+    planner.enumerate(o, [&](const PlanLayout& l) {
+      ++n;
+      try {
+        const Estimate est = planner.estimator().run(planner.setup_for(l, o), hopper());
+        EXPECT_TRUE(seen.insert(key_of(est)).second) << "duplicate " << key_of(est);
+        EXPECT_EQ(est.setup.parallel.dp, l.dp);
+        EXPECT_TRUE(sequence_parallel_on(est.setup.parallel) == (l.tp > 1));
+        EXPECT_TRUE(est.setup.optimizer.distributed);
+      } catch (const LayoutError& e) {
+        ADD_FAILURE() << "the engine rejects an enumerated layout: " << e.what();
+      }
+    });
+    EXPECT_GT(n, 100u);
+    EXPECT_EQ(n, planner.count_candidates(o));
+  }
+}
+
+// Brute force, written independently of the planner: every value of every flag (sizes up to the
+// GPU count, VPP up to the layer count, first/last-stage counts unset or 0..L), the engine as
+// the only judge, then the planner's documented scope (TP and ETP at most --max-tp, every
+// stage holds a layer, first/last stages at most max(middle, ceil(L/p))).
+TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
+  const std::int64_t L = 6, N = 8;
+  const ModelSpec model = small_moe(L);
+  const Planner planner(model, registry());
+  PlanOptions o = options_for(N);
+  o.max_tp = 2;
+  o.base.seq_length = 64;
+  o.base.global_batch_size = 16;
+  const EstimateOptions eo = hopper();
+  const Estimator& engine = planner.estimator();
+
+  std::set<std::string> expected;
+  std::uint64_t engine_calls = 0;
+  for (std::int64_t tp = 1; tp <= N; ++tp)
+    for (std::int64_t cp = 1; tp * cp <= N; ++cp)
+      for (std::int64_t pp = 1; tp * cp * pp <= N; ++pp)
+        for (std::int64_t ep = 1; ep * pp <= N; ++ep)
+          for (std::int64_t etp = 1; etp * ep * pp <= N; ++etp)
+            for (std::int64_t vpp = 1; vpp <= L; ++vpp)
+              for (std::int64_t first = -1; first <= L; ++first)
+                for (std::int64_t last = -1; last <= L; ++last) {
+                  TrainingSetup s = o.base;
+                  s.parallel = ParallelLayout{};
+                  s.parallel.tp = tp;
+                  s.parallel.cp = cp;
+                  s.parallel.pp = pp;
+                  s.parallel.ep = ep;
+                  s.parallel.etp = etp;
+                  s.parallel.vpp = vpp;
+                  s.parallel.world_size = N;
+                  if (first >= 0) s.pipeline.first_stage_layers = first;
+                  if (last >= 0) s.pipeline.last_stage_layers = last;
+                  ++engine_calls;
+                  try {
+                    (void)engine.run(s, eo);
+                  } catch (const LayoutError&) {
+                    continue;  // micro-batch 1 is the easiest to accept: larger ones only add constraints
+                  }
+                  for (std::int64_t mbs : {1, 2, 4}) {
+                    for (auto g : {RecomputeGranularity::kNone, RecomputeGranularity::kSelective,
+                                   RecomputeGranularity::kFull}) {
+                      TrainingSetup v = s;
+                      v.micro_batch_size = mbs;
+                      v.recompute.granularity = g;
+                      Estimate est;
+                      try {
+                        est = engine.run(v, eo);
+                      } catch (const LayoutError&) {
+                        continue;
+                      }
+                      const auto& st = est.stages;
+                      const auto p = static_cast<std::int64_t>(st.size());
+                      bool in_scope = tp <= 2 && etp <= 2;
+                      for (const auto& x : st) in_scope = in_scope && x.layers >= 1;
+                      if (p >= 3) {
+                        const std::int64_t cap = std::max(st[1].layers, (L + p - 1) / p);
+                        in_scope = in_scope && st.front().layers <= cap && st.back().layers <= cap;
+                      }
+                      if (in_scope) expected.insert(key_of(est));
+                    }
+                  }
+                }
+
+  std::set<std::string> planned;
+  planner.enumerate(o, [&](const PlanLayout& l) {
+    const Estimate est = engine.run(planner.setup_for(l, o), eo);
+    EXPECT_TRUE(planned.insert(key_of(est)).second) << "duplicate " << key_of(est);
+  });
+  EXPECT_GT(engine_calls, 10000u);
+  EXPECT_GT(expected.size(), 50u);
+  for (const auto& k : expected) EXPECT_TRUE(planned.count(k)) << "the planner misses " << k;
+  for (const auto& k : planned) EXPECT_TRUE(expected.count(k)) << "the planner adds " << k;
+}
+
+TEST(planner, OutputDoesNotDependOnTheThreadCount) {
+  const Planner planner(bundled("deepseek-ai/DeepSeek-V2-Lite"), registry());
+  PlanOptions o = options_for(16);
+  o.top_k = 25;
+  std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> streams;
+  std::vector<PlanResult> results;
+  for (unsigned threads : {1u, 3u}) {
+    o.threads = threads;
+    std::vector<std::pair<std::uint64_t, std::int64_t>> rows;
+    o.on_valid = [&rows](const Plan& p) { rows.emplace_back(p.ordinal, p.peak_bytes); };
+    results.push_back(planner.run(o));
+    streams.push_back(std::move(rows));
+  }
+  const PlanResult& a = results[0];
+  const PlanResult& b = results[1];
+  EXPECT_EQ(a.evaluated, b.evaluated);
+  EXPECT_EQ(a.valid, b.valid);
+  EXPECT_EQ(a.fitting, b.fitting);
+  ASSERT_EQ(a.plans.size(), b.plans.size());
+  ASSERT_EQ(a.plans.size(), 25u);
+  for (std::size_t i = 0; i < a.plans.size(); ++i) {
+    EXPECT_EQ(a.plans[i].ordinal, b.plans[i].ordinal);
+    EXPECT_EQ(a.plans[i].peak_bytes, b.plans[i].peak_bytes);
+    EXPECT_EQ(a.plans[i].score.score, b.plans[i].score.score);
+    EXPECT_EQ(a.plans[i].layout, b.plans[i].layout);
+  }
+  EXPECT_EQ(streams[0], streams[1]);
+  // The stream is every valid layout, in enumeration order.
+  ASSERT_EQ(streams[0].size(), a.valid);
+  for (std::size_t i = 1; i < streams[0].size(); ++i) EXPECT_LT(streams[0][i - 1].first, streams[0][i].first);
+}
+
+// The planner skips the other variants of a layout whose weights, gradients and optimizer
+// state alone exceed the GPU: those bytes must not depend on micro-batch size or recompute.
+TEST(planner, StaticBytesDoNotDependOnMicroBatchOrRecompute) {
+  const Planner planner(bundled("deepseek-ai/DeepSeek-V2-Lite"), registry());
+  PlanOptions o = options_for(16);
+  o.base.global_batch_size = 64;
+  std::map<std::string, std::vector<std::int64_t>> by_layout;
+  std::uint64_t n = 0;
+  planner.enumerate(o, [&](const PlanLayout& l) {
+    if (n++ % 3 != 0 && l.pp < 4) return;  // a sample, every variant of deep pipelines
+    const Estimate est = planner.estimator().run(planner.setup_for(l, o), hopper());
+    std::vector<std::int64_t> stat;
+    for (const auto& st : est.stages) {
+      stat.push_back(st.weight_bytes + st.gradient_bytes + st.optimizer_bytes);
+      EXPECT_LE(stat.back(), st.total_bytes);
+    }
+    PlanLayout key = l;
+    key.micro_batch_size = 0;
+    key.recompute = RecomputeVariant::kNone;
+    const std::string k = fmt::format("{} {} {} {} {} {} {} {} {} {}", key.tp, key.pp, key.vpp, key.ep, key.etp, key.cp,
+                                      key.first_stage_layers, key.middle_stage_layers, key.last_stage_layers,
+                                      key.even_split);
+    auto [it, inserted] = by_layout.emplace(k, stat);
+    if (!inserted) {
+      EXPECT_EQ(it->second, stat) << k;
+    }
+  });
+  EXPECT_GT(by_layout.size(), 100u);
+}
+
+// Once a variant of a layout fits, the planner infers that its smaller micro-batches fit too:
+// the engine's peak must not fall as the micro-batch grows.
+TEST(planner, PeakGrowsWithTheMicroBatch) {
+  for (const char* id : {"deepseek-ai/DeepSeek-V2-Lite", "Qwen/Qwen3-0.6B"}) {
+    SCOPED_TRACE(id);
+    const Planner planner(bundled(id), registry());
+    for (std::int64_t gbs : {0, 64}) {
+      PlanOptions o = options_for(16);
+      o.base.global_batch_size = gbs;
+      o.micro_batch_sizes = {1, 2, 4};
+      std::map<std::string, std::int64_t> previous;  // layout and recompute -> peak at the last micro-batch
+      std::uint64_t compared = 0;
+      planner.enumerate(o, [&](const PlanLayout& l) {
+        const std::int64_t peak = planner.estimator().run(planner.setup_for(l, o), hopper()).peak().total_bytes;
+        const std::string k = fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
+                                          l.first_stage_layers, l.last_stage_layers, l.even_split, to_string(l.recompute));
+        auto [it, inserted] = previous.emplace(k, peak);
+        if (!inserted) {
+          EXPECT_LE(it->second, peak) << k << " micro-batch " << l.micro_batch_size;
+          it->second = peak;
+          ++compared;
+        }
+      });
+      EXPECT_GT(compared, 500u);
+    }
+  }
+}
+
+TEST(planner, InferredFitsChangeNoResult) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  for (PlanSortKey key : {PlanSortKey::kScore, PlanSortKey::kBubble, PlanSortKey::kCommunication, PlanSortKey::kPeak}) {
+    SCOPED_TRACE(to_string(key));
+    PlanOptions o = options_for(16);
+    o.sort = key;
+    o.top_k = 3;
+    const PlanResult quick = planner.run(o);
+    o.on_valid = [](const Plan&) {};
+    const PlanResult full = planner.run(o);
+    if (key != PlanSortKey::kPeak) {
+      EXPECT_LT(quick.estimated, full.estimated);
+    }
+    EXPECT_EQ(quick.fitting, full.fitting);
+    EXPECT_EQ(quick.valid, full.valid);
+    ASSERT_EQ(quick.plans.size(), 3u);
+    ASSERT_EQ(full.plans.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(quick.plans[i].ordinal, full.plans[i].ordinal);
+      EXPECT_EQ(quick.plans[i].peak_bytes, full.plans[i].peak_bytes);
+    }
+  }
+}
+
+TEST(planner, SkippingHopelessVariantsChangesNoResult) {
+  const Planner planner(bundled("deepseek-ai/DeepSeek-V2-Lite"), registry());
+  PlanOptions o = options_for(8);
+  HardwareProfile small = h100();  // 40 GiB: some layouts fit, most do not
+  small.memory_bytes = std::int64_t{40} << 30;
+  o.gpu = &small;
+  o.top_k = 20;
+  const PlanResult quick = planner.run(o);
+  std::uint64_t rows = 0;
+  o.on_valid = [&rows](const Plan&) { ++rows; };
+  const PlanResult full = planner.run(o);
+  EXPECT_EQ(full.estimated, full.evaluated);
+  EXPECT_LT(quick.estimated, quick.evaluated / 2);
+  EXPECT_EQ(quick.evaluated, full.evaluated);
+  EXPECT_EQ(quick.valid, full.valid);
+  EXPECT_EQ(rows, full.valid);
+  EXPECT_EQ(quick.fitting, full.fitting);
+  EXPECT_GT(quick.fitting, 20u);
+  ASSERT_EQ(quick.plans.size(), full.plans.size());
+  for (std::size_t i = 0; i < quick.plans.size(); ++i) {
+    EXPECT_EQ(quick.plans[i].ordinal, full.plans[i].ordinal);
+    EXPECT_EQ(quick.plans[i].peak_bytes, full.plans[i].peak_bytes);
+  }
+}
+
+TEST(planner, StreamedRowsAreTheEnginesPeaks) {
+  const Planner planner(bundled("Qwen/Qwen3-0.6B"), registry());
+  PlanOptions o = options_for(16);
+  std::vector<Plan> rows;
+  o.on_valid = [&rows](const Plan& p) { rows.push_back(p); };
+  const PlanResult r = planner.run(o);
+  ASSERT_EQ(rows.size(), r.valid);
+  std::vector<PlanLayout> order;
+  planner.enumerate(o, [&](const PlanLayout& l) { order.push_back(l); });
+  ASSERT_EQ(order.size(), rows.size());
+  std::uint64_t fitting = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].layout, order[i]);
+    EXPECT_EQ(rows[i].ordinal, i);
+    fitting += rows[i].fits ? 1 : 0;
+    if (i % 7 == 0) {
+      const Estimate est = planner.estimator().run(planner.setup_for(rows[i].layout, o), hopper());
+      EXPECT_EQ(rows[i].peak_bytes, est.peak().total_bytes);
+    }
+  }
+  EXPECT_EQ(fitting, r.fitting);
+}
+
+TEST(planner, SpeedProxyFollowsItsFormulas) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(64);
+  o.base.global_batch_size = 256;
+  PlanLayout l;
+  l.tp = 2;
+  l.pp = 4;
+  l.dp = 8;
+  l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 9;
+  l.micro_batch_size = 2;
+  const PlanScore base = planner.score(l, o);
+  // m = 256 / (2 x 8) = 16 micro-batches; bubble (p - 1) / (m v + p - 1).
+  EXPECT_DOUBLE_EQ(base.micro_batches, 16.0);
+  EXPECT_DOUBLE_EQ(base.bubble, 3.0 / (16.0 + 3.0));
+  EXPECT_GT(base.score, 0.0);
+  EXPECT_LE(base.score, 1.0);
+  EXPECT_GT(base.tp_seconds, 0.0);
+  EXPECT_EQ(base.ep_seconds, 0.0);  // a dense model
+  EXPECT_EQ(base.cp_seconds, 0.0);
+  EXPECT_NEAR(base.step_seconds, (16.0 + 3.0) * base.stage_seconds + base.dp_seconds, 1e-12 * base.step_seconds);
+
+  PlanLayout v = l;
+  v.vpp = 3;
+  const PlanScore interleaved = planner.score(v, o);
+  EXPECT_DOUBLE_EQ(interleaved.bubble, 3.0 / (16.0 * 3 + 3.0));
+  EXPECT_GT(interleaved.score, base.score);
+
+  PlanLayout full = l;
+  full.recompute = RecomputeVariant::kFull;
+  PlanLayout selective = l;
+  selective.recompute = RecomputeVariant::kSelective;
+  const PlanScore f = planner.score(full, o), s = planner.score(selective, o);
+  EXPECT_EQ(base.recompute_seconds, 0.0);
+  EXPECT_GT(f.recompute_seconds, s.recompute_seconds);
+  EXPECT_GT(s.recompute_seconds, 0.0);
+  EXPECT_LT(f.score, s.score);
+  EXPECT_LT(s.score, base.score);
+
+  PlanLayout wide = l;  // TP 8 in a node of 8: more TP traffic per token
+  wide.tp = 8;
+  wide.dp = 2;
+  const PlanScore w = planner.score(wide, o);
+  EXPECT_GT(w.tp_seconds / w.compute_seconds, base.tp_seconds / base.compute_seconds);
+
+  PlanLayout nopp = l;
+  nopp.pp = 1;
+  nopp.dp = 32;
+  nopp.first_stage_layers = nopp.middle_stage_layers = nopp.last_stage_layers = 36;
+  EXPECT_EQ(planner.score(nopp, o).bubble, 0.0);
+}
+
+TEST(planner, ExpertParallelTrafficLeavesTheNode) {
+  const Planner planner(bundled("deepseek-ai/DeepSeek-V3"), registry());
+  PlanOptions o = options_for(256);
+  PlanLayout l;
+  l.tp = 1;
+  l.pp = 16;
+  l.dp = 16;
+  l.etp = 1;
+  l.first_stage_layers = 1;
+  l.middle_stage_layers = 4;
+  l.last_stage_layers = 4;
+  l.even_split = false;
+  l.ep = 8;
+  const PlanScore in_node = planner.score(l, o);
+  l.ep = 16;
+  const PlanScore across = planner.score(l, o);
+  EXPECT_GT(in_node.ep_seconds, 0.0);
+  // (15/16) / 50 GB/s against (7/8) / 900 GB/s per routed token.
+  EXPECT_GT(across.ep_seconds, 10 * in_node.ep_seconds);
+}
+
+TEST(planner, NothingFitsSaysWhichChangeWould) {
+  const Planner planner(bundled("deepseek-ai/DeepSeek-V3"), registry());
+  PlanOptions o = options_for(8);
+  const PlanResult r = planner.run(o);
+  EXPECT_GT(r.valid, 0u);
+  EXPECT_EQ(r.fitting, 0u);
+  EXPECT_TRUE(r.plans.empty());
+  ASSERT_TRUE(r.smallest.has_value());
+  EXPECT_LT(r.smallest->headroom_bytes, 0);
+  const auto suggestions = planner.suggest(o);
+  ASSERT_FALSE(suggestions.empty());
+  const PlanSuggestion& s = suggestions.front();
+  ASSERT_EQ(s.change.rfind("--num-gpus ", 0), 0u) << s.change;
+  PlanOptions more = o;
+  more.num_gpus = std::stoll(s.change.substr(11));
+  EXPECT_GT(more.num_gpus, 8);
+  const Estimate est = planner.estimator().run(planner.setup_for(s.plan.layout, more), hopper());
+  EXPECT_EQ(est.peak().total_bytes, s.plan.peak_bytes);
+  EXPECT_TRUE(judge_fit(est, h100(), o.headroom_fraction).fits);
+  // Half the GPUs of the suggestion do not fit.
+  PlanOptions half = o;
+  half.num_gpus = more.num_gpus / 2;
+  half.micro_batch_sizes = {1};
+  half.recompute = {RecomputeVariant::kFull};
+  EXPECT_EQ(planner.run(half).fitting, 0u);
+}
+
+TEST(planner, RecomputeIsSuggestedWhenItWasNotTried) {
+  const Planner planner(bundled("Qwen/Qwen3-32B"), registry());
+  PlanOptions o = options_for(8);
+  o.base.seq_length = 16384;
+  o.recompute = {RecomputeVariant::kNone};
+  o.micro_batch_sizes = {1};
+  const PlanResult r = planner.run(o);
+  ASSERT_EQ(r.fitting, 0u);
+  const auto suggestions = planner.suggest(o);
+  ASSERT_FALSE(suggestions.empty());
+  EXPECT_EQ(suggestions.front().change, "--recompute none,full");
+  EXPECT_TRUE(suggestions.front().plan.fits);
+  EXPECT_EQ(suggestions.front().plan.layout.recompute, RecomputeVariant::kFull);
+}
+
+TEST(planner, FixedSizesRestrictTheSearch) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(16);
+  o.tp = 4;
+  o.pp = 2;
+  planner.enumerate(o, [](const PlanLayout& l) {
+    EXPECT_EQ(l.tp, 4);
+    EXPECT_EQ(l.pp, 2);
+    EXPECT_EQ(l.dp * l.cp, 2);
+  });
+  EXPECT_GT(planner.count_candidates(o), 0u);
+  o.tp = 3;  // 32 heads, 8 query groups
+  EXPECT_EQ(planner.count_candidates(o), 0u);
+  EXPECT_THROW((void)planner.run(o), LayoutError);
+}
+
+TEST(planner, BadOptionsAndFlagsAreRejectedUpFront) {
+  const Planner planner(bundled("Qwen/Qwen3-0.6B"), registry());
+  PlanOptions o = options_for(0);
+  EXPECT_THROW((void)planner.run(o), UsageError);
+  o = options_for(8);
+  o.gpu = nullptr;
+  EXPECT_THROW((void)planner.run(o), UsageError);
+  o = options_for(8);
+  o.micro_batch_sizes.clear();
+  EXPECT_THROW((void)planner.run(o), UsageError);
+  o = options_for(8);
+  o.base.precision = Precision::kFP8;
+  o.base.transformer_engine = false;
+  try {
+    (void)planner.run(o);
+    ADD_FAILURE() << "expected a LayoutError";
+  } catch (const LayoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("FP8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(planner, ArgsReproduceTheSetup) {
+  TrainingSetup s;
+  s.parallel.tp = 4;
+  s.parallel.etp = 1;
+  s.parallel.ep = 8;
+  s.parallel.world_size = 64;
+  s.pipeline.last_stage_layers = 5;
+  s.recompute.granularity = RecomputeGranularity::kSelective;
+  s.recompute.modules = kRecomputeCoreAttn | kRecomputeMlp;
+  s.optimizer.cpu_offload_fraction = 0.3;
+  s.optimizer.precision_aware = true;
+  s.hidden_dropout = 0.1;
+  s.seq_length = 8192;
+  const std::vector<std::string> a = setup_to_args(s);
+  std::string joined;
+  for (const auto& x : a) joined += (joined.empty() ? "" : " ") + x;
+  for (const char* part : {"--tp 4", "--pp 1", "--ep 8", "--etp 1", "--num-gpus 64", "--num-layers-in-last-pipeline-stage 5",
+                           "--recompute-granularity selective", "--recompute-modules core_attn,mlp",
+                           "--optimizer-cpu-offload-fraction 0.3", "--use-precision-aware-optimizer",
+                           "--hidden-dropout 0.1", "--seq-length 8192"})
+    EXPECT_NE(joined.find(part), std::string::npos) << part << " not in " << joined;
+  EXPECT_EQ(joined.find("--cp"), std::string::npos);
+  EXPECT_EQ(joined.find("--vpp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mme
