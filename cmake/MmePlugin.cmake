@@ -31,7 +31,7 @@ function(mme_add_plugin name)
       CXX_VISIBILITY_PRESET hidden
       VISIBILITY_INLINES_HIDDEN ON
       LIBRARY_OUTPUT_DIRECTORY "${MME_PLUGIN_OUTPUT_DIR}"
-      BUILD_RPATH "$ORIGIN/../.."
+      BUILD_WITH_INSTALL_RPATH ON
       INSTALL_RPATH "$ORIGIN/../..")
     target_compile_options(${module_target} PRIVATE -fno-gnu-unique)
     target_link_options(${module_target} PRIVATE -Wl,--no-undefined)

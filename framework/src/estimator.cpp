@@ -196,10 +196,14 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
       }
     }
   };
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+  // Identical layers count alike: once per layer kind, times the number of layers of that kind.
+  for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
+    const std::int64_t n = im.count_in(ti, 0, m.num_layers);
     std::int64_t t = 0, a = 0;
-    layer_params(im.types[im.layer_type[i]], false, t, a,
-                 [&](const ParamTerm& term) { add(to_string(term.group), term.total, term.active); });
+    layer_params(im.types[ti], false, t, a, [&](const ParamTerm& term) {
+      add(to_string(term.group), checked_mul(n, term.total, "parameter count"),
+          checked_mul(n, term.active, "parameter count"));
+    });
   }
   for (const auto& g : order) {
     out.total += total[g];

@@ -722,6 +722,16 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
                                     "models: {})",
                                     arg, bundled_names(zoo)));
   }
+  // The exact spelling first (one stat per zoo folder), then a case-insensitive scan.
+  for (const auto& dir : zoo) {
+    const std::string folder = arg.substr(0, arg.find('/')) + "--" + arg.substr(arg.find('/') + 1);
+    std::error_code exact_ec;
+    const fs::path exact = dir / folder / "config.json";
+    if (fs::is_regular_file(exact, exact_ec)) {
+      spdlog::debug("{}: bundled config {}", arg, exact.string());
+      return {select_text_config(read_config_file(exact)), arg, exact, "bundled"};
+    }
+  }
   for (const auto& b : list_bundled_models(zoo)) {
     if (lower(b.name) == lower(arg)) {
       spdlog::debug("{}: bundled config {}", arg, b.path.string());

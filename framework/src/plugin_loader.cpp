@@ -112,10 +112,13 @@ void load_plugins(Registry& registry, const std::vector<fs::path>& dirs) {
       continue;
     }
     std::sort(files.begin(), files.end());
+    // Resolve the folder once (the same folder may be named twice, through symlinks or '..'),
+    // not every file: canonicalising costs a readlink per path component.
+    std::error_code ec3;
+    fs::path canonical_dir = fs::weakly_canonical(dir, ec3);
+    if (ec3) canonical_dir = dir;
     for (const auto& f : files) {
-      std::error_code ec3;
-      fs::path canonical = fs::weakly_canonical(f, ec3);
-      if (ec3) canonical = f;
+      const fs::path canonical = canonical_dir / f.filename();
       if (!seen_files.insert(canonical).second) continue;
       load_plugin_file(registry, canonical);
     }
