@@ -167,6 +167,8 @@ int run_estimate(const std::vector<std::string>& args) {
   Estimator estimator(model, registry);
   EstimateOptions eo;
   if (gpu) eo.gpu_architecture = gpu->architecture;
+  // The per-layer breakdown: the verbose report and the JSON document show it.
+  eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>();
   Estimate est;
   try {
     est = estimator.run(setup, eo);

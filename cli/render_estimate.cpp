@@ -232,6 +232,21 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
                   {"fits", f.fits},
                   {"headroom_bytes", f.headroom_bytes}});
   j["fits"] = fj;
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& k : est.layer_kinds) {
+    nlohmann::json params = nlohmann::json::object(), acts = nlohmann::json::object();
+    for (const auto& c : k.components) (c.category == MemoryCategory::kWeights ? params : acts)[c.name] = c.bytes;
+    kinds.push_back({{"attention", k.attention},
+                     {"mlp", k.mlp},
+                     {"layers", k.layers},
+                     {"mtp", k.mtp},
+                     {"parameters", k.parameters},
+                     {"activation_bytes_per_microbatch", k.activation_bytes_per_microbatch},
+                     {"transient_bytes", k.transient_bytes},
+                     {"parameter_terms", params},
+                     {"activation_terms", acts}});
+  }
+  j["layer_kinds"] = kinds;
   j["assumptions"] = est.assumptions;
   j["warnings"] = model.warnings;
   return j;
@@ -334,6 +349,17 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
                        bad, miss_names);
   }
   out << kRule << "\n";
+  if (options.verbose && !est.layer_kinds.empty()) {
+    out << "\nLayer kinds (one layer on one rank, one micro-batch):\n";
+    for (const auto& k : est.layer_kinds) {
+      out << fmt::format("  {} + {}{}: {} parameters, {} of activations, {} transient\n", k.attention, k.mlp,
+                         k.mtp ? " (MTP)" : fmt::format(" x {} layers", k.layers), format_count(k.parameters),
+                         format_bytes(k.activation_bytes_per_microbatch), format_bytes(k.transient_bytes));
+      for (const auto& c : k.components)
+        out << fmt::format("      {:<58} {:>12}\n", c.name,
+                           c.category == MemoryCategory::kWeights ? format_count(c.bytes) : format_bytes(c.bytes));
+    }
+  }
   if (options.verbose) {
     out << "\nAssumptions:\n";
     for (const auto& a : est.assumptions) out << "  - " << a << "\n";
