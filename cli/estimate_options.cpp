@@ -79,17 +79,17 @@ const SwitchFlag kSwitches[] = {
     {"fp16", "Megatron-LM spelling of --precision fp16"},
 };
 
-std::int64_t int_flag(const po::variables_map& vm, const ValueFlag& f, std::int64_t min, std::int64_t max,
-                      std::int64_t fallback) {
+// The value of a flag given under its name or one of its Megatron-LM aliases; UsageError if
+// two spellings disagree.
+std::optional<std::string> value_of(const po::variables_map& vm, const ValueFlag& f) {
   std::vector<const char*> names{f.name};
   names.insert(names.end(), f.aliases.begin(), f.aliases.end());
-  std::optional<std::string> v;
-  for (const char* n : names) {
-    if (!vm.count(n)) continue;
-    const auto& text = vm[n].as<std::string>();
-    if (v && *v != text) throw UsageError(fmt::format("--{} {} and --{} {} disagree", f.name, *v, n, text));
-    v = text;
-  }
+  return get_aliased(vm, names);
+}
+
+std::int64_t int_flag(const po::variables_map& vm, const ValueFlag& f, std::int64_t min, std::int64_t max,
+                      std::int64_t fallback) {
+  const auto v = value_of(vm, f);
   if (!v) return fallback;
   return parse_int(fmt::format("--{}", f.name), *v, min, max);
 }
@@ -100,19 +100,7 @@ const ValueFlag& flag(const char* name) {
   throw std::logic_error(std::string("unknown flag ") + name);
 }
 
-std::optional<std::string> str_flag(const po::variables_map& vm, const char* name) {
-  const ValueFlag& f = flag(name);
-  std::vector<const char*> names{f.name};
-  names.insert(names.end(), f.aliases.begin(), f.aliases.end());
-  std::optional<std::string> v;
-  for (const char* n : names) {
-    if (!vm.count(n)) continue;
-    const auto& text = vm[n].as<std::string>();
-    if (v && *v != text) throw UsageError(fmt::format("--{} {} and --{} {} disagree", f.name, *v, n, text));
-    v = text;
-  }
-  return v;
-}
+std::optional<std::string> str_flag(const po::variables_map& vm, const char* name) { return value_of(vm, flag(name)); }
 
 bool on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
 

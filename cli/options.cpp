@@ -88,7 +88,7 @@ double parse_double(const std::string& flag, const std::string& text, double min
   return v;
 }
 
-std::optional<std::string> get_aliased(const po::variables_map& vm, std::initializer_list<const char*> names) {
+std::optional<std::string> get_aliased(const po::variables_map& vm, const std::vector<const char*>& names) {
   std::optional<std::string> value;
   const char* first = nullptr;
   for (const char* n : names) {

@@ -34,6 +34,9 @@ double parse_double(const std::string& flag, const std::string& text, double min
 
 // The value of an option given under one of several names (aliases); UsageError if two
 // names are given with different values.
-std::optional<std::string> get_aliased(const po::variables_map& vm, std::initializer_list<const char*> names);
+std::optional<std::string> get_aliased(const po::variables_map& vm, const std::vector<const char*>& names);
+inline std::optional<std::string> get_aliased(const po::variables_map& vm, std::initializer_list<const char*> names) {
+  return get_aliased(vm, std::vector<const char*>(names));
+}
 
 }  // namespace mme::cli
