@@ -124,25 +124,22 @@ Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(s
   validate_model_spec(model);
   impl_->model = model;
   auto& im = *impl_;
-  for (const auto& layer : model.layers) {
-    std::size_t idx = im.types.size();
-    for (std::size_t i = 0; i < im.types.size(); ++i)
-      if (im.types[i].spec == layer) idx = i;
-    if (idx == im.types.size()) {
-      LayerType t;
-      t.spec = layer;
-      t.attention = registry.find_layer_model(layer.attention.kind);
-      t.mlp = registry.find_layer_model(layer.mlp.kind);
-      if (!t.attention || t.attention->role() != BlockRole::kAttention)
-        throw PluginError(fmt::format("no layer-memory model for attention kind '{}' is loaded (check `mme plugins`)",
-                                      layer.attention.kind));
-      if (!t.mlp || t.mlp->role() != BlockRole::kMlp)
-        throw PluginError(
-            fmt::format("no layer-memory model for MLP kind '{}' is loaded (check `mme plugins`)", layer.mlp.kind));
-      im.types.push_back(std::move(t));
-    }
-    im.layer_type.push_back(idx);
+  const LayerKinds grouped = group_layer_kinds(im.model);
+  for (const LayerSpec* kind : grouped.kinds) {
+    const LayerSpec& layer = *kind;
+    LayerType t;
+    t.spec = layer;
+    t.attention = registry.find_layer_model(layer.attention.kind);
+    t.mlp = registry.find_layer_model(layer.mlp.kind);
+    if (!t.attention || t.attention->role() != BlockRole::kAttention)
+      throw PluginError(fmt::format("no layer-memory model for attention kind '{}' is loaded (check `mme plugins`)",
+                                    layer.attention.kind));
+    if (!t.mlp || t.mlp->role() != BlockRole::kMlp)
+      throw PluginError(
+          fmt::format("no layer-memory model for MLP kind '{}' is loaded (check `mme plugins`)", layer.mlp.kind));
+    im.types.push_back(std::move(t));
   }
+  im.layer_type = grouped.kind_of_layer;
   im.prefix.assign(im.types.size(), std::vector<std::int64_t>(model.layers.size() + 1, 0));
   for (std::size_t t = 0; t < im.types.size(); ++t)
     for (std::size_t i = 0; i < model.layers.size(); ++i)

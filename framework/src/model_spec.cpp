@@ -17,6 +17,18 @@ void require_positive(const ModelSpec& m, std::string_view field, std::int64_t v
 
 }  // namespace
 
+LayerKinds group_layer_kinds(const ModelSpec& spec) {
+  LayerKinds out;
+  out.kind_of_layer.reserve(spec.layers.size());
+  for (const auto& layer : spec.layers) {
+    std::size_t idx = 0;
+    while (idx < out.kinds.size() && !(*out.kinds[idx] == layer)) ++idx;
+    if (idx == out.kinds.size()) out.kinds.push_back(&layer);
+    out.kind_of_layer.push_back(idx);
+  }
+  return out;
+}
+
 void validate_model_spec(const ModelSpec& m) {
   constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
   constexpr std::int64_t kCount = ConfigReader::kMaxCount;

@@ -325,58 +325,55 @@ Planner::Planner(const ModelSpec& model, const Registry& registry)
   TrainingSetup base;
   base.parallel.world_size = 1;
   base = resolve_setup(base);
-  for (const auto& layer : m.layers) {
-    std::size_t idx = im.types.size();
-    for (std::size_t i = 0; i < im.types.size(); ++i)
-      if (im.types[i].spec == layer) idx = i;
-    if (idx == im.types.size()) {
-      LayerType t;
-      t.spec = layer;
-      // The estimator has checked that both kinds are loaded.
-      t.attention = registry.find_layer_model(layer.attention.kind);
-      t.mlp = registry.find_layer_model(layer.mlp.kind);
-      BlockContext ctx{m, t.spec, base};
-      BlockParams bp;
-      for (const LayerMemoryModel* block : {t.attention, t.mlp}) {
-        bp.terms.clear();
-        block->parameters(ctx, bp);
-        for (const auto& term : bp.terms) {
-          const auto total = static_cast<double>(term.total);
-          const auto active = static_cast<double>(term.active);
-          switch (term.shard) {
-            case ShardClass::kTensorParallel: t.w_tp += total; break;
-            case ShardClass::kReplicated: t.w_rep += total; break;
-            case ShardClass::kExpert: t.w_exp += total; break;
-          }
-          if (term.group == ParamGroup::kNorms) continue;  // no GEMM
-          if (term.shard == ShardClass::kExpert) t.expert_active += active;
-          else if (block == t.attention) t.attn_active += active;
-          else t.mlp_active += active;
-          if (term.group == ParamGroup::kSharedExperts) t.shared_active += active;
+  const LayerKinds grouped = group_layer_kinds(m);
+  for (const LayerSpec* kind : grouped.kinds) {
+    const LayerSpec& layer = *kind;
+    LayerType t;
+    t.spec = layer;
+    // The estimator has checked that both kinds are loaded.
+    t.attention = registry.find_layer_model(layer.attention.kind);
+    t.mlp = registry.find_layer_model(layer.mlp.kind);
+    BlockContext ctx{m, t.spec, base};
+    BlockParams bp;
+    for (const LayerMemoryModel* block : {t.attention, t.mlp}) {
+      bp.terms.clear();
+      block->parameters(ctx, bp);
+      for (const auto& term : bp.terms) {
+        const auto total = static_cast<double>(term.total);
+        const auto active = static_cast<double>(term.active);
+        switch (term.shard) {
+          case ShardClass::kTensorParallel: t.w_tp += total; break;
+          case ShardClass::kReplicated: t.w_rep += total; break;
+          case ShardClass::kExpert: t.w_exp += total; break;
         }
+        if (term.group == ParamGroup::kNorms) continue;  // no GEMM
+        if (term.shard == ShardClass::kExpert) t.expert_active += active;
+        else if (block == t.attention) t.attn_active += active;
+        else t.mlp_active += active;
+        if (term.group == ParamGroup::kSharedExperts) t.shared_active += active;
       }
-      const auto& a = layer.attention;
-      const double heads = static_cast<double>(a.num_heads);
-      if (a.qk_head_dim + a.qk_pos_emb_head_dim > 0 && a.v_head_dim > 0) {
-        // Multi-latent attention's head dims: K and V are expanded per head before the core.
-        const double dqk = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
-        const double dv = static_cast<double>(a.v_head_dim);
-        t.core_width = heads * (dqk + dv);
-        t.kv_width = heads * (dqk + dv);
-      } else {
-        const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels
-                                                                : (a.num_heads > 0 ? m.hidden_size / a.num_heads : 0));
-        const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
-        t.core_width = heads * 2 * d;
-        t.kv_width = groups * 2 * d;
-      }
-      t.moe = layer.mlp.num_experts > 0;
-      t.top_k = static_cast<double>(layer.mlp.top_k);
-      im.types.push_back(std::move(t));
     }
-    im.layer_type.push_back(idx);
+    const auto& a = layer.attention;
+    const double heads = static_cast<double>(a.num_heads);
+    if (a.qk_head_dim + a.qk_pos_emb_head_dim > 0 && a.v_head_dim > 0) {
+      // Multi-latent attention's head dims: K and V are expanded per head before the core.
+      const double dqk = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
+      const double dv = static_cast<double>(a.v_head_dim);
+      t.core_width = heads * (dqk + dv);
+      t.kv_width = heads * (dqk + dv);
+    } else {
+      const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels
+                                                              : (a.num_heads > 0 ? m.hidden_size / a.num_heads : 0));
+      const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
+      t.core_width = heads * 2 * d;
+      t.kv_width = groups * 2 * d;
+    }
+    t.moe = layer.mlp.num_experts > 0;
+    t.top_k = static_cast<double>(layer.mlp.top_k);
+    im.types.push_back(std::move(t));
     im.any_moe = im.any_moe || layer.mlp.num_experts > 0;
   }
+  im.layer_type = grouped.kind_of_layer;
   im.mtp_type = im.layer_type.back();
 }
 

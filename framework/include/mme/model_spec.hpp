@@ -93,6 +93,14 @@ struct ModelSpec {
   const LayerSpec& mtp_layer_spec() const { return layers.back(); }
 };
 
+// The distinct layer specs of a model (in order of first appearance) and, for each decoder
+// layer, the index of its kind. Engines evaluate a kind once and multiply.
+struct LayerKinds {
+  std::vector<const LayerSpec*> kinds;
+  std::vector<std::size_t> kind_of_layer;
+};
+LayerKinds group_layer_kinds(const ModelSpec& spec);
+
 // Checks a spec for internal consistency (sizes positive, layer count matches, kinds
 // named, heads divide). Throws ConfigError naming the field.
 void validate_model_spec(const ModelSpec& spec);
