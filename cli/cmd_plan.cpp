@@ -44,6 +44,7 @@ po::options_description visible_options() {
       ("threads", po::value<std::string>(), "worker threads (default: every core)")
       ("revision", po::value<std::string>(), "hub revision to download (default main)");
   add_setup_options(d, hidden);
+  add_hardware_file_option(d);
   d.add(common_options());
   return d;
 }
@@ -254,6 +255,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm.count("threads")) o.threads = static_cast<unsigned>(parse_int("--threads", vm["threads"].as<std::string>(), 1, 4096));
 
   Registry registry;
+  use_hardware_files(vm);
   load_registry(registry, common);
   if (vm.count("gpu")) {
     const std::string name = vm["gpu"].as<std::string>();
