@@ -45,7 +45,7 @@ std::int64_t dtype_bytes(DType d) {
   return 4;
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
 // One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
 struct LayerType {
@@ -55,12 +55,13 @@ struct LayerType {
 };
 
 // A layer type evaluated under one layout.
+// Sizes are CheckedInt (checked.hpp): every sum and product below is checked for overflow.
 struct TypeEval {
-  std::int64_t tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
-  std::int64_t fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
-  std::int64_t saved = 0;          // bytes kept for backward per micro-batch
-  std::int64_t transient = 0;      // working bytes at the layer's busiest moment
-  std::int64_t global_buffer = 0;  // Megatron global memory buffer the layer gathers into
+  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
+  CheckedInt fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
+  CheckedInt saved = 0;          // bytes kept for backward per micro-batch
+  CheckedInt transient = 0;      // working bytes at the layer's busiest moment
+  CheckedInt global_buffer = 0;  // Megatron global memory buffer the layer gathers into
   BlockParams attn_params, mlp_params;
   BlockActivations attn_acts, mlp_acts;
   std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
@@ -87,15 +88,15 @@ class ComponentSink {
   explicit ComponentSink(bool enabled) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
   // Names are few (tens per stage): a linear scan beats hashing or a tree here.
-  void add(MemoryCategory cat, std::string_view name, std::int64_t bytes) {
+  void add(MemoryCategory cat, std::string_view name, CheckedInt bytes) {
     if (!enabled_ || bytes == 0) return;
     for (auto& c : items_) {
       if (c.category == cat && c.name == name) {
-        c.bytes += bytes;
+        c.bytes = (bytes + c.bytes).value();
         return;
       }
     }
-    items_.push_back(Component{std::string(name), cat, bytes});
+    items_.push_back(Component{std::string(name), cat, bytes.value()});
   }
   std::vector<Component> take() { return std::move(items_); }
 
@@ -162,23 +163,23 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
   TrainingSetup setup;
   setup.parallel.world_size = 1;
   setup = resolve_setup(setup);
-  std::map<std::string, std::int64_t> total, active;
+  std::map<std::string, CheckedInt> total, active;
   std::vector<std::string> order;
-  auto add = [&](const std::string& group, std::int64_t t, std::int64_t a) {
+  auto add = [&](const std::string& group, CheckedInt t, CheckedInt a) {
     if (!total.count(group)) order.push_back(group);
     total[group] += t;
     active[group] += a;
   };
-  const std::int64_t h = m.hidden_size;
-  const std::int64_t norm = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const CheckedInt h = m.hidden_size;
+  const CheckedInt norm = CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
   ParamCount out;
   // Word embedding (HF checkpoints store the unpadded vocabulary) and, untied, the output head.
-  add("embedding", m.vocab_size * h, m.vocab_size * h);
+  add("embedding", h * m.vocab_size, h * m.vocab_size);
   if (m.position_embedding == PositionEmbedding::kLearnedAbsolute)
-    add("position_embedding", m.max_position_embeddings * h, m.max_position_embeddings * h);
-  if (!m.tie_embeddings) add("output_layer", m.vocab_size * h, m.vocab_size * h);
+    add("position_embedding", h * m.max_position_embeddings, h * m.max_position_embeddings);
+  if (!m.tie_embeddings) add("output_layer", h * m.vocab_size, h * m.vocab_size);
   add("norms", norm, norm);  // final norm
-  auto layer_params = [&](const LayerType& lt, bool is_mtp, std::int64_t& t, std::int64_t& a,
+  auto layer_params = [&](const LayerType& lt, bool is_mtp, CheckedInt& t, CheckedInt& a,
                           const std::function<void(const ParamTerm&)>& each) {
     BlockContext ctx{m, lt.spec, setup};
     ctx.is_mtp = is_mtp;
@@ -195,26 +196,29 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
   };
   // Identical layers count alike: once per layer kind, times the number of layers of that kind.
   for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
-    const std::int64_t n = im.count_in(ti, 0, m.num_layers);
-    std::int64_t t = 0, a = 0;
+    const CheckedInt n = im.count_in(ti, 0, m.num_layers);
+    CheckedInt t = 0, a = 0;
     layer_params(im.types[ti], false, t, a, [&](const ParamTerm& term) {
-      add(to_string(term.group), checked_mul(n, term.total, "parameter count"),
-          checked_mul(n, term.active, "parameter count"));
+      add(to_string(term.group), n * term.total, n * term.active);
     });
   }
+  CheckedInt sum_total = 0, sum_active = 0;
   for (const auto& g : order) {
-    out.total += total[g];
-    out.active += active[g];
-    out.breakdown.emplace_back(g, total[g]);
-    out.active_breakdown.emplace_back(g, active[g]);
+    sum_total += total[g];
+    sum_active += active[g];
+    out.breakdown.emplace_back(g, total[g].value());
+    out.active_breakdown.emplace_back(g, active[g].value());
   }
+  out.total = sum_total.value();
+  out.active = sum_active.value();
   // MTP depth: a transformer layer of the last layer's kind + enorm, hnorm, eh_proj (2h -> h)
   // and its own final norm (multi_token_prediction.py MultiTokenPredictionLayer); the
   // embedding and output head are shared with the main model.
-  for (std::int64_t d = 0; d < m.mtp_num_layers; ++d) {
-    std::int64_t t = 0, a = 0;
+  // Every depth is alike: one depth's count times the depth.
+  if (m.mtp_num_layers > 0) {
+    CheckedInt t = 0, a = 0;
     layer_params(im.types[im.mtp_type], true, t, a, [](const ParamTerm&) {});
-    out.mtp += t + 3 * norm + 2 * h * h;
+    out.mtp = ((t + 3 * norm + 2 * h * h) * m.mtp_num_layers).value();
   }
   if (out.mtp > 0) out.breakdown.emplace_back("mtp", out.mtp);
   return out;
@@ -239,19 +243,19 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   const ParallelLayout& par = s.parallel;
 
   const std::int64_t t = par.tp, c = par.cp, p = par.pp;
-  const std::int64_t h = m.hidden_size;
+  const CheckedInt h = m.hidden_size;
   const bool sp = sequence_parallel_on(par);
-  const std::int64_t tokens = s.seq_length * s.micro_batch_size / c;  // T per CP rank
-  const std::int64_t local_tokens = sp ? tokens / t : tokens;
+  const CheckedInt tokens = CheckedInt(s.seq_length) * s.micro_batch_size / c;  // T per CP rank
+  const CheckedInt local_tokens = sp ? tokens / t : tokens;
   const bool fp8 = s.precision == Precision::kFP8;
   // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
   const std::int64_t act_bytes = s.precision == Precision::kFP32 ? 4 : 2;
   const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
   const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
-  const std::int64_t norm_params = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const CheckedInt norm_params = CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
   const std::int64_t vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
-  const std::int64_t vocab_local = vocab / t;
-  checked_mul(checked_mul(tokens, vocab_local, "logits"), 8, "logits bytes");
+  const CheckedInt vocab_local = vocab / t;
+  checked_mul(checked_mul(tokens.value(), vocab_local.value(), "logits"), 8, "logits bytes");
 
   auto make_ctx = [&](const LayerType& lt, bool is_mtp) {
     BlockContext ctx{m, lt.spec, s};
@@ -260,8 +264,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     ctx.ep = par.ep;
     ctx.etp = effective_etp(par);
     ctx.sequence_parallel = sp;
-    ctx.tokens = tokens;
-    ctx.local_tokens = local_tokens;
+    ctx.tokens = tokens.value();
+    ctx.local_tokens = local_tokens.value();
     ctx.act_bytes = act_bytes;
     ctx.linear_input_bytes = fp8 ? 1 : act_bytes;
     ctx.hidden_dropout = hidden_dropout;
@@ -282,7 +286,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       lt.attention->activations(ctx, e.attn_acts);
       lt.mlp->activations(ctx, e.mlp_acts);
     });
-    e.saved = sum_saved(e.attn_acts) + sum_saved(e.mlp_acts);
+    e.saved = CheckedInt(sum_saved(e.attn_acts)) + sum_saved(e.mlp_acts);
     if (options.components)
       for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
         for (const auto& term : acts->saved) e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
@@ -309,7 +313,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // only its input hidden states, [s/TP (SP), b, h] per micro-batch.
   const auto& rc = s.recompute;
   const bool full_recompute = rc.granularity == RecomputeGranularity::kFull;
-  const std::int64_t layer_input_bytes = act_bytes * local_tokens * h;
+  const CheckedInt layer_input_bytes = act_bytes * local_tokens * h;
 
   // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
   const auto& opt = s.optimizer;
@@ -365,7 +369,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   {
     const ParamCount& pc = im.params;
     est.model = ModelSummary{m.name, m.family, m.model_type, m.adapter, pc.total, pc.active, pc.mtp, vocab,
-                             m.num_layers, h};
+                             m.num_layers, h.value()};
   }
   if (options.components && options.layer_breakdown) {
     auto describe = [&](const LayerType& lt, const TypeEval& e, std::int64_t count, bool mtp) {
@@ -374,9 +378,9 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       k.mlp = lt.spec.mlp.kind;
       k.layers = count;
       k.mtp = mtp;
-      k.parameters = e.tp_params + e.rep_params + e.exp_params;
-      k.activation_bytes_per_microbatch = e.saved;
-      k.transient_bytes = e.transient;
+      k.parameters = (e.tp_params + e.rep_params + e.exp_params).value();
+      k.activation_bytes_per_microbatch = e.saved.value();
+      k.transient_bytes = e.transient.value();
       for (const auto* bp : {&e.attn_params, &e.mlp_params})
         for (const auto& term : bp->terms)
           k.components.push_back({fmt::format("parameters/{}", term.name), MemoryCategory::kWeights, term.per_rank});
@@ -397,8 +401,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     ComponentSink comps(options.components);
     const std::vector<std::int64_t> inflight = inflight_microbatches(p, v, r, s.num_micro_batches);
 
-    std::int64_t tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
-    std::int64_t saved = 0, transient = 0, sp_gather_buffer = 0;
+    CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
+    CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
     for (std::int64_t vr = 0; vr < v; ++vr) {
       const ChunkLayout& ch = part.at(r, vr);
       const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -410,16 +414,16 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       ce.embedding = ch.embedding;
       ce.loss = ch.loss;
       ce.inflight_microbatches = mb;
-      std::int64_t chunk_act = 0;
-      auto act = [&](std::string_view name, std::int64_t bytes_per_mb) {
+      CheckedInt chunk_act = 0;
+      auto act = [&](std::string_view name, CheckedInt bytes_per_mb) {
         chunk_act += bytes_per_mb;
-        comps.add(MemoryCategory::kActivations, name, bytes_per_mb * mb);
+        if (comps.enabled()) comps.add(MemoryCategory::kActivations, name, bytes_per_mb * mb);
       };
 
       // Decoder layers and MTP layers of the chunk, in order.
-      std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
-      std::int64_t max_layer_saved = 0;
-      auto account_layers = [&](const TypeEval& e, std::int64_t n, std::int64_t recomputed) {
+      const std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
+      CheckedInt max_layer_saved = 0;
+      auto account_layers = [&](const TypeEval& e, CheckedInt n, CheckedInt recomputed) {
         tp_params += n * e.tp_params;
         rep_params += n * e.rep_params;
         exp_params += n * e.exp_params;
@@ -427,10 +431,12 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         transient = std::max(transient, e.transient);
         sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
         max_layer_saved = std::max(max_layer_saved, e.saved);
-        const std::int64_t full = n - recomputed;
+        const CheckedInt full = n - recomputed;
         if (full > 0) {
           chunk_act += full * e.saved;
-          for (const auto& [name, bytes] : e.named_saved) comps.add(MemoryCategory::kActivations, name, full * bytes * mb);
+          if (comps.enabled())
+            for (const auto& [name, bytes] : e.named_saved)
+              comps.add(MemoryCategory::kActivations, name, full * bytes * mb);
         }
         if (recomputed > 0) act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
       };
@@ -442,7 +448,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
           recompute_left = std::min(rc.num_layers, layers_in_chunk);
         } else {
           recompute_left = layers_in_chunk;
-          groups = ceil_div(layers_in_chunk, rc.num_layers);
+          groups = ceil_div(layers_in_chunk, rc.num_layers).value();
         }
       }
       for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
@@ -460,8 +466,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       if (full_recompute && rc.method == RecomputeMethod::kUniform && groups > 0) {
         // Uniform: only each group of N layers keeps its input; the per-layer inputs counted
         // above become one per group.
-        const std::int64_t kept = groups * layer_input_bytes;
-        const std::int64_t counted = layers_in_chunk * layer_input_bytes;
+        const CheckedInt kept = groups * layer_input_bytes;
+        const CheckedInt counted = layers_in_chunk * layer_input_bytes;
         act("activations/recompute_layer_inputs", kept - counted);
         // The group re-materialised during backward: N layers of one micro-batch
         // (recompute.py CheckpointFunction.backward).
@@ -473,7 +479,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       if (ch.embedding) {
         // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel.
         tp_params += vocab_local * h;
-        if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) rep_params += m.max_position_embeddings * h;
+        if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) rep_params += h * m.max_position_embeddings;
         // Embedding lookup keeps the int64 token ids of the micro-batch for backward.
         act("activations/embedding/token_ids", 8 * tokens);
         // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
@@ -481,20 +487,20 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       }
       if (ch.mtp_layers > 0) {
         // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
-        tp_params += ch.mtp_layers * 2 * h * h / t;
-        fp8_params += ch.mtp_layers * 2 * h * h / t;
-        rep_params += ch.mtp_layers * 3 * norm_params;
+        tp_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
+        fp8_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
+        rep_params += CheckedInt(ch.mtp_layers) * 3 * norm_params;
         // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
         // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
-        act("activations/mtp/token_ids", ch.mtp_layers * 8 * tokens);
-        act("activations/mtp/norms_and_eh_proj", ch.mtp_layers * act_bytes * local_tokens * h * (4 + 2 + 2));
+        act("activations/mtp/token_ids", CheckedInt(ch.mtp_layers) * 8 * tokens);
+        act("activations/mtp/norms_and_eh_proj", CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
       }
       if (ch.loss) {
         // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight
         // only when the same stage holds the embedding (gpt_model.py, pre_process).
         rep_params += norm_params;
         if (!(m.tie_embeddings && p == 1)) tp_params += vocab_local * h;
-        const std::int64_t heads = 1 + ch.mtp_layers;  // main loss + one per MTP depth
+        const CheckedInt heads = CheckedInt(1) + ch.mtp_layers;  // main loss + one per MTP depth
         // Final norm keeps its input; the output layer keeps its (sequence-local) input.
         act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
         if (s.cross_entropy_fusion) {
@@ -511,7 +517,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
         if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
       }
-      ce.activation_bytes_per_microbatch = chunk_act;
+      ce.activation_bytes_per_microbatch = chunk_act.value();
       saved += chunk_act * mb;
       st.layers += ch.num_layers;
       st.mtp_layers += ch.mtp_layers;
@@ -520,34 +526,38 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
 
     // Static memory.
-    const std::int64_t dense_params = tp_params + rep_params;
-    st.parameters = dense_params + exp_params;
-    st.expert_parameters = exp_params;
-    std::int64_t weight = param_b * st.parameters;
+    const CheckedInt dense_params = tp_params + rep_params;
+    const CheckedInt parameters = dense_params + exp_params;
+    st.parameters = parameters.value();
+    st.expert_parameters = exp_params.value();
+    CheckedInt weight = param_b * parameters;
     if (s.fp8_param_gather) weight -= (param_b - 1) * fp8_params;  // uint8 param buffer for FP8 GEMM weights
-    st.weight_bytes = weight;
-    st.gradient_bytes = grad_b * st.parameters;
-    auto shard = [&](std::int64_t bytes_per_param, std::int64_t count, std::int64_t shards) {
-      const double b = static_cast<double>(ceil_div(checked_mul(bytes_per_param, count, "optimizer bytes"), shards));
-      return static_cast<std::int64_t>(b * keep_on_gpu + 0.5);
+    st.weight_bytes = weight.value();
+    const CheckedInt gradient_bytes = grad_b * parameters;
+    st.gradient_bytes = gradient_bytes.value();
+    auto shard = [&](std::int64_t bytes_per_param, CheckedInt count, std::int64_t shards) -> CheckedInt {
+      const CheckedInt bytes = ceil_div(count * bytes_per_param, shards);
+      if (keep_on_gpu >= 1.0) return bytes;
+      const double kept = static_cast<double>(bytes.value()) * keep_on_gpu + 0.5;
+      return kept < 0x1p63 ? static_cast<std::int64_t>(kept) : bytes.value();
     };
-    std::int64_t optim = 0;
+    CheckedInt optim = 0;
     const std::int64_t state_b = main_param_b + exp_avg_b + exp_avg_sq_b + main_grad_copy_b;
     if (muon) {
       // Muon: one fp32 momentum for 2-D GEMM weights, Adam for the rest (emerging_optimizers.py).
       const std::int64_t muon_b = main_param_b + 4 + main_grad_copy_b;
-      const std::int64_t muon_dense = std::min(fp8_params, dense_params) - std::min(fp8_params, exp_params);
-      optim = shard(muon_b, std::max<std::int64_t>(muon_dense, 0), dense_shards) +
-              shard(state_b, dense_params - std::max<std::int64_t>(muon_dense, 0), dense_shards) +
+      const CheckedInt muon_dense = std::max(std::min(fp8_params, dense_params) - std::min(fp8_params, exp_params),
+                                             CheckedInt(0));
+      optim = shard(muon_b, muon_dense, dense_shards) + shard(state_b, dense_params - muon_dense, dense_shards) +
               shard(muon_b, exp_params, expert_shards);
       comps.add(MemoryCategory::kOptimizer, "optimizer/muon_and_adam_states", optim);
     } else {
-      const std::int64_t main_dense = shard(main_param_b, dense_params, dense_shards);
-      const std::int64_t main_exp = shard(main_param_b, exp_params, expert_shards);
-      const std::int64_t moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
-      const std::int64_t moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
-      const std::int64_t grad_copy = shard(main_grad_copy_b, dense_params, dense_shards) +
-                                     shard(main_grad_copy_b, exp_params, expert_shards);
+      const CheckedInt main_dense = shard(main_param_b, dense_params, dense_shards);
+      const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards);
+      const CheckedInt moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
+      const CheckedInt moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
+      const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards) +
+                                   shard(main_grad_copy_b, exp_params, expert_shards);
       optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
       // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
       comps.add(MemoryCategory::kOptimizer, "optimizer/main_params", main_dense + main_exp);
@@ -555,14 +565,14 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       comps.add(MemoryCategory::kOptimizer, "optimizer/adam_moments", moments_dense + moments_exp);
       comps.add(MemoryCategory::kOptimizer, "optimizer/fp32_main_grads", grad_copy);
     }
-    st.optimizer_bytes = optim;
+    st.optimizer_bytes = optim.value();
     comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
     comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
-    comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", st.gradient_bytes);
+    comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
 
-    std::int64_t other = te_workspace + 2 * torch_workspace;
+    CheckedInt other = te_workspace + 2 * CheckedInt(torch_workspace);
     comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
-    comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * torch_workspace);
+    comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * CheckedInt(torch_workspace));
     if (grouped_gemm) {
       // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
       // (get_multi_stream_cublas_workspace, 4 streams).
@@ -576,10 +586,12 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       other += 2 * fp8_params;
       comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", 2 * fp8_params);
     }
-    st.other_bytes = other;
-    st.activation_bytes = saved + transient;
-    st.static_bytes = st.weight_bytes + st.gradient_bytes + st.optimizer_bytes + st.other_bytes;
-    st.total_bytes = st.static_bytes + st.activation_bytes;
+    st.other_bytes = other.value();
+    const CheckedInt activation_bytes = saved + transient;
+    const CheckedInt static_bytes = weight + gradient_bytes + optim + other;
+    st.activation_bytes = activation_bytes.value();
+    st.static_bytes = static_bytes.value();
+    st.total_bytes = (static_bytes + activation_bytes).value();
     st.inflight_microbatches = inflight.front();
     st.components = comps.take();
     if (st.total_bytes > best_total) {

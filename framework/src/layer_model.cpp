@@ -1,36 +1,38 @@
 #include "mme/layer_model.hpp"
 
+#include "mme/checked.hpp"
+
 namespace mme {
 
 std::int64_t sum_per_rank(const BlockParams& p, ShardClass shard) {
-  std::int64_t s = 0;
+  CheckedInt s = 0;
   for (const auto& t : p.terms)
     if (t.shard == shard) s += t.per_rank;
-  return s;
+  return s.value();
 }
 
 std::int64_t sum_per_rank(const BlockParams& p) {
-  std::int64_t s = 0;
+  CheckedInt s = 0;
   for (const auto& t : p.terms) s += t.per_rank;
-  return s;
+  return s.value();
 }
 
 std::int64_t sum_total(const BlockParams& p) {
-  std::int64_t s = 0;
+  CheckedInt s = 0;
   for (const auto& t : p.terms) s += t.total;
-  return s;
+  return s.value();
 }
 
 std::int64_t sum_active(const BlockParams& p) {
-  std::int64_t s = 0;
+  CheckedInt s = 0;
   for (const auto& t : p.terms) s += t.active;
-  return s;
+  return s.value();
 }
 
 std::int64_t sum_saved(const BlockActivations& a) {
-  std::int64_t s = 0;
+  CheckedInt s = 0;
   for (const auto& t : a.saved) s += t.bytes;
-  return s;
+  return s.value();
 }
 
 const char* to_string(ParamGroup g) {

@@ -240,8 +240,12 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (a.has("num-layers-per-virtual-pipeline-stage"))
     s.pipeline.layers_per_virtual_stage = int_arg(a, "num-layers-per-virtual-pipeline-stage");
   if (a.has("world-size")) p.world_size = int_arg(a, "world-size");
-  if (a.has("nnodes") && a.has("nproc-per-node"))
-    p.world_size = int_arg(a, "nnodes") * int_arg(a, "nproc-per-node");
+  if (a.has("nnodes") && a.has("nproc-per-node")) {
+    const std::int64_t nodes = int_arg(a, "nnodes"), per_node = int_arg(a, "nproc-per-node");
+    if (__builtin_mul_overflow(nodes, per_node, &p.world_size) || p.world_size > kMaxWorldSize)
+      throw UsageError(fmt::format("--nnodes {} x --nproc-per-node {} is more than {} GPUs, which no real run uses",
+                                   nodes, per_node, kMaxWorldSize));
+  }
   // Megatron-LM's defaults: sequence parallelism and the distributed optimizer are off
   // unless asked for.
   p.sequence_parallel = a.enabled("sequence-parallel");
@@ -329,6 +333,9 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_
   };
   if (t.empty()) return fail("empty");
   if (std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    // Every N-th layer: an N beyond the layer count means only layer 0 (and 18 digits fit a long).
+    const std::size_t digits = t.size() - std::min(t.find_first_not_of('0'), t.size());
+    if (digits > 18) return fail("the interval is larger than any model's layer count");
     const long n = std::stol(t);
     if (n <= 0) return fail("must be positive");
     std::vector<int> out(static_cast<std::size_t>(num_layers));
@@ -361,8 +368,10 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_
       repeat = std::stol(t.substr(pos + 1, end - pos - 1));
       pos = end;
     }
+    // Checked before the list is built: "[1,1,1]*999999" must not allocate millions of entries.
+    if (static_cast<std::int64_t>(items.size()) * repeat > num_layers - static_cast<std::int64_t>(out.size()))
+      return fail("longer than the number of layers");
     for (long k = 0; k < repeat; ++k) out.insert(out.end(), items.begin(), items.end());
-    if (static_cast<std::int64_t>(out.size()) > num_layers) return fail("longer than the number of layers");
     if (pos < t.size()) {
       if (t[pos] != '+') return fail("expected '+' at position " + std::to_string(pos));
       ++pos;

@@ -35,6 +35,9 @@ void validate_model_spec(const ModelSpec& m) {
   require_positive(m, "num_layers", m.num_layers, kCount);
   require_positive(m, "hidden_size", m.hidden_size, kDim);
   require_positive(m, "vocab_size", m.vocab_size, kDim);
+  if (m.max_position_embeddings < 0 || m.max_position_embeddings > kDim)
+    throw ConfigError(fmt::format("{}: max_position_embeddings must be between 0 and {}, got {}", m.name, kDim,
+                                  m.max_position_embeddings));
   if (static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
     throw ConfigError(fmt::format("{}: {} layer specs for num_layers = {}", m.name, m.layers.size(), m.num_layers));
   if (m.mtp_num_layers < 0 || m.mtp_num_layers > kCount)

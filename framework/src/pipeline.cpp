@@ -156,6 +156,9 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     const std::int64_t last = split.last_stage_layers.value_or(-1);
     if ((split.first_stage_layers && first < 0) || (split.last_stage_layers && last < 0))
       throw LayoutError("pipeline-stage layer counts must not be negative");
+    if (first > L || last > L)
+      throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
+                                    std::max(first, last), L));
     std::int64_t rest = L;
     std::int64_t others = p;
     if (split.first_stage_layers) rest -= first, --others;
@@ -251,7 +254,9 @@ std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, 
   // Interleaved 1F1B (schedules.py): warmup = 2 (p - r - 1) + (v - 1) * G with G = p, capped by
   // the total number of chunk forward passes; the peak follows one more forward pass.
   std::int64_t total = 2 * (p - r - 1) + (v - 1) * p + 1;
-  if (m > 0) total = std::min(total, m * v);
+  // m x v: m is at most the global batch size (2^40) and v at most 2^20, but a total beyond
+  // `total` needs no exact product.
+  if (m > 0 && m <= total / v) total = std::min(total, m * v);
   // Forward pass k runs chunk (k mod (p v)) / p.
   const std::int64_t period = p * v;
   const std::int64_t full = total / period;

@@ -310,10 +310,18 @@ Figures figures_of(const PlanOptions& o) {
 
 std::int64_t max_tp_of(const PlanOptions& o) { return o.max_tp > 0 ? o.max_tp : o.gpus_per_node; }
 
-std::int64_t nominal_sequences(const PlanOptions& o) {
-  if (o.base.global_batch_size > 0) return o.base.global_batch_size;
+// In floating point: GPUs (up to 2^40) x micro-batch (up to 2^24) need not fit in 64 bits.
+double nominal_sequences(const PlanOptions& o) {
+  if (o.base.global_batch_size > 0) return static_cast<double>(o.base.global_batch_size);
   const std::int64_t largest = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  return o.num_gpus * largest;
+  return static_cast<double>(o.num_gpus) * static_cast<double>(largest);
+}
+
+// a x b x c, or nullopt when it does not fit in 64 bits (then it divides no GPU count).
+std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t ab = 0, abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) return std::nullopt;
+  return abc;
 }
 
 }  // namespace
@@ -608,13 +616,17 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
           q.etp = etp;
           for (std::size_t i = 0; i < sp.pp_splits.size(); ++i) {
             const std::int64_t p = sp.pp_splits[i].pp;
-            if (N % (tp * cp * p) != 0 || N % (etp * ep * p) != 0) continue;
+            const auto model_parallel = product3(tp, cp, p), expert_parallel = product3(etp, ep, p);
+            if (!model_parallel || !expert_parallel || N % *model_parallel != 0 || N % *expert_parallel != 0) continue;
             SlicePp spp;
             spp.splits = static_cast<std::uint32_t>(i);
-            const std::int64_t dp = N / (tp * cp * p);
+            const std::int64_t dp = N / *model_parallel;
             for (std::size_t b = 0; b < o.micro_batch_sizes.size(); ++b) {
               const std::int64_t mbs = o.micro_batch_sizes[b];
-              if (o.base.global_batch_size > 0 && o.base.global_batch_size % (mbs * dp) != 0) continue;
+              std::int64_t per_step = 0;
+              if (o.base.global_batch_size > 0 && (__builtin_mul_overflow(mbs, dp, &per_step) ||
+                                                   o.base.global_batch_size % per_step != 0))
+                continue;
               spp.mbs.push_back(static_cast<std::uint32_t>(b));
             }
             if (spp.mbs.empty()) continue;
@@ -804,7 +816,7 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   // per micro-batch; neighbouring stages are N / PP ranks apart, in one node only if N fits.
   if (l.pp > 1) s.pp_seconds = 2 * v * c.p2p_bytes / (N <= o.gpus_per_node ? f.link : f.inter);
   worst += s.pp_seconds;
-  const double sequences = static_cast<double>(nominal_sequences(o));
+  const double sequences = nominal_sequences(o);
   s.micro_batches = sequences / (static_cast<double>(l.micro_batch_size) * static_cast<double>(l.dp));
   s.bubble = (p - 1) / (s.micro_batches * v + p - 1);
   s.stage_seconds = worst;

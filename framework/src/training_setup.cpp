@@ -16,28 +16,35 @@ namespace mme {
 
 namespace {
 
-void require_positive(std::string_view flag, std::int64_t v) {
+void require_positive(std::string_view flag, std::int64_t v, std::int64_t max) {
   if (v <= 0) throw LayoutError(fmt::format("{} must be a positive integer, got {}", flag, v));
+  if (v > max) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, v, max));
 }
 
 }  // namespace
 
 TrainingSetup resolve_setup(TrainingSetup s) {
   auto& p = s.parallel;
-  require_positive("--tp", p.tp);
-  require_positive("--pp", p.pp);
-  require_positive("--vpp", p.vpp);
-  require_positive("--ep", p.ep);
-  require_positive("--cp", p.cp);
-  require_positive("--num-gpus", p.world_size);
+  require_positive("--tp", p.tp, kMaxParallelSize);
+  require_positive("--pp", p.pp, kMaxParallelSize);
+  require_positive("--vpp", p.vpp, kMaxParallelSize);
+  require_positive("--ep", p.ep, kMaxParallelSize);
+  require_positive("--cp", p.cp, kMaxParallelSize);
+  require_positive("--num-gpus", p.world_size, kMaxWorldSize);
   if (p.etp < 0) throw LayoutError(fmt::format("--etp must be a positive integer, got {}", p.etp));
-  require_positive("--micro-batch-size", s.micro_batch_size);
-  require_positive("--seq-length", s.seq_length);
+  if (p.etp > 0) require_positive("--etp", p.etp, kMaxParallelSize);
+  require_positive("--micro-batch-size", s.micro_batch_size, kMaxSequenceSize);
+  require_positive("--seq-length", s.seq_length, kMaxSequenceSize);
+  if (s.seq_length * s.micro_batch_size > kMaxMicroBatchTokens)  // both at most 2^24: the product fits
+    throw LayoutError(fmt::format("--seq-length {} x --micro-batch-size {} = {} tokens per micro-batch is more than {}, "
+                                  "which no real run uses",
+                                  s.seq_length, s.micro_batch_size, s.seq_length * s.micro_batch_size,
+                                  kMaxMicroBatchTokens));
   if (s.global_batch_size < 0)
     throw LayoutError(fmt::format("--global-batch-size must be positive, got {}", s.global_batch_size));
-  if (s.make_vocab_size_divisible_by <= 0)
-    throw LayoutError(fmt::format("--make-vocab-size-divisible-by must be positive, got {}",
-                                  s.make_vocab_size_divisible_by));
+  if (s.global_batch_size > 0) require_positive("--global-batch-size", s.global_batch_size, kMaxWorldSize);
+  require_positive("--make-vocab-size-divisible-by", s.make_vocab_size_divisible_by, kMaxSequenceSize);
+  require_positive("--num-distributed-optimizer-instances", s.optimizer.instances, kMaxParallelSize);
 
   const std::int64_t model_parallel = checked_mul(checked_mul(p.tp, p.pp, "TP x PP"), p.cp, "TP x PP x CP");
   if (p.world_size % model_parallel != 0)
@@ -64,6 +71,9 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   }
   if (p.vpp > 1 && p.pp == 1)
     throw LayoutError(fmt::format("--vpp {} needs pipeline parallelism (--pp > 1)", p.vpp));
+  if (p.pp * p.vpp > kMaxParallelSize)  // both at most 2^20: the product fits
+    throw LayoutError(fmt::format("--pp {} x --vpp {} = {} pipeline chunks is more than {}, which no real run uses",
+                                  p.pp, p.vpp, p.pp * p.vpp, kMaxParallelSize));
   if (p.sequence_parallel.value_or(false) && p.tp == 1) p.sequence_parallel = false;
 
   if (s.global_batch_size > 0) {
@@ -77,14 +87,12 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   }
 
   auto& r = s.recompute;
-  if (r.granularity == RecomputeGranularity::kFull && r.num_layers <= 0)
-    throw LayoutError(fmt::format("--recompute-num-layers must be positive, got {}", r.num_layers));
+  if (r.granularity == RecomputeGranularity::kFull)
+    require_positive("--recompute-num-layers", r.num_layers, kMaxParallelSize);
   if (r.granularity == RecomputeGranularity::kSelective && r.modules == 0)
     throw LayoutError("--recompute-granularity selective needs at least one --recompute-modules entry");
 
   auto& o = s.optimizer;
-  if (o.instances <= 0)
-    throw LayoutError(fmt::format("--num-distributed-optimizer-instances must be positive, got {}", o.instances));
   if (o.distributed && (p.dp * p.cp) % o.instances != 0)
     throw LayoutError(fmt::format("DP x CP = {} is not divisible by --num-distributed-optimizer-instances {}",
                                   p.dp * p.cp, o.instances));
@@ -263,7 +271,13 @@ std::int64_t parse_cublas_workspace_config(const std::string& text) {
   }
   if (nums.empty() || nums.size() % 2 != 0)
     throw UsageError(fmt::format("--cublas-workspace-config '{}': expected ':SIZE_KiB:COUNT' pairs", text));
-  for (std::size_t i = 0; i < nums.size(); i += 2) total += nums[i] * 1024 * nums[i + 1];
+  // Each pair is at most 2^24 KiB x 2^24 = 2^58 bytes; a sum beyond 2^62 is no real setting.
+  for (std::size_t i = 0; i < nums.size(); i += 2) {
+    total += nums[i] * 1024 * nums[i + 1];
+    if (total > (std::int64_t{1} << 62))
+      throw UsageError(fmt::format("--cublas-workspace-config '{}': the workspaces add up to more than 2^62 bytes",
+                                   text.size() > 60 ? text.substr(0, 57) + "..." : text));
+  }
   return total;
 }
 

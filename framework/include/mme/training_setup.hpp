@@ -115,8 +115,16 @@ struct TrainingSetup {
   std::int64_t num_micro_batches = 0;  // m per step (0 = unknown: pipeline assumed full)
 };
 
+// The largest sizes resolve_setup accepts (the CLI and spec files use the same bounds): far
+// beyond any real run, and small enough that products of them with model sizes stay in 64 bits.
+inline constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;  // TP, PP, VPP, EP, ETP, CP, PP x VPP
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 40;     // GPUs, global batch size
+inline constexpr std::int64_t kMaxSequenceSize = std::int64_t{1} << 24;  // sequence length, micro-batch size
+inline constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 32;  // sequence length x micro-batch size
+
 // Fills the derived fields and the defaults that depend on other knobs. Throws LayoutError
-// for sizes that are not positive or world sizes that do not divide.
+// for sizes that are not positive or larger than the bounds above, and world sizes that do not
+// divide.
 TrainingSetup resolve_setup(TrainingSetup setup);
 
 // Checks the layout against a model the way Megatron-LM does (heads by TP, experts by EP,

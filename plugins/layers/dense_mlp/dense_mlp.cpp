@@ -15,8 +15,8 @@ void DenseMlpModel::validate(const BlockContext& ctx) const {
 
 void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const auto& m = ctx.model;
-  const std::int64_t h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
-  const std::int64_t fc1_width = (m.gated_linear_unit ? 2 : 1) * f;
+  const CheckedInt h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
+  const CheckedInt fc1_width = CheckedInt(m.gated_linear_unit ? 2 : 1) * f;
   // Pre-MLP norm, fused into TELayerNormColumnParallelLinear (replicated).
   add_param(out, "pre_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   // linear_fc1: column-parallel [h -> 2f] gated (gate and up fused), [h -> f] otherwise.
@@ -32,9 +32,9 @@ void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const 
 
 void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) const {
   const auto& m = ctx.model;
-  const std::int64_t h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
-  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
-  const std::int64_t fc1_width = (m.gated_linear_unit ? 2 : 1) * f;
+  const CheckedInt h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
+  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const CheckedInt fc1_width = CheckedInt(m.gated_linear_unit ? 2 : 1) * f;
 
   // The fused pre-MLP norm keeps its input; with `mlp` recompute (transformer_layer.py
   // checkpointing self.mlp) that input is all the MLP keeps.
@@ -52,9 +52,9 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
 
   // Backward: gradients of fc1's output and of the activation output, the block input's
   // gradient before the SP reduce-scatter, and the re-gathered fc1 input under SP.
-  std::int64_t transient = ab * T * (fc1_width + f) / t + ab * T * h;
+  CheckedInt transient = ab * T * (fc1_width + f) / t + ab * T * h;
   if (ctx.sequence_parallel) transient += li * T * h;
-  out.transient = transient;
+  out.transient = transient.value();
 }
 
 void register_dense_mlp(Registry& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }

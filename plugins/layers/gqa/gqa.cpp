@@ -23,8 +23,8 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
 void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const auto& m = ctx.model;
   const auto& a = ctx.layer.attention;
-  const std::int64_t h = m.hidden_size, d = a.kv_channels, t = ctx.tp;
-  const std::int64_t q = a.num_heads * d, kv = a.num_query_groups * d;
+  const CheckedInt h = m.hidden_size, d = a.kv_channels, t = ctx.tp;
+  const CheckedInt q = CheckedInt(a.num_heads) * d, kv = CheckedInt(a.num_query_groups) * d;
   // Input norm, fused into TELayerNormColumnParallelLinear (replicated on every TP rank).
   add_param(out, "input_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   // linear_qkv: column-parallel [h -> (n + 2g) d].
@@ -44,9 +44,9 @@ void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
 void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& out) const {
   const auto& a = ctx.layer.attention;
   const auto& rc = ctx.setup.recompute;
-  const std::int64_t h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
-  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
-  const std::int64_t nq = a.num_heads / t, nkv = a.num_query_groups / t;
+  const CheckedInt h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
+  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = CheckedInt(a.num_query_groups) / t;
   const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
 
@@ -59,14 +59,14 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d);
   }
   // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps).
-  std::int64_t q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
+  const CheckedInt q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
   add_act(out, "attention/q", q_bytes);
   add_act(out, "attention/kv", kv_bytes);
   if (flash) {
     // Flash/fused attention keeps the fp32 softmax statistics [b, n/TP, s] (LSE).
     if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq);
   } else if (!recompute_core) {
-    const std::int64_t s_k = attention_key_length(ctx);
+    const CheckedInt s_k = attention_key_length(ctx);
     // dot_product_attention.py: K, V repeat_interleave'd to n heads for GQA, kept by the bmms.
     if (nkv != nq) add_act(out, "attention/kv_expanded", 2 * ab * T * nq * d);
     // [b, n/TP, s, s] softmax output (+ dropout mask and output with attention dropout).
@@ -82,10 +82,10 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Busiest moment, the block's backward: gradients of Q, K, V and of the block input (full
   // sequence before the SP reduce-scatter), plus the re-gathered QKV input under SP; unfused
   // attention also materialises the gradient of the score tensor.
-  std::int64_t transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
+  CheckedInt transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
   if (ctx.sequence_parallel) transient += li * T * h;
   if (!flash) transient += 2 * ab * T * nq * attention_key_length(ctx);
-  out.transient = transient;
+  out.transient = transient.value();
 }
 
 void register_gqa(Registry& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }

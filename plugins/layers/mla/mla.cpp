@@ -18,12 +18,12 @@ void MlaAttentionModel::validate(const BlockContext& ctx) const {
 void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const auto& m = ctx.model;
   const auto& a = ctx.layer.attention;
-  const std::int64_t h = m.hidden_size, n = a.num_heads, t = ctx.tp;
-  const std::int64_t dq = a.qk_head_dim + a.qk_pos_emb_head_dim, kv_r = a.kv_lora_rank;
+  const CheckedInt h = m.hidden_size, n = a.num_heads, t = ctx.tp;
+  const CheckedInt dq = CheckedInt(a.qk_head_dim) + a.qk_pos_emb_head_dim, kv_r = a.kv_lora_rank;
   // The input norm is a separate TENorm for MLA (replicated).
   add_param(out, "input_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   if (a.q_lora_rank) {
-    const std::int64_t q_r = *a.q_lora_rank;
+    const CheckedInt q_r = *a.q_lora_rank;
     // linear_q_down_proj [h -> q_r]: TE parallel_mode='duplicated', the same on every TP rank.
     add_param(out, "linear_q_down_proj", ParamGroup::kAttention, ShardClass::kReplicated, h * q_r, 1);
     // q latent norm, fused into linear_q_up_proj.
@@ -40,7 +40,7 @@ void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
   add_param(out, "kv_latent_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, kv_r), 1);
   // linear_kv_up_proj: column-parallel [kv_r -> n (d_qk + d_v)].
   add_param(out, "linear_kv_up_proj", ParamGroup::kAttention, ShardClass::kTensorParallel,
-            kv_r * n * (a.qk_head_dim + a.v_head_dim), t);
+            kv_r * n * (CheckedInt(a.qk_head_dim) + a.v_head_dim), t);
   // linear_proj: row-parallel [n d_v -> h].
   add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, n * a.v_head_dim * h, t);
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
@@ -49,10 +49,11 @@ void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
 void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& out) const {
   const auto& a = ctx.layer.attention;
   const auto& rc = ctx.setup.recompute;
-  const std::int64_t h = ctx.model.hidden_size, t = ctx.tp;
-  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
-  const std::int64_t nl = a.num_heads / t, dq = a.qk_head_dim + a.qk_pos_emb_head_dim, dv = a.v_head_dim;
-  const std::int64_t kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
+  const CheckedInt h = ctx.model.hidden_size, t = ctx.tp;
+  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const CheckedInt nl = CheckedInt(a.num_heads) / t, dq = CheckedInt(a.qk_head_dim) + a.qk_pos_emb_head_dim,
+                   dv = a.v_head_dim;
+  const CheckedInt kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
   const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
 
   // The separate input TENorm keeps its input; its output feeds the duplicated
@@ -61,7 +62,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   if (!rc.has(kRecomputeLayernorm)) add_act(out, "attention/input_norm_output", li * Tl * h);
   if (a.q_lora_rank) {
     // linear_q_up_proj (TELayerNormColumnParallelLinear) keeps the q latent and its normed copy.
-    add_act(out, "attention/q_latent", (ab + li) * Tl * *a.q_lora_rank);
+    add_act(out, "attention/q_latent", (ab + li) * Tl * CheckedInt(*a.q_lora_rank));
   }
   // linear_kv_up_proj keeps the kv latent (a view of the kv_down output, rope part
   // included) and its normed copy.
@@ -87,9 +88,9 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
 
   // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.
-  std::int64_t transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
+  CheckedInt transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
   if (!flash) transient += 2 * ab * T * nl * attention_key_length(ctx);
-  out.transient = transient;
+  out.transient = transient.value();
 }
 
 void register_mla(Registry& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }

@@ -21,26 +21,28 @@ void MoeModel::validate(const BlockContext& ctx) const {
                                   ctx.tp));
 }
 
-std::int64_t MoeModel::expert_tokens(const BlockContext& ctx) {
+CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
   const auto& f = ctx.layer.mlp;
-  std::int64_t n = ctx.local_tokens * f.top_k * ctx.etp;
+  CheckedInt n = CheckedInt(ctx.local_tokens) * f.top_k * ctx.etp;
   if (ctx.setup.moe_capacity_factor && ctx.setup.moe_pad_to_capacity) {
     // moe_utils.py get_capacity: ceil(tokens * k / E * cf) per expert, padded to it
     // (token_dispatcher.py, moe_pad_expert_input_to_capacity).
-    const double per_expert = std::ceil(static_cast<double>(ctx.local_tokens * ctx.etp * ctx.ep) *
+    const double per_expert = std::ceil(static_cast<double>((CheckedInt(ctx.local_tokens) * ctx.etp * ctx.ep).value()) *
                                         static_cast<double>(f.top_k) / static_cast<double>(f.num_experts) *
                                         *ctx.setup.moe_capacity_factor);
-    n = static_cast<std::int64_t>(per_expert) * (f.num_experts / ctx.ep);
+    // A capacity beyond 2^62 tokens cannot be converted (nor held): the same error as any
+    // other size that does not fit.
+    if (!(per_expert < 0x1p62)) throw_overflow('*', ctx.local_tokens, f.top_k);
+    n = CheckedInt(static_cast<std::int64_t>(per_expert)) * (f.num_experts / ctx.ep);
   }
   return n;
 }
-
 void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const auto& m = ctx.model;
   const auto& f = ctx.layer.mlp;
-  const std::int64_t h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
-  const std::int64_t S = f.shared_expert_ffn_hidden_size, t = ctx.tp;
-  const std::int64_t g = m.gated_linear_unit ? 2 : 1;
+  const CheckedInt h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
+  const CheckedInt S = f.shared_expert_ffn_hidden_size, t = ctx.tp;
+  const CheckedInt g = m.gated_linear_unit ? 2 : 1;
   // The MoE layer's pre-MLP norm is a separate TENorm (replicated).
   add_param(out, "pre_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   // TopKRouter weight [E, h], replicated on every TP/EP rank (router.py).
@@ -48,13 +50,14 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   if (m.add_bias_linear) add_param(out, "router_bias", ParamGroup::kRouter, ShardClass::kReplicated, E, 1);
   // DeepSeek-V3 expert bias (e_score_correction_bias): stored by HF checkpoints, held by
   // Megatron as an fp32 buffer, not a trained parameter: no per-rank gradient or optimizer.
-  if (f.router_expert_bias) out.terms.push({"router_expert_bias", ParamGroup::kRouter, ShardClass::kReplicated, E, 0, E});
+  if (f.router_expert_bias)
+    out.terms.push({"router_expert_bias", ParamGroup::kRouter, ShardClass::kReplicated, E.value(), 0, E.value()});
   // Routed experts: E/EP local experts, each fc1 [h -> g F] and fc2 [F -> h], split over ETP
   // (experts.py TEGroupedMLP). A token uses top-k of them.
-  const std::int64_t per_expert = h * g * F + F * h + (m.add_bias_linear ? g * F + h : 0);
-  const std::int64_t local = (E / ctx.ep) * per_expert / ctx.etp;
-  out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, E * per_expert, local,
-                  f.top_k * per_expert});
+  const CheckedInt per_expert = h * g * F + F * h + (m.add_bias_linear ? g * F + h : CheckedInt(0));
+  const CheckedInt local = (E / ctx.ep) * per_expert / ctx.etp;
+  out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, (E * per_expert).value(),
+                  local.value(), (per_expert * f.top_k).value()});
   if (S > 0) {
     // Shared experts: an ordinary TP-sharded MLP of width S (shared_experts.py).
     add_param(out, "shared_experts", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, h * g * S + S * h, t);
@@ -74,11 +77,11 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const auto& m = ctx.model;
   const auto& f = ctx.layer.mlp;
   const auto& rc = ctx.setup.recompute;
-  const std::int64_t h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
-  const std::int64_t S = f.shared_expert_ffn_hidden_size, t = ctx.tp, etp = ctx.etp;
-  const std::int64_t T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
-  const std::int64_t g = m.gated_linear_unit ? 2 : 1;
-  const std::int64_t N = expert_tokens(ctx);
+  const CheckedInt h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
+  const CheckedInt S = f.shared_expert_ffn_hidden_size, t = ctx.tp, etp = ctx.etp, ep = ctx.ep;
+  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const CheckedInt g = m.gated_linear_unit ? 2 : 1;
+  const CheckedInt N = expert_tokens(ctx);
 
   // The separate pre-MLP TENorm keeps its input ...
   add_act(out, "moe/norm_input", ab * Tl * h);
@@ -87,7 +90,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h);
   if (!rc.has(kRecomputeMoe)) {
     // router.py: logits and scores per token and expert (fp32), and the routing map (bool).
-    const std::int64_t score_b = f.router_fp32 ? 4 : ab;
+    const CheckedInt score_b = f.router_fp32 ? CheckedInt(4) : ab;
     add_act(out, "moe/router", Tl * E * (score_b + 4 + 1));
     // Grouped GEMM fc1 keeps the dispatched tokens [N, h] (token_dispatcher.py permute + A2A).
     add_act(out, "moe/expert_fc1_input", li * N * h);
@@ -115,16 +118,16 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
 
   // Busiest moment: the dispatched tokens exist twice around the all-to-all (send and
   // receive buffers), and in backward the gradients of fc1's output and of the expert input.
-  std::int64_t transient = ab * N * h * 2 + ab * N * g * F / etp;
+  CheckedInt transient = ab * N * h * 2 + ab * N * g * F / etp;
   if (ctx.setup.dispatcher == TokenDispatcher::kAllGather) {
     // MoEAllGatherTokenDispatcher gathers the hidden states over the expert TP x EP group into
     // the global memory buffer (use_global_buffer=True), and the probabilities and routing map
     // into ordinary tensors.
-    out.global_buffer = ab * Tl * etp * ctx.ep * h;
-    transient += 5 * Tl * etp * ctx.ep * E;
+    out.global_buffer = (ab * Tl * etp * ep * h).value();
+    transient += 5 * Tl * etp * ep * E;
   }
   if (S > 0) transient = std::max(transient, ab * T * (g * S + S) / t + ab * T * h);
-  out.transient = transient;
+  out.transient = transient.value();
 }
 
 void register_moe(Registry& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }

@@ -3,6 +3,7 @@
 // dispatcher, grouped routed experts (TEGroupedMLP), optional shared experts and gate).
 #pragma once
 
+#include <mme/checked.hpp>
 #include <mme/layer_model.hpp>
 #include <mme/registry.hpp>
 
@@ -22,7 +23,7 @@ class MoeModel final : public LayerMemoryModel {
   // Tokens the routed experts of one rank process per micro-batch (balanced routing):
   // every local token is sent to top-k experts, the ETP group all-gathers its tokens, and
   // with --moe-pad-expert-input-to-capacity each expert's input is padded to capacity.
-  static std::int64_t expert_tokens(const BlockContext& ctx);
+  static CheckedInt expert_tokens(const BlockContext& ctx);
 };
 
 void register_moe(Registry& registry);
