@@ -638,11 +638,35 @@ nlohmann::json parse_config_text(std::string_view text, const std::string& sourc
   if (text.find('\0') != std::string_view::npos)
     throw ConfigError(fmt::format("{}: contains NUL bytes; not a JSON text file", source));
   if (all_space(text)) throw ConfigError(fmt::format("{}: empty; expected a JSON config", source));
+  // Nesting depth, outside strings: values are dumped recursively (error messages, spec
+  // files), so a document nested thousands of levels deep would exhaust the stack. A
+  // config.json nests a few levels.
+  constexpr int kMaxDepth = 64;
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth)
+        throw ConfigError(fmt::format("{}: JSON nested more than {} levels deep; a config.json nests a few", source,
+                                      kMaxDepth));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
   try {
     return nlohmann::json::parse(text.begin(), text.end(), nullptr, true, false);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error (syntax) and out_of_range (a number beyond double, 1e400): drop the
+    // "[json.exception.parse_error.101] " prefix.
     std::string what = e.what();
-    if (auto pos = what.find("parse error"); pos != std::string::npos) what = what.substr(pos);
+    if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+      what = what.substr(close + 2);
     for (auto& c : what)
       if (c == '\n' || c == '\r') c = ' ';
     throw ConfigError(fmt::format("{}: invalid JSON: {}", source, what));

@@ -140,11 +140,17 @@ TEST_F(sources_local, JsonArrayIsReturnedNotRejected) {
   EXPECT_EQ(resolve(file.string()).config, 42);
 }
 
-TEST_F(sources_local, DeeplyNestedJsonDoesNotCrash) {
+TEST_F(sources_local, DeeplyNestedJsonIsRefusedWithoutRecursing) {
+  // 100000 levels would exhaust the stack of any recursive walk (dump, destruction); the
+  // depth is checked before parsing.
   const fs::path file = tmp_.path() / "deep.json";
   const int depth = 100000;
   write_file(file, std::string(depth, '[') + std::string(depth, ']'));
-  EXPECT_TRUE(resolve(file.string()).config.is_array());
+  const std::string what = error_of<ConfigError>(file.string());
+  EXPECT_NE(what.find("nested more than 64 levels"), std::string::npos) << what;
+  // Brackets inside strings are not nesting.
+  write_file(file, R"({"model_type": "llama", "note": ")" + std::string(1000, '[') + R"("})");
+  EXPECT_EQ(resolve(file.string()).config.at("model_type"), "llama");
 }
 
 TEST_F(sources_local, HugeFileIsRefusedBeforeReading) {
