@@ -27,7 +27,11 @@ fs::path executable_dir() {
 }
 
 std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
-  std::vector<fs::path> dirs(cli_dirs.begin(), cli_dirs.end());
+  // An empty entry ("--plugin-dir=", "MME_PLUGIN_PATH=a::b") names no folder; it must never
+  // mean the current folder (docs/reliability.md, the trust model).
+  std::vector<fs::path> dirs;
+  for (const auto& d : cli_dirs)
+    if (!d.empty()) dirs.push_back(d);
   if (const char* env = std::getenv("MME_PLUGIN_PATH"); env && *env) {
     std::stringstream ss(env);
     std::string item;
