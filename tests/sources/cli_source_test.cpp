@@ -1,6 +1,12 @@
 // The `mme` executable end to end for model resolution: every failure is one line on stderr,
 // nothing on stdout, and the documented exit code (framework/include/mme/error.hpp).
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -106,6 +112,51 @@ TEST_F(sources_cli, HubErrorsAreOneLineAndNeverShowTheToken) {
   for (const auto& req : server.requests()) EXPECT_EQ(req.get("authorization"), "Bearer " + kToken);
   EXPECT_EQ(server.requests().size(), 3u);
   EXPECT_TRUE(test::list_tree(cache()).empty());
+}
+
+TEST_F(sources_cli, DownloadKilledMidwayLeavesNoCacheEntry) {
+  // The server sends the headers and half the body, then stalls; `mme` is killed (SIGKILL: no
+  // clean-up of its own runs) while it waits for the rest. The cache must hold no config.json,
+  // and the next run downloads the whole file.
+  const std::string body = R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000})";
+  std::atomic<int> served{0};
+  HttpTestServer server([&](HttpConnection& c, const HttpRequest&) {
+    if (served++ == 0) {
+      c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\nX-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\n\r\n" + body.substr(0, body.size() / 2));
+      c.hold_open();
+    } else {
+      c.send(test::http_response(200, body, {{"X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567"}}));
+    }
+  });
+  const auto online = env({{"HF_HUB_OFFLINE", ""}, {"HF_ENDPOINT", server.url()}});
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    for (const auto& [k, v] : online) ::setenv(k.c_str(), v.c_str(), 1);
+    const std::string exe = test::mme_exe().string();
+    ::execl(exe.c_str(), exe.c_str(), "params", "killed-org/killed-model", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (served.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the half body is on its way
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_EQ(served.load(), 1) << "mme never reached the server";
+  EXPECT_TRUE(WIFSIGNALED(status)) << "mme ended before it was killed";
+
+  for (const auto& f : test::list_tree(cache()))
+    EXPECT_EQ(f.find("config.json", f.size() >= 11 ? f.size() - 11 : 0), std::string::npos)
+        << "a config.json in the cache after a killed download: " << f;
+
+  const auto r = run_mme({"params", "killed-org/killed-model"}, online);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(served.load(), 2);
 }
 
 TEST_F(sources_cli, StagedZooIsFound) {
