@@ -29,6 +29,18 @@ const Command* find_command(const std::string& name) {
   return nullptr;
 }
 
+Invocation parse_invocation(std::vector<std::string> argv_tail) {
+  Invocation inv;
+  inv.name = argv_tail.front();
+  if (inv.name == "--version" || inv.name == "-V") inv.name = "version";
+  if (inv.name == "--help" || inv.name == "-h") inv.name = "help";
+  inv.command = find_command(inv.name);
+  inv.args.assign(argv_tail.begin() + 1, argv_tail.end());
+  for (const auto& a : inv.args)
+    if (a == "--help" || a == "-h") inv.wants_help = true;
+  return inv;
+}
+
 void help_help(std::ostream& out) {
   out << "mme: how much GPU memory each rank needs to train a model with Megatron-LM.\n\n"
          "Usage: mme <command> [options]\n       mme help <command>\n\nCommands:\n";

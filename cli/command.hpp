@@ -17,6 +17,17 @@ struct Command {
 const std::vector<Command>& commands();
 const Command* find_command(const std::string& name);
 
+// What `mme ARGS...` asks for: the command (null when the name is unknown), its name after
+// the --version/--help aliases, its arguments, and whether --help/-h is among them (then the
+// command's help is printed and nothing runs). main.cpp and the command-line fuzzer share it.
+struct Invocation {
+  std::string name;
+  const Command* command = nullptr;
+  std::vector<std::string> args;
+  bool wants_help = false;
+};
+Invocation parse_invocation(std::vector<std::string> argv_tail);  // argv[1..], not empty
+
 // Subcommand entry points.
 int run_version(const std::vector<std::string>& args);
 int run_help(const std::vector<std::string>& args);

@@ -28,21 +28,15 @@ int main(int argc, char** argv) {
     mme::cli::help_help(std::cerr);
     return static_cast<int>(mme::ExitCode::kUsage);
   }
-  std::string name = args.front();
-  if (name == "--version" || name == "-V") name = "version";
-  if (name == "--help" || name == "-h") name = "help";
-  const mme::cli::Command* cmd = mme::cli::find_command(name);
-  if (!cmd)
-    return report_error("unknown command '" + name + "' (see `mme help`)", mme::ExitCode::kUsage);
-  args.erase(args.begin());
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      cmd->help(std::cout);
-      return 0;
-    }
+  const mme::cli::Invocation inv = mme::cli::parse_invocation(std::move(args));
+  if (!inv.command)
+    return report_error("unknown command '" + inv.name + "' (see `mme help`)", mme::ExitCode::kUsage);
+  if (inv.wants_help) {
+    inv.command->help(std::cout);
+    return 0;
   }
   try {
-    const int rc = cmd->run(args);
+    const int rc = inv.command->run(inv.args);
     std::cout.flush();
     if (!std::cout) return report_error("cannot write to standard output", mme::ExitCode::kInternal);
     return rc;
