@@ -26,8 +26,10 @@ Breakdown full_breakdown(const Breakdown& reported) {
                                         "shared_experts", "router",         "norms",     "mtp"};
   Breakdown out;
   for (const char* g : kGroups) out.emplace_back(g, 0);
-  for (const auto& [k, v] : reported) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == k; });
+  for (const auto& group : reported) {
+    const auto& [k, v] = group;
+    // Compares group.first: clang before 16 cannot capture the binding k in a lambda.
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == group.first; });
     if (it == out.end()) out.emplace_back(k, v);
     else it->second += v;
   }

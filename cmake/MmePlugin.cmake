@@ -7,6 +7,7 @@
 # so the static archive can be linked next to other plugins without clashing entry symbols.
 # The module is built the way DESIGN.md asks: hidden visibility, no undefined symbols, and no
 # STB_GNU_UNIQUE symbols (which would silently keep the library from ever unloading).
+# (-fno-gnu-unique is GCC's: clang, which the fuzz preset uses, emits no STB_GNU_UNIQUE symbols.)
 function(mme_add_plugin name)
   cmake_parse_arguments(P "" "ENTRY" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT P_SOURCES)
@@ -18,11 +19,12 @@ function(mme_add_plugin name)
     POSITION_INDEPENDENT_CODE ON
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  target_compile_options(${static_target} PRIVATE -fno-gnu-unique)
+  target_compile_options(${static_target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
   target_link_libraries(${static_target} PUBLIC mme::mme ${P_LIBRARIES} PRIVATE mme_warnings)
   target_include_directories(${static_target} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
 
-  if(P_ENTRY)
+  # The fuzz build links the static archives into its targets and needs no loadable module.
+  if(P_ENTRY AND NOT MME_BUILD_FUZZ)
     set(module_target mme_${name})
     add_library(${module_target} MODULE ${P_ENTRY})
     set_target_properties(${module_target} PROPERTIES
@@ -33,7 +35,7 @@ function(mme_add_plugin name)
       LIBRARY_OUTPUT_DIRECTORY "${MME_PLUGIN_OUTPUT_DIR}"
       BUILD_WITH_INSTALL_RPATH ON
       INSTALL_RPATH "$ORIGIN/../..")
-    target_compile_options(${module_target} PRIVATE -fno-gnu-unique)
+    target_compile_options(${module_target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
     target_link_options(${module_target} PRIVATE -Wl,--no-undefined)
     target_link_libraries(${module_target} PRIVATE ${static_target} mme_warnings)
     install(TARGETS ${module_target} LIBRARY DESTINATION "${MME_PLUGIN_INSTALL_DIR}" COMPONENT runtime)

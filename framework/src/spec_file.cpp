@@ -1235,10 +1235,12 @@ SpecModelReader::SpecModelReader(const J& document) : doc_(document) {
   else file_ = "spec file";
   const auto m = doc_.find("model");
   if (m == doc_.end() || !m->is_object()) throw ConfigError(fmt::format("{}: the model document has no fields", file_));
-  for (const auto& [name, value] : m->items()) {
+  for (const auto& item : m->items()) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const std::string& name = item.key();
     const FieldDef* f = find_def("model", name);
     if (!f) fail(name, unknown_field_message("model", name));
-    if (!value.is_null()) (void)check_value(*f, value, [&](const std::string& what) { fail(name, what); });
+    if (!item.value().is_null()) (void)check_value(*f, item.value(), [&](const std::string& what) { fail(name, what); });
   }
 }
 

@@ -1,0 +1,69 @@
+#include "fuzz_support.hpp"
+
+#include <functional>
+#include <memory>
+
+#include <sanitizer/common_interface_defs.h>
+
+#include "deepseek_adapter.hpp"
+#include "dense_mlp.hpp"
+#include "generic_hf_adapter.hpp"
+#include "gqa.hpp"
+#include "json_profiles.hpp"
+#include "megatron_args_adapter.hpp"
+#include "mla.hpp"
+#include "moe.hpp"
+#include "moonlight_kimi_adapter.hpp"
+#include "amd_cdna.hpp"
+#include "nvidia_ampere.hpp"
+#include "nvidia_blackwell.hpp"
+#include "nvidia_hopper.hpp"
+#include "qwen_adapter.hpp"
+#include "spec_file_adapter.hpp"
+
+namespace mme::fuzz {
+
+void register_all_plugins(Registry& r) {
+  struct Entry {
+    const char* name;
+    void (*fn)(Registry&);
+  };
+  // The names of the loadable modules, in the loader's order (file names sorted).
+  static const Entry kPlugins[] = {
+      {"adapter_deepseek", plugins::register_deepseek_adapter},
+      {"adapter_generic_hf", plugins::register_generic_hf_adapter},
+      {"adapter_megatron_args", plugins::register_megatron_args},
+      {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
+      {"adapter_qwen", plugins::register_qwen_adapter},
+      {"adapter_spec_file", plugins::register_spec_file_adapter},
+      {"hw_amd_cdna", plugins::register_amd_cdna},
+      {"hw_nvidia_ampere", plugins::register_nvidia_ampere},
+      {"hw_nvidia_blackwell", plugins::register_nvidia_blackwell},
+      {"hw_nvidia_hopper", plugins::register_nvidia_hopper},
+      {"json_profiles", plugins::register_json_profiles},
+      {"layer_dense_mlp", plugins::register_dense_mlp},
+      {"layer_gqa", plugins::register_gqa},
+      {"layer_mla", plugins::register_mla},
+      {"layer_moe", plugins::register_moe},
+  };
+  for (const auto& p : kPlugins) r.register_plugin(p.name, "fuzz", "", p.fn);
+}
+
+const Registry& registry() {
+  static const std::unique_ptr<Registry> r = [] {
+    auto out = std::make_unique<Registry>();
+    register_all_plugins(*out);
+    return out;
+  }();
+  return *r;
+}
+
+void finding(const char* target, const std::string& what) {
+  // Through the sanitizers' report stream: libFuzzer keeps it when -close_fd_mask silences the
+  // target's own stderr.
+  const std::string line = std::string("mme fuzz finding (") + target + "): " + what;
+  __sanitizer_report_error_summary(line.c_str());
+  std::abort();
+}
+
+}  // namespace mme::fuzz

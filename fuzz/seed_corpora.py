@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of fuzz/corpus/<target>/ from the project's own inputs.
+
+    fuzz/seed_corpora.py        (re)writes the seed-* files; regress-* files are left alone
+
+hf_config        every models/*/config.json
+megatron_args    the flag columns of bench/accuracy/megatron_functional_test_memory.csv, one
+                 launch line per distinct (model, test case) of the gpt and moe rows
+pipeline_layout  layout strings (Megatron-LM's examples and edge cases) with their sizes line
+cli_args         command lines, one argument per line (run in the sandbox of cli_args.cpp)
+hardware_json    hardware profile files: the documented format, arrays, the edge cases
+
+Files named regress-* are inputs that once found a bug (docs/reliability.md); they are kept
+by hand, never rewritten here.
+"""
+import csv
+import json
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+
+META = {"model", "test_case", "golden", "n_iters", "max_alloc_GiB_max", "max_alloc_GiB_last",
+        "alloc_GiB_median", "alloc_GiB_first", "nodes_gpus"}
+
+
+def reset(target):
+    d = CORPUS / target
+    d.mkdir(parents=True, exist_ok=True)
+    for f in d.glob("seed-*"):
+        f.unlink()
+    return d
+
+
+def hf_config():
+    d = reset("hf_config")
+    for cfg in sorted((ROOT / "models").glob("*/config.json")):
+        (d / f"seed-{cfg.parent.name}.json").write_text(cfg.read_text())
+
+
+def megatron_args():
+    d = reset("megatron_args")
+    seen = set()
+    with open(ROOT / "bench" / "accuracy" / "megatron_functional_test_memory.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["model"] not in ("gpt", "moe") or (row["model"], row["test_case"]) in seen:
+                continue
+            seen.add((row["model"], row["test_case"]))
+            words = []
+            for col, value in row.items():
+                if col in META or not value or value.lower() == "false":
+                    continue
+                words.append(f"--{col}" if value.lower() == "true" else f"--{col} {value}")
+            (d / f"seed-{row['test_case']}.txt").write_text(" \\\n  ".join(words) + "\n")
+
+
+LAYOUTS = {
+    # PP VPP LAYERS MTP MICROBATCHES FIRST LAST FLAGS, then the layout
+    "deepseek-v3": "16 1 0\nEt*3|(tt|)*29m|L",
+    "issue-example": "4 1 0\nEt*3|(tt|)*6mL",
+    "interleaved": "2 2 0\nEtt|tt|tt|ttL",
+    "empty-stages": "4 1 0\nE|t|t|tL",
+    "spaces-commas": "2 1 0\nE, t, t | t, t, L",
+    "nested": "2 1 0\n((t)*2)*2|((t)*2)*2L",
+    "no-layout-even": "4 2 32 0 16\n",
+    "no-layout-uneven": "4 1 30 0 8 6 8\n",
+    "no-layout-accounting": "8 1 62 1 0 -1 -1 3\n",
+    "mtp-first": "2 1 0\nEm|tL",
+}
+
+COMMANDS = {
+    "estimate-file": ["estimate", "cfg.json", "--tp", "2", "--pp", "2", "--json"],
+    "estimate-moe": ["estimate", "moe.json", "--ep", "4", "--pp", "2", "--num-gpus", "8", "--verbose"],
+    "estimate-bundled": ["estimate", "tiny/llama", "--recompute-granularity", "full", "--gpu", "H100"],
+    "estimate-cached": ["estimate", "cache/tiny", "--seq-length", "8192", "--micro-batch-size", "2"],
+    "estimate-folder": ["estimate", "model", "--html", "out.html", "--svg", "out.svg"],
+    "estimate-emptydir": ["estimate", "emptydir", "--json"],
+    "estimate-empty": ["estimate", "empty.json"],
+    "estimate-array": ["estimate", "array.json", "--json"],
+    "estimate-megatron": ["estimate", "--megatron-args-file", "args.txt", "--json"],
+    "estimate-megatron-inline": ["estimate", "--megatron-args",
+                                 "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128"],
+    "estimate-spec": ["estimate", "--config", "spec.yaml", "--dump-config"],
+    "estimate-layout": ["estimate", "cfg.json", "--pp", "2", "--pipeline-layout", "Et|ttt|L", "--num-gpus", "2"],
+    "estimate-hardware": ["estimate", "cfg.json", "--hardware-file", "hw.json", "--gpu", "x1"],
+    "estimate-bad-tp": ["estimate", "cfg.json", "--tp", "0"],
+    "estimate-unknown-flag": ["estimate", "cfg.json", "--bogus"],
+    "estimate-unknown-gpu": ["estimate", "cfg.json", "--gpu", "NOPE"],
+    "estimate-offline": ["estimate", "org/unknown"],
+    "params": ["params", "moe.json", "--json"],
+    "plan": ["plan", "cfg.json", "--num-gpus", "8", "--top", "3"],
+    "plan-csv": ["plan", "moe.json", "--num-gpus", "16", "--csv", "--gpu", "A100-SXM-40GB"],
+    "plan-zero": ["plan", "cfg.json", "--num-gpus", "0"],
+    "plan-huge": ["plan", "cfg.json", "--num-gpus", "1099511627776"],
+    "init": ["init", "cfg.json", "--tp", "2"],
+    "models": ["models", "--json"],
+    "hardware": ["hardware", "--hardware-file", "hw.json"],
+    "plugins": ["plugins", "--plugin-dir", "plugins", "--json"],
+    "validate": ["validate", "cases.csv", "--golden", "h100", "--show-skipped"],
+    "version": ["version"],
+    "help": ["help", "estimate"],
+}
+
+HARDWARE = {
+    "documented": {"name": "ACME-X1", "memory_gib": 96, "aliases": ["x1"], "reserved_gib": 1.5,
+                   "hbm_bandwidth_gbps": 3000, "bf16_tflops": 800, "fp8_tflops": 1600,
+                   "link_bandwidth_gbps": 600, "vendor": "ACME", "architecture": "hopper",
+                   "source": "ACME X1 datasheet"},
+    "minimal": {"name": "ACME-Mini-8GB", "memory_gib": 8},
+    "array": [{"name": "ACME-X1-96GB", "memory_gib": 96, "aliases": ["x1"], "reserved_gib": 2},
+              {"name": "ACME-Mini-8GB", "memory_gib": 8, "_comment": "ignored"}],
+    "builtin-clash": {"name": "H100", "memory_gib": 80},
+    "alias-repeat": [{"name": "A", "memory_gib": 1, "aliases": ["b"]}, {"name": "B", "memory_gib": 2}],
+    "reserved-too-large": {"name": "Tiny", "memory_gib": 1, "reserved_gib": 2},
+    "bytes-not-gib": {"name": "Huge", "memory_gib": 85899345920},
+}
+
+
+def pipeline_layout():
+    d = reset("pipeline_layout")
+    for name, text in LAYOUTS.items():
+        (d / f"seed-{name}.txt").write_text(text)
+
+
+def cli_args():
+    d = reset("cli_args")
+    for name, argv in COMMANDS.items():
+        (d / f"seed-{name}.txt").write_text("\n".join(argv))
+
+
+def hardware_json():
+    d = reset("hardware_json")
+    for name, doc in HARDWARE.items():
+        (d / f"seed-{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    hf_config()
+    megatron_args()
+    pipeline_layout()
+    cli_args()
+    hardware_json()
+    for d in sorted(CORPUS.iterdir()):
+        files = list(d.iterdir())
+        print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")
