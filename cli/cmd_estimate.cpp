@@ -19,6 +19,7 @@
 #include "render_estimate.hpp"
 #include "render_html.hpp"
 #include "render_svg.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -217,7 +218,7 @@ int run_estimate(const std::vector<std::string>& args) {
   }
 
   if (vm["json"].as<bool>()) {
-    std::cout << estimate_to_json(model, est, fits).dump(2) << "\n";
+    std::cout << json_text(estimate_to_json(model, est, fits), 2) << "\n";
     return 0;
   }
   RenderOptions ro;

@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -59,7 +60,7 @@ int run_hardware(const std::vector<std::string>& args) {
                    {"source", h.source},
                    {"plugin", r->plugin}});
     }
-    std::cout << nlohmann::json{{"hardware", j}}.dump(2) << "\n";
+    std::cout << json_text(nlohmann::json{{"hardware", j}}, 2) << "\n";
     return 0;
   }
   if (list.empty()) {

@@ -11,6 +11,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -55,7 +56,7 @@ int run_models(const std::vector<std::string>& args) {
       spdlog::warn("bundled model {}: {}", b.name, e.what());
     }
   }
-  if (json) std::cout << nlohmann::json{{"models", list}}.dump(2) << "\n";
+  if (json) std::cout << json_text(nlohmann::json{{"models", list}}, 2) << "\n";
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -88,7 +89,7 @@ int run_params(const std::vector<std::string>& args) {
     j["active_breakdown"] = active_json;
     j["keys_read"] = model.keys_read;
     j["warnings"] = model.warnings;
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("Model: {} ({}, adapter {})\n", model.name, model.family, model.adapter);

@@ -21,6 +21,7 @@
 #include "estimate_options.hpp"
 #include "render_estimate.hpp"
 #include "render_html.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -341,7 +342,7 @@ int run_plan(const std::vector<std::string>& args) {
                       {"headroom_bytes", s.plan.headroom_bytes}});
       j["suggestions"] = sj;
     }
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j, 2) << "\n";
     return 0;
   }
 

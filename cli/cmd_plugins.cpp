@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -51,7 +52,7 @@ int run_plugins(const std::vector<std::string>& args) {
                               {"layer_models", p.layer_models}, {"hardware", p.hardware}});
     j["rejected"] = nlohmann::json::array();
     for (const auto& r : registry.rejected()) j["rejected"].push_back({{"path", r.path}, {"reason", r.reason}});
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("Plugin API {} ({})\nSearch path:\n", kPluginApiVersion, kAbiTag);

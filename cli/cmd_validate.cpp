@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -82,7 +83,7 @@ int run_validate(const std::vector<std::string>& args) {
                            {"peak_ge_5gib", stats_json(sum.peak_large)},
                            {"megatron_theoretical_peak", stats_json(sum.megatron_theoretical)},
                            {"seed_tool_peak", stats_json(sum.seed_tool)}};
-    std::cout << nlohmann::json{{"cases", list}, {"summary", summary}}.dump(2) << "\n";
+    std::cout << json_text(nlohmann::json{{"cases", list}, {"summary", summary}}, 2) << "\n";
     return 0;
   }
 

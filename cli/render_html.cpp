@@ -19,6 +19,7 @@
 
 #include "render_estimate.hpp"
 #include "render_svg.hpp"
+#include <mme/json_text.hpp>
 
 namespace mme::cli {
 
@@ -175,7 +176,7 @@ std::string recompute_text(const RecomputeSettings& r) {
 std::string json_value_text(const nlohmann::json& v) {
   if (v.is_null()) return "—";
   if (v.is_string()) return v.get<std::string>();
-  return v.dump();
+  return json_text(v);
 }
 
 }  // namespace

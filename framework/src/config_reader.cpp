@@ -6,13 +6,14 @@
 #include <fmt/core.h>
 
 #include "mme/error.hpp"
+#include "mme/json_text.hpp"
 
 namespace mme {
 
 namespace {
 
 std::string describe(const nlohmann::json& v) {
-  std::string text = v.dump();
+  std::string text = json_text(v);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
 }

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mme/error.hpp"
+#include "mme/json_text.hpp"
 
 namespace mme {
 
@@ -146,7 +147,7 @@ MegatronArgs MegatronArgs::from_config(const nlohmann::json& config) {
     } else if (v.is_string()) {
       out.set(k, {v.get<std::string>()});
     } else if (v.is_number()) {
-      out.set(k, {v.dump()});
+      out.set(k, {json_text(v)});
     }
   }
   return out;

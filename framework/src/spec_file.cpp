@@ -19,6 +19,7 @@
 #include "mme/megatron_args.hpp"
 #include "mme/model_loader.hpp"
 #include "mme/pipeline.hpp"
+#include "mme/json_text.hpp"
 
 namespace mme {
 
@@ -705,7 +706,7 @@ std::string lower(std::string_view s) {
 std::string describe(const J& v) {
   if (v.is_array()) return "a list";
   if (v.is_object()) return "a mapping";
-  std::string text = v.dump();
+  std::string text = json_text(v);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
 }
@@ -1737,7 +1738,7 @@ std::vector<OutField> hf_model_fields(const ModelSpec& m, const TrainingSetup& s
     std::vector<std::pair<int, std::string>> ordered;
     for (const auto& [k, v] : fields.items()) ordered.emplace_back(o.origin->line_of("model." + k), k);
     std::sort(ordered.begin(), ordered.end());
-    for (const auto& [line, k] : ordered) out.push_back({k, OJ::parse(fields.at(k).dump())});
+    for (const auto& [line, k] : ordered) out.push_back({k, OJ::parse(json_text(fields.at(k)))});
   } else {
     out.push_back({"hf", OJ(m.name)});
   }
@@ -1762,7 +1763,7 @@ std::vector<OutField> section_fields(const std::string& section, const TrainingS
       out.push_back({f.name, o.gpu ? OJ(*o.gpu) : OJ()});
       continue;
     }
-    out.push_back({f.name, OJ::parse(f.get(s).dump())});
+    out.push_back({f.name, OJ::parse(json_text(f.get(s)))});
   }
   return out;
 }
@@ -1779,13 +1780,13 @@ std::string yaml_scalar(const OJ& v) {
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
   if (v.is_number_float()) return number_text(v.get<double>());
-  if (v.is_string()) return plain_yaml_string(v.get<std::string>()) ? v.get<std::string>() : v.dump();
+  if (v.is_string()) return plain_yaml_string(v.get<std::string>()) ? v.get<std::string>() : json_text(v);
   if (v.is_array()) {
     std::string out = "[";
     for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + yaml_scalar(v[i]);
     return out + "]";
   }
-  return v.dump();
+  return json_text(v);
 }
 
 std::string field_comment(const std::string& section, const std::string& name) {
@@ -1851,7 +1852,7 @@ std::string write_spec_json(const ModelSpec& model, const TrainingSetup& setup, 
       if (!f.commented) sec[f.name] = f.value;
     doc[section] = sec;
   }
-  return doc.dump(2) + "\n";
+  return json_text(doc, 2) + "\n";
 }
 
 }  // namespace mme

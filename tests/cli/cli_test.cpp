@@ -347,6 +347,21 @@ TEST(Cli, MissingPluginFolderIsAWarning) {
   EXPECT_NE(find_by(parse_stdout(r)["hardware"], "name", "H100-SXM-80GB"), nullptr);
 }
 
+TEST(Cli, BytesThatAreNotUtf8InAPathStillGiveValidJson) {
+  // A folder name is bytes; --json writes it with U+FFFD where it is not UTF-8, never an
+  // internal error (found by the cli_args fuzzer, docs/reliability.md).
+  const std::string odd = "\xff\xfe-no-such-folder";
+  const RunResult r = run_mme({"plugins", "--json", "--plugin-dir", odd});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto j = parse_stdout(r);
+  bool listed = false;
+  for (const auto& d : j["search_path"]) listed |= d.get<std::string>() == "\xEF\xBF\xBD\xEF\xBF\xBD-no-such-folder";
+  EXPECT_TRUE(listed) << r.out;
+  const RunResult e = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--json", "--plugin-dir", odd});
+  ASSERT_EQ(e.exit_code, 0) << describe(e);
+  EXPECT_TRUE(parse_stdout(e).contains("stages"));
+}
+
 TEST(Cli, PluginPathEnvironmentVariableIsSearchedAfterPluginDir) {
   test::TempDir cli_dir, env_one, env_two;
   const fs::path ampere = test::plugin_dir() / "mme_hw_nvidia_ampere.so";

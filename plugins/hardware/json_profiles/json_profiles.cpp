@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <mme/units.hpp>
+#include <mme/json_text.hpp>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -82,14 +83,14 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const json& v = p[key];
     if (!v.is_number()) fail(fmt::format("{}'{}' must be a number, got {}", label, key, type_name(v)));
     const double d = v.get<double>();
-    if (!std::isfinite(d) || d < 0) fail(fmt::format("{}'{}' must not be negative, got {}", label, key, v.dump()));
+    if (!std::isfinite(d) || d < 0) fail(fmt::format("{}'{}' must not be negative, got {}", label, key, json_text(v)));
     return d;
   };
 
   const double memory_gib = number("memory_gib", 0, true);
-  if (memory_gib <= 0) fail(fmt::format("{}'memory_gib' must be positive, got {}", label, p["memory_gib"].dump()));
+  if (memory_gib <= 0) fail(fmt::format("{}'memory_gib' must be positive, got {}", label, json_text(p["memory_gib"])));
   if (memory_gib > kMaxMemoryGib)
-    fail(fmt::format("{}'memory_gib' {} is more than {} GiB (1 PiB); is it in bytes?", label, p["memory_gib"].dump(),
+    fail(fmt::format("{}'memory_gib' {} is more than {} GiB (1 PiB); is it in bytes?", label, json_text(p["memory_gib"]),
                      kMaxMemoryGib));
   h.memory_bytes = gib_to_bytes(memory_gib);
   if (h.memory_bytes <= 0) fail(fmt::format("{}'memory_gib' {} is less than one byte", label, memory_gib));
