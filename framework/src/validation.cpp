@@ -1,6 +1,7 @@
 #include "mme/validation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -219,15 +220,38 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   return c;
 }
 
+namespace {
+
+// A row filter. libstdc++'s regex compiler reads back-references and repeat counts into a
+// long without an overflow check (a 20-digit \N is undefined behaviour) and expands {N} into
+// N states, so numbers in a pattern are kept to 4 digits and patterns to 256 characters; a
+// filter on test-case names needs neither more.
+std::regex compile_filter(std::string_view flag, const std::string& pattern) {
+  constexpr std::size_t kMaxLength = 256;
+  constexpr std::size_t kMaxDigits = 4;
+  if (pattern.size() > kMaxLength)
+    throw UsageError(fmt::format("{}: the regular expression is longer than {} characters", flag, kMaxLength));
+  std::size_t run = 0;
+  for (const char c : pattern) {
+    run = std::isdigit(static_cast<unsigned char>(c)) ? run + 1 : 0;
+    if (run > kMaxDigits)
+      throw UsageError(fmt::format("{}: a number of more than {} digits in the regular expression; repeat counts "
+                                   "and back-references that large are not supported", flag, kMaxDigits));
+  }
+  try {
+    return std::regex(pattern);
+  } catch (const std::regex_error& e) {
+    throw UsageError(fmt::format("{}: invalid regular expression: {}", flag, e.what()));
+  }
+}
+
+}  // namespace
+
 std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,
                                            const ValidationOptions& options) {
   std::optional<std::regex> golden_re, case_re;
-  try {
-    if (!options.golden_regex.empty()) golden_re.emplace(options.golden_regex);
-    if (!options.case_regex.empty()) case_re.emplace(options.case_regex);
-  } catch (const std::regex_error& e) {
-    throw UsageError(fmt::format("invalid regular expression: {}", e.what()));
-  }
+  if (!options.golden_regex.empty()) golden_re.emplace(compile_filter("--golden", options.golden_regex));
+  if (!options.case_regex.empty()) case_re.emplace(compile_filter("--case", options.case_regex));
   std::vector<ValidationCase> out;
   for (const auto& row : read_csv(csv)) {
     if (golden_re && !std::regex_search(get(row, "golden"), *golden_re)) continue;

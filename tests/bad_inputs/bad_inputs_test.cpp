@@ -50,6 +50,12 @@ const std::string kTiny =
     "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 4096 "
     "--micro-batch-size 1 --vocab-size 1000 --tokenizer-type NullTokenizer ";
 
+// One measured case in the format of bench/accuracy/megatron_functional_test_memory.csv.
+const std::string kCases =
+    "model,test_case,golden,max_alloc_GiB_max,alloc_GiB_median,nodes_gpus,num-layers,hidden-size,"
+    "num-attention-heads,seq-length,max-position-embeddings,micro-batch-size,vocab-size,tokenizer-type\n"
+    "gpt,tiny,dgx_h100,2.5,1.5,1x8,4,256,8,1024,4096,1,1000,NullTokenizer\n";
+
 std::vector<Row> catalogue() {
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
   return {
@@ -142,6 +148,11 @@ std::vector<Row> catalogue() {
           return s;
         }()},
        2, "the workspaces add up to more than 2^62 bytes"},
+      // `validate` row filters (libstdc++'s regex compiler overflows on long numbers).
+      {"a regex number beyond 64 bits", {"validate", "{dir}/cases.csv", "--golden", "a\\44444444444444444444"}, 2,
+       "--golden: a number of more than 4 digits in the regular expression", true, {{"cases.csv", kCases}}},
+      {"an invalid regex", {"validate", "{dir}/cases.csv", "--case", "(tp2"}, 2,
+       "--case: invalid regular expression", true, {{"cases.csv", kCases}}},
       // Megatron-LM flags.
       {"--nnodes x --nproc-per-node beyond 64 bits",
        {"estimate", "--megatron-args", kTiny + "--nnodes 4611686018427387904 --nproc-per-node 4"}, 2,
