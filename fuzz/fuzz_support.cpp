@@ -66,4 +66,20 @@ void finding(const char* target, const std::string& what) {
   std::abort();
 }
 
+void check_estimates_agree(const char* target, const Estimate& with, const Estimate& without) {
+  if (with.stages.size() != without.stages.size() || with.peak_stage != without.peak_stage)
+    finding(target, "the estimate differs with and without components");
+  for (std::size_t i = 0; i < with.stages.size(); ++i) {
+    const auto& s = with.stages[i];
+    if (s.total_bytes != without.stages[i].total_bytes)
+      finding(target, "a stage total differs with and without components");
+    for (std::int64_t v : {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes,
+                           s.parameters})
+      if (v < 0) finding(target, "a negative byte or parameter count");
+    if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||
+        s.static_bytes + s.activation_bytes != s.total_bytes)
+      finding(target, "the stage's parts do not add up to its total");
+  }
+}
+
 }  // namespace mme::fuzz

@@ -14,6 +14,7 @@
 #include <string>
 
 #include <mme/error.hpp>
+#include <mme/estimator.hpp>
 #include <mme/registry.hpp>
 
 namespace mme::fuzz {
@@ -26,6 +27,11 @@ const Registry& registry();
 
 // A finding: prints what and where, then aborts so that libFuzzer saves the input.
 [[noreturn]] void finding(const char* target, const std::string& what);
+
+// The oracle on an estimate: `with` (components and layer breakdown on) and `without`
+// (components off) must agree on the stages, the peak and every total; no byte or parameter
+// count is negative; each stage's parts add up to its static and total bytes.
+void check_estimates_agree(const char* target, const Estimate& with, const Estimate& without);
 
 // Runs `f` on one input. Returns true when it completed, false when it threw an mme::Error
 // (bad input correctly refused); anything else thrown is a finding.

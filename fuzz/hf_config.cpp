@@ -55,22 +55,6 @@ std::vector<mme::TrainingSetup> layouts() {
   return out;
 }
 
-void check(const mme::Estimate& a, const mme::Estimate& b) {
-  if (a.stages.size() != b.stages.size() || a.peak_stage != b.peak_stage)
-    mme::fuzz::finding("hf_config", "the estimate differs with and without components");
-  for (std::size_t i = 0; i < a.stages.size(); ++i) {
-    const auto& s = a.stages[i];
-    if (s.total_bytes != b.stages[i].total_bytes)
-      mme::fuzz::finding("hf_config", "a stage total differs with and without components");
-    for (std::int64_t v : {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes,
-                           s.parameters})
-      if (v < 0) mme::fuzz::finding("hf_config", "a negative byte or parameter count");
-    if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||
-        s.static_bytes + s.activation_bytes != s.total_bytes)
-      mme::fuzz::finding("hf_config", "the stage's parts do not add up to its total");
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -88,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         mme::EstimateOptions with, without;
         with.layer_breakdown = true;
         without.components = false;
-        check(estimator.run(setup, with), estimator.run(setup, without));
+        mme::fuzz::check_estimates_agree("hf_config", estimator.run(setup, with), estimator.run(setup, without));
       });
     }
   });

@@ -32,20 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     mme::EstimateOptions with, without;
     with.layer_breakdown = true;
     without.components = false;
-    const mme::Estimate a = estimator.run(setup, with);
-    const mme::Estimate b = estimator.run(setup, without);
-    if (a.stages.size() != b.stages.size() || a.peak_stage != b.peak_stage)
-      mme::fuzz::finding("megatron_args", "the estimate differs with and without components");
-    for (std::size_t i = 0; i < a.stages.size(); ++i) {
-      const auto& s = a.stages[i];
-      if (s.total_bytes != b.stages[i].total_bytes)
-        mme::fuzz::finding("megatron_args", "a stage total differs with and without components");
-      for (std::int64_t v : {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes})
-        if (v < 0) mme::fuzz::finding("megatron_args", "a negative byte count");
-      if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||
-          s.static_bytes + s.activation_bytes != s.total_bytes)
-        mme::fuzz::finding("megatron_args", "the stage's parts do not add up to its total");
-    }
+    mme::fuzz::check_estimates_agree("megatron_args", estimator.run(setup, with), estimator.run(setup, without));
   });
   return 0;
 }
