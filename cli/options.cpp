@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -55,6 +56,15 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
                       .run();
     po::store(parsed, vm);
     po::notify(vm);
+  } catch (const po::error_with_option_name& e) {
+    // Boost fills its message template by replacing %canonical_option%, %value%, ... in a loop
+    // until none is left, so an argument that itself holds such a token ('--x%value%') never
+    // ends (found by the cli_args fuzzer). With a '%' in any argument the message is built here.
+    if (std::none_of(args.begin(), args.end(), [](const std::string& a) { return a.find('%') != std::string::npos; }))
+      throw UsageError(e.what());
+    if (dynamic_cast<const po::unknown_option*>(&e))
+      throw UsageError(fmt::format("unrecognised option '{}'", e.get_option_name()));
+    throw UsageError(fmt::format("invalid use of option '{}' or its value", e.get_option_name()));
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
