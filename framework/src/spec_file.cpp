@@ -163,7 +163,6 @@ struct TrackingIterator {
     return t;
   }
   friend bool operator==(const TrackingIterator& a, const TrackingIterator& b) { return a.p == b.p; }
-  friend bool operator!=(const TrackingIterator& a, const TrackingIterator& b) { return a.p != b.p; }
 };
 
 class JsonTreeBuilder {
