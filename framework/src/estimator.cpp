@@ -493,7 +493,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
         // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
         act("activations/mtp/token_ids", CheckedInt(ch.mtp_layers) * 8 * tokens);
-        act("activations/mtp/norms_and_eh_proj", CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
+        act("activations/mtp/norms_and_eh_proj",
+            CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
       }
       if (ch.loss) {
         // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight

@@ -37,6 +37,7 @@ CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
   }
   return n;
 }
+
 void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const auto& m = ctx.model;
   const auto& f = ctx.layer.mlp;
