@@ -59,17 +59,6 @@ po::options_description visible_options() {
   return d;
 }
 
-double parse_headroom(const std::string& text) {
-  std::string t = text;
-  double scale = 1.0;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  const double v = parse_double("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
-  return v;
-}
-
 }  // namespace
 
 void help_estimate(std::ostream& out) {

@@ -41,13 +41,6 @@ po::options_description visible_options() {
   return d;
 }
 
-po::options_description hidden_options() {
-  po::options_description visible, hidden;
-  add_setup_options(visible, hidden);
-  hidden.add_options()("model", po::value<std::string>(), "");
-  return hidden;
-}
-
 }  // namespace
 
 void help_init(std::ostream& out) {
@@ -65,7 +58,7 @@ void help_init(std::ostream& out) {
 int run_init(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  const auto vm = parse(args, visible_options(), hidden_options(), pos);
+  const auto vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
   const TrainingSetup setup = read_setup(vm, TrainingSetup{});
 

@@ -50,23 +50,6 @@ po::options_description visible_options() {
   return d;
 }
 
-po::options_description hidden_options() {
-  po::options_description visible, hidden;
-  add_setup_options(visible, hidden);
-  hidden.add_options()("model", po::value<std::string>(), "");
-  return hidden;
-}
-
-double parse_headroom(const std::string& text) {
-  std::string t = text;
-  double scale = 1.0;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  return parse_double("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
-}
-
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   std::string item;
@@ -102,16 +85,6 @@ std::string split_text(const PlanLayout& l) {
   if (l.pp == 1 || l.even_split) return "even";
   if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
   return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
-}
-
-std::string thousands(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 nlohmann::json score_json(const PlanScore& s) {
@@ -189,7 +162,7 @@ void help_plan(std::ostream& out) {
 int run_plan(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  po::variables_map vm = parse(args, visible_options(), hidden_options(), pos);
+  po::variables_map vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
   if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});

@@ -245,4 +245,21 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   return s;
 }
 
+po::options_description model_and_setup_hidden_options() {
+  po::options_description visible, hidden;
+  add_setup_options(visible, hidden);
+  hidden.add_options()("model", po::value<std::string>(), "");
+  return hidden;
+}
+
+double parse_headroom(const std::string& text) {
+  std::string t = text;
+  double scale = 1.0;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  return parse_double("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
+}
+
 }  // namespace mme::cli

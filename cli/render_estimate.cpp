@@ -13,12 +13,6 @@
 
 namespace mme::cli {
 
-namespace {
-
-const std::string kRule(80, '=');
-
-double gib(std::int64_t b) { return to_gib(b); }
-
 std::string recompute_text(const RecomputeSettings& r) {
   switch (r.granularity) {
     case RecomputeGranularity::kNone: return "none";
@@ -28,6 +22,22 @@ std::string recompute_text(const RecomputeSettings& r) {
   }
   return "?";
 }
+
+std::string thousands(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+namespace {
+
+const std::string kRule(80, '=');
+
+double gib(std::int64_t b) { return to_gib(b); }
 
 constexpr int kBarWidth = 50;  // terminal cells for the largest of the stage totals and the marker
 

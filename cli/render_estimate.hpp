@@ -2,7 +2,9 @@
 // schema_version 1 JSON document (docs/cli.md).
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,5 +26,10 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
                  const RenderOptions& options);
 nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits);
 nlohmann::json setup_to_json(const TrainingSetup& s);
+
+// Text pieces every renderer shares: "selective (core_attn, mlp)" / "full (uniform, 1 layer)",
+// and 1927314 as "1,927,314".
+std::string recompute_text(const RecomputeSettings& r);
+std::string thousands(std::uint64_t n);
 
 }  // namespace mme::cli

@@ -163,16 +163,6 @@ std::string kv_row(const std::string& key, const std::string& value_html) {
   return fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", esc(key), value_html);
 }
 
-std::string recompute_text(const RecomputeSettings& r) {
-  switch (r.granularity) {
-    case RecomputeGranularity::kNone: return "none";
-    case RecomputeGranularity::kSelective: return fmt::format("selective ({})", recompute_modules_to_string(r.modules));
-    case RecomputeGranularity::kFull:
-      return fmt::format("full ({}, {} layer{})", to_string(r.method), r.num_layers, r.num_layers == 1 ? "" : "s");
-  }
-  return "?";
-}
-
 std::string json_value_text(const nlohmann::json& v) {
   if (v.is_null()) return "—";
   if (v.is_string()) return v.get<std::string>();
@@ -369,16 +359,6 @@ void FitMap::add(const Plan& plan) {
 }
 
 namespace {
-
-std::string thousands(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 std::string join_args(const std::vector<std::string>& args) {
   std::string out;

@@ -35,16 +35,6 @@ namespace {
 
 constexpr std::int64_t kMiB = 1024 * 1024;
 
-std::int64_t dtype_bytes(DType d) {
-  switch (d) {
-    case DType::kFP32: return 4;
-    case DType::kBF16:
-    case DType::kFP16: return 2;
-    case DType::kFP8: return 1;
-  }
-  return 4;
-}
-
 CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
 // One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).

@@ -178,16 +178,6 @@ std::vector<std::int64_t> divisors_of(std::int64_t n, std::int64_t limit) {
   return small;
 }
 
-std::int64_t dtype_bytes(DType d) {
-  switch (d) {
-    case DType::kFP32: return 4;
-    case DType::kBF16:
-    case DType::kFP16: return 2;
-    case DType::kFP8: return 1;
-  }
-  return 4;
-}
-
 // One distinct decoder-layer kind with the figures of the speed proxy (elements, unsharded).
 struct LayerType {
   LayerSpec spec;

@@ -14,6 +14,17 @@ struct ModelSpec;
 
 enum class Precision { kBF16, kFP16, kFP8, kFP32 };
 enum class DType { kFP32, kBF16, kFP16, kFP8 };
+
+// Bytes per element of a tensor of dtype d.
+constexpr std::int64_t dtype_bytes(DType d) {
+  switch (d) {
+    case DType::kFP32: return 4;
+    case DType::kBF16:
+    case DType::kFP16: return 2;
+    case DType::kFP8: return 1;
+  }
+  return 4;
+}
 enum class AttentionBackend { kFlash, kUnfused };
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
 enum class RecomputeGranularity { kNone, kSelective, kFull };
