@@ -34,6 +34,8 @@ void build_options(po::options_description& d, po::options_description& hidden) 
       ("gpu", po::value<std::string>(), "judge the fit on this GPU only (name or alias, see `mme hardware`)")
       ("headroom", po::value<std::string>(),
        "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
+      ("fit-on", po::value<std::string>()->value_name("bound|estimate"),
+       "judge the fit on the upper bound (default) or on the point estimate")
       ("revision", po::value<std::string>(), "hub revision to download (default main)")
       ("megatron-args", po::value<std::string>(),
        "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
@@ -183,15 +185,22 @@ int run_estimate(const std::vector<std::string>& args) {
     return 0;
   }
 
+  bool on_bound = true;
+  if (vm.count("fit-on")) {
+    const std::string v = vm["fit-on"].as<std::string>();
+    if (v != "bound" && v != "estimate")
+      throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
+    on_bound = v == "bound";
+  }
   std::vector<FitVerdict> fits;
   if (gpu) {
-    fits.push_back(judge_fit(est, *gpu, headroom));
+    fits.push_back(judge_fit(est, *gpu, headroom, on_bound));
   } else {
     std::vector<const HardwareProfile*> all;
     for (const auto& h : registry.hardware()) all.push_back(h.object.get());
     std::stable_sort(all.begin(), all.end(),
                      [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
-    for (const auto* h : all) fits.push_back(judge_fit(est, *h, headroom));
+    for (const auto* h : all) fits.push_back(judge_fit(est, *h, headroom, on_bound));
   }
 
   if (html_file) {

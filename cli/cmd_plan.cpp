@@ -108,6 +108,7 @@ nlohmann::json plan_json(const Planner& planner, const Plan& p, const PlanOption
   return {{"args", planner.args_for(p.layout, o)},
           {"setup", setup_to_json(resolve_setup(planner.setup_for(p.layout, o)))},
           {"peak_bytes", p.peak_bytes},
+          {"upper_bytes", p.upper_bytes},
           {"headroom_bytes", p.headroom_bytes},
           {"fits", p.fits},
           {"score", p.score.score},

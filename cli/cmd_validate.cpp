@@ -67,6 +67,7 @@ int run_validate(const std::vector<std::string>& args) {
       if (c.status == "ok") {
         j["estimated_peak_gib"] = c.estimated_peak_gib;
         j["estimated_static_gib"] = c.estimated_static_gib;
+        j["estimated_upper_gib"] = c.estimated_upper_gib;
         j["peak_error_pct"] = 100 * c.peak_error();
         j["static_error_pct"] = 100 * c.static_error();
         j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;

@@ -1,5 +1,7 @@
 #include "estimate_options.hpp"
 
+#include <vector>
+
 #include <fmt/core.h>
 
 #include <mme/error.hpp>
@@ -27,6 +29,7 @@ const ValueFlag kValueFlags[] = {
     {"vpp", {"virtual-pipeline-model-parallel-size", "num-virtual-stages-per-pipeline-rank"},
      "virtual pipeline chunks per pipeline rank (interleaved schedule)"},
     {"num-layers-per-virtual-pipeline-stage", {}, "Megatron-LM's way to set VPP: layers per virtual chunk"},
+    {"microbatch-group-size-per-virtual-pipeline-stage", {}, "interleaved schedule: micro-batches per group (default PP)"},
     {"micro-batch-size", {}, "micro-batch size (default 1)"},
     {"seq-length", {}, "sequence length (default 4096)"},
     {"num-gpus", {"world-size"}, "total GPUs (default 8)"},
@@ -39,7 +42,10 @@ const ValueFlag kValueFlags[] = {
     {"num-layers-in-first-pipeline-stage", {"decoder-first-pipeline-num-layers"}, "layers of the first pipeline stage"},
     {"num-layers-in-last-pipeline-stage", {"decoder-last-pipeline-num-layers"}, "layers of the last pipeline stage"},
     {"pipeline-layout", {"pipeline-model-parallel-layout"}, "Megatron pipeline layout string, e.g. 'Et*3|(tt|)*6mL'"},
-    {"attention-backend", {}, "flash (default; also fused, auto) | unfused (also local)"},
+    {"attention-backend", {}, "auto (default: Transformer Engine's choice) | flash (also fused) | unfused (also local)"},
+    {"wgrad-deferral-limit", {}, "with --defer-embedding-wgrad-compute: micro-batches deferred (default 0: all)"},
+    {"cross-entropy-fusion-impl", {}, "with --cross-entropy-loss-fusion: native (default) | te"},
+    {"moe-routing-imbalance", {}, "tokens on the busiest expert rank / its even share, for the upper bound (default 1.25)"},
     {"precision", {}, "bf16 (default) | fp16 | fp8 | fp32"},
     {"transformer-impl", {}, "transformer_engine (default) | local (Megatron's own layers, unfused attention)"},
     {"moe-token-dispatcher", {"moe-token-dispatcher-type"}, "alltoall (default) | allgather | flex"},
@@ -72,7 +78,11 @@ const SwitchFlag kSwitches[] = {
     {"moe-pad-expert-input-to-capacity", "pad every expert's input to its capacity"},
     {"use-precision-aware-optimizer", "TE FusedAdam with the dtypes of --main-params/--exp-avg(-sq)-dtype"},
     {"fp8-param-gather", "keep FP8 GEMM weights as 1-byte parameters (needs --precision fp8)"},
-    {"cross-entropy-loss-fusion", "fused cross entropy (no fp32 logits kept)"},
+    {"cross-entropy-loss-fusion", "fused cross entropy (it still keeps the fp32 softmax for backward)"},
+    {"defer-embedding-wgrad-compute", "the output layer's weight gradients wait for the pipeline flush"},
+    {"no-gradient-accumulation-fusion", "weight gradients as separate tensors, added to main_grad after each GEMM"},
+    {"deterministic-mode", "Megatron-LM's --deterministic-mode: NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
+                           "CUBLAS_WORKSPACE_CONFIG=:4096:8"},
     {"moe-grouped-gemm", "grouped GEMM experts, TEGroupedMLP (the default)"},
     {"no-moe-grouped-gemm", "one GEMM per local expert (SequentialMLP)"},
     {"bf16", "Megatron-LM spelling of --precision bf16"},
@@ -112,6 +122,9 @@ void add_setup_options(po::options_description& visible, po::options_description
     for (const char* a : f.aliases) hidden.add_options()(a, po::value<std::string>(), "");
   }
   for (const auto& s : kSwitches) visible.add_options()(s.name, po::bool_switch(), s.help);
+  visible.add_options()("env", po::value<std::vector<std::string>>()->composing()->value_name("NAME=VALUE"),
+                        "an environment variable of the run (repeatable): CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN, "
+                        "NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO change the estimate; the report lists them");
 }
 
 bool setup_flag_given(const po::variables_map& vm, const std::string& name) {
@@ -162,11 +175,7 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   if (on(vm, "bf16")) s.precision = Precision::kBF16;
   if (on(vm, "fp16")) s.precision = Precision::kFP16;
 
-  if (auto v = str_flag(vm, "attention-backend")) {
-    if (*v == "flash" || *v == "fused" || *v == "auto") s.attention_backend = AttentionBackend::kFlash;
-    else if (*v == "unfused" || *v == "local") s.attention_backend = AttentionBackend::kUnfused;
-    else throw UsageError(fmt::format("--attention-backend: unknown value '{}' (flash, fused, auto, unfused, local)", *v));
-  }
+  if (auto v = str_flag(vm, "attention-backend")) s.attention_backend = parse_attention_backend(*v, "--attention-backend");
   if (auto v = str_flag(vm, "transformer-impl")) {
     if (*v == "transformer_engine") s.transformer_engine = true;
     else if (*v == "local") s.transformer_engine = false;
@@ -228,6 +237,21 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   }
   if (on(vm, "fp8-param-gather")) s.fp8_param_gather = true;
   if (on(vm, "cross-entropy-loss-fusion")) s.cross_entropy_fusion = true;
+  if (auto v = str_flag(vm, "cross-entropy-fusion-impl")) {
+    if (*v != "native" && *v != "te")
+      throw UsageError(fmt::format("--cross-entropy-fusion-impl: unknown value '{}' (native, te)", *v));
+    s.cross_entropy_te = *v == "te";
+  }
+  if (on(vm, "no-gradient-accumulation-fusion")) s.gradient_accumulation_fusion = false;
+  if (on(vm, "defer-embedding-wgrad-compute")) s.defer_embedding_wgrad = true;
+  s.wgrad_deferral_limit = int_flag(vm, flag("wgrad-deferral-limit"), 0, std::int64_t{1} << 40, s.wgrad_deferral_limit);
+  if (auto v = str_flag(vm, "moe-routing-imbalance"))
+    s.moe_routing_imbalance = parse_double("--moe-routing-imbalance", *v, 1.0, 1024.0);
+  if (on(vm, "deterministic-mode")) {
+    // megatron/training/determinism.py: the determinism defaults, unless the run sets them.
+    s.attention_env.deterministic = true;
+    if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
+  }
   if (on(vm, "moe-grouped-gemm") && on(vm, "no-moe-grouped-gemm"))
     throw UsageError("--moe-grouped-gemm and --no-moe-grouped-gemm contradict each other");
   if (on(vm, "moe-grouped-gemm")) s.moe_grouped_gemm = true;
@@ -240,6 +264,14 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   if (auto v = str_flag(vm, "attention-dropout"))
     s.attention_dropout = parse_double("--attention-dropout", *v, 0.0, 0.999);
 
+  if (vm.count("env"))
+    for (const auto& text : vm["env"].as<std::vector<std::string>>()) {
+      const auto [name, value] = split_env_assignment(text, "--env");
+      if (!apply_environment(s, name, value))
+        s.environment_ignored.push_back(name + "=" + value);
+    }
+  if (vm.count("microbatch-group-size-per-virtual-pipeline-stage"))
+    pl.microbatch_group_size = int_flag(vm, flag("microbatch-group-size-per-virtual-pipeline-stage"), 1, kMaxParallel, 1);
   if (vm.count("num-layers-per-virtual-pipeline-stage"))
     pl.layers_per_virtual_stage = int_flag(vm, flag("num-layers-per-virtual-pipeline-stage"), 1, kMaxParallel, 1);
   return s;

@@ -190,6 +190,7 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
                 {"active_params", ms.active_params},
                 {"mtp_params", ms.mtp_params}};
   j["setup"] = setup_to_json(est.setup);
+  j["attention"] = to_string(est.attention);  // the backend the estimate uses (auto resolved)
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : est.stages) {
     nlohmann::json comps = nlohmann::json::object();
@@ -218,6 +219,10 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"other_bytes", s.other_bytes},
         {"static_bytes", s.static_bytes},
         {"total_bytes", s.total_bytes},
+        {"upper_bytes", s.upper_bytes},
+        {"forward_backward_bytes", s.forward_backward_bytes},
+        {"optimizer_step_bytes", s.optimizer_step_bytes},
+        {"peak_phase", s.peak_phase},
         {"inflight_microbatches", s.inflight_microbatches},
         {"chunks", chunks},
         {"components", comps},
@@ -232,11 +237,16 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
   }
   j["stages"] = stages;
   const auto& peak = est.peak();
-  j["peak"] = {{"pp_rank", peak.pp_rank}, {"total_bytes", peak.total_bytes}, {"total_gb", gib(peak.total_bytes)},
-               {"static_bytes", peak.static_bytes}};
+  j["peak"] = {{"pp_rank", peak.pp_rank},           {"total_bytes", peak.total_bytes},
+               {"total_gb", gib(peak.total_bytes)},   {"static_bytes", peak.static_bytes},
+               {"phase", peak.peak_phase},            {"upper_bytes", est.upper_bytes()},
+               {"upper_gb", gib(est.upper_bytes())},  {"upper_pp_rank", est.stages.at(est.upper_stage).pp_rank},
+               {"bound_terms", est.bound_terms}};
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : fits)
     fj.push_back({{"hardware", f.hardware->name},
+                  {"judged_on", f.on_bound ? "upper_bound" : "estimate"},
+                  {"needed_bytes", f.needed_bytes},
                   {"capacity_bytes", f.capacity_bytes},
                   {"usable_bytes", f.usable_bytes},
                   {"fits", f.fits},
@@ -295,7 +305,7 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("  Global Batch Size: {} ({} micro-batches)\n", s.global_batch_size, s.num_micro_batches);
   out << fmt::format("  Distributed Optimizer: {}\n", s.optimizer.distributed ? "True" : "False");
   out << fmt::format("  Recompute: {}\n", recompute_text(s.recompute));
-  out << fmt::format("  Precision: {}, attention: {}\n", to_string(s.precision), to_string(s.attention_backend));
+  out << fmt::format("  Precision: {}, attention: {}\n", to_string(s.precision), to_string(est.attention));
 
   out << "\n" << kRule << "\nMEMORY ESTIMATION RESULTS\n" << kRule << "\n";
   // The bars share one scale: the largest stage, or the marked GPU's usable memory when that
@@ -338,6 +348,14 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   const auto& peak = est.peak();
   out << "\n" << kRule << "\n";
   out << fmt::format("Peak Memory per GPU: {:.2f} GiB (pipeline stage {})\n", gib(peak.total_bytes), peak.pp_rank);
+  out << fmt::format("Peak phase: {}\n", peak.peak_phase);
+  out << fmt::format("Upper bound: {:.2f} GiB (pipeline stage {}){}\n", gib(est.upper_bytes()),
+                     est.stages.at(est.upper_stage).pp_rank,
+                     est.bound_terms.empty() ? ": nothing uncertain found, the bound is the estimate" : "");
+  for (const auto& t : est.bound_terms) out << "  + " << t << "\n";
+  if (!fits.empty())
+    out << (fits.front().on_bound ? "Fit judged on the upper bound (--fit-on estimate for the point estimate)\n"
+                                  : "Fit judged on the point estimate (--fit-on estimate)\n");
   std::string fit_names, miss_names;
   for (const auto& f : fits) {
     if (f.fits) fit_names += (fit_names.empty() ? "" : ", ") + f.hardware->name;

@@ -285,7 +285,7 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                                                          s.num_micro_batches)
                                            : ", global batch not given (pipeline assumed full)")));
   o += kv_row("Recompute", esc(recompute_text(s.recompute)));
-  o += kv_row("Precision", esc(fmt::format("{}, attention {}", to_string(s.precision), to_string(s.attention_backend))));
+  o += kv_row("Precision", esc(fmt::format("{}, attention {}", to_string(s.precision), to_string(est.attention))));
   o += kv_row("Optimizer", esc(fmt::format("{}, {}", s.optimizer.name,
                                            s.optimizer.distributed ? "distributed" : "not distributed")));
   o += "</table>\n<details><summary>Every setting</summary><table class=\"kv\">\n";

@@ -215,6 +215,47 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
 }
 
 Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
+  // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
+  const AttentionChoice attn = resolve_attention(resolve_setup(requested), options.gpu_architecture);
+  Estimate est = run_pass(requested, options, attn.backend, 1.0);
+  for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
+  est.upper_stage = est.peak_stage;
+  if (!options.upper_bound) return est;
+
+  // The upper bound: what the point estimate cannot pin down, each a named mechanism
+  // (docs/memory-model.md, "Upper bound").
+  const TrainingSetup& s = est.setup;
+  bool moe = false;
+  for (const auto& layer : impl_->model.layers) moe = moe || layer.mlp.num_experts > 0;
+  double imbalance = 1.0;
+  if (moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
+    // Routing imbalance: the busiest expert rank receives more than its even share (most of
+    // all early in training); a capacity factor drops tokens beyond it (moe_utils.py
+    // get_capacity), so it caps the excess.
+    imbalance = s.moe_routing_imbalance.value_or(kDefaultMoeRoutingImbalance);
+    if (s.moe_capacity_factor) imbalance = std::min(imbalance, std::max(1.0, *s.moe_capacity_factor));
+  }
+  const AttentionBackend bound_attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
+  if (imbalance > 1.0)
+    est.bound_terms.push_back(fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
+                                          "of tokens (--moe-routing-imbalance)", imbalance));
+  if (bound_attention != attn.backend)
+    est.bound_terms.push_back("attention may fall back to unfused (score tensors of s^2 per head kept)");
+  if (est.bound_terms.empty()) return est;
+  EstimateOptions quiet = options;
+  quiet.components = false;
+  quiet.layer_breakdown = false;
+  const Estimate bound = run_pass(requested, quiet, bound_attention, imbalance);
+  for (std::size_t i = 0; i < est.stages.size(); ++i) {
+    auto& st = est.stages[i];
+    st.upper_bytes = std::max(st.total_bytes, bound.stages[i].total_bytes);
+    if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
+  }
+  return est;
+}
+
+Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options,
+                             AttentionBackend attention, double imbalance) const {
   const auto& im = *impl_;
   const ModelSpec& m = im.model;
   TrainingSetup req = requested;
@@ -230,6 +271,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     req.parallel.vpp = per_rank / *n;
   }
   const TrainingSetup s = resolve_setup(req);
+  const AttentionChoice attn = resolve_attention(s, options.gpu_architecture);
+  // What the block models see: this pass's backend and routed-token factor.
+  TrainingSetup block_setup = s;
+  block_setup.attention_backend = attention;
+  block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
   const ParallelLayout& par = s.parallel;
 
   const std::int64_t t = par.tp, c = par.cp, p = par.pp;
@@ -248,7 +294,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   checked_mul(checked_mul(tokens.value(), vocab_local.value(), "logits"), 8, "logits bytes");
 
   auto make_ctx = [&](const LayerType& lt, bool is_mtp) {
-    BlockContext ctx{m, lt.spec, s};
+    BlockContext ctx{m, lt.spec, block_setup};
     ctx.tp = t;
     ctx.cp = c;
     ctx.ep = par.ep;
@@ -263,6 +309,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     ctx.is_mtp = is_mtp;
     return ctx;
   };
+  const std::int64_t wgrad_bytes = s.precision == Precision::kFP32 ? 4 : 2;
   auto evaluate = [&](const LayerType& lt, bool is_mtp) {
     TypeEval e;
     const BlockContext ctx = make_ctx(lt, is_mtp);
@@ -281,6 +328,17 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
         for (const auto& term : acts->saved) e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
     e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
+    if (!s.gradient_accumulation_fusion) {
+      // Without gradient accumulation fusion TE returns each weight gradient as a new tensor
+      // in the parameter dtype, which the DDP backward hook adds into main_grad and frees
+      // (distributed_data_parallel.py _make_backward_post_hook): the largest GEMM weight of
+      // the layer, once, on top of its backward working set.
+      CheckedInt largest = 0;
+      for (const auto* bp : {&e.attn_params, &e.mlp_params})
+        for (const auto& term : bp->terms)
+          if (is_gemm_weight(term)) largest = std::max(largest, CheckedInt(term.per_rank));
+      e.transient += wgrad_bytes * largest;
+    }
     e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
     return e;
   };
@@ -355,6 +413,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
 
   Estimate est;
   est.setup = s;
+  est.attention = attn.backend;
   est.stages.reserve(static_cast<std::size_t>(p));
   {
     const ParamCount& pc = im.params;
@@ -389,7 +448,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     StageEstimate st;
     st.pp_rank = r;
     ComponentSink comps(options.components);
-    const std::vector<std::int64_t> inflight = inflight_microbatches(p, v, r, s.num_micro_batches);
+    const std::vector<std::int64_t> inflight =
+        inflight_microbatches(p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0));
 
     CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
     CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
@@ -494,22 +554,31 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         const CheckedInt heads = CheckedInt(1) + ch.mtp_layers;  // main loss + one per MTP depth
         // Final norm keeps its input; the output layer keeps its (sequence-local) input.
         act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
-        if (s.cross_entropy_fusion) {
-          // Fused vocab-parallel cross entropy keeps the bf16 logits gradient only.
-          act("activations/logits", heads * act_bytes * tokens * vocab_local);
-        } else {
-          // cross_entropy.py _VocabParallelCrossEntropy: logits.float(), softmax kept in fp32.
-          act("activations/logits_fp32_softmax", heads * 4 * tokens * vocab_local);
-          // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
-          // logits gradient (backward): one more 2-byte copy.
-          transient = std::max(transient, act_bytes * tokens * vocab_local);
-        }
+        // Every loss path keeps an fp32 [T, V/TP] tensor for backward: the unfused
+        // tensor_parallel/cross_entropy.py and the fused native fusions/fused_cross_entropy.py
+        // (calculate_logits_max: logits.float(); the softmax saved) alike, and TE's
+        // parallel_cross_entropy (cross_entropy.py: grad_input = empty_like(fp32), saved).
+        act("activations/logits_fp32_softmax", heads * 4 * tokens * vocab_local);
+        // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
+        // logits gradient (backward): one more 2-byte copy.
+        transient = std::max(transient, act_bytes * tokens * vocab_local);
         // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into
         // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
         if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
       }
       ce.activation_bytes_per_microbatch = chunk_act.value();
       saved += chunk_act * mb;
+      if (ch.loss && s.defer_embedding_wgrad) {
+        // --defer-embedding-wgrad-compute (tensor_parallel/layers.py, gpt_model.py): the last
+        // stage's output layer keeps each micro-batch's input and logits gradient in
+        // embedding_activation_buffer / grad_output_buffer until the pipeline flush
+        // (schedules.py finish_embedding_wgrad_compute), for up to --wgrad-deferral-limit of them.
+        const std::int64_t all = s.num_micro_batches > 0 ? s.num_micro_batches : p;
+        const std::int64_t k = s.wgrad_deferral_limit > 0 ? std::min(s.wgrad_deferral_limit, all) : all;
+        const CheckedInt deferred = CheckedInt(k) * act_bytes * (tokens * vocab_local + local_tokens * h);
+        saved += deferred;
+        comps.add(MemoryCategory::kActivations, "activations/deferred_output_wgrad_buffers", deferred);
+      }
       st.layers += ch.num_layers;
       st.mtp_layers += ch.mtp_layers;
       st.chunks.push_back(ce);
@@ -526,13 +595,22 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     st.weight_bytes = weight.value();
     const CheckedInt gradient_bytes = grad_b * parameters;
     st.gradient_bytes = gradient_bytes.value();
-    auto shard = [&](std::int64_t bytes_per_param, CheckedInt count, std::int64_t shards) -> CheckedInt {
+    // HybridDeviceOptimizer (optimizer/cpu_offloading/hybrid_optimizer.py) moves the states of
+    // the offloaded share of parameters to the host. With the precision-aware optimizer the
+    // fp32 master weights go with them; without it the distributed optimizer keeps its fp32
+    // main params (and the fp32 gradient copies it makes) on the GPU and hands them over.
+    auto shard = [&](std::int64_t bytes_per_param, CheckedInt count, std::int64_t shards,
+                     bool offloadable = true) -> CheckedInt {
       const CheckedInt bytes = ceil_div(count * bytes_per_param, shards);
-      if (keep_on_gpu >= 1.0) return bytes;
+      if (keep_on_gpu >= 1.0 || !offloadable) return bytes;
       const double kept = static_cast<double>(bytes.value()) * keep_on_gpu + 0.5;
       return kept < 0x1p63 ? static_cast<std::int64_t>(kept) : bytes.value();
     };
     CheckedInt optim = 0;
+    // distrib_optimizer.py _copy_model_grads_to_main_grads: `main_grad.float()` copies 16-bit
+    // gradients in the optimizer step; they live until zero_grad(set_to_none=True) at the start
+    // of the next train_step (training.py), so never next to the activations.
+    CheckedInt step_only = 0;
     const std::int64_t state_b = main_param_b + exp_avg_b + exp_avg_sq_b + main_grad_copy_b;
     if (muon) {
       // Muon: one fp32 momentum for 2-D GEMM weights, Adam for the rest (emerging_optimizers.py).
@@ -541,14 +619,18 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
                                              CheckedInt(0));
       optim = shard(muon_b, muon_dense, dense_shards) + shard(state_b, dense_params - muon_dense, dense_shards) +
               shard(muon_b, exp_params, expert_shards);
+      step_only = shard(main_grad_copy_b, dense_params, dense_shards, false) +
+                  shard(main_grad_copy_b, exp_params, expert_shards, false);
       comps.add(MemoryCategory::kOptimizer, "optimizer/muon_and_adam_states", optim);
     } else {
-      const CheckedInt main_dense = shard(main_param_b, dense_params, dense_shards);
-      const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards);
+      const bool main_offloadable = opt.precision_aware;
+      const CheckedInt main_dense = shard(main_param_b, dense_params, dense_shards, main_offloadable);
+      const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards, main_offloadable);
       const CheckedInt moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
       const CheckedInt moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
-      const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards) +
-                                   shard(main_grad_copy_b, exp_params, expert_shards);
+      const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, false) +
+                                   shard(main_grad_copy_b, exp_params, expert_shards, false);
+      step_only = grad_copy;
       optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
       // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
       comps.add(MemoryCategory::kOptimizer, "optimizer/main_params", main_dense + main_exp);
@@ -582,7 +664,12 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     const CheckedInt static_bytes = weight + gradient_bytes + optim + other;
     st.activation_bytes = activation_bytes.value();
     st.static_bytes = static_bytes.value();
-    st.total_bytes = (static_bytes + activation_bytes).value();
+    st.step_only_bytes = step_only.value();
+    // The peak of a step is the larger of its phases, not their sum.
+    st.forward_backward_bytes = (static_bytes - step_only + activation_bytes).value();
+    st.optimizer_step_bytes = static_bytes.value();
+    st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
+    st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
     st.inflight_microbatches = inflight.front();
     st.components = comps.take();
     if (st.total_bytes > best_total) {
@@ -594,8 +681,17 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
 
   if (!options.components) return est;  // the assumptions are for people; the planner needs none
   auto& a = est.assumptions;
-  a.push_back(fmt::format("{} attention backend{}", to_string(s.attention_backend),
-                          s.attention_backend == AttentionBackend::kFlash ? " (no s^2 score tensors)" : ""));
+  a.push_back(attn.backend == AttentionBackend::kFlash ? attn.reason + ": no s^2 score tensors" : attn.reason);
+  if (!s.environment_used.empty()) {
+    std::string env;
+    for (const auto& e : s.environment_used) env += (env.empty() ? "" : ", ") + e;
+    a.push_back("environment: " + env);
+  }
+  if (!s.environment_ignored.empty()) {
+    std::string env;
+    for (const auto& e : s.environment_ignored) env += (env.empty() ? "" : ", ") + e;
+    a.push_back("environment without a memory effect mme models: " + env);
+  }
   if (s.num_micro_batches == 0 && p > 1)
     a.push_back("global batch size not given: enough micro-batches assumed to fill the pipeline");
   for (const auto& lt : im.types) {
@@ -607,7 +703,17 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
       break;
     }
   }
-  a.push_back(s.cross_entropy_fusion ? "fused cross entropy" : "unfused cross entropy: fp32 logits kept for backward");
+  a.push_back(fmt::format("{} cross entropy: fp32 [tokens, vocab/TP] kept for backward",
+                          !s.cross_entropy_fusion ? "unfused" : s.cross_entropy_te ? "fused (te)" : "fused (native)"));
+  if (!s.gradient_accumulation_fusion)
+    a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
+  for (const auto& st : est.stages) {
+    if (st.step_only_bytes > 0) {
+      a.push_back("16-bit gradients: their fp32 copies exist only from the optimizer step to the next zero_grad, "
+                  "not next to the activations");
+      break;
+    }
+  }
   a.push_back("totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
               "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
   return est;

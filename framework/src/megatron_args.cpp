@@ -83,6 +83,11 @@ std::vector<std::string> shell_words(std::string_view text, const std::string& s
 
 bool is_flag(const std::string& w) { return w.size() > 2 && w[0] == '-' && w[1] == '-'; }
 
+bool is_env_name(const std::string& n) {
+  return !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) &&
+         std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
 // Bash-array punctuation and assignments around an argument list: ARGS=( ... ).
 bool is_separator(const std::string& w) {
   return w == "(" || w == ")" || w == ";" || w == "&&" || w == "|" || (w.size() >= 2 && w.substr(w.size() - 2) == "=(");
@@ -99,6 +104,16 @@ void MegatronArgs::set(std::string name, std::vector<std::string> values) {
     }
   }
   flags_.push_back({std::move(name), std::move(values)});
+}
+
+void MegatronArgs::set_env(const std::string& name, const std::string& value) {
+  for (auto& e : env_) {
+    if (e.first == name) {
+      e.second = value;
+      return;
+    }
+  }
+  env_.emplace_back(name, value);
 }
 
 bool MegatronArgs::has(std::string_view name) const {
@@ -167,11 +182,28 @@ MegatronArgs parse_megatron_args(std::string_view text, const std::string& sourc
     if (cur) args.set(std::move(cur->name), std::move(cur->values));
     cur.reset();
   };
+  bool after_export = false;
   for (const auto& w : words) {
     if (is_separator(w)) {
       flush();
+      after_export = false;
       continue;
     }
+    if (w == "export") {
+      flush();
+      after_export = true;
+      continue;
+    }
+    // `export NAME=VALUE`, or `NAME=VALUE` of a variable that decides memory (a command prefix
+    // such as `NVTE_FLASH_ATTN=0 torchrun ...`). Values are checked when the setup is built.
+    if (const auto eq = w.find('='); !is_flag(w) && eq != std::string::npos && is_env_name(w.substr(0, eq)) &&
+                                     (after_export || is_modelled_environment(w.substr(0, eq)))) {
+      flush();
+      args.set_env(w.substr(0, eq), w.substr(eq + 1));
+      after_export = false;
+      continue;
+    }
+    after_export = false;
     if (is_flag(w)) {
       flush();
       const auto eq = w.find('=');
@@ -276,22 +308,36 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (auto v = a.value("exp-avg-sq-dtype")) s.optimizer.exp_avg_sq = parse_dtype(*v);
   if (a.enabled("optimizer-cpu-offload"))
     s.optimizer.cpu_offload_fraction = a.has("optimizer-offload-fraction") ? double_arg(a, "optimizer-offload-fraction") : 1.0;
-  if (auto v = a.value("optimizer")) s.optimizer.name = *v;
+  if (auto v = a.value("optimizer")) {
+    if (*v != "adam" && *v != "sgd" && *v != "muon")
+      throw UsageError(fmt::format("--optimizer: unknown value '{}' (adam, sgd, muon)", *v));
+    s.optimizer.name = *v;
+  }
 
   // Attention backend: auto/flash/fused use flash or cuDNN fused attention; unfused/local keep
   // the score tensors.
-  if (auto v = a.value("attention-backend"))
-    s.attention_backend = (*v == "unfused" || *v == "local") ? AttentionBackend::kUnfused : AttentionBackend::kFlash;
+  if (auto v = a.value("attention-backend")) s.attention_backend = parse_attention_backend(*v, "--attention-backend");
 
   // MoE: Megatron-LM's default dispatcher is allgather.
   s.dispatcher = TokenDispatcher::kAllGather;
   if (auto v = a.value("moe-token-dispatcher-type")) {
     if (*v == "alltoall" || *v == "alltoall_seq") s.dispatcher = TokenDispatcher::kAllToAll;
     else if (*v == "flex") s.dispatcher = TokenDispatcher::kFlex;
+    else if (*v == "allgather") s.dispatcher = TokenDispatcher::kAllGather;
+    else throw UsageError(fmt::format("--moe-token-dispatcher-type: unknown value '{}' (allgather, alltoall, flex)", *v));
   }
   if (a.has("moe-expert-capacity-factor")) s.moe_capacity_factor = double_arg(a, "moe-expert-capacity-factor");
   s.moe_pad_to_capacity = a.enabled("moe-pad-expert-input-to-capacity");
   s.cross_entropy_fusion = a.enabled("cross-entropy-loss-fusion");
+  if (auto v = a.value("cross-entropy-fusion-impl")) {
+    if (*v != "native" && *v != "te")
+      throw UsageError(fmt::format("--cross-entropy-fusion-impl: unknown value '{}' (native, te)", *v));
+    s.cross_entropy_te = *v == "te";
+  }
+  if (a.has("no-gradient-accumulation-fusion") && a.enabled("no-gradient-accumulation-fusion"))
+    s.gradient_accumulation_fusion = false;
+  s.defer_embedding_wgrad = a.enabled("defer-embedding-wgrad-compute");
+  if (a.has("wgrad-deferral-limit")) s.wgrad_deferral_limit = int_arg(a, "wgrad-deferral-limit", 0);
   s.moe_grouped_gemm = a.enabled("moe-grouped-gemm");
   if (auto v = a.value("transformer-impl")) {
     if (*v == "local") s.transformer_engine = false;
@@ -305,7 +351,13 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
     if (*v == "full") r.granularity = RecomputeGranularity::kFull;
     else if (*v == "selective") r.granularity = RecomputeGranularity::kSelective;
   }
-  if (auto v = a.value("recompute-method")) r.method = *v == "block" ? RecomputeMethod::kBlock : RecomputeMethod::kUniform;
+  if (auto v = a.value("recompute-granularity"); v && *v != "full" && *v != "selective")
+    throw UsageError(fmt::format("--recompute-granularity: unknown value '{}' (full, selective)", *v));
+  if (auto v = a.value("recompute-method")) {
+    if (*v == "block") r.method = RecomputeMethod::kBlock;
+    else if (*v == "uniform") r.method = RecomputeMethod::kUniform;
+    else throw UsageError(fmt::format("--recompute-method: unknown value '{}' (uniform, block)", *v));
+  }
   if (a.has("recompute-num-layers")) r.num_layers = int_arg(a, "recompute-num-layers");
   if (auto v = a.value("recompute-modules")) r.modules = parse_recompute_modules(*v);
   if (a.enabled("moe-layer-recompute")) {
@@ -321,6 +373,17 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (auto v = a.value("pipeline-model-parallel-layout")) pl.layout = *v;
   pl.account_for_embedding = a.enabled("account-for-embedding-in-pipeline-split");
   pl.account_for_loss = a.enabled("account-for-loss-in-pipeline-split");
+  if (a.has("microbatch-group-size-per-virtual-pipeline-stage"))
+    pl.microbatch_group_size = int_arg(a, "microbatch-group-size-per-virtual-pipeline-stage");
+
+  // megatron/training/determinism.py apply_determinism_env: --deterministic-mode fills these
+  // defaults; variables the run sets itself win.
+  if (a.enabled("deterministic-mode")) {
+    s.attention_env.deterministic = true;
+    if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
+  }
+  for (const auto& [name, value] : a.env())
+    if (!apply_environment(s, name, value)) s.environment_ignored.push_back(name + "=" + value);
   return s;
 }
 

@@ -238,7 +238,8 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
   return out;
 }
 
-std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m) {
+std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m,
+                                                std::int64_t group_size) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(v), 0);
   if (p <= 1) {
     // forward_backward_no_pipelining: one micro-batch at a time.
@@ -251,18 +252,26 @@ std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, 
     out[0] = m > 0 ? std::min(inflight, m) : inflight;
     return out;
   }
-  // Interleaved 1F1B (schedules.py): warmup = 2 (p - r - 1) + (v - 1) * G with G = p, capped by
-  // the total number of chunk forward passes; the peak follows one more forward pass.
-  std::int64_t total = 2 * (p - r - 1) + (v - 1) * p + 1;
+  // Interleaved 1F1B (schedules.py get_pp_rank_microbatches): warmup = 2 (p - r - 1) + (v - 1) G,
+  // capped by the total number of chunk forward passes; the peak follows one more forward pass.
+  const std::int64_t G = group_size > 0 ? group_size : p;
+  std::int64_t total = 2 * (p - r - 1) + (v - 1) * G + 1;
   // m x v: m is at most the global batch size (2^40) and v at most 2^20, but a total beyond
   // `total` needs no exact product.
   if (m > 0 && m <= total / v) total = std::min(total, m * v);
-  // Forward pass k runs chunk (k mod (p v)) / p.
-  const std::int64_t period = p * v;
-  const std::int64_t full = total / period;
-  for (auto& x : out) x = full * p;
-  const std::int64_t rem = total % period;
-  for (std::int64_t k = 0; k < rem; ++k) ++out[static_cast<std::size_t>(k / p)];
+  // get_schedule_table: groups of G micro-batches, each run chunk by chunk (G forward passes of
+  // chunk 0, then of chunk 1, ...); the last group holds the remaining m - F G micro-batches.
+  const std::int64_t period = G * v;
+  std::int64_t full_groups = total / period;  // whole groups within the first `total` passes
+  if (m > 0) full_groups = std::min(full_groups, (m - 1) / G);  // groups before the last one
+  for (auto& x : out) x = full_groups * G;
+  std::int64_t rem = total - full_groups * period;
+  const std::int64_t last = m > 0 && (full_groups + 1) * G >= m ? m - full_groups * G : G;
+  for (std::size_t c = 0; c < out.size() && rem > 0; ++c) {
+    const std::int64_t n = std::min(rem, last);
+    out[c] += n;
+    rem -= n;
+  }
   return out;
 }
 

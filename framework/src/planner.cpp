@@ -139,7 +139,8 @@ using Clock = std::chrono::steady_clock;
 
 // What the planner needs from the engine for one setup.
 struct EngineResult {
-  std::int64_t peak_bytes = 0;  // the peak stage's total
+  std::int64_t peak_bytes = 0;   // the peak stage's total
+  std::int64_t upper_bytes = 0;  // the upper bound (what fits are judged on)
   // The largest weight + gradient + optimizer bytes of a stage: a floor of the peak that does
   // not depend on the micro-batch size or recompute (tests/planner checks that it does not).
   std::int64_t static_floor_bytes = 0;
@@ -151,6 +152,7 @@ EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& se
   const Estimate e = estimator.run(setup, options);
   EngineResult r;
   r.peak_bytes = e.peak().total_bytes;
+  r.upper_bytes = std::max(e.upper_bytes(), r.peak_bytes);
   for (const auto& st : e.stages)
     r.static_floor_bytes = std::max(r.static_floor_bytes, st.weight_bytes + st.gradient_bytes + st.optimizer_bytes);
   return r;
@@ -536,6 +538,7 @@ void Planner::Impl::probe_base(const PlanOptions& o) const {
   EstimateOptions eo;
   eo.gpu_architecture = o.gpu->architecture;
   eo.components = false;
+  // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
   for (RecomputeVariant rc : o.recompute) {
     PlanLayout l;
     l.micro_batch_size = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
@@ -892,6 +895,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   EstimateOptions eo;
   eo.gpu_architecture = hw.architecture;
   eo.components = false;
+  // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
 
   std::atomic<std::size_t> next_slice{0};
   std::atomic<std::uint64_t> done{0};
@@ -1029,7 +1033,8 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
               ++st.valid;
               plan.layout = l;
               plan.peak_bytes = er.peak_bytes;
-              plan.headroom_bytes = usable - plan.peak_bytes;
+              plan.upper_bytes = er.upper_bytes;
+              plan.headroom_bytes = usable - plan.upper_bytes;
               plan.fits = plan.headroom_bytes >= 0;
               const bool smallest = !st.smallest || plan.peak_bytes < st.smallest->peak_bytes ||
                                     (plan.peak_bytes == st.smallest->peak_bytes && plan.ordinal < st.smallest->ordinal);
@@ -1082,7 +1087,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
                   }
                 }
                 const auto r = estimate(k);
-                fits = fits || (r && r->peak_bytes <= usable);
+                fits = fits || (r && r->upper_bytes <= usable);
               }
             }
             if (stop_at_first_fit && stop) break;

@@ -592,13 +592,12 @@ const std::vector<FieldDef>& field_defs() {
        .apply = [](TrainingSetup& s, const J& v) { s.cross_entropy_fusion = v.get<bool>(); },
        .get = [](const TrainingSetup& s) { return J(s.cross_entropy_fusion); }},
       {.section = "training", .name = "attention_backend", .type = Ty::kEnum,
-       .values = {"flash", "fused", "auto", "unfused", "local"}, .default_text = "flash",
-       .summary = "flash (also fused, auto) or unfused (also local)", .flag = "attention-backend",
+       .values = {"auto", "flash", "fused", "unfused", "local"}, .default_text = "auto",
+       .summary = "auto (Transformer Engine's choice), flash (also fused) or unfused (also local)",
+       .flag = "attention-backend",
        .apply =
            [](TrainingSetup& s, const J& v) {
-             const auto t = v.get<std::string>();
-             s.attention_backend =
-                 (t == "unfused" || t == "local") ? AttentionBackend::kUnfused : AttentionBackend::kFlash;
+             s.attention_backend = parse_attention_backend(v.get<std::string>(), "training.attention_backend");
            },
        .get = [](const TrainingSetup& s) { return J(to_string(s.attention_backend)); }},
       {.section = "training", .name = "transformer_impl", .type = Ty::kEnum, .values = {"transformer_engine", "local"},
@@ -1129,9 +1128,8 @@ class SpecParser {
     for (const char* key : {"precision.main_params_dtype", "precision.exp_avg_dtype", "precision.exp_avg_sq_dtype"})
       if (const J* v = value(key); v && v->get<std::string>() != "fp32" && !o.precision_aware)
         fail_field(key, "needs training.use_precision_aware_optimizer: true");
-    if (o.cpu_offload_fraction > 0 && !o.precision_aware)
-      fail_field("training.optimizer_cpu_offload_fraction",
-                 "needs training.use_precision_aware_optimizer: true (as in Megatron-LM)");
+    if (o.cpu_offload_fraction > 0 && !o.distributed)
+      fail_field("training.optimizer_cpu_offload_fraction", "needs training.use_distributed_optimizer: true");
     if (o.precision_aware && !o.distributed)
       fail_field("training.use_precision_aware_optimizer", "needs training.use_distributed_optimizer: true");
     if (s.moe_pad_to_capacity && !s.moe_capacity_factor)

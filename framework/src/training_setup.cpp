@@ -92,6 +92,19 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   if (r.granularity == RecomputeGranularity::kSelective && r.modules == 0)
     throw LayoutError("--recompute-granularity selective needs at least one --recompute-modules entry");
 
+  if (s.defer_embedding_wgrad && p.pp == 1)
+    throw LayoutError("--defer-embedding-wgrad-compute needs --pp > 1 (model_parallel_config.py)");
+  if (s.wgrad_deferral_limit < 0 || s.wgrad_deferral_limit > kMaxWorldSize)
+    throw LayoutError(fmt::format("--wgrad-deferral-limit must be in [0, {}], got {}", kMaxWorldSize,
+                                  s.wgrad_deferral_limit));
+  if (const auto& g = s.pipeline.microbatch_group_size) {
+    require_positive("--microbatch-group-size-per-virtual-pipeline-stage", *g, kMaxParallelSize);
+    // schedules.py: the group may not be smaller than PP (nor larger than m, checked by the engine).
+    if (*g < p.pp)
+      throw LayoutError(fmt::format("--microbatch-group-size-per-virtual-pipeline-stage {} is smaller than --pp {}",
+                                    *g, p.pp));
+  }
+
   auto& o = s.optimizer;
   if (o.distributed && (p.dp * p.cp) % o.instances != 0)
     throw LayoutError(fmt::format("DP x CP = {} is not divisible by --num-distributed-optimizer-instances {}",
@@ -102,13 +115,12 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     throw LayoutError("--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
   if (o.cpu_offload_fraction < 0 || o.cpu_offload_fraction > 1)
     throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in [0, 1], got {}", o.cpu_offload_fraction));
-  if (o.cpu_offload_fraction > 0 && !o.precision_aware)
-    throw LayoutError("--optimizer-cpu-offload-fraction needs --use-precision-aware-optimizer (as in Megatron-LM)");
-  if (!s.transformer_engine) {
-    if (s.precision == Precision::kFP8) throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
-    // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
-    s.attention_backend = AttentionBackend::kUnfused;
-  }
+  if (o.cpu_offload_fraction > 0 && !o.distributed)
+    throw LayoutError("--optimizer-cpu-offload-fraction needs the distributed optimizer");
+  if (!s.transformer_engine && s.precision == Precision::kFP8)
+    throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
+  if (s.moe_routing_imbalance && (!(*s.moe_routing_imbalance >= 1.0) || *s.moe_routing_imbalance > 1024.0))
+    throw LayoutError(fmt::format("--moe-routing-imbalance must be in [1, 1024], got {}", *s.moe_routing_imbalance));
   if (s.fp8_param_gather && !o.distributed)
     throw LayoutError("--fp8-param-gather needs the distributed optimizer");
   if (s.fp8_param_gather && s.precision != Precision::kFP8)
@@ -183,7 +195,122 @@ const char* to_string(DType d) {
   return "?";
 }
 
-const char* to_string(AttentionBackend b) { return b == AttentionBackend::kFlash ? "flash" : "unfused"; }
+const char* to_string(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::kFlash: return "flash";
+    case AttentionBackend::kUnfused: return "unfused";
+    case AttentionBackend::kAuto: return "auto";
+  }
+  return "?";
+}
+
+AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag) {
+  if (text == "flash" || text == "fused") return AttentionBackend::kFlash;
+  if (text == "auto") return AttentionBackend::kAuto;
+  if (text == "unfused" || text == "local") return AttentionBackend::kUnfused;
+  throw UsageError(fmt::format("{}: unknown value '{}' (auto, flash, fused, unfused, local)", flag, text));
+}
+
+namespace {
+// Architectures before sm90, where TE's deterministic filter drops cuDNN fused attention.
+bool before_hopper(const std::string& arch) {
+  return arch == "volta" || arch == "turing" || arch == "ampere" || arch == "ada";
+}
+}  // namespace
+
+namespace {
+bool valid_env_name(const std::string& name) {
+  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+}
+
+bool env_switch(const std::string& name, const std::string& value) {
+  // Transformer Engine reads these as int(os.getenv(NAME, "1")).
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw UsageError(fmt::format("{}={}: expected 0 or 1", name, value));
+}
+}  // namespace
+
+std::pair<std::string, std::string> split_env_assignment(const std::string& text, std::string_view flag) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || !valid_env_name(text.substr(0, eq)))
+    throw UsageError(fmt::format("{} '{}': expected NAME=VALUE, e.g. NVTE_FLASH_ATTN=0", flag, text));
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+bool is_modelled_environment(const std::string& name) {
+  return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
+         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO";
+}
+
+bool apply_environment(TrainingSetup& s, const std::string& name, const std::string& value) {
+  auto& env = s.attention_env;
+  if (name == "CUBLAS_WORKSPACE_CONFIG") {
+    if (!value.empty()) (void)parse_cublas_workspace_config(value);
+    s.cublas_workspace_config = value;
+  } else if (name == "NVTE_FLASH_ATTN") {
+    env.flash_enabled = env_switch(name, value);
+  } else if (name == "NVTE_FUSED_ATTN") {
+    env.fused_enabled = env_switch(name, value);
+  } else if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
+    env.deterministic = !env_switch(name, value);
+  } else {
+    return false;
+  }
+  const std::string entry = name + "=" + value;
+  auto& used = s.environment_used;
+  used.erase(std::remove_if(used.begin(), used.end(),
+                            [&](const std::string& e) { return e.compare(0, name.size() + 1, name + "=") == 0; }),
+             used.end());
+  used.push_back(entry);
+  return true;
+}
+
+AttentionChoice resolve_attention(const TrainingSetup& s, const std::string& gpu_architecture) {
+  AttentionChoice c;
+  if (!s.transformer_engine) {
+    // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
+    c.backend = AttentionBackend::kUnfused;
+    c.reason = "unfused attention (--transformer-impl local)";
+    return c;
+  }
+  if (s.attention_backend != AttentionBackend::kAuto) {
+    c.backend = s.attention_backend;
+    c.reason = fmt::format("{} attention (--attention-backend {})", to_string(s.attention_backend),
+                           to_string(s.attention_backend));
+    return c;
+  }
+  // --attention-backend auto: TE's get_attention_backend (dot_product_attention/utils.py)
+  // prefers cuDNN fused attention, then flash-attn, then unfused. Its determinism filter drops
+  // the F16 arbitrary-seqlen fused kernel in training on GPUs before sm90.
+  const auto& env = s.attention_env;
+  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(gpu_architecture));
+  if (fused_ok) {
+    c.backend = AttentionBackend::kFlash;
+    c.reason = "flash/fused attention (--attention-backend auto)";
+    return c;
+  }
+  const std::string why_not_fused =
+      !env.fused_enabled ? "NVTE_FUSED_ATTN=0"
+                         : fmt::format("deterministic training on {} disables cuDNN fused attention", gpu_architecture);
+  if (!env.flash_enabled || env.flash_attn_installed == false) {
+    c.backend = AttentionBackend::kUnfused;
+    c.reason = fmt::format("unfused attention: {} and {}", why_not_fused,
+                           !env.flash_enabled ? "NVTE_FLASH_ATTN=0" : "flash-attn is not installed");
+    return c;
+  }
+  c.backend = AttentionBackend::kFlash;
+  if (env.flash_attn_installed == true) {
+    c.reason = fmt::format("flash attention ({}; flash-attn installed)", why_not_fused);
+  } else {
+    c.may_fall_back_to_unfused = true;
+    c.reason = fmt::format("flash attention assumed ({}; without flash-attn >= 2.4.1 TE falls back to unfused "
+                           "attention, which the upper bound covers)", why_not_fused);
+  }
+  return c;
+}
 
 const char* to_string(TokenDispatcher d) {
   switch (d) {

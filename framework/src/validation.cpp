@@ -182,14 +182,13 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     return c;
   }
   MegatronArgs args;
-  // The CSV has no --transformer-impl column. Megatron-LM's test names carry it: cases named
-  // gpt3_mcore_tp*/cp* without a "_te_" part run the local implementation.
-  if (!row.count("transformer-impl") &&
-      (c.test_case.rfind("gpt3_mcore_tp", 0) == 0 || c.test_case.rfind("gpt3_mcore_cp", 0) == 0) &&
-      c.test_case.find("_te_") == std::string::npos)
-    args.set("transformer-impl", {"local"});
   for (const auto& [col, value] : row) {
     if (is_meta_column(col)) continue;
+    // env:NAME columns: the case's ENV_VARS (attention kernels, cuBLAS workspaces).
+    if (col.rfind("env:", 0) == 0) {
+      args.set_env(col.substr(4), value);
+      continue;
+    }
     if (value == "True" || value == "true") args.set(col, {});
     else if (value == "False" || value == "false") continue;
     else args.set(col, {value});
@@ -198,9 +197,10 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     const ModelSpec model = adapt_config(args.to_config(), c.test_case, "ground-truth row " + c.test_case, registry);
     TrainingSetup base;
     base.parallel.world_size = c.world_size;
-    // Megatron-LM's functional tests run deterministically (CUBLAS_WORKSPACE_CONFIG=:4096:8)
-    // unless the case is one of the *_nondeterministic variants.
-    if (c.test_case.find("nondeterministic") == std::string::npos) base.cublas_workspace_config = ":4096:8";
+    // The container: Megatron-LM's `lts` images carry no flash-attn >= 2.4.1 and the `dev`
+    // images do (TE's deterministic filter then decides between flash and unfused attention
+    // on GPUs before sm90; training_setup.cpp resolve_attention).
+    base.attention_env.flash_attn_installed = c.golden.rfind("lts", 0) != 0;
     const TrainingSetup setup = setup_from_megatron_args(args, base);
     const Estimator estimator(model, registry);
     EstimateOptions options;
@@ -210,6 +210,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     const StageEstimate& last = est.stages.back();  // the last rank logs the memory
     c.estimated_peak_gib = to_gib(last.total_bytes);
     c.estimated_static_gib = to_gib(last.static_bytes);
+    c.estimated_upper_gib = to_gib(last.upper_bytes);
     c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(model, est.setup));
     c.seed_tool_gib = to_gib(seed_tool_peak(model, est.setup));
     c.status = "ok";

@@ -46,6 +46,14 @@ struct StageEstimate {
   std::int64_t other_bytes = 0;        // persistent framework buffers (workspaces, gather buffers)
   std::int64_t static_bytes = 0;       // weights + gradients + optimizer + other: memory_allocated after a step
   std::int64_t total_bytes = 0;        // the peak: what torch.cuda.max_memory_allocated shows
+  std::int64_t upper_bytes = 0;        // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
+  // The two phases of a training step; total_bytes is the larger. Forward/backward: static
+  // memory without the optimizer step's temporaries, plus activations. Optimizer step: static
+  // memory with the fp32 copies of 16-bit gradients (step_only_bytes), no activations.
+  std::int64_t forward_backward_bytes = 0;
+  std::int64_t optimizer_step_bytes = 0;
+  std::int64_t step_only_bytes = 0;    // part of optimizer_bytes that exists from the step to the next zero_grad
+  const char* peak_phase = "forward-backward";  // or "optimizer-step"
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };
@@ -74,12 +82,18 @@ struct ModelSummary {
 struct Estimate {
   ModelSummary model;
   TrainingSetup setup;  // after defaults
+  AttentionBackend attention = AttentionBackend::kFlash;  // the point estimate's backend (auto resolved)
   std::vector<StageEstimate> stages;
   std::vector<LayerKindEstimate> layer_kinds;  // filled with EstimateOptions::layer_breakdown
   std::size_t peak_stage = 0;
+  std::size_t upper_stage = 0;  // the stage with the largest upper_bytes
   std::vector<std::string> assumptions;
+  // What the upper bound covers beyond the point estimate, one line each (empty: nothing
+  // uncertain was found; the bound equals the estimate).
+  std::vector<std::string> bound_terms;
 
   const StageEstimate& peak() const { return stages.at(peak_stage); }
+  std::int64_t upper_bytes() const { return stages.at(upper_stage).upper_bytes; }
 };
 
 struct EstimateOptions {
@@ -88,6 +102,7 @@ struct EstimateOptions {
   std::string gpu_architecture;
   bool components = true;  // build the named component lists (the planner turns this off)
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
+  bool upper_bound = true;  // also evaluate the upper bound (a second pass where something is uncertain)
 };
 
 // Megatron-LM's padded vocabulary: ceil(V / (divisor * TP)) * divisor * TP.
@@ -116,6 +131,10 @@ class Estimator {
 
  private:
   ParamCount count_parameters_uncached() const;
+  // One evaluation: the blocks see `attention` as the backend and `imbalance` as the routed-token
+  // factor of the busiest expert rank.
+  Estimate run_pass(const TrainingSetup& setup, const EstimateOptions& options, AttentionBackend attention,
+                    double imbalance) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -18,11 +18,14 @@ struct FitVerdict {
   const HardwareProfile* hardware = nullptr;
   std::int64_t capacity_bytes = 0;
   std::int64_t usable_bytes = 0;   // capacity - reserved - headroom
-  std::int64_t needed_bytes = 0;   // the peak stage's total
+  std::int64_t needed_bytes = 0;   // the peak stage's upper bound (or total, on the point estimate)
+  bool on_bound = true;            // judged on the upper bound (the default) or the point estimate
   bool fits = false;
   std::int64_t headroom_bytes = 0;  // usable - needed (negative: short by that much)
 };
 
-FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction);
+// Judges on the estimate's upper bound unless `on_bound` is false (then on the point estimate).
+FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction,
+                     bool on_bound = true);
 
 }  // namespace mme

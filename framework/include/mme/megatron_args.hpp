@@ -31,18 +31,25 @@ class MegatronArgs {
   bool enabled(std::string_view name) const;
   const std::vector<Flag>& flags() const { return flags_; }
 
+  // Environment variables of the run (a launch script's `export NAME=VALUE` lines, --env):
+  // later ones override earlier ones.
+  void set_env(const std::string& name, const std::string& value);
+  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+
   // {"mme_source": "megatron-args", "args": {"num-layers": "32", "swiglu": true, ...}}
   nlohmann::json to_config() const;
   static MegatronArgs from_config(const nlohmann::json& config);
 
  private:
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> env_;
 };
 
 // Tokenizes a launch line or file: words before the first flag (python, pretrain_gpt.py) are
 // ignored; `--flag=value` and `--flag value...` both work; '#' starts a comment; backslash-
-// newline joins lines; quotes group; bash array brackets are skipped. `source` names the
-// text in errors (UsageError).
+// newline joins lines; quotes group; bash array brackets are skipped. `export NAME=VALUE`
+// (and a bare `NAME=VALUE` of a variable mme models, such as NVTE_FLASH_ATTN) sets an
+// environment variable of the run. `source` names the text in errors (UsageError).
 MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
 
 // True if the config document came from Megatron flags.
@@ -51,7 +58,9 @@ bool is_megatron_args_config(const nlohmann::json& config);
 // The training setup the flags describe, on top of `base`, with Megatron-LM's own defaults
 // where a flag is absent (no sequence parallelism, no distributed optimizer, fp32 unless
 // --bf16/--fp16, allgather dispatcher, ...). World size from --world-size or torchrun's
-// --nnodes x --nproc-per-node when present.
+// --nnodes x --nproc-per-node when present. The environment variables (args.env()) are applied
+// after the flags; --deterministic-mode sets Megatron-LM's determinism defaults
+// (NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, CUBLAS_WORKSPACE_CONFIG=:4096:8) unless env sets them.
 TrainingSetup setup_from_megatron_args(const MegatronArgs& args, TrainingSetup base);
 
 // Parses Megatron's --moe-layer-freq: an integer N (every N-th layer, i % N == 0) or a Python

@@ -76,7 +76,8 @@ struct PlanScore {
 struct Plan {
   PlanLayout layout;
   std::int64_t peak_bytes = 0;      // the engine's peak-stage total (what `mme estimate` reports)
-  std::int64_t headroom_bytes = 0;  // usable - peak (negative: short by that much)
+  std::int64_t upper_bytes = 0;     // the engine's upper bound of the peak (what fits are judged on)
+  std::int64_t headroom_bytes = 0;  // usable - upper bound (negative: short by that much)
   bool fits = false;
   PlanScore score;
   std::uint64_t ordinal = 0;  // position in the enumeration order

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mme {
@@ -25,7 +27,10 @@ constexpr std::int64_t dtype_bytes(DType d) {
   }
   return 4;
 }
-enum class AttentionBackend { kFlash, kUnfused };
+// --attention-backend. kFlash stands for every kernel that keeps no s^2 score tensors (flash-attn,
+// cuDNN fused attention); kAuto is Transformer Engine's own choice, resolved by
+// resolve_attention() from the GPU architecture and the NVTE_* environment.
+enum class AttentionBackend { kFlash, kUnfused, kAuto };
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
 enum class RecomputeGranularity { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
@@ -75,6 +80,8 @@ struct PipelineSplit {
   std::string layout;                              // --pipeline-model-parallel-layout
   // --num-layers-per-virtual-pipeline-stage: VPP = (layers / PP) / this (arguments.py).
   std::optional<std::int64_t> layers_per_virtual_stage;
+  // --microbatch-group-size-per-virtual-pipeline-stage (unset: PP, Megatron's default).
+  std::optional<std::int64_t> microbatch_group_size;
 };
 
 struct OptimizerSettings {
@@ -104,7 +111,30 @@ struct TrainingSetup {
 
   Precision precision = Precision::kBF16;
   bool fp8_param_gather = false;  // --fp8-param-gather
-  AttentionBackend attention_backend = AttentionBackend::kFlash;
+  AttentionBackend attention_backend = AttentionBackend::kAuto;  // Megatron-LM's default
+  // What Transformer Engine's get_attention_backend (attention/dot_product_attention/utils.py)
+  // reads besides the model: NVTE_FLASH_ATTN / NVTE_FUSED_ATTN (1 unless set), determinism
+  // (NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, which --deterministic-mode sets), and whether flash-attn
+  // >= 2.4.1 is installed (unset: unknown; the bound then covers the unfused fallback).
+  struct AttentionEnvironment {
+    bool flash_enabled = true;
+    bool fused_enabled = true;
+    bool deterministic = false;
+    std::optional<bool> flash_attn_installed;
+  } attention_env;
+  // --cross-entropy-fusion-impl: native (megatron/core/fusions/fused_cross_entropy.py) or te.
+  bool cross_entropy_te = false;
+  bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion turns it off
+  // --defer-embedding-wgrad-compute and --wgrad-deferral-limit (0 = every micro-batch).
+  bool defer_embedding_wgrad = false;
+  std::int64_t wgrad_deferral_limit = 0;
+  // The share of tokens the busiest expert rank receives, relative to its even share
+  // (--moe-routing-imbalance, 1 = perfectly balanced). The point estimate uses 1; the upper
+  // bound uses this value (resolve_setup fills the documented default when unset).
+  std::optional<double> moe_routing_imbalance;
+  // Environment variables that decided something (NAME=value), for the report.
+  std::vector<std::string> environment_used;
+  std::vector<std::string> environment_ignored;  // given, but without a memory effect mme models
   // --transformer-impl: transformer_engine (default) or local (Megatron's own layers: unfused
   // DotProductAttention, no Transformer Engine workspaces).
   bool transformer_engine = true;
@@ -142,6 +172,30 @@ TrainingSetup resolve_setup(TrainingSetup setup);
 // layers over PP/VPP, sequence by CP, ...). Throws LayoutError naming the numbers.
 void validate_setup(const ModelSpec& model, const TrainingSetup& setup);
 
+// Transformer Engine's attention choice for a run on `gpu_architecture` ("ampere", "hopper",
+// "blackwell", ...; empty = hopper): the backend of the point estimate, and whether the run may
+// still fall back to unfused attention (flash-attn presence unknown).
+struct AttentionChoice {
+  AttentionBackend backend = AttentionBackend::kFlash;  // kFlash or kUnfused
+  bool may_fall_back_to_unfused = false;
+  std::string reason;  // one line for the report
+};
+AttentionChoice resolve_attention(const TrainingSetup& setup, const std::string& gpu_architecture);
+
+// Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
+// line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,
+// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO decide memory and are recorded in
+// environment_used; any other name changes nothing and returns false. Throws UsageError for a
+// value the variable cannot take.
+bool apply_environment(TrainingSetup& setup, const std::string& name, const std::string& value);
+// True for the environment variables apply_environment models.
+bool is_modelled_environment(const std::string& name);
+// Splits "NAME=VALUE" (UsageError naming `flag` when it is not of that form).
+std::pair<std::string, std::string> split_env_assignment(const std::string& text, std::string_view flag);
+
+// The default of --moe-routing-imbalance (docs/memory-model.md, "Upper bound").
+inline constexpr double kDefaultMoeRoutingImbalance = 1.25;
+
 // The effective expert tensor parallel size (ETP unset = TP).
 inline std::int64_t effective_etp(const ParallelLayout& p) { return p.etp > 0 ? p.etp : p.tp; }
 inline bool sequence_parallel_on(const ParallelLayout& p) {
@@ -159,6 +213,8 @@ std::string recompute_modules_to_string(std::uint32_t modules);
 // Parses "core_attn,mlp" (comma or space separated, brackets allowed). Throws UsageError.
 std::uint32_t parse_recompute_modules(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
+// "auto", "flash", "fused" (kFlash), "unfused", "local" (kUnfused); `flag` names it in the UsageError.
+AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag);
 // Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
 std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError
 

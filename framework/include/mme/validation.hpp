@@ -20,6 +20,7 @@ struct ValidationCase {
   std::string reason;  // why skipped / the error
   double measured_peak_gib = 0, measured_static_gib = 0;
   double estimated_peak_gib = 0, estimated_static_gib = 0;
+  double estimated_upper_gib = 0;  // the estimate's upper bound for the same stage
   double megatron_theoretical_gib = 0;  // Megatron-LM's theoretical_memory_usage, for comparison
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;

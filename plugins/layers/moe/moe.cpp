@@ -34,6 +34,12 @@ CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
     // other size that does not fit.
     if (!(per_expert < 0x1p62)) throw_overflow('*', ctx.local_tokens, f.top_k);
     n = CheckedInt(static_cast<std::int64_t>(per_expert)) * (f.num_experts / ctx.ep);
+  } else if (const auto& f_imb = ctx.setup.moe_routing_imbalance; f_imb && *f_imb > 1.0) {
+    // The upper bound's pass: the busiest expert rank receives f times its even share
+    // (TrainingSetup::moe_routing_imbalance; the point estimate leaves it unset).
+    const double busiest = std::ceil(static_cast<double>(n.value()) * *f_imb);
+    if (!(busiest < 0x1p62)) throw_overflow('*', n.value(), 2);
+    n = CheckedInt(static_cast<std::int64_t>(busiest));
   }
   return n;
 }
