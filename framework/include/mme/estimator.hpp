@@ -46,6 +46,7 @@ struct StageEstimate {
   std::int64_t other_bytes = 0;        // persistent framework buffers (workspaces, gather buffers)
   std::int64_t static_bytes = 0;       // weights + gradients + optimizer + other: memory_allocated after a step
   std::int64_t total_bytes = 0;        // the peak: what torch.cuda.max_memory_allocated shows
+  std::int64_t upper_bytes = 0;        // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };
