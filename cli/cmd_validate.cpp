@@ -331,6 +331,7 @@ int run_validate(const std::vector<std::string>& args) {
   // The estimate options describe the run of a log; a CSV's rows describe their own.
   for (const auto& opt : est.options()) {
     const std::string name = opt->long_name();
+    if (name == "hardware-file") continue;  // GPU profiles for the rows' --gpu
     if (vm.count(name) && !vm[name].defaulted())
       throw UsageError(fmt::format("--{} applies to --from-log; the rows of a CSV file carry their own flags", name));
   }
@@ -343,6 +344,7 @@ int run_validate(const std::vector<std::string>& args) {
   if (vm.count("golden")) options.golden_regex = vm["golden"].as<std::string>();
   if (vm.count("case")) options.case_regex = vm["case"].as<std::string>();
   Registry registry;
+  use_hardware_files(vm);
   load_registry(registry, read_common(vm));
   options.estimate_args = [&registry](const std::vector<std::string>& row_args) {
     return estimate_from_args(row_args, registry);

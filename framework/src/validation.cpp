@@ -518,8 +518,9 @@ std::optional<std::int64_t> rank_of(const std::string& line, const std::string& 
   if (at == std::string::npos) return std::nullopt;
   std::size_t b = at + 6, e = b;
   while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
-  if (e == b || e >= line.size() || line[e] != ']' || e - b > 9)
+  if (e == b || e >= line.size() || line[e] != ']')
     throw ConfigError(fmt::format("{}: '[Rank' is not followed by a rank number and ']'", where));
+  if (e - b > 18) throw ConfigError(fmt::format("{}: the rank {} is beyond any world size", where, line.substr(b, e - b)));
   return std::stoll(line.substr(b, e - b));
 }
 
