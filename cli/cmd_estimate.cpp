@@ -15,6 +15,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
 #include "render_estimate.hpp"
 #include "render_html.hpp"
@@ -31,25 +32,16 @@ void build_options(po::options_description& d, po::options_description& hidden) 
   d.add_options()
       ("json", po::bool_switch(), "one JSON document on stdout (schema_version 1, docs/cli.md)")
       ("verbose", po::bool_switch(), "per-stage components, pipeline chunks and the assumptions made")
-      ("gpu", po::value<std::string>(), "judge the fit on this GPU only (name or alias, see `mme hardware`)")
-      ("headroom", po::value<std::string>(),
-       "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
       ("fit-on", po::value<std::string>()->value_name("bound|estimate"),
        "judge the fit on the upper bound (default) or on the point estimate")
-      ("revision", po::value<std::string>(), "hub revision to download (default main)")
-      ("megatron-args", po::value<std::string>(),
-       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
-      ("megatron-args-file", po::value<std::string>(),
-       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")
+      ("headroom", po::value<std::string>(),
+       "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
       ("html", po::value<std::string>()->value_name("FILE"),
        "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")
-      ("svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG");
-  d.add_options()
-      ("config", po::value<std::string>(),
-       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it")
+      ("svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")
       ("dump-config", po::bool_switch(),
        "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
-  add_setup_options(d, hidden);
+  add_estimate_input_options(d, hidden);
   add_hardware_file_option(d);
   d.add(common_options());
   hidden.add_options()("model", po::value<std::string>(), "");
@@ -62,6 +54,123 @@ po::options_description visible_options() {
 }
 
 }  // namespace
+
+void add_estimate_input_options(po::options_description& d, po::options_description& hidden) {
+  d.add_options()
+      ("gpu", po::value<std::string>(), "judge the fit on this GPU only (name or alias, see `mme hardware`)")
+      ("revision", po::value<std::string>(), "hub revision to download (default main)")
+      ("megatron-args", po::value<std::string>(),
+       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
+      ("megatron-args-file", po::value<std::string>(),
+       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")
+      ("config", po::value<std::string>(),
+       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
+  add_setup_options(d, hidden);
+}
+
+EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
+                                      const std::string& command) {
+  EstimateRequest r;
+  r.model_name = model;
+  auto& megatron = r.megatron;
+  if (vm.count("megatron-args") && vm.count("megatron-args-file"))
+    throw UsageError("give --megatron-args or --megatron-args-file, not both");
+  if (vm.count("megatron-args")) {
+    r.megatron_source = "--megatron-args";
+    megatron = parse_megatron_args(vm["megatron-args"].as<std::string>(), r.megatron_source);
+  } else if (vm.count("megatron-args-file")) {
+    r.megatron_source = vm["megatron-args-file"].as<std::string>();
+    std::ifstream in(r.megatron_source, std::ios::binary);
+    if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", r.megatron_source));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    megatron = parse_megatron_args(text, r.megatron_source);
+  }
+  if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
+  auto& spec = r.spec;
+  if (vm.count("config")) {
+    if (megatron) throw UsageError("give --config or Megatron-LM flags (--megatron-args), not both");
+    spec = read_spec_file(vm["config"].as<std::string>());
+    if (model && spec->has_model)
+      throw UsageError(fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
+                                   "one",
+                                   *model, spec->path, spec->line_of("model")));
+    if (!model && !spec->has_model)
+      throw ConfigError(fmt::format("{}: the file has no model section, and no MODEL is given on the command line",
+                                    spec->path));
+    for (const auto& missing : spec->missing)
+      if (!setup_flag_given(vm, missing.flag)) throw ConfigError(missing.message);
+  }
+  if (!megatron && !spec && !model)
+    throw UsageError(fmt::format("{} needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config",
+                                 command));
+  // Megatron flags and spec files describe the layout too; explicit mme flags override them.
+  r.setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
+                           : spec   ? spec->setup
+                                    : TrainingSetup{});
+  return r;
+}
+
+EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
+                                       const Registry& registry) {
+  const auto& spec = request.spec;
+  EstimateInputs in;
+  in.setup = request.setup;
+  if (vm.count("gpu") || (spec && spec->gpu)) {
+    const bool from_file = !vm.count("gpu");
+    const std::string name = from_file ? *spec->gpu : vm["gpu"].as<std::string>();
+    in.gpu = registry.find_hardware(name);
+    if (!in.gpu) {
+      std::string known;
+      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
+      if (known.empty()) known = "none loaded";
+      if (from_file)
+        throw ConfigError(fmt::format("{}:{}: infrastructure.gpu: unknown GPU '{}' (known: {})", spec->path,
+                                      spec->line_of("infrastructure.gpu"), name, known));
+      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
+    }
+  }
+  SourceOptions sources;
+  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
+  in.model = request.megatron
+                 ? adapt_config(request.megatron->to_config(), "Megatron-LM flags", request.megatron_source, registry)
+             : request.model_name ? load_model(*request.model_name, registry, sources)
+                                  : load_spec_model(*spec, registry, sources);
+  if (spec) check_spec_layout(&*spec, in.model, in.setup);
+  return in;
+}
+
+Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inputs, const Registry& registry,
+                       EstimateOptions options) {
+  const Estimator estimator(inputs.model, registry);
+  if (inputs.gpu) options.gpu_architecture = inputs.gpu->architecture;
+  try {
+    return estimator.run(inputs.setup, options);
+  } catch (const LayoutError& e) {
+    if (!request.spec) throw;
+    throw LayoutError(fmt::format("{}: {}", request.spec->path, e.what()));
+  }
+}
+
+ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Registry& registry) {
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::options_description visible("Options"), hidden;
+  build_options(visible, hidden);
+  const auto vm = parse(args, visible, hidden, pos);
+  for (const char* refused : {"html", "svg", "hardware-file", "plugin-dir"})
+    if (vm.count(refused) && !vm[refused].defaulted())
+      throw UsageError(fmt::format("--{} is not allowed here (give it to `mme validate` itself, or drop it)", refused));
+  if (vm["dump-config"].as<bool>()) throw UsageError("--dump-config is not allowed here: it replaces the estimate");
+  if (vm.count("headroom")) (void)parse_headroom(vm["headroom"].as<std::string>());
+  const EstimateRequest request = read_estimate_request(
+      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");
+  EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
+  EstimateOptions eo;
+  eo.components = false;
+  ArgsEstimate out{inputs.model, run_estimator(request, inputs, registry, eo)};
+  return out;
+}
 
 void help_estimate(std::ostream& out) {
   out << "Usage: mme estimate MODEL [options]\n\n"
@@ -82,46 +191,12 @@ int run_estimate(const std::vector<std::string>& args) {
   build_options(visible, hidden);
   const auto vm = parse(args, visible, hidden, pos);
   const CommonSettings common = read_common(vm);
-  std::optional<MegatronArgs> megatron;
-  std::string megatron_source;
-  if (vm.count("megatron-args") && vm.count("megatron-args-file"))
-    throw UsageError("give --megatron-args or --megatron-args-file, not both");
-  if (vm.count("megatron-args")) {
-    megatron_source = "--megatron-args";
-    megatron = parse_megatron_args(vm["megatron-args"].as<std::string>(), megatron_source);
-  } else if (vm.count("megatron-args-file")) {
-    megatron_source = vm["megatron-args-file"].as<std::string>();
-    std::ifstream in(megatron_source, std::ios::binary);
-    if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", megatron_source));
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    megatron = parse_megatron_args(text, megatron_source);
-  }
-  if (megatron && vm.count("model"))
-    throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
-  // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
-  std::optional<SpecFile> spec;
-  if (vm.count("config")) {
-    if (megatron) throw UsageError("give --config or Megatron-LM flags (--megatron-args), not both");
-    spec = read_spec_file(vm["config"].as<std::string>());
-    if (vm.count("model") && spec->has_model)
-      throw UsageError(fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
-                                   "one",
-                                   vm["model"].as<std::string>(), spec->path, spec->line_of("model")));
-    if (!vm.count("model") && !spec->has_model)
-      throw ConfigError(fmt::format("{}: the file has no model section, and no MODEL is given on the command line",
-                                    spec->path));
-    for (const auto& missing : spec->missing)
-      if (!setup_flag_given(vm, missing.flag)) throw ConfigError(missing.message);
-  }
-  if (!megatron && !spec && !vm.count("model"))
-    throw UsageError("estimate needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config");
+  const EstimateRequest request = read_estimate_request(
+      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");
+  const auto& spec = request.spec;
   const bool dump_config = vm["dump-config"].as<bool>();
   if (dump_config && (vm.count("html") || vm.count("svg")))
     throw UsageError("--dump-config prints the spec instead of the report; drop --html / --svg");
-  // Megatron flags and spec files describe the layout too; explicit mme flags override them.
-  TrainingSetup setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
-                                       : spec   ? spec->setup
-                                                : TrainingSetup{});
   double headroom = kDefaultHeadroom;
   if (vm.count("headroom")) headroom = parse_headroom(vm["headroom"].as<std::string>());
   // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
@@ -134,40 +209,14 @@ int run_estimate(const std::vector<std::string>& args) {
   Registry registry;
   use_hardware_files(vm);
   load_registry(registry, common);
-  const HardwareProfile* gpu = nullptr;
-  if (vm.count("gpu") || (spec && spec->gpu)) {
-    const bool from_file = !vm.count("gpu");
-    const std::string name = from_file ? *spec->gpu : vm["gpu"].as<std::string>();
-    gpu = registry.find_hardware(name);
-    if (!gpu) {
-      std::string known;
-      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      if (known.empty()) known = "none loaded";
-      if (from_file)
-        throw ConfigError(fmt::format("{}:{}: infrastructure.gpu: unknown GPU '{}' (known: {})", spec->path,
-                                      spec->line_of("infrastructure.gpu"), name, known));
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
-    }
-  }
-  SourceOptions sources;
-  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const ModelSpec model = megatron          ? adapt_config(megatron->to_config(), "Megatron-LM flags", megatron_source, registry)
-                          : vm.count("model") ? load_model(vm["model"].as<std::string>(), registry, sources)
-                                              : load_spec_model(*spec, registry, sources);
-  if (spec) check_spec_layout(&*spec, model, setup);
+  const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
+  const ModelSpec& model = inputs.model;
+  const HardwareProfile* gpu = inputs.gpu;
 
-  Estimator estimator(model, registry);
   EstimateOptions eo;
-  if (gpu) eo.gpu_architecture = gpu->architecture;
   // The per-layer breakdown: the verbose report and the JSON document show it.
   eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>();
-  Estimate est;
-  try {
-    est = estimator.run(setup, eo);
-  } catch (const LayoutError& e) {
-    if (!spec) throw;
-    throw LayoutError(fmt::format("{}: {}", spec->path, e.what()));
-  }
+  const Estimate est = run_estimator(request, inputs, registry, eo);
 
   if (dump_config) {
     // The spec as estimated: written only if it reads back (the guide's constraints hold).

@@ -14,7 +14,7 @@ const std::vector<Command>& commands() {
       {"params", "exact total and active parameter counts of a model", run_params, help_params},
       {"plan", "search every layout of N GPUs that fits a GPU, ranked by a speed proxy", run_plan, help_plan},
       {"models", "the bundled model configs", run_models, help_models},
-      {"validate", "compare estimates with measured Megatron-LM runs (a CSV)", run_validate, help_validate},
+      {"validate", "compare estimates with measured Megatron-LM runs (a CSV, or a training log)", run_validate, help_validate},
       {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},
       {"plugins", "loaded and rejected plugins", run_plugins, help_plugins},
       {"version", "version of mme, libmme and the plugin API", run_version, help_version},

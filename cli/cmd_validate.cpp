@@ -1,28 +1,45 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
+#include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <mme/error.hpp>
+#include <mme/units.hpp>
 #include <mme/validation.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
+#include "estimate_inputs.hpp"
 #include <mme/json_text.hpp>
 
 namespace mme::cli {
 
 namespace {
-po::options_description visible_options() {
-  po::options_description d("Options");
+
+// validate's own options; the estimate options (for --from-log) follow in `estimate_part`.
+void build_options(po::options_description& d, po::options_description& estimate_part, po::options_description& hidden) {
   d.add_options()
       ("json", po::bool_switch(), "one JSON document on stdout")
       ("golden", po::value<std::string>(), "only rows whose golden (platform) matches this regular expression")
-      ("case", po::value<std::string>(), "only rows whose test_case matches this regular expression")
-      ("show-skipped", po::bool_switch(), "list the skipped rows and why in the text report");
+      ("case", po::value<std::string>(),
+       "only rows whose test_case (real-runs files: id) matches this regular expression")
+      ("show-skipped", po::bool_switch(), "list the skipped rows and why in the text report")
+      ("from-log", po::value<std::string>()->value_name("LOG"),
+       "compare with the memory lines of a Megatron-LM training log, per rank; the run's layout comes from the "
+       "estimate options below (MODEL, --megatron-args-file, --num-gpus, ...)");
   d.add(common_options());
+  add_estimate_input_options(estimate_part, hidden);
+  add_hardware_file_option(estimate_part);
+}
+
+po::options_description visible_options() {
+  po::options_description d("Options"), est("Estimate options (with --from-log; as for `mme estimate`)"), hidden;
+  build_options(d, est, hidden);
+  d.add(est);
   return d;
 }
 
@@ -30,64 +47,149 @@ nlohmann::json stats_json(const ErrorStats& s) {
   return {{"count", s.count}, {"median_abs_pct", 100 * s.median}, {"p90_abs_pct", 100 * s.p90},
           {"max_abs_pct", 100 * s.max}};
 }
-}  // namespace
 
-void help_validate(std::ostream& out) {
-  out << "Usage: mme validate CASES.csv [--json] [--golden REGEX] [--case REGEX]\n\n"
-         "Compares mme's estimates with measured Megatron-LM runs. CASES.csv has the columns of\n"
-         "bench/accuracy/megatron_functional_test_memory.csv: the measured peak (max_alloc_GiB_max,\n"
-         "torch.cuda.max_memory_allocated) and static memory after a step (alloc_GiB_median) next\n"
-         "to the run's Megatron-LM flags, one column per flag. The estimate is for the rank that\n"
-         "logged the measurement, the last rank (last pipeline stage). Rows outside what mme models\n"
-         "(T5, BERT, hybrid, multimodal, FSDP, RL loops, offloading) are skipped with the reason.\n\n"
-      << visible_options();
+nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
+  nlohmann::json j{{"total", sum.total}, {"evaluated", sum.evaluated}, {"skipped", sum.skipped},
+                   {"errors", sum.errors}, {"peak", stats_json(sum.peak)}};
+  if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
+  j["peak_ge_5gib"] = stats_json(sum.peak_large);
+  j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);
+  j["seed_tool_peak"] = stats_json(sum.seed_tool);
+  nlohmann::json by_size = nlohmann::json::array();
+  for (const auto& b : sum.by_size) {
+    nlohmann::json e = stats_json(b.peak);
+    e["bucket"] = b.label;
+    e["min_gib"] = b.min_gib;
+    if (std::isfinite(b.max_gib)) e["max_gib"] = b.max_gib;
+    else e["max_gib"] = nullptr;
+    by_size.push_back(e);
+  }
+  j["by_size"] = by_size;
+  const auto& sg = sum.signed_peak;
+  j["signed"] = {{"count", sg.count}, {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
+                 {"under", sg.under}, {"under_share", sg.under_share}, {"over", sg.over},
+                 {"over_share", sg.over_share}};
+  j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
+  return j;
 }
 
-int run_validate(const std::vector<std::string>& args) {
-  po::options_description hidden;
-  hidden.add_options()("cases", po::value<std::string>(), "");
-  po::positional_options_description pos;
-  pos.add("cases", 1);
-  const auto vm = parse(args, visible_options(), hidden, pos);
-  if (!vm.count("cases")) throw UsageError("validate needs a CSV file of measured cases");
-  ValidationOptions options;
-  if (vm.count("golden")) options.golden_regex = vm["golden"].as<std::string>();
-  if (vm.count("case")) options.case_regex = vm["case"].as<std::string>();
-  Registry registry;
-  load_registry(registry, read_common(vm));
-  auto cases = run_validation(vm["cases"].as<std::string>(), registry, options);
-  const ValidationSummary sum = summarize(cases);
+nlohmann::json case_json(const ValidationCase& c) {
+  nlohmann::json j;
+  if (c.format == CsvFormat::kRealRuns) {
+    j = {{"id", c.id}, {"model", c.model}, {"source", c.source}, {"metric", c.metric}, {"counted", c.counted()},
+         {"rank_note", c.rank_note}, {"mme_args", c.mme_args}, {"status", c.status}, {"reason", c.reason},
+         {"measured_peak_gib", c.measured_peak_gib}};
+  } else {
+    j = {{"model", c.model}, {"test_case", c.test_case}, {"golden", c.golden}, {"status", c.status},
+         {"reason", c.reason}, {"world_size", c.world_size}, {"measured_peak_gib", c.measured_peak_gib},
+         {"measured_static_gib", c.measured_static_gib}};
+  }
+  if (c.status == "ok") {
+    if (c.format == CsvFormat::kRealRuns) j["world_size"] = c.world_size;
+    j["stage"] = c.stage;
+    j["estimated_peak_gib"] = c.estimated_peak_gib;
+    j["estimated_static_gib"] = c.estimated_static_gib;
+    j["estimated_upper_gib"] = c.estimated_upper_gib;
+    j["within_bound"] = c.within_bound();
+    j["peak_error_pct"] = 100 * c.peak_error();
+    if (c.format == CsvFormat::kFunctionalTest) j["static_error_pct"] = 100 * c.static_error();
+    j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
+    j["seed_tool_gib"] = c.seed_tool_gib;
+  } else {
+    j["estimated_peak_gib"] = nullptr;
+    j["estimated_static_gib"] = nullptr;
+    j["estimated_upper_gib"] = nullptr;
+  }
+  return j;
+}
 
-  if (vm["json"].as<bool>()) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& c : cases) {
-      nlohmann::json j{{"model", c.model}, {"test_case", c.test_case}, {"golden", c.golden}, {"status", c.status},
-                       {"reason", c.reason}, {"world_size", c.world_size},
-                       {"measured_peak_gib", c.measured_peak_gib}, {"measured_static_gib", c.measured_static_gib}};
-      if (c.status == "ok") {
-        j["estimated_peak_gib"] = c.estimated_peak_gib;
-        j["estimated_static_gib"] = c.estimated_static_gib;
-        j["estimated_upper_gib"] = c.estimated_upper_gib;
-        j["peak_error_pct"] = 100 * c.peak_error();
-        j["static_error_pct"] = 100 * c.static_error();
-        j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
-        j["seed_tool_gib"] = c.seed_tool_gib;
-      } else {
-        j["estimated_peak_gib"] = nullptr;
-        j["estimated_static_gib"] = nullptr;
-      }
-      list.push_back(j);
-    }
-    nlohmann::json summary{{"total", sum.total},          {"evaluated", sum.evaluated},
-                           {"skipped", sum.skipped},      {"errors", sum.errors},
-                           {"peak", stats_json(sum.peak)}, {"static", stats_json(sum.static_mem)},
-                           {"peak_ge_5gib", stats_json(sum.peak_large)},
-                           {"megatron_theoretical_peak", stats_json(sum.megatron_theoretical)},
-                           {"seed_tool_peak", stats_json(sum.seed_tool)}};
-    std::cout << json_text(nlohmann::json{{"cases", list}, {"summary", summary}}, 2) << "\n";
+std::string stat_line(const char* what, const ErrorStats& s) {
+  return fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%\n", what, s.count, 100 * s.median,
+                     100 * s.p90, 100 * s.max);
+}
+
+// The statistics every format shares: by measured size, signed error, the bound.
+void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
+  for (const auto& b : sum.by_size)
+    out << fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%\n", "peak |error|, " + b.label, b.peak.count,
+                       100 * b.peak.median, 100 * b.peak.p90);
+  const auto& sg = sum.signed_peak;
+  out << fmt::format("{:<26} n={:<4} median {:+5.1f}%   under by >5%: {} ({:.0f}%)   over by >5%: {} ({:.0f}%)\n",
+                     "peak signed error", sg.count, 100 * sg.median, sg.under, 100 * sg.under_share, sg.over,
+                     100 * sg.over_share);
+  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)\n", "bound coverage", sum.bound.count,
+                     sum.bound.covered, 100 * sum.bound.share);
+}
+
+std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {
+  std::vector<ValidationCase> out;
+  for (const auto& c : cases)
+    if (c.counted() == counted) out.push_back(c);
+  return out;
+}
+
+void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& cases) {
+  std::vector<const ValidationCase*> ok;
+  for (const auto& c : cases)
+    if (c.status == "ok") ok.push_back(&c);
+  std::stable_sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
+    return std::fabs(a->peak_error()) < std::fabs(b->peak_error());
+  });
+  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
+                     "STAGE");
+  for (const auto* c : ok)
+    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}\n", c->id.substr(0, 48),
+                       c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
+                       c->estimated_upper_gib, c->stage);
+  for (const auto& c : cases)
+    if (c.status == "error") out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
+}
+
+int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
+  const auto counted = only(cases, true), other = only(cases, false);
+  const ValidationSummary sum = summarize(counted), other_sum = summarize(other);
+  if (json) {
+    nlohmann::json list = nlohmann::json::array(), other_list = nlohmann::json::array();
+    for (const auto& c : counted) list.push_back(case_json(c));
+    for (const auto& c : other) other_list.push_back(case_json(c));
+    std::cout << json_text(nlohmann::json{{"format", csv_format_name(CsvFormat::kRealRuns)},
+                                          {"cases", list},
+                                          {"summary", summary_json(sum, false)},
+                                          {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
+                           2)
+              << "\n";
     return 0;
   }
+  std::cout << "metric max_allocated (torch.cuda.max_memory_allocated), compared with the peak stage:\n";
+  print_real_runs_rows(std::cout, counted);
+  std::cout << "\nmetric other (not clearly the peak; reported, not counted):\n";
+  print_real_runs_rows(std::cout, other);
+  std::cout << fmt::format("\n{} rows: {} max_allocated ({} evaluated, {} failed to estimate), {} other (reported, not "
+                           "counted)\n",
+                           cases.size(), counted.size(), sum.evaluated, sum.errors, other.size());
+  std::cout << "max_allocated rows:\n"
+            << stat_line("peak |error|", sum.peak) << stat_line("Megatron formula, peak", sum.megatron_theoretical)
+            << stat_line("seed tool, peak", sum.seed_tool);
+  print_shared_stats(std::cout, sum);
+  std::cout << fmt::format("other rows (reported, not counted; {} evaluated, {} failed to estimate):\n",
+                           other_sum.evaluated, other_sum.errors)
+            << stat_line("peak |error|", other_sum.peak);
+  print_shared_stats(std::cout, other_sum);
+  return 0;
+}
 
+int report_functional(const std::vector<ValidationCase>& cases, bool json, bool show_skipped) {
+  const ValidationSummary sum = summarize(cases);
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& c : cases) list.push_back(case_json(c));
+    std::cout << json_text(nlohmann::json{{"format", csv_format_name(CsvFormat::kFunctionalTest)},
+                                          {"cases", list},
+                                          {"summary", summary_json(sum, true)}},
+                           2)
+              << "\n";
+    return 0;
+  }
   std::vector<const ValidationCase*> ok;
   for (const auto& c : cases)
     if (c.status == "ok") ok.push_back(&c);
@@ -104,22 +206,153 @@ int run_validate(const std::vector<std::string>& args) {
   for (const auto& c : cases)
     if (c.status == "error")
       std::cout << fmt::format("{:<72} {:<24} error: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24), c.reason);
-  if (vm["show-skipped"].as<bool>())
+  if (show_skipped)
     for (const auto& c : cases)
       if (c.status == "skipped")
         std::cout << fmt::format("{:<72} {:<24} skipped: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
                                  c.reason);
   std::cout << fmt::format("\n{} rows: {} evaluated, {} skipped, {} failed to estimate\n", sum.total, sum.evaluated,
                            sum.skipped, sum.errors);
-  auto line = [](const char* what, const ErrorStats& s) {
-    return fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%\n", what, s.count, 100 * s.median,
-                       100 * s.p90, 100 * s.max);
-  };
-  std::cout << line("peak |error|", sum.peak) << line("static |error|", sum.static_mem)
-            << line("peak |error|, peak>=5GiB", sum.peak_large)
-            << line("Megatron formula, peak", sum.megatron_theoretical)
-            << line("seed tool, peak", sum.seed_tool);
+  std::cout << stat_line("peak |error|", sum.peak) << stat_line("static |error|", sum.static_mem)
+            << stat_line("peak |error|, peak>=5GiB", sum.peak_large)
+            << stat_line("Megatron formula, peak", sum.megatron_theoretical) << stat_line("seed tool, peak", sum.seed_tool);
+  print_shared_stats(std::cout, sum);
   return 0;
+}
+
+int run_from_log(const po::variables_map& vm, const std::optional<std::string>& model) {
+  const std::string log = vm["from-log"].as<std::string>();
+  for (const char* csv_only : {"golden", "case"})
+    if (vm.count(csv_only)) throw UsageError(fmt::format("--{} filters CSV rows; it does not apply to --from-log", csv_only));
+  if (vm["show-skipped"].as<bool>()) throw UsageError("--show-skipped applies to CSV files, not to --from-log");
+  const EstimateRequest request = read_estimate_request(vm, model, "validate --from-log");
+  const auto reports = read_memory_log(log);  // before the plugins: a bad log fails fast
+  Registry registry;
+  use_hardware_files(vm);
+  load_registry(registry, read_common(vm));
+  const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
+  EstimateOptions eo;
+  eo.components = false;
+  const Estimate est = run_estimator(request, inputs, registry, eo);
+  const auto ranks = compare_memory_log(reports, est, log);
+  const auto& p = est.setup.parallel;
+
+  if (vm["json"].as<bool>()) {
+    nlohmann::json list = nlohmann::json::array();
+    std::size_t covered = 0;
+    for (const auto& r : ranks) {
+      covered += r.within_bound() ? 1 : 0;
+      nlohmann::json j{{"rank", r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr)},
+                       {"stage", r.stage},
+                       {"reports", r.reports},
+                       {"measured_max_allocated_gib", r.measured_max_allocated_gib},
+                       {"measured_allocated_gib",
+                        r.measured_allocated_gib ? nlohmann::json(*r.measured_allocated_gib) : nlohmann::json(nullptr)},
+                       {"estimated_peak_gib", r.estimated_peak_gib},
+                       {"estimated_upper_gib", r.estimated_upper_gib},
+                       {"estimated_static_gib", r.estimated_static_gib},
+                       {"peak_error_pct", 100 * r.peak_error()},
+                       {"within_bound", r.within_bound()}};
+      list.push_back(j);
+    }
+    nlohmann::json doc{{"format", "log"},
+                       {"log", log},
+                       {"model", est.model.name},
+                       {"world_size", p.world_size},
+                       {"pp", p.pp},
+                       {"ranks", list},
+                       {"summary",
+                        {{"ranks", ranks.size()},
+                         {"bound", {{"count", ranks.size()}, {"covered", covered},
+                                    {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) /
+                                                                        static_cast<double>(ranks.size())}}}}}};
+    std::cout << json_text(doc, 2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", log, reports.size(),
+                           est.model.name, p.world_size, p.pp, p.world_size / p.pp);
+  std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES",
+                           "MAX ALLOC", "EST", "ERR", "BOUND", "<=BND");
+  for (const auto& r : ranks)
+    std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>6}\n",
+                             r.rank ? std::to_string(*r.rank) : std::string("last"), r.stage, r.reports,
+                             r.measured_max_allocated_gib, r.estimated_peak_gib, 100 * r.peak_error(),
+                             r.estimated_upper_gib, r.within_bound() ? "yes" : "no");
+  std::cout << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
+               "(logged by the last rank), compared with the last stage\n";
+  return 0;
+}
+
+}  // namespace
+
+void help_validate(std::ostream& out) {
+  out << "Usage: mme validate CASES.csv [--json] [--golden REGEX] [--case REGEX] [--show-skipped]\n"
+         "       mme validate --from-log LOG [MODEL] [--megatron-args-file FILE | --megatron-args \"...\"]\n"
+         "                    [estimate options] [--json]\n\n"
+         "Compares mme's estimates with measured Megatron-LM runs. CASES.csv is one of two formats,\n"
+         "told apart by its columns:\n"
+         "  functional tests (bench/accuracy/megatron_functional_test_memory.csv): the measured peak\n"
+         "    (max_alloc_GiB_max, torch.cuda.max_memory_allocated) and static memory after a step\n"
+         "    (alloc_GiB_median) next to the run's Megatron-LM flags, one column per flag; compared\n"
+         "    with the rank that logged it, the last rank (last pipeline stage). Rows outside what mme\n"
+         "    models (T5, BERT, hybrid, multimodal, FSDP, RL loops, offloading) are skipped with the reason.\n"
+         "  real runs (bench/accuracy/real_runs.csv): id, source, model, metric, measured_gib,\n"
+         "    rank_note, mme_args, notes. mme_args are `mme estimate` arguments (shell-quoted); the\n"
+         "    measured GiB is compared with the peak stage. Rows with metric max_allocated count in\n"
+         "    the statistics; metric other rows are reported, not counted.\n"
+         "Both report the |error| median/p90/max, the error by measured size (<5, 5-40, >40 GiB),\n"
+         "the signed error (rows more than 5% under / over) and how often the measurement stays\n"
+         "within the estimate's bound.\n\n"
+         "--from-log reads a training log's memory lines: report_memory's '[Rank N] (after N\n"
+         "iterations) memory (MB) | allocated: X | max allocated: Y | ...' and the scalars\n"
+         "'mem-max-allocated-bytes: V' / 'mem-max-allocated-bytes V' (bytes; lines without a rank\n"
+         "are the last rank's). The run is described as for `mme estimate`; each rank is compared\n"
+         "with its pipeline stage (Megatron's rank order: stage = rank / (GPUs / PP)).\n\n"
+      << visible_options()
+      << "\nExamples:\n  mme validate bench/accuracy/real_runs.csv\n"
+         "  mme validate --from-log train.log --megatron-args-file launch.sh --num-gpus 16\n";
+}
+
+int run_validate(const std::vector<std::string>& args) {
+  po::options_description hidden;
+  hidden.add_options()("cases", po::value<std::string>(), "");
+  po::options_description visible("Options"), est("Estimate options");
+  build_options(visible, est, hidden);
+  visible.add(est);
+  po::positional_options_description pos;
+  pos.add("cases", 1);
+  const auto vm = parse(args, visible, hidden, pos);
+  const bool json = vm["json"].as<bool>();
+  std::optional<std::string> positional;
+  if (vm.count("cases")) positional = vm["cases"].as<std::string>();
+  if (vm.count("from-log")) return run_from_log(vm, positional);
+
+  if (!positional) throw UsageError("validate needs a CSV file of measured cases, or --from-log LOG");
+  // The estimate options describe the run of a log; a CSV's rows describe their own.
+  for (const auto& opt : est.options()) {
+    const std::string name = opt->long_name();
+    if (name == "hardware-file") continue;  // GPU profiles for the rows' --gpu
+    if (vm.count(name) && !vm[name].defaulted())
+      throw UsageError(fmt::format("--{} applies to --from-log; the rows of a CSV file carry their own flags", name));
+  }
+  for (const auto& opt : hidden.options()) {
+    const std::string name = opt->long_name();
+    if (name != "cases" && vm.count(name))
+      throw UsageError(fmt::format("--{} applies to --from-log; the rows of a CSV file carry their own flags", name));
+  }
+  ValidationOptions options;
+  if (vm.count("golden")) options.golden_regex = vm["golden"].as<std::string>();
+  if (vm.count("case")) options.case_regex = vm["case"].as<std::string>();
+  Registry registry;
+  use_hardware_files(vm);
+  load_registry(registry, read_common(vm));
+  options.estimate_args = [&registry](const std::vector<std::string>& row_args) {
+    return estimate_from_args(row_args, registry);
+  };
+  const auto cases = run_validation(*positional, registry, options);
+  const bool real = !cases.empty() ? cases.front().format == CsvFormat::kRealRuns
+                                   : read_csv_table(*positional).format == CsvFormat::kRealRuns;
+  return real ? report_real_runs(cases, json) : report_functional(cases, json, vm["show-skipped"].as<bool>());
 }
 
 }  // namespace mme::cli

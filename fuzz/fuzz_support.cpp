@@ -1,5 +1,7 @@
 #include "fuzz_support.hpp"
 
+#include <algorithm>
+
 #include <functional>
 #include <memory>
 
@@ -76,9 +78,14 @@ void check_estimates_agree(const char* target, const Estimate& with, const Estim
     for (std::int64_t v : {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes,
                            s.parameters})
       if (v < 0) finding(target, "a negative byte or parameter count");
+    // The peak is the larger of the two phases of a step (estimator.hpp StageEstimate).
     if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||
-        s.static_bytes + s.activation_bytes != s.total_bytes)
+        s.step_only_bytes < 0 || s.step_only_bytes > s.optimizer_bytes ||
+        s.forward_backward_bytes != s.static_bytes - s.step_only_bytes + s.activation_bytes ||
+        s.optimizer_step_bytes != s.static_bytes ||
+        s.total_bytes != std::max(s.forward_backward_bytes, s.optimizer_step_bytes))
       finding(target, "the stage's parts do not add up to its total");
+    if (s.upper_bytes < s.total_bytes) finding(target, "the upper bound is below the estimate");
   }
 }
 

@@ -229,6 +229,7 @@ MegatronArgs parse_megatron_args(std::string_view text, const std::string& sourc
                                         [](const std::string& v) { return !v.empty() && v[0] == '$'; });
     if (!unexpanded) clean.set(f.name, f.values);
   }
+  for (const auto& [name, value] : args.env()) clean.set_env(name, value);
   return clean;
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <istream>
 #include <regex>
 #include <sstream>
 
@@ -17,6 +19,10 @@
 #include "mme/units.hpp"
 
 namespace mme {
+
+const char* csv_format_name(CsvFormat f) {
+  return f == CsvFormat::kRealRuns ? "real_runs" : "functional_test";
+}
 
 double ValidationCase::peak_error() const {
   return measured_peak_gib > 0 ? (estimated_peak_gib - measured_peak_gib) / measured_peak_gib : 0.0;
@@ -141,31 +147,129 @@ std::string skip_reason(const CsvRow& row) {
 
 }  // namespace
 
-std::vector<CsvRow> read_csv(const std::filesystem::path& path) {
+namespace {
+constexpr const char* kFunctionalColumns[] = {"test_case", "max_alloc_GiB_max", "model", "alloc_GiB_median"};
+constexpr const char* kRealRunsColumns[] = {"id", "metric", "measured_gib", "mme_args"};
+
+bool has_column(const std::vector<std::string>& header, const char* name) {
+  return std::find(header.begin(), header.end(), name) != header.end();
+}
+
+template <std::size_t N>
+std::string column_list(const char* const (&cols)[N]) {
+  std::string out;
+  for (const char* c : cols) out += (out.empty() ? "" : ", ") + std::string(c);
+  return out;
+}
+}  // namespace
+
+CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where) {
+  const CsvFormat format = has_column(header, "test_case") || has_column(header, "max_alloc_GiB_max")
+                               ? CsvFormat::kFunctionalTest
+                           : has_column(header, "mme_args") || has_column(header, "measured_gib")
+                               ? CsvFormat::kRealRuns
+                               : [&]() -> CsvFormat {
+    std::string got;
+    for (const auto& h : header) got += (got.empty() ? "" : ", ") + h;
+    throw ConfigError(fmt::format("{}: unknown set of columns ({}); expected a functional-test file (columns {}, then "
+                                  "one per Megatron-LM flag) or a real-runs file (columns {})",
+                                  where, got, column_list(kFunctionalColumns), column_list(kRealRunsColumns)));
+  }();
+  if (format == CsvFormat::kFunctionalTest) {
+    for (const char* required : kFunctionalColumns)
+      if (!has_column(header, required))
+        throw ConfigError(fmt::format("{}: missing column '{}' (a functional-test file has the columns {})", where,
+                                      required, column_list(kFunctionalColumns)));
+  } else {
+    for (const char* required : kRealRunsColumns)
+      if (!has_column(header, required))
+        throw ConfigError(fmt::format("{}: missing column '{}' (a real-runs file has the columns {})", where, required,
+                                      column_list(kRealRunsColumns)));
+  }
+  return format;
+}
+
+CsvTable read_csv_table(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
   std::string line;
   if (!std::getline(in, line)) throw ConfigError(fmt::format("{}: empty file", path.string()));
-  const auto header = split_csv_line(line, path.string() + ":1");
-  for (const char* required : {"model", "test_case", "max_alloc_GiB_max", "alloc_GiB_median"})
-    if (std::find(header.begin(), header.end(), required) == header.end())
-      throw ConfigError(fmt::format("{}: missing column '{}'", path.string(), required));
-  std::vector<CsvRow> rows;
+  CsvTable table;
+  table.header = split_csv_line(line, path.string() + ":1");
+  table.format = detect_csv_format(table.header, path.string());
   std::size_t lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
     const auto cells = split_csv_line(line, fmt::format("{}:{}", path.string(), lineno));
-    if (cells.size() != header.size())
+    if (cells.size() != table.header.size())
       throw ConfigError(fmt::format("{}:{}: {} cells for {} columns", path.string(), lineno, cells.size(),
-                                    header.size()));
+                                    table.header.size()));
     CsvRow row;
     for (std::size_t i = 0; i < cells.size(); ++i)
-      if (!cells[i].empty()) row[header[i]] = cells[i];
-    rows.push_back(std::move(row));
+      if (!cells[i].empty()) row[table.header[i]] = cells[i];
+    table.rows.push_back(std::move(row));
   }
-  return rows;
+  return table;
 }
+
+std::vector<CsvRow> read_csv(const std::filesystem::path& path) { return read_csv_table(path).rows; }
+
+std::vector<std::string> split_shell_words(std::string_view text, const std::string& where) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\'') {
+      const auto end = text.find('\'', i + 1);
+      if (end == std::string_view::npos) throw ConfigError(fmt::format("{}: unterminated single quote", where));
+      cur.append(text.substr(i + 1, end - i - 1));
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      in_word = true;
+      for (++i;; ++i) {
+        if (i >= text.size()) throw ConfigError(fmt::format("{}: unterminated double quote", where));
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() &&
+            (text[i + 1] == '"' || text[i + 1] == '\\' || text[i + 1] == '$' || text[i + 1] == '`')) {
+          cur.push_back(text[++i]);
+        } else if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+          ++i;  // a line continuation inside double quotes
+        } else {
+          cur.push_back(text[i]);
+        }
+      }
+    } else if (c == '\\') {
+      if (i + 1 < text.size() && text[i + 1] == '\n') {
+        ++i;  // a line continuation
+      } else if (i + 1 < text.size()) {
+        cur.push_back(text[++i]);
+        in_word = true;
+      }
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
+namespace {
+// The estimate of one stage into the case.
+void take_stage(ValidationCase& c, const StageEstimate& stage) {
+  c.stage = stage.pp_rank;
+  c.estimated_peak_gib = to_gib(stage.total_bytes);
+  c.estimated_static_gib = to_gib(stage.static_bytes);
+  c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
+}
+}  // namespace
 
 ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   ValidationCase c;
@@ -207,12 +311,47 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     options.gpu_architecture = c.gpu_architecture;
     options.components = false;
     const Estimate est = estimator.run(setup, options);
-    const StageEstimate& last = est.stages.back();  // the last rank logs the memory
-    c.estimated_peak_gib = to_gib(last.total_bytes);
-    c.estimated_static_gib = to_gib(last.static_bytes);
-    c.estimated_upper_gib = to_gib(last.upper_bytes);
+    take_stage(c, est.stages.back());  // the last rank logs the memory
     c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(model, est.setup));
     c.seed_tool_gib = to_gib(seed_tool_peak(model, est.setup));
+    c.status = "ok";
+  } catch (const Error& e) {
+    c.status = "error";
+    c.reason = e.what();
+  }
+  return c;
+}
+
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
+  ValidationCase c;
+  c.format = CsvFormat::kRealRuns;
+  c.id = get(row, "id");
+  c.test_case = c.id;
+  c.model = get(row, "model");
+  c.source = get(row, "source");
+  c.metric = get(row, "metric");
+  c.rank_note = get(row, "rank_note");
+  c.mme_args = get(row, "mme_args");
+  const std::string where = fmt::format("real-runs row '{}'", c.id);
+  if (c.id.empty()) throw ConfigError("a real-runs row has no id");
+  if (c.metric != "max_allocated" && c.metric != "other")
+    throw ConfigError(fmt::format("{}: metric '{}' is neither max_allocated nor other", where, c.metric));
+  try {
+    c.measured_peak_gib = number(row, "measured_gib");
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+  }
+  if (!(c.measured_peak_gib > 0) || !std::isfinite(c.measured_peak_gib))
+    throw ConfigError(fmt::format("{}: measured_gib must be a positive number of GiB", where));
+  try {
+    const auto args = split_shell_words(c.mme_args, where + ": mme_args");
+    if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
+    if (!estimate_args) throw ConfigError(fmt::format("{}: no estimator for mme_args was given", where));
+    const ArgsEstimate r = estimate_args(args);
+    take_stage(c, r.estimate.peak());  // the rank is not stated: compare with the peak stage
+    c.world_size = r.estimate.setup.parallel.world_size;
+    c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(r.model, r.estimate.setup));
+    c.seed_tool_gib = to_gib(seed_tool_peak(r.model, r.estimate.setup));
     c.status = "ok";
   } catch (const Error& e) {
     c.status = "error";
@@ -253,32 +392,52 @@ std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, con
   std::optional<std::regex> golden_re, case_re;
   if (!options.golden_regex.empty()) golden_re.emplace(compile_filter("--golden", options.golden_regex));
   if (!options.case_regex.empty()) case_re.emplace(compile_filter("--case", options.case_regex));
+  const CsvTable table = read_csv_table(csv);
+  const bool real = table.format == CsvFormat::kRealRuns;
   std::vector<ValidationCase> out;
-  for (const auto& row : read_csv(csv)) {
+  for (const auto& row : table.rows) {
     if (golden_re && !std::regex_search(get(row, "golden"), *golden_re)) continue;
-    if (case_re && !std::regex_search(get(row, "test_case"), *case_re)) continue;
-    out.push_back(validate_row(row, registry));
+    if (case_re && !std::regex_search(get(row, real ? "id" : "test_case"), *case_re)) continue;
+    out.push_back(real ? validate_real_run_row(row, options.estimate_args) : validate_row(row, registry));
   }
   return out;
 }
 
 namespace {
+// Linear interpolation between closest ranks (numpy's default) of sorted values.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
 ErrorStats stats(std::vector<double> errs) {
   ErrorStats s;
   s.count = errs.size();
   if (errs.empty()) return s;
   for (auto& e : errs) e = std::fabs(e);
   std::sort(errs.begin(), errs.end());
-  auto quantile = [&](double q) {
-    // Linear interpolation between closest ranks (numpy's default).
-    const double pos = q * static_cast<double>(errs.size() - 1);
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const auto hi = std::min(lo + 1, errs.size() - 1);
-    return errs[lo] + (errs[hi] - errs[lo]) * (pos - static_cast<double>(lo));
-  };
-  s.median = quantile(0.5);
-  s.p90 = quantile(0.9);
+  s.median = quantile(errs, 0.5);
+  s.p90 = quantile(errs, 0.9);
   s.max = errs.back();
+  return s;
+}
+
+constexpr double kSignedThreshold = 0.05;  // "under" / "over" the measured peak by more than 5 %
+
+SignedStats signed_stats(std::vector<double> errs) {
+  SignedStats s;
+  s.count = errs.size();
+  if (errs.empty()) return s;
+  std::sort(errs.begin(), errs.end());
+  s.median = quantile(errs, 0.5);
+  for (const double e : errs) {
+    if (e < -kSignedThreshold) ++s.under;
+    if (e > kSignedThreshold) ++s.over;
+  }
+  s.under_share = static_cast<double>(s.under) / static_cast<double>(s.count);
+  s.over_share = static_cast<double>(s.over) / static_cast<double>(s.count);
   return s;
 }
 }  // namespace
@@ -287,6 +446,12 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   ValidationSummary s;
   s.total = cases.size();
   std::vector<double> peak, stat, large, baseline, seed;
+  struct Bucket {
+    const char* label;
+    double min, max;
+    std::vector<double> errs;
+  };
+  Bucket buckets[] = {{"<5GiB", 0.0, 5.0, {}}, {"5-40GiB", 5.0, 40.0, {}}, {">40GiB", 40.0, HUGE_VAL, {}}};
   for (const auto& c : cases) {
     if (c.status == "skipped") {
       ++s.skipped;
@@ -298,7 +463,12 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     }
     ++s.evaluated;
     peak.push_back(c.peak_error());
-    stat.push_back(c.static_error());
+    if (c.measured_static_gib > 0) stat.push_back(c.static_error());  // real runs measure no static memory
+    // < 5 GiB, 5-40 GiB (both ends included), > 40 GiB.
+    const std::size_t bucket = c.measured_peak_gib < 5.0 ? 0 : c.measured_peak_gib <= 40.0 ? 1 : 2;
+    buckets[bucket].errs.push_back(c.peak_error());
+    ++s.bound.count;
+    if (c.within_bound()) ++s.bound.covered;
     baseline.push_back(c.baseline_error());
     seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
@@ -308,7 +478,168 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   s.peak_large = stats(large);
   s.megatron_theoretical = stats(baseline);
   s.seed_tool = stats(seed);
+  for (auto& b : buckets) s.by_size.push_back({b.label, b.min, b.max, stats(b.errs)});
+  s.signed_peak = signed_stats(peak);
+  s.bound.share = s.bound.count ? static_cast<double>(s.bound.covered) / static_cast<double>(s.bound.count) : 0.0;
   return s;
+}
+
+// ---- Training logs ----------------------------------------------------------------------------
+
+namespace {
+
+
+// The value token after `key` in `line`: up to white space, '|', ',' or '}'. Empty if none.
+std::string token_after(const std::string& line, std::size_t at) {
+  std::size_t b = at;
+  while (b < line.size() && (line[b] == ' ' || line[b] == '\t' || line[b] == ':' || line[b] == '=' ||
+                             line[b] == '\'' || line[b] == '"'))
+    ++b;
+  std::size_t e = b;
+  while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '|' && line[e] != ',' && line[e] != '}' &&
+         line[e] != '\r')
+    ++e;
+  return line.substr(b, e - b);
+}
+
+double log_number(const std::string& token, const char* what, const std::string& where) {
+  if (token.empty()) throw ConfigError(fmt::format("{}: no value after '{}'", where, what));
+  const char* begin = token.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end != begin + token.size() || !std::isfinite(v) || v < 0)
+    throw ConfigError(fmt::format("{}: '{}' after '{}' is not a non-negative number", where, token, what));
+  return v;
+}
+
+// "[Rank N]" anywhere in the line.
+std::optional<std::int64_t> rank_of(const std::string& line, const std::string& where) {
+  const auto at = line.find("[Rank ");
+  if (at == std::string::npos) return std::nullopt;
+  std::size_t b = at + 6, e = b;
+  while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
+  if (e == b || e >= line.size() || line[e] != ']')
+    throw ConfigError(fmt::format("{}: '[Rank' is not followed by a rank number and ']'", where));
+  if (e - b > 18) throw ConfigError(fmt::format("{}: the rank {} is beyond any world size", where, line.substr(b, e - b)));
+  return std::stoll(line.substr(b, e - b));
+}
+
+// The position right after `key` where it stands as a whole word (not inside a longer name).
+std::size_t find_key(const std::string& line, const std::string& key) {
+  for (std::size_t at = line.find(key); at != std::string::npos; at = line.find(key, at + 1)) {
+    const bool start_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(line[at - 1])) || line[at - 1] == '-' ||
+                                       line[at - 1] == '_');
+    if (start_ok) return at + key.size();
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+std::vector<MemoryReport> parse_memory_log(std::istream& in, const std::string& source) {
+  std::vector<MemoryReport> out;
+  std::string line;
+  std::size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string where = fmt::format("{}:{}", source, lineno);
+    MemoryReport r;
+    r.line = lineno;
+    if (line.find("memory (MB)") != std::string::npos &&
+        (line.find("max allocated:") != std::string::npos || line.find("| allocated:") != std::string::npos)) {
+      // report_memory: values in MB (2^20 bytes).
+      if (const auto at = find_key(line, "max allocated:"); at != std::string::npos)
+        r.max_allocated_bytes = kMiB * log_number(token_after(line, at), "max allocated:", where);
+      if (const auto at = line.find("| allocated:"); at != std::string::npos)
+        r.allocated_bytes = kMiB * log_number(token_after(line, at + 12), "allocated:", where);
+      r.rank = rank_of(line, where);
+      out.push_back(r);
+      continue;
+    }
+    const auto max_at = find_key(line, "mem-max-allocated-bytes");
+    const auto cur_at = find_key(line, "mem-allocated-bytes");
+    if (max_at == std::string::npos && cur_at == std::string::npos) continue;
+    // A scalar written as text: "mem-max-allocated-bytes: V", "mem-max-allocated-bytes V",
+    // also quoted in a printed dict ('mem-max-allocated-bytes': V); values in bytes.
+    r.scalar = true;
+    if (max_at != std::string::npos)
+      r.max_allocated_bytes = log_number(token_after(line, max_at), "mem-max-allocated-bytes", where);
+    if (cur_at != std::string::npos)
+      r.allocated_bytes = log_number(token_after(line, cur_at), "mem-allocated-bytes", where);
+    r.rank = rank_of(line, where);
+    out.push_back(r);
+  }
+  const bool any_peak =
+      std::any_of(out.begin(), out.end(), [](const MemoryReport& r) { return r.max_allocated_bytes.has_value(); });
+  if (!any_peak)
+    throw ConfigError(fmt::format(
+        "{}: no memory lines found: looked for Megatron-LM's report_memory lines ('[Rank N] (after N iterations) "
+        "memory (MB) | allocated: X | max allocated: Y | ...') and mem-max-allocated-bytes scalars "
+        "('mem-max-allocated-bytes: V'); Megatron-LM prints the first after the first iterations (and with "
+        "--log-memory-interval), the second with --log-memory-to-tensorboard",
+        source));
+  return out;
+}
+
+std::vector<MemoryReport> read_memory_log(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw NotFoundError(fmt::format("{}: is a folder, not a log file", path.string()));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
+  return parse_memory_log(in, path.string());
+}
+
+std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, std::int64_t pp) {
+  if (world_size < 1 || pp < 1 || world_size % pp != 0)
+    throw ConfigError(fmt::format("a world size of {} GPUs does not split into {} pipeline stages", world_size, pp));
+  if (rank < 0 || rank >= world_size)
+    throw ConfigError(fmt::format("rank {} is beyond the world size of {} GPUs (ranks 0 to {}); give the run's "
+                                  "--num-gpus",
+                                  rank, world_size, world_size - 1));
+  return rank / (world_size / pp);
+}
+
+double RankComparison::peak_error() const {
+  return measured_max_allocated_gib > 0
+             ? (estimated_peak_gib - measured_max_allocated_gib) / measured_max_allocated_gib
+             : 0.0;
+}
+
+std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& reports, const Estimate& estimate,
+                                               const std::string& source) {
+  if (estimate.stages.empty()) throw ConfigError("the estimate has no pipeline stage");
+  // Key: the rank, or -1 for lines without one (sorted last below).
+  std::map<std::int64_t, RankComparison> by_rank;
+  for (const auto& r : reports) {
+    if (!r.max_allocated_bytes) continue;
+    const std::int64_t key = r.rank.value_or(-1);
+    auto [it, fresh] = by_rank.try_emplace(key);
+    RankComparison& c = it->second;
+    if (fresh) {
+      c.rank = r.rank;
+      try {
+        c.stage = r.rank ? pipeline_stage_of_rank(*r.rank, estimate.setup.parallel.world_size,
+                                                  estimate.setup.parallel.pp)
+                         : static_cast<std::int64_t>(estimate.stages.size()) - 1;
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}:{}: {}", source, r.line, e.what()));
+      }
+      const StageEstimate& st = estimate.stages.at(static_cast<std::size_t>(c.stage));
+      c.estimated_peak_gib = to_gib(st.total_bytes);
+      c.estimated_upper_gib = st.upper_bytes > 0 ? to_gib(st.upper_bytes) : c.estimated_peak_gib;
+      c.estimated_static_gib = to_gib(st.static_bytes);
+    }
+    ++c.reports;
+    c.measured_max_allocated_gib = std::max(c.measured_max_allocated_gib, *r.max_allocated_bytes / kGiB);
+    if (r.allocated_bytes) c.measured_allocated_gib = *r.allocated_bytes / kGiB;
+  }
+  if (by_rank.empty()) throw ConfigError(fmt::format("{}: no max-allocated value in the memory lines", source));
+  std::vector<RankComparison> out;
+  for (auto& [key, c] : by_rank)
+    if (key >= 0) out.push_back(c);
+  if (auto it = by_rank.find(-1); it != by_rank.end()) out.push_back(it->second);
+  return out;
 }
 
 }  // namespace mme

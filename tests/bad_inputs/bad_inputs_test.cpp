@@ -157,6 +157,18 @@ std::vector<Row> catalogue() {
        "--golden: a number of more than 4 digits in the regular expression", true, {{"cases.csv", kCases}}},
       {"an invalid regex", {"validate", "{dir}/cases.csv", "--case", "(tp2"}, 2,
        "--case: invalid regular expression", true, {{"cases.csv", kCases}}},
+      // `validate` inputs: a CSV of neither format, a training log without usable memory lines.
+      {"a CSV of neither validate format", {"validate", "{dir}/cols.csv"}, 3, "unknown set of columns (name, value)",
+       true, {{"cols.csv", "name,value\na,1\n"}}},
+      {"a log without memory lines", {"validate", "--from-log", "{dir}/train.log", "--megatron-args", kTiny}, 3,
+       "no memory lines found", true, {{"train.log", "iteration 1 | lm loss: 3.0\n"}}},
+      {"a log memory value that is not a number",
+       {"validate", "--from-log", "{dir}/train.log", "--megatron-args", kTiny}, 3,
+       "train.log:1: '1e999' after 'max allocated:' is not a non-negative number", true,
+       {{"train.log", "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 1e999\n"}}},
+      {"a log rank beyond the world size", {"validate", "--from-log", "{dir}/train.log", "--megatron-args", kTiny}, 3,
+       "rank 4294967296 is beyond the world size of 8 GPUs", true,
+       {{"train.log", "[Rank 4294967296] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n"}}},
       // Megatron-LM flags.
       {"--nnodes x --nproc-per-node beyond 64 bits",
        {"estimate", "--megatron-args", kTiny + "--nnodes 4611686018427387904 --nproc-per-node 4"}, 2,

@@ -1,0 +1,59 @@
+// What `mme estimate` reads to know what to estimate (MODEL, --megatron-args(-file), --config,
+// --revision, --gpu and the layout flags) and how it turns them into an estimate. `estimate`
+// and `validate` (its real-runs rows and --from-log) share this, so a row's mme_args and a
+// log's launch flags mean exactly what they mean to `mme estimate`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <mme/estimator.hpp>
+#include <mme/megatron_args.hpp>
+#include <mme/model_spec.hpp>
+#include <mme/registry.hpp>
+#include <mme/spec_file.hpp>
+#include <mme/training_setup.hpp>
+#include <mme/validation.hpp>
+
+#include "options.hpp"
+
+namespace mme::cli {
+
+// --gpu, --revision, --megatron-args, --megatron-args-file, --config and the layout flags
+// (visible); the layout flags' Megatron-LM alias spellings (hidden).
+void add_estimate_input_options(po::options_description& visible, po::options_description& hidden);
+
+// What to estimate, as the flags say, read before any plugin is loaded: the flags' own errors
+// come first.
+struct EstimateRequest {
+  std::optional<std::string> model_name;  // MODEL
+  std::optional<MegatronArgs> megatron;
+  std::string megatron_source;  // "--megatron-args" or the file
+  std::optional<SpecFile> spec;
+  TrainingSetup setup;  // from the Megatron flags or the spec, with the mme flags on top
+};
+// `command` names the subcommand in the "needs a MODEL" error.
+EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
+                                      const std::string& command);
+
+// The model, the setup and the GPU (--gpu or the spec's), resolved through the registry.
+struct EstimateInputs {
+  ModelSpec model;
+  TrainingSetup setup;
+  const HardwareProfile* gpu = nullptr;
+};
+EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
+                                       const Registry& registry);
+
+// Runs the engine (the GPU's architecture for the workspaces); layout errors of a spec name the file.
+Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inputs, const Registry& registry,
+                       EstimateOptions options);
+
+// `mme estimate ARGS` up to the estimate, with an already loaded registry: the same option
+// table and the same resolution. Output flags (--json, --verbose, --headroom) are accepted and
+// ignored; flags that load plugins or hardware files, write files (--html, --svg) or replace
+// the estimate (--dump-config) are refused (UsageError).
+ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Registry& registry);
+
+}  // namespace mme::cli

@@ -1,0 +1,150 @@
+// The mechanisms of the accuracy work, each checked against a value worked out by hand from
+// the Megatron-LM / Transformer Engine code it models: the two phases of a step, Transformer
+// Engine's attention choice, the loss paths, the interleaved schedule's micro-batch groups,
+// deferred output-layer wgrads, and the upper bound.
+#include <gtest/gtest.h>
+
+#include <mme/error.hpp>
+#include <mme/megatron_args.hpp>
+#include <mme/pipeline.hpp>
+
+#include "engine_fixture.hpp"
+
+namespace mme {
+namespace {
+
+class StepAndBound : public ::testing::Test {
+ protected:
+  void SetUp() override { test::register_layer_models(registry_); }
+  Estimate run(const ModelSpec& m, const TrainingSetup& s, const std::string& arch = "hopper") {
+    EstimateOptions o;
+    o.gpu_architecture = arch;
+    return Estimator(m, registry_).run(s, o);
+  }
+  Registry registry_;
+};
+
+// distrib_optimizer.py: bf16 gradients get an fp32 copy (4 bytes per sharded parameter) in the
+// optimizer step; it never meets the activations.
+TEST_F(StepAndBound, Fp32CopiesOfBf16GradientsLiveOnlyInTheOptimizerStep) {
+  const ModelSpec m = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 2;
+  s.optimizer.main_grads = DType::kBF16;
+  const Estimate e = run(m, s);
+  const auto& st = e.peak();
+  const std::int64_t shard = (st.parameters * 4 + 1) / 2;  // DP 2, ceil
+  EXPECT_EQ(st.step_only_bytes, shard);
+  EXPECT_EQ(st.forward_backward_bytes, st.static_bytes - shard + st.activation_bytes);
+  EXPECT_EQ(st.optimizer_step_bytes, st.static_bytes);
+  EXPECT_EQ(st.total_bytes, std::max(st.forward_backward_bytes, st.optimizer_step_bytes));
+  // fp32 gradients: `.float()` is the same tensor, nothing is copied.
+  s.optimizer.main_grads = DType::kFP32;
+  EXPECT_EQ(run(m, s).peak().step_only_bytes, 0);
+}
+
+// TE get_attention_backend: deterministic training on sm80 drops cuDNN fused attention.
+TEST(AttentionChoice, FollowsTransformerEnginesFilters) {
+  TrainingSetup s;
+  EXPECT_EQ(resolve_attention(s, "ampere").backend, AttentionBackend::kFlash);
+  s.attention_env.deterministic = true;
+  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kFlash);
+  EXPECT_FALSE(resolve_attention(s, "hopper").may_fall_back_to_unfused);
+  const AttentionChoice unknown = resolve_attention(s, "ampere");
+  EXPECT_EQ(unknown.backend, AttentionBackend::kFlash);
+  EXPECT_TRUE(unknown.may_fall_back_to_unfused);
+  s.attention_env.flash_attn_installed = false;
+  EXPECT_EQ(resolve_attention(s, "ampere").backend, AttentionBackend::kUnfused);
+  s.attention_env = {};
+  s.attention_env.flash_enabled = false;
+  s.attention_env.fused_enabled = false;
+  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+  s.attention_backend = AttentionBackend::kFlash;  // explicit: as asked
+  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kFlash);
+  s.transformer_engine = false;  // local: Megatron's DotProductAttention
+  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+}
+
+TEST(Environment, LaunchScriptExportsAndDeterministicMode) {
+  const MegatronArgs a = parse_megatron_args(
+      "export NVTE_FLASH_ATTN=0\nexport NVTE_FUSED_ATTN=0\nCUBLAS_WORKSPACE_CONFIG=:16:8 torchrun pretrain_gpt.py "
+      "--num-layers 2 --deterministic-mode",
+      "launch.sh");
+  ASSERT_EQ(a.env().size(), 3u);
+  const TrainingSetup s = setup_from_megatron_args(a, {});
+  EXPECT_FALSE(s.attention_env.flash_enabled);
+  EXPECT_FALSE(s.attention_env.fused_enabled);
+  EXPECT_TRUE(s.attention_env.deterministic);
+  EXPECT_EQ(s.cublas_workspace_config, ":16:8");  // the run's own value wins over the default
+  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+  EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("export NVTE_FLASH_ATTN=2", "x"), {}), UsageError);
+  EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("--attention-backend bogus", "x"), {}), UsageError);
+  EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("--optimizer madeup", "x"), {}), UsageError);
+  EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("--moe-token-dispatcher-type x", "x"), {}), UsageError);
+}
+
+// fused_cross_entropy.py and tensor_parallel/cross_entropy.py both keep logits.float().
+TEST_F(StepAndBound, FusedCrossEntropyKeepsTheFp32SoftmaxLikeTheUnfusedPath) {
+  const ModelSpec m = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  const std::int64_t unfused = run(m, s).peak().total_bytes;
+  s.cross_entropy_fusion = true;
+  EXPECT_EQ(run(m, s).peak().total_bytes, unfused);
+  s.cross_entropy_te = true;
+  EXPECT_EQ(run(m, s).peak().total_bytes, unfused);
+}
+
+// schedules.py: warmup = 2 (p - r - 1) + (v - 1) G, plus one; groups of G micro-batches run
+// chunk by chunk.
+TEST(Schedule, MicroBatchGroupsOfTheInterleavedSchedule) {
+  // p 4, v 2, rank 0, G 5: 2*3 + 5 + 1 = 12 passes: 5 of chunk 0, 5 of chunk 1, then 2 of chunk 0.
+  const auto g5 = inflight_microbatches(4, 2, 0, 40, 5);
+  EXPECT_EQ(g5[0], 7);
+  EXPECT_EQ(g5[1], 5);
+  // The default group (G = p): 11 passes, 4 + 4 of the first group, 3 more of chunk 0.
+  const auto g4 = inflight_microbatches(4, 2, 0, 40);
+  EXPECT_EQ(g4[0], 7);
+  EXPECT_EQ(g4[1], 4);
+  // Two micro-batches only: one group of 2, both chunks hold both.
+  const auto two = inflight_microbatches(4, 2, 0, 2);
+  EXPECT_EQ(two[0], 2);
+  EXPECT_EQ(two[1], 2);
+}
+
+// gpt_model.py / layers.py: the last stage keeps k micro-batches of the output layer's input
+// [T, h] and logits gradient [T, V/TP] until the pipeline flush.
+TEST_F(StepAndBound, DeferredOutputLayerWgradKeepsKMicroBatchesOnTheLastStage) {
+  const ModelSpec m = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.pp = 2;
+  s.parallel.world_size = 2;
+  s.global_batch_size = 8;
+  const Estimate base = run(m, s);
+  s.defer_embedding_wgrad = true;
+  s.wgrad_deferral_limit = 3;
+  const Estimate deferred = run(m, s);
+  const std::int64_t T = s.seq_length * s.micro_batch_size;
+  const std::int64_t V = padded_vocab_size(m.vocab_size, 128, 1);
+  EXPECT_EQ(deferred.stages[1].total_bytes - base.stages[1].total_bytes, 3 * 2 * (T * V + T * m.hidden_size));
+  EXPECT_EQ(deferred.stages[0].total_bytes, base.stages[0].total_bytes);
+}
+
+// The bound: the routed tokens of the busiest rank times the imbalance; nothing uncertain in
+// a dense model on Hopper, so the bound is the estimate.
+TEST_F(StepAndBound, TheBoundCoversRoutingImbalanceAndAttentionFallback) {
+  const ModelSpec dense = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  const Estimate d = run(dense, s);
+  EXPECT_EQ(d.upper_bytes(), d.peak().total_bytes);
+  EXPECT_TRUE(d.bound_terms.empty());
+  s.attention_env.deterministic = true;
+  const Estimate a = run(dense, s, "ampere");
+  s.attention_backend = AttentionBackend::kUnfused;
+  EXPECT_EQ(a.upper_bytes(), run(dense, s, "ampere").peak().total_bytes);
+  EXPECT_GT(a.upper_bytes(), a.peak().total_bytes);
+}
+
+}  // namespace
+}  // namespace mme

@@ -1,0 +1,418 @@
+// The library side of `mme validate`: format detection, real-runs rows, the summary
+// statistics on hand-made cases, Megatron-LM's memory log lines and the rank-to-stage map.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <mme/error.hpp>
+#include <mme/megatron_args.hpp>
+#include <mme/model_loader.hpp>
+#include <mme/units.hpp>
+#include <mme/validation.hpp>
+
+#include "dense_mlp.hpp"
+#include "gqa.hpp"
+#include "megatron_args_adapter.hpp"
+#include "mla.hpp"
+#include "moe.hpp"
+#include "test_support.hpp"
+
+namespace mme {
+namespace {
+
+// ---- Format detection ------------------------------------------------------------------
+
+TEST(CsvFormat, FunctionalTestColumns) {
+  EXPECT_EQ(detect_csv_format({"model", "test_case", "golden", "max_alloc_GiB_max", "alloc_GiB_median", "num-layers"},
+                              "f.csv"),
+            CsvFormat::kFunctionalTest);
+}
+
+TEST(CsvFormat, RealRunsColumns) {
+  EXPECT_EQ(detect_csv_format({"id", "source", "model", "metric", "measured_gib", "rank_note", "mme_args", "notes"},
+                              "r.csv"),
+            CsvFormat::kRealRuns);
+}
+
+TEST(CsvFormat, UnknownColumnsNameBothFormats) {
+  try {
+    detect_csv_format({"name", "value"}, "x.csv");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("x.csv: unknown set of columns (name, value)"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_case, max_alloc_GiB_max"), std::string::npos) << m;
+    EXPECT_NE(m.find("id, metric, measured_gib, mme_args"), std::string::npos) << m;
+  }
+}
+
+TEST(CsvFormat, IncompleteRealRunsHeaderNamesTheMissingColumn) {
+  try {
+    detect_csv_format({"id", "metric", "mme_args"}, "r.csv");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing column 'measured_gib'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CsvFormat, ReadCsvTableDetectsTheShippedFiles) {
+  EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "real_runs.csv").format, CsvFormat::kRealRuns);
+  EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "megatron_functional_test_memory.csv").format,
+            CsvFormat::kFunctionalTest);
+}
+
+TEST(ShellWords, QuotesAndEscapes) {
+  const auto w = split_shell_words(R"(Qwen/Qwen3-0.6B --megatron-args '--a 1 --b "x"' "c d" e\ f "g\"h" '')", "t");
+  const std::vector<std::string> expected{"Qwen/Qwen3-0.6B", "--megatron-args", "--a 1 --b \"x\"", "c d", "e f",
+                                          "g\"h", ""};
+  EXPECT_EQ(w, expected);
+  EXPECT_THROW(split_shell_words("--megatron-args '--a 1", "t"), ConfigError);
+  EXPECT_THROW(split_shell_words("\"open", "t"), ConfigError);
+}
+
+// ---- Real-runs rows ----------------------------------------------------------------------
+
+// A fake estimate: two stages, the second the peak.
+ArgsEstimate fake_estimate(std::int64_t upper_bytes) {
+  ArgsEstimate r;
+  r.model.name = "fake";
+  r.estimate.setup.parallel.world_size = 8;
+  r.estimate.setup.parallel.pp = 2;
+  StageEstimate a, b;
+  a.pp_rank = 0;
+  a.total_bytes = gib_to_bytes(3.0);
+  a.static_bytes = gib_to_bytes(1.0);
+  b.pp_rank = 1;
+  b.total_bytes = gib_to_bytes(4.0);
+  b.static_bytes = gib_to_bytes(2.0);
+  b.upper_bytes = upper_bytes;
+  r.estimate.stages = {a, b};
+  r.estimate.peak_stage = 1;
+  return r;
+}
+
+CsvRow real_row(const std::string& metric, const std::string& measured, const std::string& args) {
+  return {{"id", "r1"}, {"model", "m"}, {"metric", metric}, {"measured_gib", measured}, {"mme_args", args}};
+}
+
+TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
+  std::vector<std::string> seen;
+  const ArgsEstimator est = [&](const std::vector<std::string>& args) {
+    seen = args;
+    return fake_estimate(0);
+  };
+  const ValidationCase c = validate_real_run_row(real_row("max_allocated", "5.0", "m --tp 2 --megatron-args '--x 1'"), est);
+  EXPECT_EQ(seen, (std::vector<std::string>{"m", "--tp", "2", "--megatron-args", "--x 1"}));
+  EXPECT_EQ(c.status, "ok");
+  EXPECT_EQ(c.stage, 1);
+  EXPECT_DOUBLE_EQ(c.estimated_peak_gib, 4.0);
+  EXPECT_DOUBLE_EQ(c.estimated_static_gib, 2.0);
+  EXPECT_DOUBLE_EQ(c.estimated_upper_gib, 4.0);  // no bound from the engine: the peak itself
+  EXPECT_DOUBLE_EQ(c.peak_error(), -0.2);
+  EXPECT_TRUE(c.counted());
+  EXPECT_FALSE(c.within_bound());
+  EXPECT_EQ(c.world_size, 8);
+}
+
+TEST(RealRuns, TakesTheEnginesBoundWhenItHasOne) {
+  const ValidationCase c =
+      validate_real_run_row(real_row("other", "5.0", "m"), [](const auto&) { return fake_estimate(gib_to_bytes(6.0)); });
+  EXPECT_DOUBLE_EQ(c.estimated_upper_gib, 6.0);
+  EXPECT_TRUE(c.within_bound());
+  EXPECT_FALSE(c.counted());
+}
+
+TEST(RealRuns, AFailingEstimateIsAnErrorRowWithTheMessage) {
+  const ValidationCase c = validate_real_run_row(real_row("max_allocated", "5.0", "m --tp 0"), [](const auto&) -> ArgsEstimate {
+    throw UsageError("--tp: expected a positive integer, got 0");
+  });
+  EXPECT_EQ(c.status, "error");
+  EXPECT_EQ(c.reason, "--tp: expected a positive integer, got 0");
+  const ValidationCase q = validate_real_run_row(real_row("max_allocated", "5.0", "m '--tp"), [](const auto&) {
+    return fake_estimate(0);
+  });
+  EXPECT_EQ(q.status, "error");
+  EXPECT_NE(q.reason.find("unterminated single quote"), std::string::npos) << q.reason;
+}
+
+TEST(RealRuns, BadMetricOrMeasurementIsAConfigError) {
+  const auto ok = [](const auto&) { return fake_estimate(0); };
+  EXPECT_THROW(validate_real_run_row(real_row("peak", "5.0", "m"), ok), ConfigError);
+  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "five", "m"), ok), ConfigError);
+  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "-1", "m"), ok), ConfigError);
+}
+
+class RealRunsWithTheLibrary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    registry_.register_plugin("adapter_megatron_args", "test", "", plugins::register_megatron_args);
+    registry_.register_plugin("layer_gqa", "test", "", plugins::register_gqa);
+    registry_.register_plugin("layer_mla", "test", "", plugins::register_mla);
+    registry_.register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
+    registry_.register_plugin("layer_moe", "test", "", plugins::register_moe);
+  }
+  Registry registry_;
+};
+
+// A real-runs file written here; its row is estimated through the library with the same flags,
+// and the case must carry exactly the peak stage's total.
+TEST_F(RealRunsWithTheLibrary, TheRowCarriesThePeakStageOfTheSameFlags) {
+  const std::string flags =
+      "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 4096 "
+      "--micro-batch-size 2 --vocab-size 1000 --tokenizer-type NullTokenizer --pipeline-model-parallel-size 2 --bf16";
+  test::TempDir dir;
+  test::write_file(dir.path() / "runs.csv",
+                   "id,source,model,metric,measured_gib,rank_note,mme_args,notes\n"
+                   "tiny,test,tiny,max_allocated,1.0,,\"--megatron-args '" + flags + "' --num-gpus 4\",\n");
+  // The estimator a CLI would plug in, written against the library.
+  ValidationOptions options;
+  options.estimate_args = [&](const std::vector<std::string>& args) {
+    EXPECT_EQ(args.size(), 4u);
+    const MegatronArgs m = parse_megatron_args(args.at(1), "test");
+    ArgsEstimate r{adapt_config(m.to_config(), "tiny", "test", registry_), {}};
+    TrainingSetup base;
+    base.parallel.world_size = 4;
+    r.estimate = Estimator(r.model, registry_).run(setup_from_megatron_args(m, base));
+    return r;
+  };
+  const auto cases = run_validation(dir.path() / "runs.csv", registry_, options);
+  ASSERT_EQ(cases.size(), 1u);
+  ASSERT_EQ(cases[0].status, "ok") << cases[0].reason;
+  // Independently: the same flags through the library.
+  const MegatronArgs m = parse_megatron_args(flags, "expected");
+  const ModelSpec model = adapt_config(m.to_config(), "tiny", "expected", registry_);
+  TrainingSetup base;
+  base.parallel.world_size = 4;
+  const Estimate e = Estimator(model, registry_).run(setup_from_megatron_args(m, base));
+  EXPECT_DOUBLE_EQ(cases[0].estimated_peak_gib, to_gib(e.peak().total_bytes));
+  EXPECT_EQ(cases[0].stage, e.peak().pp_rank);
+  EXPECT_EQ(cases[0].format, CsvFormat::kRealRuns);
+}
+
+// ---- Statistics on hand-made cases --------------------------------------------------------
+
+ValidationCase made(double measured, double estimated, double upper = 0, const std::string& status = "ok") {
+  ValidationCase c;
+  c.status = status;
+  c.measured_peak_gib = measured;
+  c.estimated_peak_gib = estimated;
+  c.estimated_upper_gib = upper > 0 ? upper : estimated;
+  return c;
+}
+
+TEST(Summary, SizeBucketsSignedErrorAndBound) {
+  // errors: -10 %, +2 %, +20 %, -4 %, -30 %, +6 %; one error row and one skipped row
+  std::vector<ValidationCase> cases{
+      made(2.0, 1.8),           // < 5: -10 %
+      made(4.0, 4.08),          // < 5: +2 %
+      made(5.0, 6.0),           // 5-40 (5 included): +20 %
+      made(40.0, 38.4, 41.0),   // 5-40 (40 included): -4 %, bound 41 covers 40
+      made(50.0, 35.0, 49.0),   // > 40: -30 %, bound 49 does not cover 50
+      made(100.0, 106.0),       // > 40: +6 %, bound = estimate 106 covers
+      made(10.0, 0.0, 0, "error"),
+      made(10.0, 0.0, 0, "skipped"),
+  };
+  const ValidationSummary s = summarize(cases);
+  EXPECT_EQ(s.evaluated, 6u);
+  EXPECT_EQ(s.errors, 1u);
+  EXPECT_EQ(s.skipped, 1u);
+  ASSERT_EQ(s.by_size.size(), 3u);
+  EXPECT_EQ(s.by_size[0].label, "<5GiB");
+  EXPECT_EQ(s.by_size[1].label, "5-40GiB");
+  EXPECT_EQ(s.by_size[2].label, ">40GiB");
+  EXPECT_EQ(s.by_size[0].peak.count, 2u);
+  EXPECT_EQ(s.by_size[1].peak.count, 2u);
+  EXPECT_EQ(s.by_size[2].peak.count, 2u);
+  // |errors| of < 5: {0.02, 0.10}: median 0.06, p90 0.02 + 0.9 * 0.08 = 0.092
+  EXPECT_NEAR(s.by_size[0].peak.median, 0.06, 1e-12);
+  EXPECT_NEAR(s.by_size[0].peak.p90, 0.092, 1e-12);
+  // 5-40: {0.04, 0.20}: median 0.12, p90 0.184
+  EXPECT_NEAR(s.by_size[1].peak.median, 0.12, 1e-12);
+  EXPECT_NEAR(s.by_size[1].peak.p90, 0.184, 1e-12);
+  // > 40: {0.06, 0.30}: median 0.18, p90 0.276
+  EXPECT_NEAR(s.by_size[2].peak.median, 0.18, 1e-12);
+  EXPECT_NEAR(s.by_size[2].peak.p90, 0.276, 1e-12);
+  // signed, sorted: -0.30 -0.10 -0.04 +0.02 +0.06 +0.20: median (-0.04 + 0.02) / 2 = -0.01
+  EXPECT_EQ(s.signed_peak.count, 6u);
+  EXPECT_NEAR(s.signed_peak.median, -0.01, 1e-12);
+  EXPECT_EQ(s.signed_peak.under, 2u);  // -30 %, -10 % (-4 % is within 5 %)
+  EXPECT_EQ(s.signed_peak.over, 2u);   // +6 %, +20 %
+  EXPECT_NEAR(s.signed_peak.under_share, 2.0 / 6.0, 1e-12);
+  EXPECT_NEAR(s.signed_peak.over_share, 2.0 / 6.0, 1e-12);
+  // bound: covered unless the bound is below the measurement: 2.0<=1.8 no, 4<=4.08 yes,
+  // 5<=6 yes, 40<=41 yes, 50<=49 no, 100<=106 yes
+  EXPECT_EQ(s.bound.count, 6u);
+  EXPECT_EQ(s.bound.covered, 4u);
+  EXPECT_NEAR(s.bound.share, 4.0 / 6.0, 1e-12);
+  // The headline statistics keep their meaning.
+  EXPECT_EQ(s.peak.count, 6u);
+  EXPECT_NEAR(s.peak.max, 0.30, 1e-12);
+}
+
+TEST(Summary, RowsWithoutAStaticMeasurementStayOutOfTheStaticStatistics) {
+  ValidationCase a = made(10.0, 11.0);
+  a.measured_static_gib = 5.0;
+  a.estimated_static_gib = 4.0;
+  const ValidationSummary s = summarize({a, made(10.0, 9.0)});
+  EXPECT_EQ(s.static_mem.count, 1u);
+  EXPECT_NEAR(s.static_mem.median, 0.2, 1e-12);
+}
+
+TEST(Summary, EmptyIsAllZero) {
+  const ValidationSummary s = summarize({});
+  EXPECT_EQ(s.by_size.size(), 3u);
+  EXPECT_EQ(s.signed_peak.count, 0u);
+  EXPECT_EQ(s.bound.count, 0u);
+  EXPECT_EQ(s.bound.share, 0.0);
+}
+
+// ---- Megatron-LM log lines -----------------------------------------------------------------
+
+std::vector<MemoryReport> parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_memory_log(in, "train.log");
+}
+
+TEST(MemoryLog, ReportMemoryLines) {
+  const auto r = parse(
+      " iteration        1/      10 | consumed samples: 8 | lm loss: 1.0E+01\n"
+      "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1024.00 | max allocated: 2048.50 | reserved: 3000.00 | "
+      "max reserved: 3000.00\n"
+      "[Rank 12] (after 2 iterations) memory (MB) | allocated: 512.00 | max allocated: 4096.00 | reserved: 5000.00 | "
+      "max reserved: 5000.00 | total device memory used: 6000.00\n");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].rank, 0);
+  EXPECT_EQ(r[0].line, 2u);
+  EXPECT_FALSE(r[0].scalar);
+  EXPECT_DOUBLE_EQ(*r[0].max_allocated_bytes, 2048.5 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*r[0].allocated_bytes, 1024.0 * 1024 * 1024);
+  EXPECT_EQ(r[1].rank, 12);
+  EXPECT_DOUBLE_EQ(*r[1].max_allocated_bytes, 4096.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*r[1].allocated_bytes, 512.0 * 1024 * 1024);
+}
+
+TEST(MemoryLog, ScalarLines) {
+  const auto r = parse(
+      "mem-max-allocated-bytes: 21474836480\n"
+      "mem-allocated-bytes 10737418240\n"
+      "{'lm loss': 2.5, 'mem-allocated-bytes': 1073741824.0, 'mem-max-allocated-bytes': 3.2212254720e+10}\n"
+      "mem-reserved-bytes: 99\n");
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(r[0].scalar);
+  EXPECT_FALSE(r[0].rank);
+  EXPECT_DOUBLE_EQ(*r[0].max_allocated_bytes, 21474836480.0);
+  EXPECT_FALSE(r[0].allocated_bytes);
+  EXPECT_FALSE(r[1].max_allocated_bytes);
+  EXPECT_DOUBLE_EQ(*r[1].allocated_bytes, 10737418240.0);
+  EXPECT_DOUBLE_EQ(*r[2].max_allocated_bytes, 32212254720.0);
+  EXPECT_DOUBLE_EQ(*r[2].allocated_bytes, 1073741824.0);
+}
+
+TEST(MemoryLog, NoMemoryLinesSaysWhatWasLookedFor) {
+  try {
+    parse("iteration 1 | lm loss: 3.0\nmem-allocated-bytes: 5\n");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("train.log: no memory lines found"), std::string::npos) << m;
+    EXPECT_NE(m.find("max allocated:"), std::string::npos) << m;
+    EXPECT_NE(m.find("mem-max-allocated-bytes"), std::string::npos) << m;
+  }
+}
+
+TEST(MemoryLog, BadNumbersNameTheLine) {
+  auto message = [](const std::string& text) {
+    try {
+      parse(text);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("ok\n[Rank 0] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: 12x4 | reserved: 1\n"),
+            "train.log:2: '12x4' after 'max allocated:' is not a non-negative number");
+  EXPECT_EQ(message("mem-max-allocated-bytes: -5\n"),
+            "train.log:1: '-5' after 'mem-max-allocated-bytes' is not a non-negative number");
+  EXPECT_EQ(message("mem-max-allocated-bytes: nan\n"),
+            "train.log:1: 'nan' after 'mem-max-allocated-bytes' is not a non-negative number");
+  EXPECT_EQ(message("[Rank x] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n"),
+            "train.log:1: '[Rank' is not followed by a rank number and ']'");
+}
+
+TEST(MemoryLog, UnreadableFileIsNotFound) {
+  test::TempDir dir;
+  EXPECT_THROW(read_memory_log(dir.path() / "missing.log"), NotFoundError);
+  EXPECT_THROW(read_memory_log(dir.path()), NotFoundError);
+}
+
+// ---- Ranks and stages -------------------------------------------------------------------------
+
+TEST(RankToStage, MegatronDefaultOrder) {
+  // 16 GPUs, PP 4: 4 GPUs per stage (tp-cp-ep-dp inside a stage).
+  EXPECT_EQ(pipeline_stage_of_rank(0, 16, 4), 0);
+  EXPECT_EQ(pipeline_stage_of_rank(3, 16, 4), 0);
+  EXPECT_EQ(pipeline_stage_of_rank(4, 16, 4), 1);
+  EXPECT_EQ(pipeline_stage_of_rank(11, 16, 4), 2);
+  EXPECT_EQ(pipeline_stage_of_rank(15, 16, 4), 3);
+  EXPECT_EQ(pipeline_stage_of_rank(7, 8, 1), 0);
+  EXPECT_THROW(pipeline_stage_of_rank(16, 16, 4), ConfigError);
+  EXPECT_THROW(pipeline_stage_of_rank(-1, 16, 4), ConfigError);
+}
+
+Estimate four_stages() {
+  Estimate e;
+  e.setup.parallel.world_size = 8;
+  e.setup.parallel.pp = 4;
+  for (int i = 0; i < 4; ++i) {
+    StageEstimate s;
+    s.pp_rank = i;
+    s.total_bytes = gib_to_bytes(10.0 + i);
+    s.static_bytes = gib_to_bytes(5.0);
+    s.upper_bytes = i == 3 ? gib_to_bytes(20.0) : 0;
+    e.stages.push_back(s);
+  }
+  return e;
+}
+
+TEST(CompareLog, PerRankMaximumAgainstItsStage) {
+  const auto reports = parse(
+      "[Rank 5] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 11264 | reserved: 1\n"  // 11 GiB
+      "[Rank 0] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 9216 | reserved: 1\n"   // 9 GiB
+      "[Rank 5] (after 2 iterations) memory (MB) | allocated: 200 | max allocated: 13312 | reserved: 1\n"  // 13 GiB
+      "mem-max-allocated-bytes: 16106127360\n");                                                          // 15 GiB
+  const auto ranks = compare_memory_log(reports, four_stages(), "train.log");
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[0].rank, 0);
+  EXPECT_EQ(ranks[0].stage, 0);
+  EXPECT_DOUBLE_EQ(ranks[0].measured_max_allocated_gib, 9.0);
+  EXPECT_DOUBLE_EQ(ranks[0].estimated_peak_gib, 10.0);
+  EXPECT_DOUBLE_EQ(ranks[0].estimated_upper_gib, 10.0);
+  EXPECT_EQ(ranks[1].rank, 5);
+  EXPECT_EQ(ranks[1].stage, 2);  // 8 GPUs / PP 4 = 2 per stage
+  EXPECT_EQ(ranks[1].reports, 2u);
+  EXPECT_DOUBLE_EQ(ranks[1].measured_max_allocated_gib, 13.0);
+  EXPECT_DOUBLE_EQ(*ranks[1].measured_allocated_gib, 200.0 / 1024);
+  EXPECT_DOUBLE_EQ(ranks[1].estimated_peak_gib, 12.0);
+  EXPECT_NEAR(ranks[1].peak_error(), (12.0 - 13.0) / 13.0, 1e-12);
+  EXPECT_FALSE(ranks[1].within_bound());
+  EXPECT_FALSE(ranks[2].rank);  // the scalar line: the last stage
+  EXPECT_EQ(ranks[2].stage, 3);
+  EXPECT_DOUBLE_EQ(ranks[2].measured_max_allocated_gib, 15.0);
+  EXPECT_DOUBLE_EQ(ranks[2].estimated_upper_gib, 20.0);
+  EXPECT_TRUE(ranks[2].within_bound());
+}
+
+TEST(CompareLog, RankBeyondTheWorldSize) {
+  const auto reports = parse("[Rank 8] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n");
+  try {
+    compare_memory_log(reports, four_stages(), "train.log");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "train.log:1: rank 8 is beyond the world size of 8 GPUs (ranks 0 to 7); give the run's --num-gpus");
+  }
+}
+
+}  // namespace
+}  // namespace mme
