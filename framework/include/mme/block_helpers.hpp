@@ -30,6 +30,16 @@ inline CheckedInt unfused_score_bytes_per_element(const BlockContext& ctx) {
   return CheckedInt(ctx.act_bytes) + (ctx.attention_dropout > 0 ? CheckedInt(1) + ctx.act_bytes : CheckedInt(0));
 }
 
+// Megatron's own DotProductAttention (--transformer-impl local) computes the raw scores with
+// baddbmm into the global memory buffer (dot_product_attention.py, get_tensor(..., "mpu")):
+// [b * n/TP, s, s_k] in the activation dtype, allocated once and kept. TE's unfused attention
+// allocates its scores per call instead. Returns 0 where no such buffer exists.
+inline CheckedInt local_attention_score_buffer(const BlockContext& ctx, CheckedInt heads_per_rank,
+                                               CheckedInt key_length) {
+  if (ctx.setup.transformer_engine || ctx.setup.attention_backend == AttentionBackend::kFlash) return 0;
+  return CheckedInt(ctx.act_bytes) * ctx.tokens * heads_per_rank * key_length;
+}
+
 // Adds a parameter term whose per-rank share is total / divisor.
 inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard,
                       CheckedInt total, CheckedInt divisor, CheckedInt active = -1) {

@@ -86,6 +86,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   if (ctx.sequence_parallel) transient += li * T * h;
   if (!flash) transient += 2 * ab * T * nq * attention_key_length(ctx);
   out.transient = transient.value();
+  out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }
 
 void register_gqa(Registry& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }

@@ -91,6 +91,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   CheckedInt transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
   if (!flash) transient += 2 * ab * T * nl * attention_key_length(ctx);
   out.transient = transient.value();
+  out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }
 
 void register_mla(Registry& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }
