@@ -79,6 +79,8 @@ const SwitchFlag kSwitches[] = {
     {"use-precision-aware-optimizer", "TE FusedAdam with the dtypes of --main-params/--exp-avg(-sq)-dtype"},
     {"fp8-param-gather", "keep FP8 GEMM weights as 1-byte parameters (needs --precision fp8)"},
     {"cross-entropy-loss-fusion", "fused cross entropy (it still keeps the fp32 softmax for backward)"},
+    {"no-masked-softmax-fusion", "Megatron's local attention softmax without its fused kernel"},
+    {"attention-softmax-in-fp32", "Megatron's local attention softmax in fp32 (also --apply-query-key-layer-scaling)"},
     {"defer-embedding-wgrad-compute", "the output layer's weight gradients wait for the pipeline flush"},
     {"no-gradient-accumulation-fusion", "weight gradients as separate tensors, added to main_grad after each GEMM"},
     {"deterministic-mode", "Megatron-LM's --deterministic-mode: NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
@@ -244,6 +246,8 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   }
   if (on(vm, "no-gradient-accumulation-fusion")) s.gradient_accumulation_fusion = false;
   if (on(vm, "defer-embedding-wgrad-compute")) s.defer_embedding_wgrad = true;
+  if (on(vm, "no-masked-softmax-fusion")) s.masked_softmax_fusion = false;
+  if (on(vm, "attention-softmax-in-fp32")) s.attention_softmax_in_fp32 = true;
   s.wgrad_deferral_limit = int_flag(vm, flag("wgrad-deferral-limit"), 0, std::int64_t{1} << 40, s.wgrad_deferral_limit);
   if (auto v = str_flag(vm, "moe-routing-imbalance"))
     s.moe_routing_imbalance = parse_double("--moe-routing-imbalance", *v, 1.0, 1024.0);

@@ -34,6 +34,10 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
 namespace {
 
 constexpr std::int64_t kMiB = 1024 * 1024;
+// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp): a cached block of the large
+// pool (requests above 1 MiB) is split only when more than kSmallSize = 1 MiB would remain, so
+// such a tensor's block, which max_memory_allocated counts, can exceed its size by up to 1 MiB.
+constexpr std::int64_t kLargeAlloc = kMiB;
 
 CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
@@ -55,6 +59,7 @@ struct TypeEval {
   BlockParams attn_params, mlp_params;
   BlockActivations attn_acts, mlp_acts;
   std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
+  CheckedInt large_saved = 0;  // saved tensors of at least kLargeAlloc bytes (allocator rounding)
 };
 
 bool is_gemm_weight(const ParamTerm& t) {
@@ -241,16 +246,27 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
                                           "of tokens (--moe-routing-imbalance)", imbalance));
   if (bound_attention != attn.backend)
     est.bound_terms.push_back("attention may fall back to unfused (score tensors of s^2 per head kept)");
-  if (est.bound_terms.empty()) return est;
-  EstimateOptions quiet = options;
-  quiet.components = false;
-  quiet.layer_breakdown = false;
-  const Estimate bound = run_pass(requested, quiet, bound_attention, imbalance);
+  const bool second_pass = !est.bound_terms.empty();
+  const Estimate bound = second_pass ? [&] {
+    EstimateOptions quiet = options;
+    quiet.components = false;
+    quiet.layer_breakdown = false;
+    return run_pass(requested, quiet, bound_attention, imbalance);
+  }()
+                                     : Estimate{};
+  std::int64_t slack = 0;
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
-    st.upper_bytes = std::max(st.total_bytes, bound.stages[i].total_bytes);
+    const StageEstimate& worst = second_pass ? bound.stages[i] : st;
+    // The allocator's block rounding applies to the forward/backward phase of the worse pass.
+    const CheckedInt fb = CheckedInt(worst.forward_backward_bytes) + worst.allocator_slack_bytes;
+    st.upper_bytes = std::max({st.total_bytes, worst.total_bytes, fb.value()});
+    slack = std::max(slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
+  if (slack > 0)
+    est.bound_terms.push_back(fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "
+                                          "above 1 MiB ({} MiB at most on a stage)", slack / kMiB));
   return est;
 }
 
@@ -324,6 +340,8 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
       lt.mlp->activations(ctx, e.mlp_acts);
     });
     e.saved = CheckedInt(sum_saved(e.attn_acts)) + sum_saved(e.mlp_acts);
+    for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
+      for (const auto& term : acts->saved) e.large_saved += term.bytes > kLargeAlloc ? 1 : 0;
     if (options.components)
       for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
         for (const auto& term : acts->saved) e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
@@ -453,6 +471,7 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
 
     CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
     CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
+    CheckedInt large_tensors = 3;  // the transient working set: a few tensors
     for (std::int64_t vr = 0; vr < v; ++vr) {
       const ChunkLayout& ch = part.at(r, vr);
       const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -464,15 +483,16 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
       ce.embedding = ch.embedding;
       ce.loss = ch.loss;
       ce.inflight_microbatches = mb;
-      CheckedInt chunk_act = 0;
+      CheckedInt chunk_act = 0, chunk_large = 0;
       auto act = [&](std::string_view name, CheckedInt bytes_per_mb) {
         chunk_act += bytes_per_mb;
+        if (bytes_per_mb > kLargeAlloc) chunk_large += 1;
         if (comps.enabled()) comps.add(MemoryCategory::kActivations, name, bytes_per_mb * mb);
       };
 
       // Decoder layers and MTP layers of the chunk, in order.
       const std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
-      CheckedInt max_layer_saved = 0;
+      CheckedInt max_layer_saved = 0, max_layer_large = 0;
       auto account_layers = [&](const TypeEval& e, CheckedInt n, CheckedInt recomputed) {
         tp_params += n * e.tp_params;
         rep_params += n * e.rep_params;
@@ -481,14 +501,19 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
         transient = std::max(transient, e.transient);
         sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
         max_layer_saved = std::max(max_layer_saved, e.saved);
+        max_layer_large = std::max(max_layer_large, e.large_saved);
         const CheckedInt full = n - recomputed;
         if (full > 0) {
           chunk_act += full * e.saved;
+          chunk_large += full * e.large_saved;
           if (comps.enabled())
             for (const auto& [name, bytes] : e.named_saved)
               comps.add(MemoryCategory::kActivations, name, full * bytes * mb);
         }
-        if (recomputed > 0) act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
+        if (recomputed > 0) {
+          act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
+          if (layer_input_bytes > kLargeAlloc) chunk_large += recomputed - 1;  // act() counted one
+        }
       };
       // How many layers of this chunk keep only their input (full recompute).
       std::int64_t recompute_left = 0;
@@ -522,8 +547,10 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
         // The group re-materialised during backward: N layers of one micro-batch
         // (recompute.py CheckpointFunction.backward).
         transient = std::max(transient, std::min(rc.num_layers, layers_in_chunk) * max_layer_saved);
+        large_tensors += std::min(rc.num_layers, layers_in_chunk) * max_layer_large;
       } else if (full_recompute && layers_in_chunk > 0) {
         transient = std::max(transient, max_layer_saved);  // block: one layer at a time
+        large_tensors += max_layer_large;
       }
 
       if (ch.embedding) {
@@ -562,12 +589,20 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
         // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
         // logits gradient (backward): one more 2-byte copy.
         transient = std::max(transient, act_bytes * tokens * vocab_local);
+        if (s.cross_entropy_fusion && !s.cross_entropy_te) {
+          // The native fused path runs calculate_predicted_logits through jit_fuser
+          // (torch.compile, megatron/core/jit.py): the compiled graph applies the in-place
+          // `-= max` and `exp(out=)` to its fp32 input by computing the result into a new
+          // buffer and copying it back, so the fp32 logits exist twice next to the bf16 ones.
+          transient = std::max(transient, (CheckedInt(act_bytes) + 4) * tokens * vocab_local);
+        }
         // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into
         // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
         if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
       }
       ce.activation_bytes_per_microbatch = chunk_act.value();
       saved += chunk_act * mb;
+      large_tensors += chunk_large * mb;
       if (ch.loss && s.defer_embedding_wgrad) {
         // --defer-embedding-wgrad-compute (tensor_parallel/layers.py, gpt_model.py): the last
         // stage's output layer keeps each micro-batch's input and logits gradient in
@@ -670,6 +705,9 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
     st.optimizer_step_bytes = static_bytes.value();
     st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
     st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
+    // The blocks of the live activation tensors at the forward/backward peak can exceed their
+    // sizes (kLargeAlloc above): the bound allows the worst case.
+    st.allocator_slack_bytes = (large_tensors * kLargeAlloc).value();
     st.inflight_microbatches = inflight.front();
     st.components = comps.take();
     if (st.total_bytes > best_total) {

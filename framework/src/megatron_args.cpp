@@ -338,6 +338,9 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (a.has("no-gradient-accumulation-fusion") && a.enabled("no-gradient-accumulation-fusion"))
     s.gradient_accumulation_fusion = false;
   s.defer_embedding_wgrad = a.enabled("defer-embedding-wgrad-compute");
+  if (a.enabled("no-masked-softmax-fusion")) s.masked_softmax_fusion = false;
+  // arguments.py: --apply-query-key-layer-scaling also sets attention_softmax_in_fp32.
+  s.attention_softmax_in_fp32 = a.enabled("attention-softmax-in-fp32") || a.enabled("apply-query-key-layer-scaling");
   if (a.has("wgrad-deferral-limit")) s.wgrad_deferral_limit = int_arg(a, "wgrad-deferral-limit", 0);
   s.moe_grouped_gemm = a.enabled("moe-grouped-gemm");
   if (auto v = a.value("transformer-impl")) {

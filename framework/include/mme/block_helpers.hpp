@@ -26,8 +26,20 @@ inline CheckedInt attention_key_length(const BlockContext& ctx) { return Checked
 
 // Bytes per element of the unfused [b, heads/TP, s, s] score tensors kept for backward
 // (dot_product_attention.py): softmax output, plus dropout mask (1 B) and output with dropout.
-inline CheckedInt unfused_score_bytes_per_element(const BlockContext& ctx) {
-  return CheckedInt(ctx.act_bytes) + (ctx.attention_dropout > 0 ? CheckedInt(1) + ctx.act_bytes : CheckedInt(0));
+inline CheckedInt unfused_score_bytes_per_element(const BlockContext& ctx, CheckedInt heads_per_rank) {
+  const CheckedInt dropout = ctx.attention_dropout > 0 ? CheckedInt(1) + ctx.act_bytes : CheckedInt(0);
+  // Megatron's FusedScaleMaskSoftmax (fusions/fused_softmax.py) falls back to torch softmax when
+  // --no-masked-softmax-fusion is given or the fused kernel does not take the shape
+  // (is_kernel_available: 16 < s_k <= 4096, s_q and s_k divisible by 4, b * heads divisible by 4).
+  // With softmax_in_fp32 (--attention-softmax-in-fp32, forced by
+  // --apply-query-key-layer-scaling) forward_torch_softmax then keeps the fp32 softmax output,
+  // and without dropout the 16-bit cast of it too, which the bmm with V keeps.
+  const std::int64_t sk = ctx.setup.seq_length / ctx.cp;
+  const bool kernel = ctx.setup.masked_softmax_fusion && 16 < sk && sk <= 4096 && sk % 4 == 0 &&
+                      (ctx.setup.micro_batch_size * heads_per_rank.value()) % 4 == 0;
+  if (!ctx.setup.transformer_engine && ctx.act_bytes == 2 && ctx.setup.attention_softmax_in_fp32 && !kernel)
+    return CheckedInt(4) + (ctx.attention_dropout > 0 ? dropout : CheckedInt(ctx.act_bytes));
+  return CheckedInt(ctx.act_bytes) + dropout;
 }
 
 // Megatron's own DotProductAttention (--transformer-impl local) computes the raw scores with

@@ -54,6 +54,9 @@ struct StageEstimate {
   std::int64_t optimizer_step_bytes = 0;
   std::int64_t step_only_bytes = 0;    // part of optimizer_bytes that exists from the step to the next zero_grad
   const char* peak_phase = "forward-backward";  // or "optimizer-step"
+  // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
+  // live activation tensor above 1 MiB); part of the upper bound only.
+  std::int64_t allocator_slack_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };

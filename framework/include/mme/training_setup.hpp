@@ -125,6 +125,10 @@ struct TrainingSetup {
   // --cross-entropy-fusion-impl: native (megatron/core/fusions/fused_cross_entropy.py) or te.
   bool cross_entropy_te = false;
   bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion turns it off
+  bool masked_softmax_fusion = true;         // --no-masked-softmax-fusion turns it off
+  // --attention-softmax-in-fp32 (set by --apply-query-key-layer-scaling): what Megatron's own
+  // attention softmax computes in when it falls back to torch softmax.
+  bool attention_softmax_in_fp32 = false;
   // --defer-embedding-wgrad-compute and --wgrad-deferral-limit (0 = every micro-batch).
   bool defer_embedding_wgrad = false;
   std::int64_t wgrad_deferral_limit = 0;

@@ -70,7 +70,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     // dot_product_attention.py: K, V repeat_interleave'd to n heads for GQA, kept by the bmms.
     if (nkv != nq) add_act(out, "attention/kv_expanded", 2 * ab * T * nq * d);
     // [b, n/TP, s, s] softmax output (+ dropout mask and output with attention dropout).
-    add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx) * T * nq * s_k);
+    add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nq) * T * nq * s_k);
   }
   // Attention output O: kept by flash attention and as linear_proj's input (one tensor in
   // bf16; under FP8 linear_proj keeps its own 1-byte copy).

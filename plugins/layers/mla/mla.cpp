@@ -79,7 +79,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     if (flash) {
       add_act(out, "attention/softmax_lse", 4 * T * nl);
     } else {
-      add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx) * T * nl * attention_key_length(ctx));
+      add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nl) * T * nl * attention_key_length(ctx));
     }
   }
   // Core attention output, kept by flash attention and as linear_proj's input.
