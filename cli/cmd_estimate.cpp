@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <fmt/core.h>
+#include <spdlog/spdlog.h>
 
 #include <mme/error.hpp>
 #include <mme/estimator.hpp>
@@ -401,6 +402,17 @@ int run_estimate(const std::vector<std::string>& args) {
                                     *request.model_name, inputs.setup.parallel.world_size));
     }
   }();
+  // Warnings only for a layout that is valid: bad input stays one error line.
+  if (setup_flag_given(vm, "recompute-num-layers") && est.setup.recompute.granularity != RecomputeGranularity::kFull)
+    spdlog::warn("--recompute-num-layers {} changes nothing without --recompute-granularity full",
+                 est.setup.recompute.num_layers);
+  // A learned position table refuses longer sequences (validate_setup); rotary models run, but
+  // beyond the positions the model was trained on.
+  if (model.position_embedding != PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
+      est.setup.seq_length > model.max_position_embeddings)
+    spdlog::warn("--seq-length {} is beyond the model's max_position_embeddings {}: the memory is estimated, but the "
+                 "model was not trained on such sequences",
+                 est.setup.seq_length, model.max_position_embeddings);
   // In the text report only: the JSON document's setup holds the values, and a spec file that
   // spells them out gives the same document.
   const DefaultNotes notes = default_notes(request, model, est.setup);

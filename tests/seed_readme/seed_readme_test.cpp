@@ -269,5 +269,22 @@ TEST(SeedUsers, DoesNotFitNamesChangesThatDoFit) {
   EXPECT_NE(text.out.find(": fits H100-SXM-80GB"), std::string::npos) << text.out;
 }
 
+TEST(SeedUsers, SilentGapsBecomeWarnings) {
+  // Qwen3-8B's config has max_position_embeddings 40960 (rotary): a longer sequence estimates
+  // with a warning.
+  auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--seq-length", "65536"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --seq-length 65536 is beyond the model's max_position_embeddings 40960"),
+            std::string::npos)
+      << r.err;
+  r = run_mme({"estimate", "Qwen/Qwen3-8B", "--recompute-num-layers", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--recompute-num-layers 2 changes nothing without --recompute-granularity full"),
+            std::string::npos)
+      << r.err;
+  r = run_mme({"estimate", "Qwen/Qwen3-8B", "--recompute-num-layers", "2", "--recompute-granularity", "full"});
+  EXPECT_EQ(r.err.find("changes nothing"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mme
