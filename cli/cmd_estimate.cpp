@@ -1,9 +1,13 @@
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <optional>
 
 #include <fmt/core.h>
+#include <spdlog/spdlog.h>
 
 #include <mme/error.hpp>
 #include <mme/estimator.hpp>
@@ -12,6 +16,7 @@
 #include <mme/model_loader.hpp>
 #include <mme/model_source.hpp>
 #include <mme/spec_file.hpp>
+#include <mme/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
@@ -36,6 +41,9 @@ void build_options(po::options_description& d, po::options_description& hidden) 
        "judge the fit on the upper bound (default) or on the point estimate")
       ("headroom", po::value<std::string>(),
        "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
+      ("overhead-per-gpu", po::value<std::string>()->value_name("GIB"),
+       "GiB each GPU keeps for the CUDA context and NCCL, instead of the GPU profile's reserve (`mme hardware`); "
+       "with --headroom 0 the seed's \"< 80 GB\" rule is --overhead-per-gpu 0")
       ("html", po::value<std::string>()->value_name("FILE"),
        "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")
       ("svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")
@@ -108,7 +116,59 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
   r.setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
                            : spec   ? spec->setup
                                     : TrainingSetup{});
+  // The seed tool's defaults for its own flags (seed-configuration-guide.txt: ETP 1, 8 GPUs),
+  // as spec files already have them; a Megatron-LM launch line keeps Megatron's ETP = TP.
+  if (!megatron && !spec && !setup_flag_given(vm, "etp")) {
+    r.setup.parallel.etp = 1;
+    r.etp_defaulted = true;
+  }
+  const bool world_given =
+      setup_flag_given(vm, "num-gpus") || spec ||
+      (megatron && (megatron->has("world-size") || (megatron->has("nnodes") && megatron->has("nproc-per-node"))));
+  if (!world_given) {
+    r.setup.parallel.world_size = default_world_size(r.setup.parallel);
+    r.gpus_defaulted = true;
+  }
   return r;
+}
+
+std::int64_t layout_gpu_multiple(const ParallelLayout& p) {
+  // Each size is at most 2^20 (the flags' bound), so the products of three fit.
+  for (const std::int64_t v : {p.tp, p.pp, p.cp, p.ep, effective_etp(p)})
+    if (v <= 0 || v > kMaxParallelSize) return 0;
+  const std::int64_t dense = p.tp * p.pp * p.cp;
+  const std::int64_t expert = effective_etp(p) * p.ep * p.pp;
+  std::int64_t lcm = 0;
+  if (__builtin_mul_overflow(dense / std::gcd(dense, expert), expert, &lcm) || lcm > kMaxWorldSize) return 0;
+  return lcm;
+}
+
+std::int64_t default_world_size(const ParallelLayout& p) {
+  constexpr std::int64_t kSeedDefault = 8;
+  // Sizes out of range keep the seed's 8, and resolve_setup names them.
+  const std::int64_t multiple = layout_gpu_multiple(p);
+  return multiple == 0 || kSeedDefault % multiple == 0 ? kSeedDefault : multiple;
+}
+
+DefaultNotes default_notes(const EstimateRequest& request, const ModelSpec& model, const TrainingSetup& setup) {
+  DefaultNotes notes;
+  const auto& p = setup.parallel;
+  const bool moe = std::any_of(model.layers.begin(), model.layers.end(),
+                               [](const LayerSpec& l) { return l.mlp.num_experts > 0; });
+  if (request.etp_defaulted && moe && p.tp > 1)
+    notes.etp = fmt::format("ETP=1 (default; a Megatron-LM launch that leaves it unset uses ETP=TP={}: pass --etp {} "
+                            "to match)",
+                            p.tp, p.tp);
+  if (request.gpus_defaulted) {
+    const std::int64_t dense = p.tp * p.pp * p.cp, expert = effective_etp(p) * p.ep * p.pp;
+    if (p.world_size == 8)
+      notes.gpus = "(default, as the seed tool; --num-gpus N to change)";
+    else
+      notes.gpus = fmt::format("(default: the seed's 8 is not divisible by TP x PP x CP = {} and ETP x EP x PP = {}; "
+                               "{} is the smallest count that is; --num-gpus N to change)",
+                               dense, expert, p.world_size);
+  }
+  return notes;
 }
 
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
@@ -172,6 +232,122 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   return out;
 }
 
+namespace {
+
+// One change to the layout that makes the peak fit: its flags, what the fit is then judged
+// on, and the smallest judged GPU it fits (empty for a closing hint without numbers).
+struct NextStep {
+  std::string change;
+  std::int64_t needed_bytes = 0;
+  std::string fits_on;
+};
+
+// The smallest changes that make the estimate fit one of `gpus`, in the order of what they
+// cost the step time (the seed README's ranking: recompute, EP, PP, TP, micro-batch), each
+// tried from the current layout and never one the layout already has. Pairs with full recompute
+// when no single change fits; `mme plan` when nothing tried fits.
+std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateInputs& inputs,
+                                 const Registry& registry, const std::vector<const HardwareProfile*>& gpus,
+                                 double headroom, bool on_bound, std::int64_t reserved) {
+  const TrainingSetup& base = inputs.setup;
+  const ModelSpec& model = inputs.model;
+  const auto& bp = base.parallel;
+  std::int64_t experts = 0;
+  for (const auto& l : model.layers) experts = std::max(experts, l.mlp.num_experts);
+  struct Change {
+    std::string flags;
+    std::function<void(TrainingSetup&)> apply;
+  };
+  std::vector<Change> singles;
+  auto full = [](TrainingSetup& s) {
+    s.recompute = RecomputeSettings{};
+    s.recompute.granularity = RecomputeGranularity::kFull;
+  };
+  if (base.recompute.granularity == RecomputeGranularity::kNone)
+    singles.push_back({"--recompute-granularity selective", [](TrainingSetup& s) {
+                         s.recompute.granularity = RecomputeGranularity::kSelective;
+                       }});
+  if (experts > 0 && bp.ep * 2 <= experts && experts % (bp.ep * 2) == 0)
+    singles.push_back({fmt::format("--ep {}", bp.ep * 2), [](TrainingSetup& s) { s.parallel.ep *= 2; }});
+  if (base.recompute.granularity != RecomputeGranularity::kFull) singles.push_back({"--recompute-granularity full", full});
+  if (base.pipeline.layout.empty() && bp.vpp == 1 && bp.pp * 2 <= model.num_layers) {
+    const std::int64_t p = bp.pp * 2, L = model.num_layers;
+    std::string flags = fmt::format("--pp {}", p);
+    std::optional<std::int64_t> last;
+    if (L % p != 0) {
+      last = L - (L / p) * (p - 1);
+      flags += fmt::format(" --num-layers-in-last-pipeline-stage {}", *last);
+    }
+    singles.push_back({flags, [p, last](TrainingSetup& s) {
+                         s.parallel.pp = p;
+                         s.pipeline.first_stage_layers.reset();
+                         s.pipeline.last_stage_layers = last;
+                       }});
+  }
+  if (bp.tp * 2 <= 8)
+    singles.push_back({fmt::format("--tp {}", bp.tp * 2), [](TrainingSetup& s) { s.parallel.tp *= 2; }});
+  if (base.micro_batch_size > 1)
+    singles.push_back({fmt::format("--micro-batch-size {}", base.micro_batch_size / 2),
+                       [](TrainingSetup& s) { s.micro_batch_size /= 2; }});
+  if (!base.optimizer.distributed)
+    singles.push_back({"--use-distributed-optimizer", [](TrainingSetup& s) { s.optimizer.distributed = true; }});
+
+  const Estimator estimator(model, registry);
+  EstimateOptions eo;
+  eo.components = false;
+  if (inputs.gpu) eo.gpu_architecture = inputs.gpu->architecture;
+  // Runs one candidate; the GPU count grows to the smallest multiple the new layout allows.
+  auto attempt = [&](const std::string& flags, const std::function<void(TrainingSetup&)>& apply,
+                     std::vector<NextStep>& out) {
+    TrainingSetup s = base;
+    apply(s);
+    std::string text = flags;
+    const std::int64_t need = layout_gpu_multiple(s.parallel);
+    if (need > 0 && s.parallel.world_size % need != 0) {
+      std::int64_t world = 0;
+      if (__builtin_mul_overflow(s.parallel.world_size / std::gcd(s.parallel.world_size, need), need, &world) ||
+          world > kMaxWorldSize)
+        return;
+      s.parallel.world_size = world;
+      text += fmt::format(" --num-gpus {}", world);
+    }
+    try {
+      const Estimate e = estimator.run(s, eo);
+      for (const auto* g : gpus) {
+        const FitVerdict v = judge_fit(e, *g, headroom, on_bound, reserved);
+        if (v.fits) {
+          out.push_back({text, v.needed_bytes, g->name});
+          return;
+        }
+      }
+    } catch (const Error&) {
+      // A layout Megatron refuses is no advice.
+    }
+  };
+  std::vector<NextStep> out;
+  for (const auto& c : singles) {
+    attempt(c.flags, c.apply, out);
+    if (out.size() == 3) break;
+  }
+  if (out.empty() && base.recompute.granularity != RecomputeGranularity::kFull)
+    for (const auto& c : singles) {
+      if (c.flags.rfind("--recompute-granularity", 0) == 0) continue;
+      attempt("--recompute-granularity full " + c.flags, [&](TrainingSetup& s) {
+        full(s);
+        c.apply(s);
+      }, out);
+      if (out.size() == 3) break;
+    }
+  if (out.empty())
+    out.push_back({fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout",
+                               request.model_name.value_or(model.name), bp.world_size,
+                               gpus.size() == 1 ? fmt::format(" --gpu '{}'", gpus.front()->name) : std::string()),
+                   0, ""});
+  return out;
+}
+
+}  // namespace
+
 void help_estimate(std::ostream& out) {
   out << "Usage: mme estimate MODEL [options]\n\n"
          "Estimates the memory each GPU needs to train MODEL with Megatron-LM under the given\n"
@@ -216,7 +392,30 @@ int run_estimate(const std::vector<std::string>& args) {
   EstimateOptions eo;
   // The per-layer breakdown: the verbose report and the JSON document show it.
   eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>();
-  const Estimate est = run_estimator(request, inputs, registry, eo);
+  const Estimate est = [&] {
+    try {
+      return run_estimator(request, inputs, registry, eo);
+    } catch (const LayoutError& e) {
+      // A layout Megatron refuses: the message names the values that work; `mme plan` finds the rest.
+      if (!request.model_name) throw;
+      throw LayoutError(fmt::format("{} (`mme plan {} --num-gpus {}` lists every layout that works)", e.what(),
+                                    *request.model_name, inputs.setup.parallel.world_size));
+    }
+  }();
+  // Warnings only for a layout that is valid: bad input stays one error line.
+  if (setup_flag_given(vm, "recompute-num-layers") && est.setup.recompute.granularity != RecomputeGranularity::kFull)
+    spdlog::warn("--recompute-num-layers {} changes nothing without --recompute-granularity full",
+                 est.setup.recompute.num_layers);
+  // A learned position table refuses longer sequences (validate_setup); rotary models run, but
+  // beyond the positions the model was trained on.
+  if (model.position_embedding != PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
+      est.setup.seq_length > model.max_position_embeddings)
+    spdlog::warn("--seq-length {} is beyond the model's max_position_embeddings {}: the memory is estimated, but the "
+                 "model was not trained on such sequences",
+                 est.setup.seq_length, model.max_position_embeddings);
+  // In the text report only: the JSON document's setup holds the values, and a spec file that
+  // spells them out gives the same document.
+  const DefaultNotes notes = default_notes(request, model, est.setup);
 
   if (dump_config) {
     // The spec as estimated: written only if it reads back (the guide's constraints hold).
@@ -241,16 +440,24 @@ int run_estimate(const std::vector<std::string>& args) {
       throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
     on_bound = v == "bound";
   }
-  std::vector<FitVerdict> fits;
+  std::int64_t reserved = -1;  // the profiles' own reserve
+  if (vm.count("overhead-per-gpu"))
+    reserved = static_cast<std::int64_t>(
+        std::llround(parse_double("--overhead-per-gpu", vm["overhead-per-gpu"].as<std::string>(), 0.0, 1024.0) *
+                     static_cast<double>(kGiB)));
+  std::vector<const HardwareProfile*> judged;
   if (gpu) {
-    fits.push_back(judge_fit(est, *gpu, headroom, on_bound));
+    judged.push_back(gpu);
   } else {
-    std::vector<const HardwareProfile*> all;
-    for (const auto& h : registry.hardware()) all.push_back(h.object.get());
-    std::stable_sort(all.begin(), all.end(),
+    for (const auto& h : registry.hardware()) judged.push_back(h.object.get());
+    std::stable_sort(judged.begin(), judged.end(),
                      [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
-    for (const auto* h : all) fits.push_back(judge_fit(est, *h, headroom, on_bound));
   }
+  std::vector<FitVerdict> fits;
+  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, headroom, on_bound, reserved));
+  std::vector<NextStep> steps;
+  if (!fits.empty() && std::none_of(fits.begin(), fits.end(), [](const FitVerdict& f) { return f.fits; }))
+    steps = next_steps(request, inputs, registry, judged, headroom, on_bound, reserved);
 
   if (html_file) {
     HtmlOptions ho;
@@ -265,10 +472,23 @@ int run_estimate(const std::vector<std::string>& args) {
   }
 
   if (vm["json"].as<bool>()) {
-    std::cout << json_text(estimate_to_json(model, est, fits), 2) << "\n";
+    nlohmann::json j = estimate_to_json(model, est, fits);
+    nlohmann::json sj = nlohmann::json::array();
+    for (const auto& st : steps)
+      sj.push_back({{"change", st.change}, {"needed_bytes", st.needed_bytes}, {"fits", st.fits_on}});
+    j["next_steps"] = sj;
+    std::cout << json_text(j, 2) << "\n";
     return 0;
   }
   RenderOptions ro;
+  ro.etp_note = notes.etp;
+  ro.gpus_note = notes.gpus;
+  for (const auto& st : steps)
+    ro.next_steps.push_back(
+        st.fits_on.empty()
+            ? st.change
+            : fmt::format("{} brings the {} to {:.2f} GiB: fits {}", st.change, on_bound ? "upper bound" : "peak",
+                          to_gib(st.needed_bytes), st.fits_on));
   ro.verbose = vm["verbose"].as<bool>();
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
 
 namespace mme::cli {
@@ -60,7 +61,10 @@ int run_init(const std::vector<std::string>& args) {
   pos.add("model", 1);
   const auto vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  const TrainingSetup setup = read_setup(vm, TrainingSetup{});
+  TrainingSetup setup = read_setup(vm, TrainingSetup{});
+  // The seed's defaults, as `mme estimate MODEL` has them (cmd_estimate.cpp).
+  if (!setup_flag_given(vm, "etp")) setup.parallel.etp = 1;
+  if (!setup_flag_given(vm, "num-gpus")) setup.parallel.world_size = default_world_size(setup.parallel);
 
   Registry registry;
   load_registry(registry, common);

@@ -8,7 +8,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
+
 #include <fmt/core.h>
+#include <spdlog/spdlog.h>
 
 #include <mme/error.hpp>
 #include <mme/model_loader.hpp>
@@ -34,7 +37,7 @@ po::options_description visible_options() {
       ("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")
       ("csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")
       ("html", po::value<std::string>()->value_name("FILE"), "also write an HTML report to FILE: a fit map of the searched space and the top plans")
-      ("gpu", po::value<std::string>(), "the GPU to fit (name or alias, see `mme hardware`); default: the profile with the most memory")
+      ("gpu", po::value<std::string>(), "the GPU to fit (name or alias, see `mme hardware`); without it: the best layout for each known GPU (--json/--csv/--html: the one with the most memory)")
       ("headroom", po::value<std::string>(), "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")
       ("recompute", po::value<std::string>(), "recompute variants to try, comma separated: none, selective, full (default all three)")
       ("max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")
@@ -249,10 +252,58 @@ int run_plan(const std::vector<std::string>& args) {
     }
     if (!o.gpu) throw UsageError("no GPU profile is loaded (see `mme plugins`); give --gpu");
   }
+  const bool every_gpu = !vm.count("gpu") && !json && !csv && !html_file;
+  if (!vm.count("gpu") && !every_gpu)
+    spdlog::warn("no --gpu: planning for {}, the GPU with the most memory (give --gpu NAME to choose)", o.gpu->name);
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
   const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
   const Planner planner(model, registry);
+
+  if (every_gpu) {
+    // Without --gpu: the best layout for each known GPU (profiles with the same usable memory
+    // share one search), then --gpu for the full ranking of one.
+    std::string text;  // written whole: an invalid layout stays one error line and an empty stdout
+    std::vector<const HardwareProfile*> gpus;
+    for (const auto& h : registry.hardware()) gpus.push_back(h.object.get());
+    std::stable_sort(gpus.begin(), gpus.end(),
+                     [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+    text += fmt::format("mme plan: {} on {} GPUs, the best layout for each known GPU ({:g}% headroom; --gpu NAME "
+                             "ranks every layout for one)\n\n",
+                             model.name, o.num_gpus, o.headroom_fraction * 100);
+    text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
+    std::optional<std::pair<std::int64_t, std::string>> last_key;  // usable bytes and architecture
+    std::optional<Plan> last_best;
+    bool any = false;
+    for (const auto* g : gpus) {
+      PlanOptions go = o;
+      go.gpu = g;
+      go.top_k = 1;
+      const std::int64_t usable =
+          g->memory_bytes - g->reserved_bytes -
+          static_cast<std::int64_t>(std::llround(static_cast<double>(g->memory_bytes) * o.headroom_fraction));
+      if (last_key != std::make_pair(usable, g->architecture)) {
+        const PlanResult gr = planner.run(go);
+        if (gr.valid == 0)
+          throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
+                                        gr.first_error.empty() ? "no candidate" : gr.first_error));
+        last_key = std::make_pair(usable, g->architecture);
+        last_best.reset();
+        if (!gr.plans.empty()) last_best = gr.plans.front();
+      }
+      if (!last_best) {
+        text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g->name, "-", "-");
+        continue;
+      }
+      any = true;
+      text += fmt::format("{:<16} {:>9.2f} {:>9.2f}  {}\n", g->name, to_gib(last_best->peak_bytes),
+                               to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)),
+                               join(planner.args_for(last_best->layout, go)));
+    }
+    if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
+    std::cout << text;
+    return 0;
+  }
 
   ProgressBar bar;
   o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };

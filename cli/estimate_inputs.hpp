@@ -32,7 +32,25 @@ struct EstimateRequest {
   std::string megatron_source;  // "--megatron-args" or the file
   std::optional<SpecFile> spec;
   TrainingSetup setup;  // from the Megatron flags or the spec, with the mme flags on top
+  // The seed tool's defaults that mme filled in (the report names them): ETP = 1 for the
+  // seed-style flags (Megatron-LM launch lines keep ETP = TP), and the GPU count when
+  // --num-gpus is not given (8, or the smallest count the layout allows).
+  bool etp_defaulted = false;
+  bool gpus_defaulted = false;
 };
+// The GPU count when --num-gpus is not given: the seed's 8 when TP x PP x CP and
+// ETP x EP x PP divide it, else the smallest count both divide.
+std::int64_t default_world_size(const ParallelLayout& p);
+// The smallest GPU count TP x PP x CP and ETP x EP x PP both divide (0 when out of range).
+std::int64_t layout_gpu_multiple(const ParallelLayout& p);
+// The report's words for the defaults above: `etp` a line of the Parallelism block
+// ("ETP=1 (default; ...)"), empty when the default changes nothing (no experts, or TP 1);
+// `gpus` what follows "Total GPUs: N".
+struct DefaultNotes {
+  std::string etp;
+  std::string gpus;
+};
+DefaultNotes default_notes(const EstimateRequest& request, const ModelSpec& model, const TrainingSetup& setup);
 // `command` names the subcommand in the "needs a MODEL" error.
 EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
                                       const std::string& command);

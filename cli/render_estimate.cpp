@@ -297,10 +297,11 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   out << fmt::format("  TP={}, PP={}, EP={}, CP={}\n", p.tp, p.pp, p.ep, p.cp);
   out << fmt::format("  ETP={}, VPP={}, DP={}, EDP={}, SP={}\n", effective_etp(p), p.vpp, p.dp, p.expert_dp,
                      sequence_parallel_on(p) ? "on" : "off");
+  if (!options.etp_note.empty()) out << "  " << options.etp_note << "\n";
   out << "\nTraining:\n";
   out << fmt::format("  Micro Batch Size: {}\n", s.micro_batch_size);
   out << fmt::format("  Sequence Length: {}\n", s.seq_length);
-  out << fmt::format("  Total GPUs: {}\n", p.world_size);
+  out << fmt::format("  Total GPUs: {}{}\n", p.world_size, options.gpus_note.empty() ? "" : " " + options.gpus_note);
   if (s.global_batch_size > 0)
     out << fmt::format("  Global Batch Size: {} ({} micro-batches)\n", s.global_batch_size, s.num_micro_batches);
   out << fmt::format("  Distributed Optimizer: {}\n", s.optimizer.distributed ? "True" : "False");
@@ -363,18 +364,34 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   }
   const char* ok = options.colour ? "\033[32m✓\033[0m" : "✓";
   const char* bad = options.colour ? "\033[31m✗\033[0m" : "✗";
+  // What each GPU leaves for the estimate: its memory less the CUDA context / NCCL reserve
+  // (--overhead-per-gpu) and the headroom share (--headroom).
+  auto usable_text = [](const FitVerdict& f) {
+    return fmt::format("{:.2f} GiB usable of {:.2f}, {:.2f} GiB reserved + {:g} % headroom", gib(f.usable_bytes),
+                       gib(f.capacity_bytes), gib(f.reserved_bytes), f.headroom_fraction * 100);
+  };
   if (options.chosen_gpu && !fits.empty()) {
     const auto& f = fits.front();
-    out << fmt::format("{} {} {}: {} usable of {}, {} {}\n", f.fits ? ok : bad, f.fits ? "Fits in" : "Does not fit",
-                       f.hardware->name, format_bytes(f.usable_bytes), format_bytes(f.capacity_bytes),
-                       format_bytes(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes),
+    out << fmt::format("{} {} {}: {:.2f} GiB needed, {}; {:.2f} GiB {}\n", f.fits ? ok : bad,
+                       f.fits ? "Fits in" : "Does not fit", f.hardware->name, gib(f.needed_bytes), usable_text(f),
+                       gib(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes),
                        f.fits ? "to spare" : "short");
-  } else if (!fit_names.empty()) {
-    out << fmt::format("{} Fits in: {}\n", ok, fit_names);
   } else if (!fits.empty()) {
-    out << fmt::format("{} Exceeds every known GPU ({}) - consider more parallelism, recompute or a smaller "
-                       "micro-batch\n",
-                       bad, miss_names);
+    if (!fit_names.empty()) out << fmt::format("{} Fits in: {}\n", ok, fit_names);
+    else out << fmt::format("{} Exceeds every known GPU ({})\n", bad, miss_names);
+    out << fmt::format("  {:.2f} GiB needed per GPU ({}); usable memory of each GPU:\n", gib(fits.front().needed_bytes),
+                       fits.front().on_bound ? "the upper bound" : "the point estimate");
+    std::size_t width = 0;
+    for (const auto& f : fits) width = std::max(width, f.hardware->name.size());
+    for (const auto& f : fits)
+      out << fmt::format("    {} {:<{}}  {}\n", f.fits ? ok : bad, f.hardware->name, width, usable_text(f));
+    if (fit_names.empty() || !miss_names.empty())
+      out << "  (--headroom 0 and --overhead-per-gpu GIB set what is kept free; the seed's \"< 80 GB\" rule is "
+             "--headroom 0 --overhead-per-gpu 0)\n";
+  }
+  if (!options.next_steps.empty()) {
+    out << "Next step (the smallest change that fits first):\n";
+    for (const auto& st : options.next_steps) out << "  " << st << "\n";
   }
   out << kRule << "\n";
   if (options.verbose && !est.layer_kinds.empty()) {

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include <fmt/core.h>
+#include <vector>
+
 namespace mme {
 
 Error::~Error() = default;
@@ -28,5 +31,27 @@ void rethrow_as_sdk_error(const std::exception& e, const char* what) {
 }
 
 void rethrow_unknown(const char* what) { throw PluginError(std::string(what) + ": a non-standard exception"); }
+
+std::string divisors_text(std::int64_t n, std::size_t max_items) {
+  if (n <= 0) return "none";
+  if (n > (std::int64_t{1} << 40)) return fmt::format("the divisors of {}", n);  // no real size; keeps this fast
+  std::vector<std::int64_t> small, large;  // divisors up to sqrt(n), and their partners
+  for (std::int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  if (max_items == 0) max_items = 1;
+  const bool cut = small.size() > max_items;
+  if (cut) small.erase(small.begin() + 1, small.end() - static_cast<std::ptrdiff_t>(max_items - 1));
+  std::string out;
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    if (i > 0) out += (i + 1 == small.size() && !cut) ? " or " : ", ";
+    if (cut && i == 1) out += "..., ";
+    out += std::to_string(small[i]);
+  }
+  return out;
+}
 
 }  // namespace mme

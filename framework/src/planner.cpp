@@ -77,7 +77,8 @@ std::vector<std::string> setup_to_args(const TrainingSetup& s) {
   add("--pp", p.pp);
   if (p.vpp != 1) add("--vpp", p.vpp);
   if (p.ep != 1) add("--ep", p.ep);
-  if (p.etp > 0 && p.etp != p.tp) add("--etp", p.etp);
+  // Always spelled out: `mme estimate`'s flags default ETP to the seed's 1, Megatron-LM's to TP.
+  add("--etp", effective_etp(p));
   if (p.cp != 1) add("--cp", p.cp);
   add("--num-gpus", p.world_size);
   if (p.sequence_parallel) a.emplace_back(*p.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");

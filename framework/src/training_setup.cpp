@@ -155,7 +155,9 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
     if (mlp.num_experts <= 0) continue;
     any_moe = true;
     if (mlp.num_experts % p.ep != 0)
-      throw LayoutError(fmt::format("layer {}: {} experts are not divisible by --ep {}", i, mlp.num_experts, p.ep));
+      throw LayoutError(fmt::format("layer {}: {} experts are not divisible by --ep {}; --ep must divide the {} "
+                                    "experts: {}",
+                                    i, mlp.num_experts, p.ep, mlp.num_experts, divisors_text(mlp.num_experts)));
   }
   if (!any_moe && p.ep > 1)
     throw LayoutError(fmt::format("--ep {} needs a mixture-of-experts model; {} has no experts", p.ep, model.name));

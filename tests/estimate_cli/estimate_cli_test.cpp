@@ -57,7 +57,7 @@ TEST(EstimateCli, JsonCarriesTheDocumentedSchema) {
                         "micro_batch_size", "seq_length", "distributed_optimizer", "recompute_granularity"})
     EXPECT_TRUE(j["setup"].contains(k)) << k;
   EXPECT_EQ(j["setup"]["dp"], 2);
-  EXPECT_EQ(j["setup"]["etp"], 2);  // ETP defaults to TP, as in Megatron-LM
+  EXPECT_EQ(j["setup"]["etp"], 1);  // the seed's default (tests/seed_readme: --megatron-args keeps ETP = TP)
   EXPECT_EQ(j["setup"]["sequence_parallel"], true);
   for (const auto& st : j["stages"]) {
     for (const char* k : {"pp_rank", "layers", "parameters", "weight_bytes", "gradient_bytes", "optimizer_bytes",

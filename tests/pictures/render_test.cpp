@@ -192,7 +192,7 @@ std::set<std::string> visible_categories(const nlohmann::json& j) {
   return out;
 }
 
-const std::vector<std::string> kDeepSeek = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4",
+const std::vector<std::string> kDeepSeek = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--etp", "4",
                                             "--ep", "8", "--num-gpus", "128",
                                             "--num-layers-in-last-pipeline-stage", "16"};
 

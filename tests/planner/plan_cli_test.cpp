@@ -211,4 +211,23 @@ TEST(plan_cli, HelpListsPlan) {
 }
 
 }  // namespace
+TEST(plan_cli, WithoutGpuTheBestLayoutForEachKnownGpu) {
+  const auto r = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto hw = run_mme({"hardware", "--json"});
+  ASSERT_EQ(hw.exit_code, 0) << hw.err;
+  const auto profiles = nlohmann::json::parse(hw.out);
+  const auto& list = profiles.is_array() ? profiles : profiles["hardware"];
+  ASSERT_FALSE(list.empty());
+  for (const auto& h : list) {
+    const std::string name = h["name"];
+    EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find("--gpu " + name + "\n"), std::string::npos) << name << "\n" << r.out;
+  }
+  // Machine-readable output plans for one GPU and says which on stderr.
+  const auto j = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "2", "--json", "--top", "1"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_NE(j.err.find("no --gpu: planning for"), std::string::npos) << j.err;
+}
+
 }  // namespace mme::test

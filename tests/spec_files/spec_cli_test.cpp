@@ -393,10 +393,10 @@ TEST(spec_cli, ExampleSpecsMatchTheBundledModels) {
   const std::vector<Example> examples = {
       {"llama3-8b.yaml", "meta-llama/Meta-Llama-3-8B",
        {"--tp", "2", "--pp", "2", "--etp", "1", "--num-gpus", "16", "--seq-length", "8192", "--recompute-granularity",
-        "selective"}},  // ETP: the guide's default is 1, the command line's is TP
+        "selective"}},  // ETP 1: the guide's default and the seed-style flags' (--megatron-args: TP)
       {"deepseek-v2-lite.yaml", "deepseek-ai/DeepSeek-V2-Lite", {"--ep", "8", "--num-gpus", "8"}},
       {"mixtral-8x7b.json", "mistralai/Mixtral-8x7B-v0.1",
-       {"--tp", "2", "--ep", "4", "--num-gpus", "16", "--recompute-granularity", "full"}},
+       {"--tp", "2", "--ep", "4", "--etp", "2", "--num-gpus", "16", "--recompute-granularity", "full"}},
   };
   for (const auto& e : examples) {
     SCOPED_TRACE(e.file);

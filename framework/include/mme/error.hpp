@@ -2,6 +2,8 @@
 // (docs/cli.md lists them) and a message that says what, where and why.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -93,5 +95,9 @@ decltype(auto) call_plugin(const char* what, F&& f) {
     rethrow_unknown(what);
   }
 }
+
+// The sizes that divide n, for an error that names the values that would work:
+// "1, 2 or 4" (at most `max_items`, the largest kept; "..." marks the ones left out).
+std::string divisors_text(std::int64_t n, std::size_t max_items = 12);
 
 }  // namespace mme

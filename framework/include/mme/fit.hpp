@@ -22,10 +22,15 @@ struct FitVerdict {
   bool on_bound = true;            // judged on the upper bound (the default) or the point estimate
   bool fits = false;
   std::int64_t headroom_bytes = 0;  // usable - needed (negative: short by that much)
+  std::int64_t reserved_bytes = 0;  // what the CUDA context and NCCL take (the profile's, or the override)
+  std::int64_t kept_free_bytes = 0; // the headroom fraction of the capacity
+  double headroom_fraction = 0;
 };
 
 // Judges on the estimate's upper bound unless `on_bound` is false (then on the point estimate).
+// `reserved_bytes` >= 0 replaces the profile's reserved bytes (the Hugging Face Space's
+// "overhead per GPU", `mme estimate --overhead-per-gpu`).
 FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction,
-                     bool on_bound = true);
+                     bool on_bound = true, std::int64_t reserved_bytes = -1);
 
 }  // namespace mme

@@ -1,5 +1,8 @@
 #include "gqa.hpp"
 
+#include <numeric>
+#include <string>
+
 #include <fmt/core.h>
 
 #include <mme/block_helpers.hpp>
@@ -11,11 +14,18 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
   const auto& a = ctx.layer.attention;
   // Megatron splits whole heads and whole query groups over TP (attention.py divide()).
   if (a.num_heads % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}", a.num_heads, ctx.tp));
+    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
+                                  "heads{}: {}",
+                                  a.num_heads, ctx.tp, a.num_heads,
+                                  a.num_query_groups != a.num_heads
+                                      ? fmt::format(" and the {} query groups", a.num_query_groups)
+                                      : std::string(),
+                                  divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
   if (a.num_query_groups % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} query groups (KV heads) are not divisible by --tp {}; Megatron-LM does not "
-                                  "replicate KV heads",
-                                  a.num_query_groups, ctx.tp));
+    throw LayoutError(fmt::format("{} query groups (KV heads) are not divisible by --tp {}; --tp must divide the {} "
+                                  "query groups: {} (Megatron-LM does not replicate KV heads)",
+                                  a.num_query_groups, ctx.tp, a.num_query_groups,
+                                  divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
 }

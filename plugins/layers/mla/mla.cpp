@@ -10,7 +10,9 @@ namespace mme::plugins {
 void MlaAttentionModel::validate(const BlockContext& ctx) const {
   const auto& a = ctx.layer.attention;
   if (a.num_heads % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}", a.num_heads, ctx.tp));
+    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
+                                  "heads: {}",
+                                  a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
 }
