@@ -210,8 +210,9 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                    : "<span class=\"bad\">✗ Exceeds every known GPU</span>: consider more parallelism, recompute or a "
                      "smaller micro-batch";
   }
-  o += fmt::format("<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}){}{}</p>\n",
-                   fits.empty() ? "none" : good ? "fits" : "miss", gib2(peak.total_bytes), peak.pp_rank, verdict.empty() ? "" : " · ", verdict);
+  o += fmt::format("<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
+                   fits.empty() ? "none" : good ? "fits" : "miss", gib2(peak.total_bytes), peak.pp_rank,
+                   gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
   so.chosen_gpu = options.chosen_gpu;
@@ -237,9 +238,11 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
 
   // The fit verdict of every judged GPU.
   if (!fits.empty()) {
-    o += "<h2 id=\"fit\">Fit</h2>\n<div class=\"card\"><table class=\"fit\">\n<tr><th class=\"l\">GPU</th>"
-         "<th>capacity</th><th>reserved</th><th>headroom</th><th>usable</th><th>peak</th><th class=\"l\">verdict</th>"
-         "</tr>\n";
+    // The column holds what the verdict was judged on: the upper bound (default) or the estimate.
+    o += fmt::format("<h2 id=\"fit\">Fit</h2>\n<div class=\"card\"><table class=\"fit\">\n<tr><th class=\"l\">GPU</th>"
+                     "<th>capacity</th><th>reserved</th><th>headroom</th><th>usable</th><th>{}</th>"
+                     "<th class=\"l\">verdict</th></tr>\n",
+                     fits.front().on_bound ? "bound" : "peak");
     for (const auto& f : fits) {
       const std::int64_t kept = f.capacity_bytes - f.hardware->reserved_bytes - f.usable_bytes;
       o += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include <fmt/core.h>
 
@@ -78,7 +79,12 @@ struct Label {
 const std::array<CategoryStyle, kCategories>& category_styles() { return kStyles; }
 
 std::array<std::int64_t, kCategories> category_bytes(const StageEstimate& s) {
-  return {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes};
+  // The composition of the phase that sets the peak, so that the parts add up to the total: at
+  // the forward/backward peak the optimizer step's fp32 gradient copies do not exist yet; at the
+  // optimizer-step peak the activations are gone.
+  if (std::string_view(s.peak_phase) == "optimizer-step")
+    return {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, 0, s.other_bytes};
+  return {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes - s.step_only_bytes, s.activation_bytes, s.other_bytes};
 }
 
 std::vector<const FitVerdict*> capacity_lines(const std::vector<FitVerdict>& fits, const HardwareProfile* chosen_gpu) {
@@ -314,10 +320,12 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
           s.total_bytes > 0 ? 100.0 * static_cast<double>(bytes[c]) / static_cast<double>(s.total_bytes) : 0.0);
     }
     if (row_h >= 14 || is_peak)
-      totals += fmt::format("<text class=\"total\" data-stage=\"{}\" x=\"{}\" y=\"{}\" fill=\"{}\"{}{}>{:.2f} GiB{}</text>",
+      totals += fmt::format("<text class=\"total\" data-stage=\"{}\" x=\"{}\" y=\"{}\" fill=\"{}\"{}{}>{:.2f} GiB{}{}</text>",
                        s.pp_rank, num(x_of(gib(s.total_bytes)) + 6), num(ty), kInk, kHalo, is_peak ? " font-weight=\"bold\"" : "",
                        gib(s.total_bytes),
-                       is_peak && n > 1 ? " peak" : "");
+                       is_peak && n > 1 ? " peak" : "",
+                       is_peak && s.upper_bytes > s.total_bytes ? fmt::format(" (bound {:.2f})", gib(s.upper_bytes))
+                                                                : std::string());
     o += "</g>\n";
   }
   o += "</g>\n";

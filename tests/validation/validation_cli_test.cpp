@@ -218,3 +218,24 @@ TEST(ValidateBadInputs, OneErrorLineAndTheDocumentedCode) {
 
 }  // namespace
 }  // namespace mme
+
+namespace mme {
+namespace {
+
+// The ratchet on the measured real-size runs (docs/accuracy.md, "Results"): the error on the
+// counted (max_allocated) rows may not get worse, and the bound may not cover fewer of them.
+TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
+  constexpr double kDocumentedMedian = 6.8, kDocumentedP90 = 8.0, kSlack = 0.05;
+  constexpr std::size_t kDocumentedCovered = 1;
+  const RunResult r =
+      test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json s = json::parse(r.out).at("summary");
+  EXPECT_EQ(s.at("evaluated").get<std::size_t>(), 6u);
+  EXPECT_LE(s.at("peak").at("median_abs_pct").get<double>(), kDocumentedMedian + kSlack);
+  EXPECT_LE(s.at("peak").at("p90_abs_pct").get<double>(), kDocumentedP90 + kSlack);
+  EXPECT_GE(s.at("bound").at("covered").get<std::size_t>(), kDocumentedCovered);
+}
+
+}  // namespace
+}  // namespace mme
