@@ -16,6 +16,7 @@
 
 #include "mme/config_reader.hpp"
 #include "mme/error.hpp"
+#include "mme/input_text.hpp"
 #include "mme/megatron_args.hpp"
 #include "mme/model_loader.hpp"
 #include "mme/pipeline.hpp"
@@ -33,7 +34,10 @@ constexpr const char* kMarker = "spec-file";
 constexpr std::int64_t kMaxParallel = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 40;
-constexpr std::int64_t kMaxFileBytes = 1 << 20;
+constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+// A spec file has a few hundred values; YAML aliases can expand a few bytes into billions
+// (`a: &a [*a]` is a cycle), so the expanded tree is bounded, as is its depth (input_text.hpp).
+constexpr std::size_t kMaxYamlNodes = 100000;
 
 // ---------------------------------------------------------------------------------------------
 // The parsed file: a tree with the line of every key, from YAML (yaml-cpp marks) or JSON
@@ -86,7 +90,33 @@ Node typed_plain_scalar(const std::string& s) {
   return make_scalar(Node::Kind::kString, s);
 }
 
-Node from_yaml(const YAML::Node& y, int line) {
+// The walk over yaml-cpp's node graph, where an alias is the node it refers to: the graph may
+// have cycles and shared subtrees. `path` holds the nodes from the root (a cycle repeats one).
+struct YamlWalk {
+  const std::string& source;
+  std::vector<YAML::Node> path;
+  std::size_t nodes = 0;
+};
+
+Node from_yaml(const YAML::Node& y, int line, YamlWalk& walk) {
+  if (++walk.nodes > kMaxYamlNodes)
+    throw ConfigError(fmt::format("{}: more than {} values once YAML aliases are expanded; a spec file has a few "
+                                  "hundred",
+                                  walk.source, kMaxYamlNodes));
+  if (y.IsSequence() || y.IsMap()) {
+    for (const auto& above : walk.path)
+      if (above.is(y))
+        throw ConfigError(fmt::format("{}:{}: a YAML alias refers to a node that contains it (a cycle)", walk.source,
+                                      line));
+    if (static_cast<int>(walk.path.size()) >= kMaxNestingDepth)
+      throw ConfigError(fmt::format("{}:{}: YAML nested more than {} levels deep; a spec file nests a few",
+                                    walk.source, line, kMaxNestingDepth));
+  }
+  walk.path.push_back(y);
+  struct Pop {
+    YamlWalk& w;
+    ~Pop() { w.path.pop_back(); }
+  } pop{walk};
   Node n;
   n.line = line;
   switch (y.Type()) {
@@ -107,13 +137,13 @@ Node from_yaml(const YAML::Node& y, int line) {
     case YAML::NodeType::Sequence:
       n.kind = Node::Kind::kList;
       for (const auto& item : y)
-        n.children.push_back(from_yaml(item, item.Mark().line >= 0 ? item.Mark().line + 1 : line));
+        n.children.push_back(from_yaml(item, item.Mark().line >= 0 ? item.Mark().line + 1 : line, walk));
       break;
     case YAML::NodeType::Map:
       n.kind = Node::Kind::kMap;
       for (auto it = y.begin(); it != y.end(); ++it) {
         const int key_line = it->first.Mark().line >= 0 ? it->first.Mark().line + 1 : line;
-        Node member = from_yaml(it->second, key_line);
+        Node member = from_yaml(it->second, key_line, walk);
         member.line = key_line;
         if (it->first.Type() != YAML::NodeType::Scalar) {
           member.key = "";  // reported by the reader as a bad key
@@ -137,7 +167,8 @@ Node parse_yaml(std::string_view text, const std::string& source) {
   if (docs.size() > 1)
     throw ConfigError(fmt::format("{}: holds {} YAML documents; a spec file is one document", source, docs.size()));
   if (docs.empty()) return Node{};
-  return from_yaml(docs.front(), docs.front().Mark().line >= 0 ? docs.front().Mark().line + 1 : 1);
+  YamlWalk walk{source, {}, 0};
+  return from_yaml(docs.front(), docs.front().Mark().line >= 0 ? docs.front().Mark().line + 1 : 1, walk);
 }
 
 // An input iterator over the text that publishes how far the JSON lexer has read: at each SAX
@@ -279,6 +310,8 @@ class JsonTreeBuilder {
 };
 
 Node parse_json(std::string_view text, const std::string& source) {
+  // The tree is built, walked and destroyed recursively: the depth is checked first.
+  check_json_nesting(text, source, "a spec file");
   const char* cursor = text.data();
   JsonTreeBuilder builder(text, &cursor);
   TrackingIterator first{text.data(), &cursor};
@@ -1190,17 +1223,8 @@ SpecFile parse_spec_text(std::string_view text, const std::string& source, SpecF
 
 SpecFile read_spec_file(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw NotFoundError(fmt::format("{}: no such file", path.string()));
   if (fs::is_directory(path, ec)) throw ConfigError(fmt::format("{}: is a folder, not a spec file", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
-  std::string text;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (static_cast<std::int64_t>(text.size()) > kMaxFileBytes)
-      throw ConfigError(fmt::format("{}: larger than {} bytes; a spec file is small", path.string(), kMaxFileBytes));
-  }
+  const std::string text = read_text_file(path, kMaxFileBytes, "a spec file");
   return parse_spec_text(text, path.string(), spec_format_for(path, text));
 }
 
@@ -1818,7 +1842,8 @@ std::string spec_model_inexpressible(const ModelSpec& model) { return inexpressi
 std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options) {
   const WrittenSpec w = build_written(model, setup, options);
   std::string out;
-  for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + h + "\n";
+  // A header line may hold input (`mme init MODEL`): a newline in it would end the comment.
+  for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + printable(h) + "\n";
   if (!w.hf_reason.empty())
     out += fmt::format("# The model is written as `hf:` (its own config) because {};\n"
                        "# docs/spec-files.md lists the fields that may override such a base.\n",
