@@ -580,6 +580,10 @@ ResolvedModel download_to_cache(const std::string& id, const SourceOptions& opti
   Downloaded d = download(id, options, zoo);
   // Parse before caching: a truncated or broken body never becomes a cache entry.
   nlohmann::json config = parse_config_text(d.body, d.url);
+  // Valid JSON that is not a config ([1,2,3]) would stay in the cache and fail every later run.
+  if (!config.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object (a config.json), got {}; nothing cached", d.url,
+                                  config.type_name()));
   const std::string commit = d.commit.empty() ? options.revision : d.commit;
   if (!safe_component(commit)) {
     spdlog::debug("{}: no commit id from the server; not cached", d.url);
