@@ -185,6 +185,8 @@ std::vector<Row> catalogue() {
           }
           return s;
         }()}}},
+      {"a YAML text on which yaml-cpp never stops", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "not valid YAML: 16 or more documents", true, {{"s.yaml", ", "}}},
       {"a YAML spec nested beyond the limit", {"estimate", "--config", "{dir}/s.yaml"}, 3,
        "YAML nested more than 64 levels deep", true,
        {{"s.yaml", [] {
