@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include <mme/input_text.hpp>
 #include <mme/error.hpp>
 #include <mme/estimator.hpp>
 #include <mme/fit.hpp>
@@ -88,9 +89,8 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     megatron = parse_megatron_args(vm["megatron-args"].as<std::string>(), r.megatron_source);
   } else if (vm.count("megatron-args-file")) {
     r.megatron_source = vm["megatron-args-file"].as<std::string>();
-    std::ifstream in(r.megatron_source, std::ios::binary);
-    if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", r.megatron_source));
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Regular files only, with a size cap, like config.json: a launch script is a few KiB.
+    const std::string text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
     megatron = parse_megatron_args(text, r.megatron_source);
   }
   if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
@@ -378,9 +378,10 @@ int run_estimate(const std::vector<std::string>& args) {
   // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
   std::optional<OutputFile> html_file, svg_file;
   if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
-  if (vm.count("html") && vm.count("svg") && vm["html"].as<std::string>() == vm["svg"].as<std::string>())
-    throw UsageError("--html and --svg name the same file");
   if (vm.count("svg")) svg_file.emplace(vm["svg"].as<std::string>(), "--svg");
+  // By identity, not by spelling: './x.html' and 'x.html' (or a symlink to it) are one file.
+  if (html_file && svg_file && html_file->same_file(*svg_file))
+    throw UsageError("--html and --svg name the same file");
 
   Registry registry;
   use_hardware_files(vm);

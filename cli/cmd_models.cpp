@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <mme/input_text.hpp>
 #include <mme/error.hpp>
 #include <mme/estimator.hpp>
 #include <mme/model_loader.hpp>
@@ -49,7 +50,7 @@ int run_models(const std::vector<std::string>& args) {
                         {"adapter", model.adapter}, {"path", b.path.string()}, {"total_params", pc.total},
                         {"active_params", pc.active}, {"mtp_params", pc.mtp}, {"warnings", model.warnings}});
       } else {
-        std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", b.name, model.family, model.adapter,
+        std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", printable(b.name), model.family, model.adapter,
                                  format_count(pc.total), format_count(pc.active));
       }
     } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <mme/input_text.hpp>
 #include <mme/plugin_loader.hpp>
 #include <mme/version.hpp>
 
@@ -56,17 +57,18 @@ int run_plugins(const std::vector<std::string>& args) {
     return 0;
   }
   std::cout << fmt::format("Plugin API {} ({})\nSearch path:\n", kPluginApiVersion, kAbiTag);
-  for (const auto& d : dirs) std::cout << "  " << d.lexically_normal().string() << "\n";
+  // Folder and file names, and the loader's messages about them, come from the file system.
+  for (const auto& d : dirs) std::cout << "  " << printable(d.lexically_normal().string()) << "\n";
   std::cout << fmt::format("\nLoaded ({}):\n", registry.plugins().size());
   for (const auto& p : registry.plugins()) {
-    std::cout << fmt::format("  {} {}  {}\n", p.name, p.version, p.path);
+    std::cout << fmt::format("  {} {}  {}\n", printable(p.name), printable(p.version), printable(p.path));
     if (!p.adapters.empty()) std::cout << "      config adapters: " << join(p.adapters) << "\n";
     if (!p.layer_models.empty()) std::cout << "      layer models:    " << join(p.layer_models) << "\n";
     if (!p.hardware.empty()) std::cout << "      hardware:        " << join(p.hardware) << "\n";
   }
   if (!registry.rejected().empty()) {
     std::cout << fmt::format("\nRejected ({}):\n", registry.rejected().size());
-    for (const auto& r : registry.rejected()) std::cout << fmt::format("  {}\n      {}\n", r.path, r.reason);
+    for (const auto& r : registry.rejected()) std::cout << fmt::format("  {}\n      {}\n", printable(r.path), printable(r.reason));
   }
   return 0;
 }

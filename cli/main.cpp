@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <mme/error.hpp>
+#include <mme/input_text.hpp>
 
 #include "command.hpp"
 
@@ -13,9 +14,8 @@ namespace {
 
 // Errors are one line on stderr; stdout stays empty so `--json > file` never holds half a report.
 int report_error(const std::string& message, mme::ExitCode code) {
-  std::string line = message;
-  for (auto& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
+  // No control characters from input reach the terminal (mme/input_text.hpp).
+  const std::string line = mme::printable(message);
   std::fprintf(stderr, "mme: error: %s\n", line.c_str());
   return static_cast<int>(code);
 }

@@ -17,7 +17,7 @@ po::options_description common_options() {
       ("plugin-dir", po::value<std::vector<std::string>>()->composing(),
        "load plugins from DIR first (repeatable); then MME_PLUGIN_PATH, then <exe>/../lib/mme/plugins")
       ("log-level", po::value<std::string>(), "stderr log level: trace, debug, info, warn (default), error, off")
-      ("v", po::bool_switch(), "same as --log-level debug")
+      ("v,v", po::bool_switch(), "same as --log-level debug (-v; --v is accepted too)")
       ("quiet,q", po::bool_switch(), "same as --log-level error");
   return d;
 }

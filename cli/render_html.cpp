@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <iostream>
 #include <set>
 #include <utility>
 
@@ -28,16 +30,119 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------------------------
 // OutputFile
 
+namespace {
+
+// The temporary files of the OutputFiles alive, removed by a SIGINT or SIGTERM (Ctrl-C,
+// `timeout`) before the signal takes its course: an interrupted `plan --html` leaves nothing
+// behind. Fixed storage, so the handler only reads memory and calls unlink, which is
+// async-signal-safe.
+constexpr int kMaxTemps = 4;
+char g_temps[kMaxTemps][4096];
+volatile std::sig_atomic_t g_temp_used[kMaxTemps];
+int g_temps_live = 0;
+struct sigaction g_old_int, g_old_term;
+bool g_int_installed = false, g_term_installed = false;
+
+extern "C" void remove_temps_on_signal(int sig) {
+  for (int i = 0; i < kMaxTemps; ++i)
+    if (g_temp_used[i]) ::unlink(g_temps[i]);
+  // The disposition in force before: the default kills the process (with the signal's status)
+  // once this handler returns; another handler (a fuzzer's) runs then.
+  ::sigaction(sig, sig == SIGINT ? &g_old_int : &g_old_term, nullptr);
+  ::raise(sig);
+}
+
+bool install(int sig, struct sigaction& old) {
+  struct sigaction now {};
+  if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) return false;  // ignored stays ignored
+  now.sa_handler = remove_temps_on_signal;
+  ::sigemptyset(&now.sa_mask);
+  return ::sigaction(sig, &now, nullptr) == 0;
+}
+
+int track_temp(const std::string& path) {
+  if (path.size() >= sizeof g_temps[0]) return -1;  // still removed by the destructor
+  for (int i = 0; i < kMaxTemps; ++i) {
+    if (g_temp_used[i]) continue;
+    std::memcpy(g_temps[i], path.c_str(), path.size() + 1);
+    g_temp_used[i] = 1;
+    if (g_temps_live++ == 0) {
+      g_int_installed = install(SIGINT, g_old_int);
+      g_term_installed = install(SIGTERM, g_old_term);
+    }
+    return i;
+  }
+  return -1;
+}
+
+void untrack_temp(int slot) {
+  if (slot < 0) return;
+  g_temp_used[slot] = 0;
+  if (--g_temps_live == 0) {
+    if (g_int_installed) ::sigaction(SIGINT, &g_old_int, nullptr);
+    if (g_term_installed) ::sigaction(SIGTERM, &g_old_term, nullptr);
+    g_int_installed = g_term_installed = false;
+  }
+}
+
+// What two outputs are compared by: the device and inode of an existing file (so './x.html',
+// 'x.html' and a symlink to it are one file), otherwise the absolute, normalised path.
+std::string identity_of(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return fmt::format("inode:{}:{}", st.st_dev, st.st_ino);
+  std::error_code ec;
+  fs::path abs = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return "path:" + (ec ? path.lexically_normal().string() : abs.string());
+}
+
+}  // namespace
+
 OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(target)), flag_(std::move(flag)) {
   if (target_.empty()) throw UsageError(fmt::format("{}: needs a file name", flag_));
+  if (target_ == "-") {  // standard output
+    mode_ = Mode::kStdout;
+    identity_ = "stdout";
+    return;
+  }
   std::error_code ec;
   if (target_.filename().empty() || fs::is_directory(target_, ec))
     throw UsageError(fmt::format("{}: cannot write '{}': it names a folder, not a file", flag_, target_.string()));
-  const fs::path dir = target_.parent_path().empty() ? fs::path(".") : target_.parent_path();
-  std::string pattern = (dir / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
+  // Only a regular file (or a new name) is replaced atomically. A symlink is never replaced
+  // (as root, `--html /dev/stdout` once turned the system's symlink into an HTML file): one to
+  // a regular file has that file replaced, one to a device or FIFO is written through.
+  // Character devices and FIFOs (/dev/null, a terminal, a pipe) are written directly.
+  fs::path write_path = target_;
+  struct stat st {};
+  if (::lstat(target_.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      if (::stat(target_.c_str(), &st) != 0)
+        throw UsageError(fmt::format("{}: cannot write '{}': a symbolic link to a missing file ({})", flag_,
+                                     target_.string(), std::strerror(errno)));
+      if (S_ISREG(st.st_mode)) {
+        write_path = fs::canonical(target_, ec);
+        if (ec) throw UsageError(fmt::format("{}: cannot write '{}': {}", flag_, target_.string(), ec.message()));
+      }
+    }
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      if (::access(target_.c_str(), W_OK) != 0) fail("", errno);
+      mode_ = Mode::kDirect;
+      identity_ = identity_of(target_);
+      return;
+    }
+    if (!S_ISREG(st.st_mode))
+      throw UsageError(fmt::format("{}: cannot write '{}': not a regular file, character device or FIFO", flag_,
+                                   target_.string()));
+  } else if (errno != ENOENT) {
+    fail("", errno);
+  }
+  identity_ = identity_of(write_path);
+  write_path_ = write_path;
+  const fs::path dir = write_path.parent_path().empty() ? fs::path(".") : write_path.parent_path();
+  std::string pattern = (dir / ("." + write_path.filename().string() + ".tmp-XXXXXX")).string();
   fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
   if (fd_ < 0) fail("", errno);
   temp_ = pattern;
+  slot_ = track_temp(temp_.string());
   // mkstemp makes the file private; the report gets the usual permissions.
   const mode_t mask = ::umask(0);
   ::umask(mask);
@@ -45,14 +150,23 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : target_(std::move(other.target_)), temp_(std::move(other.temp_)), flag_(std::move(other.flag_)), fd_(other.fd_) {
+    : target_(std::move(other.target_)),
+      write_path_(std::move(other.write_path_)),
+      temp_(std::move(other.temp_)),
+      flag_(std::move(other.flag_)),
+      identity_(std::move(other.identity_)),
+      mode_(other.mode_),
+      fd_(other.fd_),
+      slot_(other.slot_) {
   other.fd_ = -1;
+  other.slot_ = -1;
   other.temp_.clear();
 }
 
 OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  untrack_temp(slot_);
 }
 
 void OutputFile::fail(const std::string& what, int err) {
@@ -60,28 +174,55 @@ void OutputFile::fail(const std::string& what, int err) {
   fd_ = -1;
   if (!temp_.empty()) ::unlink(temp_.c_str());
   temp_.clear();
+  untrack_temp(slot_);
+  slot_ = -1;
   throw UsageError(fmt::format("{}: cannot write '{}': {}{}", flag_, target_.string(), what, std::strerror(err)));
 }
 
-void OutputFile::commit(const std::string& content) {
-  if (fd_ < 0) throw UsageError(fmt::format("{}: '{}' was already written", flag_, target_.string()));
+namespace {
+// Writes all of `content` to `fd`; false with errno set on failure.
+bool write_all(int fd, const std::string& content) {
   const char* p = content.data();
   std::size_t left = content.size();
   while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
+    const ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("", errno);
+      return false;
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+  return true;
+}
+}  // namespace
+
+void OutputFile::commit(const std::string& content) {
+  if (committed_) throw UsageError(fmt::format("{}: '{}' was already written", flag_, target_.string()));
+  committed_ = true;
+  if (mode_ == Mode::kStdout) {
+    std::cout << content << std::flush;
+    if (!std::cout) throw UsageError(fmt::format("{}: cannot write to standard output", flag_));
+    return;
+  }
+  if (mode_ == Mode::kDirect) {
+    fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd_ < 0) fail("", errno);
+    if (!write_all(fd_, content)) fail("", errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("", errno);
+    return;
+  }
+  if (!write_all(fd_, content)) fail("", errno);
   if (::fsync(fd_) != 0) fail("", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("", errno);
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) fail("", errno);
+  if (::rename(temp_.c_str(), write_path_.c_str()) != 0) fail("", errno);
   temp_.clear();
+  untrack_temp(slot_);
+  slot_ = -1;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,11 +18,14 @@
 
 namespace mme::cli {
 
-// A file replaced atomically: the constructor creates a temporary file next to the target
-// (so an unwritable place is reported before any work is done), commit() writes the content
-// and renames it over the target. A failure is a UsageError naming the flag and the path; the
-// temporary file is removed whenever the content is not committed, so the target is either
-// the old file (or absent) or the whole new one.
+// A report file. A regular file (or a new name) is replaced atomically: the constructor
+// creates a temporary file next to it (so an unwritable place is reported before any work is
+// done), commit() writes the content and renames it over the target; the temporary file is
+// removed whenever the content is not committed (also on SIGINT / SIGTERM), so the target is
+// either the old file (or absent) or the whole new one. A symlink is never replaced: one to a
+// regular file has that file replaced, one to a character device or FIFO is written through.
+// Character devices and FIFOs are written directly, "-" is standard output; other kinds of
+// file are refused. A failure is a UsageError naming the flag and the path.
 class OutputFile {
  public:
   OutputFile(std::filesystem::path target, std::string flag);
@@ -34,12 +37,18 @@ class OutputFile {
 
   void commit(const std::string& content);
   const std::filesystem::path& target() const { return target_; }
+  // Whether both name one file (by device and inode when it exists, else by normalised path).
+  bool same_file(const OutputFile& other) const { return identity_ == other.identity_; }
 
  private:
+  enum class Mode { kAtomic, kDirect, kStdout };
   [[noreturn]] void fail(const std::string& what, int err);
-  std::filesystem::path target_, temp_;
-  std::string flag_;
+  std::filesystem::path target_, write_path_, temp_;
+  std::string flag_, identity_;
+  Mode mode_ = Mode::kAtomic;
   int fd_ = -1;
+  int slot_ = -1;  // the temporary file's place in the signal handler's list
+  bool committed_ = false;
 };
 
 struct HtmlOptions {

@@ -9,6 +9,9 @@ megatron_args    the flag columns of bench/accuracy/megatron_functional_test_mem
 pipeline_layout  layout strings (Megatron-LM's examples and edge cases) with their sizes line
 cli_args         command lines, one argument per line (run in the sandbox of cli_args.cpp)
 hardware_json    hardware profile files: the documented format, arrays, the edge cases
+spec_file        every examples/specs/* spec file (YAML and JSON) and YAML alias edge cases
+validate_csv     a --case pattern line, then the head of bench/accuracy's two CSV files (the
+                 functional tests, the real runs) and rows with invalid measurements
 
 Files named regress-* are inputs that once found a bug (docs/reliability.md); they are kept
 by hand, never rewritten here.
@@ -134,12 +137,52 @@ def hardware_json():
         (d / f"seed-{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
+SPEC_EDGES = {
+    "anchors.yaml": "parallelism: &p\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 1\n"
+                    "model:\n  name: tiny\n  num_layers: 2\n  hidden_size: 256\n  num_attention_heads: 8\n"
+                    "  ffn_hidden_size: 1024\n  vocab_size: 1000\ntraining:\n  micro_batch_size: 1\n"
+                    "  seq_length: 1024\ninfrastructure:\n  world_size: 1\n",
+    "flow.json": '{"model": {"name": "tiny", "num_layers": 2, "hidden_size": 256, "num_attention_heads": 8, '
+                 '"ffn_hidden_size": 1024, "vocab_size": 1000}, "parallelism": {"tensor_model_parallel_size": 1, '
+                 '"pipeline_model_parallel_size": 1}, "training": {"micro_batch_size": 1, "seq_length": 1024}, '
+                 '"infrastructure": {"world_size": 1}}\n',
+}
+
+
+def spec_file():
+    d = reset("spec_file")
+    for f in sorted((ROOT / "examples" / "specs").iterdir()):
+        (d / f"seed-{f.name}").write_text(f.read_text())
+    for name, text in SPEC_EDGES.items():
+        (d / f"seed-{name}").write_text(text)
+
+
+def validate_csv():
+    d = reset("validate_csv")
+    for name, pattern, rows in (("functional", "", 6), ("functional-filter", "^gpt3_.*tp2", 12)):
+        with open(ROOT / "bench" / "accuracy" / "megatron_functional_test_memory.csv", newline="") as f:
+            lines = f.read().splitlines(keepends=True)
+        head = [lines[0]] + [l for l in lines[1:] if l.startswith(("gpt,", "moe,"))][:rows]
+        (d / f"seed-{name}.txt").write_text(pattern + "\n" + "".join(head))
+    with open(ROOT / "bench" / "accuracy" / "real_runs.csv", newline="") as f:
+        lines = f.read().splitlines(keepends=True)
+    (d / "seed-real-runs.txt").write_text("\n" + "".join(lines[:4]))
+    header = ("model,test_case,golden,max_alloc_GiB_max,alloc_GiB_median,nodes_gpus,num-layers,hidden-size,"
+              "num-attention-heads,seq-length,max-position-embeddings,micro-batch-size,vocab-size,tokenizer-type\n")
+    row = "gpt,{},dgx_h100,{},1.5,{},4,256,8,1024,4096,1,1000,NullTokenizer\n"
+    (d / "seed-invalid-measurements.txt").write_text(
+        "(\\w+)+\n" + header + row.format("ok", "2.5", "dgx_h100:1x8") + row.format("nan", "nan", "dgx_h100:1x8")
+        + row.format("zero", "0", "dgx_h100:1x8") + row.format("big", "2.5", "dgx_h100:4611686018427387906x4"))
+
+
 if __name__ == "__main__":
     hf_config()
     megatron_args()
     pipeline_layout()
     cli_args()
     hardware_json()
+    spec_file()
+    validate_csv()
     for d in sorted(CORPUS.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mme/error.hpp"
+#include "mme/input_text.hpp"
 
 namespace mme {
 
@@ -29,6 +30,10 @@ ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, co
   if (spec.name.empty()) spec.name = name;
   if (spec.source.empty()) spec.source = source;
   if (spec.adapter.empty()) spec.adapter = std::string(adapter->name());
+  // Strings from the config are printed in reports: a hub repository's model_type must not
+  // write escape sequences to the user's terminal (docs/reliability.md).
+  for (std::string* text : {&spec.name, &spec.family, &spec.model_type, &spec.adapter}) *text = printable(*text);
+  for (auto& w : spec.warnings) w = printable(w);
   for (const auto& w : spec.warnings) spdlog::warn("{}: {}", source, w);
   validate_model_spec(spec);
   return spec;

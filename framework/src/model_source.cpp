@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mme/error.hpp"
+#include "mme/input_text.hpp"
 #include "mme/plugin_loader.hpp"
 #include "mme/version.hpp"
 
@@ -579,6 +580,10 @@ ResolvedModel download_to_cache(const std::string& id, const SourceOptions& opti
   Downloaded d = download(id, options, zoo);
   // Parse before caching: a truncated or broken body never becomes a cache entry.
   nlohmann::json config = parse_config_text(d.body, d.url);
+  // Valid JSON that is not a config ([1,2,3]) would stay in the cache and fail every later run.
+  if (!config.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object (a config.json), got {}; nothing cached", d.url,
+                                  config.type_name()));
   const std::string commit = d.commit.empty() ? options.revision : d.commit;
   if (!safe_component(commit)) {
     spdlog::debug("{}: no commit id from the server; not cached", d.url);
@@ -638,27 +643,7 @@ nlohmann::json parse_config_text(std::string_view text, const std::string& sourc
   if (text.find('\0') != std::string_view::npos)
     throw ConfigError(fmt::format("{}: contains NUL bytes; not a JSON text file", source));
   if (all_space(text)) throw ConfigError(fmt::format("{}: empty; expected a JSON config", source));
-  // Nesting depth, outside strings: values are dumped recursively (error messages, spec
-  // files), so a document nested thousands of levels deep would exhaust the stack. A
-  // config.json nests a few levels.
-  constexpr int kMaxDepth = 64;
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth)
-        throw ConfigError(fmt::format("{}: JSON nested more than {} levels deep; a config.json nests a few", source,
-                                      kMaxDepth));
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  check_json_nesting(text, source);  // before parsing: deep documents exhaust the stack
   try {
     return nlohmann::json::parse(text.begin(), text.end(), nullptr, true, false);
   } catch (const nlohmann::json::exception& e) {

@@ -46,7 +46,9 @@ bool load_plugin_file(Registry& registry, const fs::path& file) {
   const std::string where = file.string();
   std::error_code ec;
   auto library = std::make_shared<boost::dll::shared_library>();
-  library->load(file, ec, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  // Immediate binding: a plugin that needs a symbol this libmme lacks is refused here, with one
+  // warning, instead of killing the process (exit 127) at its first call into that symbol.
+  library->load(file, ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   if (ec || !library->is_loaded()) {
     const char* detail = ::dlerror();
     registry.record_rejected(where, fmt::format("not a loadable library ({})",
@@ -63,6 +65,9 @@ bool load_plugin_file(Registry& registry, const fs::path& file) {
     info = entry();
   } catch (const std::exception& e) {
     registry.record_rejected(where, fmt::format("the entry symbol failed: {}", e.what()));
+    return false;
+  } catch (...) {  // anything else would end in std::terminate (exit 134)
+    registry.record_rejected(where, "the entry symbol threw a non-standard exception");
     return false;
   }
   if (!info) {

@@ -7,15 +7,16 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 
 #include <fmt/core.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "mme/config_reader.hpp"
 #include "mme/error.hpp"
+#include "mme/input_text.hpp"
 #include "mme/megatron_args.hpp"
 #include "mme/model_loader.hpp"
 #include "mme/pipeline.hpp"
@@ -33,7 +34,13 @@ constexpr const char* kMarker = "spec-file";
 constexpr std::int64_t kMaxParallel = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxGpus = std::int64_t{1} << 40;
-constexpr std::int64_t kMaxFileBytes = 1 << 20;
+constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+// A spec file has a few hundred values; YAML aliases can expand a few bytes into billions
+// (`a: &a [*a]` is a cycle), so the expanded tree is bounded, as is its depth (input_text.hpp).
+constexpr std::size_t kMaxYamlNodes = 100000;
+// An alias to a long scalar repeated by other aliases copies its text each time: the expanded
+// text is bounded as well (16 x the largest file).
+constexpr std::size_t kMaxYamlBytes = std::size_t{16} << 20;
 
 // ---------------------------------------------------------------------------------------------
 // The parsed file: a tree with the line of every key, from YAML (yaml-cpp marks) or JSON
@@ -61,15 +68,43 @@ Node make_scalar(Node::Kind kind, std::string text) {
 // Plain YAML scalars are typed by the YAML 1.2 core schema (true/false, null/~, integers,
 // floats); quoted ones are strings.
 Node typed_plain_scalar(const std::string& s) {
-  static const std::regex kInt("^[-+]?[0-9]+$");
-  static const std::regex kFloat("^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$");
+  // By hand, not std::regex: it recurses once per character, and a plain scalar may be long.
+  auto digits = [&](std::size_t& i) {
+    const std::size_t start = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i > start;
+  };
+  auto is_int = [&] {
+    std::size_t i = s.empty() || (s[0] != '-' && s[0] != '+') ? 0 : 1;
+    return digits(i) && i == s.size();
+  };
+  // [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+  auto is_float = [&] {
+    std::size_t i = s.empty() || (s[0] != '-' && s[0] != '+') ? 0 : 1;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      if (!digits(i)) return false;
+    } else {
+      if (!digits(i)) return false;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        digits(i);
+      }
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      ++i;
+      if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+      if (!digits(i)) return false;
+    }
+    return i == s.size();
+  };
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return make_scalar(Node::Kind::kNull, s);
   if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
     Node n = make_scalar(Node::Kind::kBool, s);
     n.b = s[0] == 't' || s[0] == 'T';
     return n;
   }
-  if (std::regex_match(s, kInt)) {
+  if (is_int()) {
     Node n = make_scalar(Node::Kind::kInt, s);
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
     const auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), n.i);
@@ -78,7 +113,7 @@ Node typed_plain_scalar(const std::string& s) {
     n.f = std::strtod(s.c_str(), nullptr);
     return n;
   }
-  if (std::regex_match(s, kFloat)) {
+  if (is_float()) {
     Node n = make_scalar(Node::Kind::kFloat, s);
     n.f = std::strtod(s.c_str(), nullptr);
     return n;
@@ -86,13 +121,45 @@ Node typed_plain_scalar(const std::string& s) {
   return make_scalar(Node::Kind::kString, s);
 }
 
-Node from_yaml(const YAML::Node& y, int line) {
+// The walk over yaml-cpp's node graph, where an alias is the node it refers to: the graph may
+// have cycles and shared subtrees. `path` holds the nodes from the root (a cycle repeats one).
+struct YamlWalk {
+  const std::string& source;
+  std::vector<YAML::Node> path;
+  std::size_t nodes = 0;
+  std::size_t bytes = 0;  // of keys and scalars, as expanded
+};
+
+Node from_yaml(const YAML::Node& y, int line, YamlWalk& walk) {
+  if (++walk.nodes > kMaxYamlNodes)
+    throw ConfigError(fmt::format("{}: more than {} values once YAML aliases are expanded; a spec file has a few "
+                                  "hundred",
+                                  walk.source, kMaxYamlNodes));
+  if (y.IsSequence() || y.IsMap()) {
+    for (const auto& above : walk.path)
+      if (above.is(y))
+        throw ConfigError(fmt::format("{}:{}: a YAML alias refers to a node that contains it (a cycle)", walk.source,
+                                      line));
+    if (static_cast<int>(walk.path.size()) >= kMaxNestingDepth)
+      throw ConfigError(fmt::format("{}:{}: YAML nested more than {} levels deep; a spec file nests a few",
+                                    walk.source, line, kMaxNestingDepth));
+  }
+  walk.path.push_back(y);
+  struct Pop {
+    YamlWalk& w;
+    ~Pop() { w.path.pop_back(); }
+  } pop{walk};
   Node n;
   n.line = line;
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null: n.kind = Node::Kind::kNull; break;
     case YAML::NodeType::Scalar: {
+      walk.bytes += y.Scalar().size();
+      if (walk.bytes > kMaxYamlBytes)
+        throw ConfigError(fmt::format("{}: more than {} bytes of text once YAML aliases are expanded; a spec file "
+                                      "is small",
+                                      walk.source, kMaxYamlBytes));
       const std::string& tag = y.Tag();
       if (tag == "!" || tag == "tag:yaml.org,2002:str") {
         n = make_scalar(Node::Kind::kString, y.Scalar());
@@ -107,18 +174,19 @@ Node from_yaml(const YAML::Node& y, int line) {
     case YAML::NodeType::Sequence:
       n.kind = Node::Kind::kList;
       for (const auto& item : y)
-        n.children.push_back(from_yaml(item, item.Mark().line >= 0 ? item.Mark().line + 1 : line));
+        n.children.push_back(from_yaml(item, item.Mark().line >= 0 ? item.Mark().line + 1 : line, walk));
       break;
     case YAML::NodeType::Map:
       n.kind = Node::Kind::kMap;
       for (auto it = y.begin(); it != y.end(); ++it) {
         const int key_line = it->first.Mark().line >= 0 ? it->first.Mark().line + 1 : line;
-        Node member = from_yaml(it->second, key_line);
+        Node member = from_yaml(it->second, key_line, walk);
         member.line = key_line;
         if (it->first.Type() != YAML::NodeType::Scalar) {
           member.key = "";  // reported by the reader as a bad key
         } else {
           member.key = it->first.Scalar();
+          walk.bytes += member.key.size();
         }
         n.children.push_back(std::move(member));
       }
@@ -127,17 +195,43 @@ Node from_yaml(const YAML::Node& y, int line) {
   return n;
 }
 
+// Counts documents without building them. yaml-cpp 0.7 never stops on some texts (", " gives
+// one empty document after another, so YAML::LoadAll loops until memory runs out): the count
+// stops at a bound.
+struct NoEvents : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 Node parse_yaml(std::string_view text, const std::string& source) {
+  constexpr int kMaxDocuments = 16;
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    NoEvents none;
+    int count = 0;
+    while (count < kMaxDocuments && parser.HandleNextDocument(none)) ++count;
+    if (count >= kMaxDocuments)
+      throw ConfigError(fmt::format("{}: not valid YAML: {} or more documents (a stray ',' or other flow character?); "
+                                    "a spec file is one document",
+                                    source, kMaxDocuments));
+    if (count > 1)
+      throw ConfigError(fmt::format("{}: holds {} YAML documents; a spec file is one document", source, count));
+    if (count == 1) docs.push_back(YAML::Load(std::string(text)));
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
   }
-  if (docs.size() > 1)
-    throw ConfigError(fmt::format("{}: holds {} YAML documents; a spec file is one document", source, docs.size()));
   if (docs.empty()) return Node{};
-  return from_yaml(docs.front(), docs.front().Mark().line >= 0 ? docs.front().Mark().line + 1 : 1);
+  YamlWalk walk{source, {}, 0};
+  return from_yaml(docs.front(), docs.front().Mark().line >= 0 ? docs.front().Mark().line + 1 : 1, walk);
 }
 
 // An input iterator over the text that publishes how far the JSON lexer has read: at each SAX
@@ -279,17 +373,25 @@ class JsonTreeBuilder {
 };
 
 Node parse_json(std::string_view text, const std::string& source) {
+  // The tree is built, walked and destroyed recursively: the depth is checked first.
+  check_json_nesting(text, source, "a spec file");
   const char* cursor = text.data();
   JsonTreeBuilder builder(text, &cursor);
   TrackingIterator first{text.data(), &cursor};
   TrackingIterator last{text.data() + text.size(), &cursor};
   if (!J::sax_parse(first, last, &builder)) {
     // "[json.exception.parse_error.101] parse error at line 3, column 7: syntax error ..."
-    static const std::regex kWhere("at line ([0-9]+), column [0-9]+: (.*)$");
-    std::smatch m;
+    // Read by hand: the message quotes the last token, which may be long, and std::regex
+    // recurses once per character (a 50 KB token overflowed the stack; the spec_file fuzzer).
     const std::string& what = builder.error();
-    if (std::regex_search(what, m, kWhere))
-      throw ConfigError(fmt::format("{}:{}: not valid JSON: {}", source, m[1].str(), m[2].str()));
+    const auto at = what.find("at line ");
+    const auto digits = at == std::string::npos ? at : at + 8;
+    std::size_t end = digits;
+    while (end != std::string::npos && end < what.size() && std::isdigit(static_cast<unsigned char>(what[end]))) ++end;
+    const auto colon = end == std::string::npos ? end : what.find(": ", end);
+    if (end != std::string::npos && end > digits && what.compare(end, 9, ", column ") == 0 && colon != std::string::npos)
+      throw ConfigError(fmt::format("{}:{}: not valid JSON: {}", source, what.substr(digits, end - digits),
+                                    what.substr(colon + 2)));
     throw ConfigError(fmt::format("{}: not valid JSON: {}", source, what));
   }
   return std::move(builder.root());
@@ -1190,17 +1292,8 @@ SpecFile parse_spec_text(std::string_view text, const std::string& source, SpecF
 
 SpecFile read_spec_file(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw NotFoundError(fmt::format("{}: no such file", path.string()));
   if (fs::is_directory(path, ec)) throw ConfigError(fmt::format("{}: is a folder, not a spec file", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
-  std::string text;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (static_cast<std::int64_t>(text.size()) > kMaxFileBytes)
-      throw ConfigError(fmt::format("{}: larger than {} bytes; a spec file is small", path.string(), kMaxFileBytes));
-  }
+  const std::string text = read_text_file(path, kMaxFileBytes, "a spec file");
   return parse_spec_text(text, path.string(), spec_format_for(path, text));
 }
 
@@ -1767,8 +1860,11 @@ std::vector<OutField> section_fields(const std::string& section, const TrainingS
 
 bool plain_yaml_string(const std::string& s) {
   if (s.empty()) return false;
-  static const std::regex kSafe("^[A-Za-z_][A-Za-z0-9_./@+-]*$");
-  if (!std::regex_match(s, kSafe)) return false;
+  // ^[A-Za-z_][A-Za-z0-9_./@+-]*$, by hand (std::regex recurses once per character).
+  if (!std::isalpha(static_cast<unsigned char>(s[0])) && s[0] != '_') return false;
+  for (const char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view("_./@+-").find(c) == std::string_view::npos)
+      return false;
   return typed_plain_scalar(s).kind == Node::Kind::kString;
 }
 
@@ -1818,7 +1914,8 @@ std::string spec_model_inexpressible(const ModelSpec& model) { return inexpressi
 std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options) {
   const WrittenSpec w = build_written(model, setup, options);
   std::string out;
-  for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + h + "\n";
+  // A header line may hold input (`mme init MODEL`): a newline in it would end the comment.
+  for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + printable(h) + "\n";
   if (!w.hf_reason.empty())
     out += fmt::format("# The model is written as `hf:` (its own config) because {};\n"
                        "# docs/spec-files.md lists the fields that may override such a base.\n",

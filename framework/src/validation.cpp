@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <istream>
-#include <regex>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -17,6 +16,8 @@
 #include "mme/megatron_args.hpp"
 #include "mme/model_loader.hpp"
 #include "mme/units.hpp"
+#include "mme/input_text.hpp"
+#include "mme/training_setup.hpp"
 
 namespace mme {
 
@@ -101,12 +102,19 @@ std::int64_t world_size_of(const std::string& nodes_gpus, const std::string& gol
     const auto x = entry.find('x', colon == std::string::npos ? 0 : colon);
     if (colon == std::string::npos || x == std::string::npos) continue;
     const std::string platform = entry.substr(0, colon);
-    std::int64_t n = 0;
+    std::int64_t nodes = 0, gpus = 0;
     try {
-      n = std::stoll(entry.substr(colon + 1, x - colon - 1)) * std::stoll(entry.substr(x + 1));
+      nodes = std::stoll(entry.substr(colon + 1, x - colon - 1));
+      gpus = std::stoll(entry.substr(x + 1));
     } catch (const std::exception&) {
       continue;
     }
+    // A product beyond any launch (or one that would not fit in 64 bits) is an error of the row,
+    // never a wrapped number (4611686018427387906x4 once became 8 GPUs).
+    std::int64_t n = 0;
+    if (nodes < 1 || gpus < 1 || __builtin_mul_overflow(nodes, gpus, &n) || n > kMaxWorldSize)
+      throw ConfigError(fmt::format("nodes_gpus '{}': {} nodes x {} GPUs is not a launch size (1 to {} GPUs)", entry,
+                                    nodes, gpus, kMaxWorldSize));
     if (first == 0) first = n;
     if (golden.find(platform) != std::string::npos) return n;
   }
@@ -190,20 +198,25 @@ CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::s
 }
 
 CsvTable read_csv_table(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
+  // Regular files only, with a size cap (a folder once gave "internal error", /dev/zero grew
+  // until memory ran out); the project's own file is 0.5 MiB.
+  return parse_csv_table(read_text_file(path, kMaxCsvBytes, "a CSV of measured cases"), path.string());
+}
+
+CsvTable parse_csv_table(std::string_view text, const std::string& where) {
+  std::istringstream in{std::string(text)};
   std::string line;
-  if (!std::getline(in, line)) throw ConfigError(fmt::format("{}: empty file", path.string()));
+  if (!std::getline(in, line)) throw ConfigError(fmt::format("{}: empty file", where));
   CsvTable table;
-  table.header = split_csv_line(line, path.string() + ":1");
-  table.format = detect_csv_format(table.header, path.string());
+  table.header = split_csv_line(line, where + ":1");
+  table.format = detect_csv_format(table.header, where);
   std::size_t lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
-    const auto cells = split_csv_line(line, fmt::format("{}:{}", path.string(), lineno));
+    const auto cells = split_csv_line(line, fmt::format("{}:{}", where, lineno));
     if (cells.size() != table.header.size())
-      throw ConfigError(fmt::format("{}:{}: {} cells for {} columns", path.string(), lineno, cells.size(),
+      throw ConfigError(fmt::format("{}:{}: {} cells for {} columns", where, lineno, cells.size(),
                                     table.header.size()));
     CsvRow row;
     for (std::size_t i = 0; i < cells.size(); ++i)
@@ -273,16 +286,34 @@ void take_stage(ValidationCase& c, const StageEstimate& stage) {
 
 ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   ValidationCase c;
-  c.model = get(row, "model");
-  c.test_case = get(row, "test_case");
-  c.golden = get(row, "golden");
-  c.measured_peak_gib = number(row, "max_alloc_GiB_max");
-  c.measured_static_gib = number(row, "alloc_GiB_median");
-  c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
+  c.model = printable(get(row, "model"));  // printed in the report
+  c.test_case = printable(get(row, "test_case"));  // printed in the report
+  c.golden = printable(get(row, "golden"));  // printed in the report
   c.gpu_architecture = architecture_of(c.golden);
+  // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
+  // peak once counted as 0 % error).
+  std::string invalid;
+  try {
+    c.measured_peak_gib = number(row, "max_alloc_GiB_max");
+    c.measured_static_gib = number(row, "alloc_GiB_median");
+    if (!std::isfinite(c.measured_peak_gib) || !(c.measured_peak_gib > 0))
+      throw ConfigError(fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB",
+                                    get(row, "max_alloc_GiB_max")));
+    if (!std::isfinite(c.measured_static_gib) || c.measured_static_gib < 0)
+      throw ConfigError(fmt::format("alloc_GiB_median '{}' is not a number of GiB", get(row, "alloc_GiB_median")));
+    c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
+  } catch (const ConfigError& e) {
+    invalid = printable(e.what());
+  }
   if (std::string why = skip_reason(row); !why.empty()) {
     c.status = "skipped";
     c.reason = why;
+    return c;
+  }
+  if (!invalid.empty()) {
+    c.measured_peak_gib = c.measured_static_gib = 0;
+    c.status = "error";
+    c.reason = invalid;
     return c;
   }
   MegatronArgs args;
@@ -317,7 +348,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     c.status = "ok";
   } catch (const Error& e) {
     c.status = "error";
-    c.reason = e.what();
+    c.reason = printable(e.what());
   }
   return c;
 }
@@ -325,12 +356,12 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
 ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
   ValidationCase c;
   c.format = CsvFormat::kRealRuns;
-  c.id = get(row, "id");
+  c.id = printable(get(row, "id"));  // printed in the report
   c.test_case = c.id;
-  c.model = get(row, "model");
-  c.source = get(row, "source");
+  c.model = printable(get(row, "model"));  // printed in the report
+  c.source = printable(get(row, "source"));  // printed in the report
   c.metric = get(row, "metric");
-  c.rank_note = get(row, "rank_note");
+  c.rank_note = printable(get(row, "rank_note"));  // printed in the report
   c.mme_args = get(row, "mme_args");
   const std::string where = fmt::format("real-runs row '{}'", c.id);
   if (c.id.empty()) throw ConfigError("a real-runs row has no id");
@@ -355,49 +386,347 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
     c.status = "ok";
   } catch (const Error& e) {
     c.status = "error";
-    c.reason = e.what();
+    c.reason = printable(e.what());
   }
   return c;
 }
 
+// ---------------------------------------------------------------------------------------------
+// RowFilter: a regular-expression matcher in linear time (a Pike VM over a compiled program,
+// no backtracking): the text is read once, each step advancing every live state together, so
+// `(\w+)+!` or `(.)*$` against a long field costs pattern x text, never more, and nothing
+// recurses on the text.
+
 namespace {
 
-// A row filter. libstdc++'s regex compiler reads back-references and repeat counts into a
-// long without an overflow check (a 20-digit \N is undefined behaviour) and expands {N} into
-// N states, so numbers in a pattern are kept to 4 digits and patterns to 256 characters; a
-// filter on test-case names needs neither more.
-std::regex compile_filter(std::string_view flag, const std::string& pattern) {
-  constexpr std::size_t kMaxLength = 256;
-  constexpr std::size_t kMaxDigits = 4;
-  if (pattern.size() > kMaxLength)
-    throw UsageError(fmt::format("{}: the regular expression is longer than {} characters", flag, kMaxLength));
-  std::size_t run = 0;
-  for (const char c : pattern) {
-    run = std::isdigit(static_cast<unsigned char>(c)) ? run + 1 : 0;
-    if (run > kMaxDigits)
-      throw UsageError(fmt::format("{}: a number of more than {} digits in the regular expression; repeat counts "
-                                   "and back-references that large are not supported", flag, kMaxDigits));
-  }
-  try {
-    return std::regex(pattern);
-  } catch (const std::regex_error& e) {
-    throw UsageError(fmt::format("{}: invalid regular expression: {}", flag, e.what()));
-  }
-}
+constexpr std::size_t kMaxFilterLength = 256;
+constexpr std::size_t kMaxFilterStates = 20000;
+constexpr int kMaxFilterCount = 1000;
 
 }  // namespace
 
+struct RowFilter::Parser {
+  using Fragment = std::vector<RowFilter::Inst>;  // jumps relative to the instruction
+  std::string_view flag;
+  std::string_view p;
+  std::size_t i = 0;
+  std::vector<std::bitset<256>>& classes;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw UsageError(fmt::format("{}: invalid regular expression: {} (at offset {})", flag, what, i));
+  }
+  void check(const Fragment& f) const {
+    if (f.size() > kMaxFilterStates)
+      throw UsageError(fmt::format("{}: the regular expression expands to more than {} states; use smaller repeat "
+                                   "counts",
+                                   flag, kMaxFilterStates));
+  }
+  static RowFilter::Inst inst(RowFilter::Op op, int x = 0, int y = 0) { return {op, 0, x, y, 0}; }
+  static void append(Fragment& to, const Fragment& f) { to.insert(to.end(), f.begin(), f.end()); }
+
+  Fragment alternation() {
+    Fragment left = sequence();
+    while (i < p.size() && p[i] == '|') {
+      ++i;
+      Fragment right = sequence();
+      Fragment f;
+      f.push_back(inst(Op::kSplit, 1, static_cast<int>(left.size()) + 2));
+      append(f, left);
+      f.push_back(inst(Op::kJmp, static_cast<int>(right.size()) + 1));
+      append(f, right);
+      check(f);
+      left = std::move(f);
+    }
+    return left;
+  }
+
+  Fragment sequence() {
+    Fragment f;
+    while (i < p.size() && p[i] != '|' && p[i] != ')') {
+      append(f, repeat());
+      check(f);
+    }
+    return f;
+  }
+
+  // {n}, {n,}, {n,m} at i; false (nothing consumed) when the braces are not a quantifier, which
+  // ECMAScript (Annex B) then reads as literal characters.
+  bool counts(int& lo, int& hi) {
+    std::size_t j = i + 1;
+    auto number = [&](int& out) {
+      const std::size_t start = j;
+      long v = 0;
+      while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && j - start < 5) v = v * 10 + (p[j++] - '0');
+      if (j == start) return false;
+      if (v > kMaxFilterCount)
+        throw UsageError(fmt::format("{}: a repeat count of {} in the regular expression is more than {}", flag, v,
+                                     kMaxFilterCount));
+      out = static_cast<int>(v);
+      return true;
+    };
+    if (!number(lo)) return false;
+    hi = lo;
+    if (j < p.size() && p[j] == ',') {
+      ++j;
+      hi = -1;
+      if (j < p.size() && p[j] != '}' && !number(hi)) return false;
+    }
+    if (j >= p.size() || p[j] != '}') return false;
+    if (hi >= 0 && hi < lo) fail("a repeat count {n,m} with m < n");
+    i = j + 1;
+    return true;
+  }
+
+  Fragment repeat() {
+    Fragment e = atom();
+    if (i >= p.size()) return e;
+    int lo = 0, hi = -1;
+    const char q = p[i];
+    if (q == '*') {
+      ++i;
+    } else if (q == '+') {
+      ++i, lo = 1;
+    } else if (q == '?') {
+      ++i, hi = 1;
+    } else if (q == '{' && counts(lo, hi)) {
+    } else {
+      return e;
+    }
+    if (i < p.size() && p[i] == '?') ++i;  // lazy: the same rows match
+    if (i < p.size() && (p[i] == '*' || p[i] == '+' || p[i] == '?')) fail("nothing to repeat");
+    if (!e.empty() && (e.front().op == Op::kBol || e.front().op == Op::kEol) && e.size() == 1) return e;
+    Fragment f;
+    for (int k = 0; k < lo; ++k) {
+      append(f, e);
+      check(f);
+    }
+    const int n = static_cast<int>(e.size());
+    if (hi < 0) {  // a loop: split into e or past it, e jumps back
+      f.push_back(inst(Op::kSplit, 1, n + 2));
+      append(f, e);
+      f.push_back(inst(Op::kJmp, -(n + 1)));
+    } else {  // hi - lo optional copies, nested: (e(e(e)?)?)?
+      Fragment tail;
+      for (int k = lo; k < hi; ++k) {
+        Fragment t;
+        t.push_back(inst(Op::kSplit, 1, n + static_cast<int>(tail.size()) + 1));
+        append(t, e);
+        append(t, tail);
+        check(t);
+        tail = std::move(t);
+      }
+      append(f, tail);
+    }
+    check(f);
+    return f;
+  }
+
+  int add_class(const std::bitset<256>& set) {
+    classes.push_back(set);
+    return static_cast<int>(classes.size()) - 1;
+  }
+  static std::bitset<256> named(char c) {
+    std::bitset<256> s;
+    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (int b = 0; b < 256; ++b) {
+      const bool in = lower == 'd'   ? std::isdigit(b) != 0
+                      : lower == 'w' ? (std::isalnum(b) != 0 && b < 128) || b == '_'
+                                     : b == ' ' || (b >= '\t' && b <= '\r');
+      s[static_cast<std::size_t>(b)] = in;
+    }
+    if (std::isupper(static_cast<unsigned char>(c))) s.flip();
+    return s;
+  }
+  // The character of an escape \c that stands for one character; -1 for a class (\d ...).
+  int escaped(char c) {
+    switch (c) {
+      case 'd': case 'D': case 'w': case 'W': case 's': case 'S': return -1;
+      case 't': return '\t';
+      case 'n': return '\n';
+      case 'r': return '\r';
+      case 'f': return '\f';
+      case 'v': return '\v';
+      case '0': return '\0';
+      case 'x': {
+        if (i + 2 > p.size() || !std::isxdigit(static_cast<unsigned char>(p[i])) ||
+            !std::isxdigit(static_cast<unsigned char>(p[i + 1])))
+          fail("\\x needs two hexadecimal digits");
+        const int v = std::stoi(std::string(p.substr(i, 2)), nullptr, 16);
+        i += 2;
+        return v;
+      }
+      default: break;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)))
+      fail("back-references are not supported (the matcher runs in linear time)");
+    if (c == 'b' || c == 'B') fail("word boundaries (\\b, \\B) are not supported");
+    if (std::isalnum(static_cast<unsigned char>(c))) fail(fmt::format("unknown escape '\\{}'", c));
+    return static_cast<unsigned char>(c);  // \. \* \\ \( ...
+  }
+
+  Fragment atom() {
+    const char c = p[i++];
+    Fragment f;
+    switch (c) {
+      case '(': {
+        if (i < p.size() && p[i] == '?') {
+          if (i + 1 < p.size() && p[i + 1] == ':') {
+            i += 2;
+          } else {
+            fail("lookahead and lookbehind are not supported");
+          }
+        }
+        f = alternation();
+        if (i >= p.size() || p[i] != ')') fail("a '(' without its ')'");
+        ++i;
+        return f;
+      }
+      case ')': fail("a ')' without its '('");
+      case '*': case '+': case '?': fail("nothing to repeat");
+      case '^': f.push_back(inst(Op::kBol)); return f;
+      case '$': f.push_back(inst(Op::kEol)); return f;
+      case '.': f.push_back(inst(Op::kAny)); return f;
+      case '[': {
+        std::bitset<256> set;
+        const bool negate = i < p.size() && p[i] == '^';
+        if (negate) ++i;
+        bool first = true;
+        while (true) {
+          if (i >= p.size()) fail("a '[' without its ']'");
+          char a = p[i++];
+          if (a == ']' && !first) break;
+          first = false;
+          int lo = static_cast<unsigned char>(a);
+          if (a == '\\') {
+            if (i >= p.size()) fail("a '\\' at the end");
+            const char e = p[i++];
+            if (e == 'b') {
+              lo = '\b';
+            } else {
+              lo = escaped(e);
+              if (lo < 0) {
+                set |= named(e);
+                continue;
+              }
+            }
+          }
+          int hi = lo;
+          if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
+            ++i;
+            const char b = p[i++];
+            hi = static_cast<unsigned char>(b);
+            if (b == '\\') {
+              if (i >= p.size()) fail("a '\\' at the end");
+              hi = escaped(p[i++]);
+              if (hi < 0) fail("a class escape cannot end a range");
+            }
+            if (hi < lo) fail("a range out of order in [...]");
+          }
+          for (int b = lo; b <= hi; ++b) set[static_cast<std::size_t>(b)] = true;
+        }
+        if (negate) set.flip();
+        RowFilter::Inst in = inst(Op::kClass);
+        in.cls = add_class(set);
+        f.push_back(in);
+        return f;
+      }
+      case '\\': {
+        if (i >= p.size()) fail("a '\\' at the end");
+        const char e = p[i++];
+        const int v = escaped(e);
+        RowFilter::Inst in = inst(v < 0 ? Op::kClass : Op::kByte);
+        if (v < 0) in.cls = add_class(named(e));
+        else in.c = static_cast<unsigned char>(v);
+        f.push_back(in);
+        return f;
+      }
+      default: {
+        RowFilter::Inst in = inst(Op::kByte);
+        in.c = static_cast<unsigned char>(c);
+        f.push_back(in);
+        return f;
+      }
+    }
+  }
+};
+
+RowFilter::RowFilter(std::string_view flag, std::string_view pattern) {
+  if (pattern.size() > kMaxFilterLength)
+    throw UsageError(fmt::format("{}: the regular expression is longer than {} characters", flag, kMaxFilterLength));
+  Parser parser{flag, pattern, 0, classes_};
+  Parser::Fragment f = parser.alternation();
+  if (parser.i < pattern.size()) parser.fail("a ')' without its '('");
+  f.push_back(Parser::inst(Op::kMatch));
+  // Relative jumps to absolute ones.
+  for (std::size_t k = 0; k < f.size(); ++k) {
+    if (f[k].op == Op::kJmp || f[k].op == Op::kSplit) {
+      f[k].x += static_cast<int>(k);
+      f[k].y += static_cast<int>(k);
+    }
+  }
+  program_ = std::move(f);
+}
+
+bool RowFilter::search(std::string_view text) const {
+  const std::size_t n = program_.size();
+  std::vector<int> current, next, stack;
+  std::vector<std::size_t> mark(n, static_cast<std::size_t>(-1));
+  // Adds the state `start` and every state reachable from it without reading a character
+  // (jumps, splits, anchors that hold at `pos`) to `list`, each once per position; true when
+  // the match state is among them.
+  auto add = [&](std::vector<int>& list, int start, std::size_t pos) {
+    stack.assign(1, start);
+    while (!stack.empty()) {
+      const int pc = stack.back();
+      stack.pop_back();
+      if (mark[static_cast<std::size_t>(pc)] == pos) continue;
+      mark[static_cast<std::size_t>(pc)] = pos;
+      const Inst& in = program_[static_cast<std::size_t>(pc)];
+      switch (in.op) {
+        case Op::kMatch: return true;
+        case Op::kJmp: stack.push_back(in.x); break;
+        case Op::kSplit:
+          stack.push_back(in.y);
+          stack.push_back(in.x);
+          break;
+        case Op::kBol:
+          if (pos == 0) stack.push_back(pc + 1);
+          break;
+        case Op::kEol:
+          if (pos == text.size()) stack.push_back(pc + 1);
+          break;
+        default: list.push_back(pc);
+      }
+    }
+    return false;
+  };
+  for (std::size_t pos = 0;; ++pos) {
+    if (add(current, 0, pos)) return true;  // a match may start anywhere
+    if (pos == text.size()) return false;
+    const auto c = static_cast<unsigned char>(text[pos]);
+    next.clear();
+    for (const int pc : current) {
+      const Inst& in = program_[static_cast<std::size_t>(pc)];
+      const bool step = in.op == Op::kByte  ? in.c == c
+                        : in.op == Op::kAny ? c != '\n' && c != '\r'
+                                            : classes_[static_cast<std::size_t>(in.cls)][c];
+      if (step && add(next, pc + 1, pos + 1)) return true;
+    }
+    std::swap(current, next);
+  }
+}
+
 std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,
                                            const ValidationOptions& options) {
-  std::optional<std::regex> golden_re, case_re;
-  if (!options.golden_regex.empty()) golden_re.emplace(compile_filter("--golden", options.golden_regex));
-  if (!options.case_regex.empty()) case_re.emplace(compile_filter("--case", options.case_regex));
+  std::optional<RowFilter> golden_re, case_re;
+  if (!options.golden_regex.empty()) golden_re.emplace("--golden", options.golden_regex);
+  if (!options.case_regex.empty()) case_re.emplace("--case", options.case_regex);
   const CsvTable table = read_csv_table(csv);
   const bool real = table.format == CsvFormat::kRealRuns;
   std::vector<ValidationCase> out;
   for (const auto& row : table.rows) {
-    if (golden_re && !std::regex_search(get(row, "golden"), *golden_re)) continue;
-    if (case_re && !std::regex_search(get(row, real ? "id" : "test_case"), *case_re)) continue;
+    if (golden_re && !golden_re->search(get(row, "golden"))) continue;
+    if (case_re && !case_re->search(get(row, real ? "id" : "test_case"))) continue;
     out.push_back(real ? validate_real_run_row(row, options.estimate_args) : validate_row(row, registry));
   }
   return out;
@@ -582,11 +911,9 @@ std::vector<MemoryReport> parse_memory_log(std::istream& in, const std::string& 
 }
 
 std::vector<MemoryReport> read_memory_log(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw NotFoundError(fmt::format("{}: is a folder, not a log file", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file", path.string()));
+  // Regular files only, with a size cap: a whole log is read (a single line may be all of it).
+  const std::string text = read_text_file(path, kMaxLogBytes, "a training log");
+  std::istringstream in(text);
   return parse_memory_log(in, path.string());
 }
 

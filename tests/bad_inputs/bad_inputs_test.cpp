@@ -157,8 +157,10 @@ std::vector<Row> catalogue() {
         }()},
        2, "the workspaces add up to more than 2^62 bytes"},
       // `validate` row filters (libstdc++'s regex compiler overflows on long numbers).
-      {"a regex number beyond 64 bits", {"validate", "{dir}/cases.csv", "--golden", "a\\44444444444444444444"}, 2,
-       "--golden: a number of more than 4 digits in the regular expression", true, {{"cases.csv", kCases}}},
+      {"a regex back-reference beyond 64 bits", {"validate", "{dir}/cases.csv", "--golden", "a\\44444444444444444444"},
+       2, "--golden: invalid regular expression: back-references are not supported", true, {{"cases.csv", kCases}}},
+      {"a regex repeat count beyond any need", {"validate", "{dir}/cases.csv", "--case", "a{99999999}"}, 2,
+       "--case: a repeat count of", true, {{"cases.csv", kCases}}},
       {"an invalid regex", {"validate", "{dir}/cases.csv", "--case", "(tp2"}, 2,
        "--case: invalid regular expression", true, {{"cases.csv", kCases}}},
       // `validate` inputs: a CSV of neither format, a training log without usable memory lines.
@@ -173,6 +175,49 @@ std::vector<Row> catalogue() {
       {"a log rank beyond the world size", {"validate", "--from-log", "{dir}/train.log", "--megatron-args", kTiny}, 3,
        "rank 4294967296 is beyond the world size of 8 GPUs", true,
        {{"train.log", "[Rank 4294967296] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n"}}},
+      // Issue 20 (reliability, second pass).
+      {"a YAML alias that contains itself", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "a YAML alias refers to a node that contains it (a cycle)", true, {{"s.yaml", "a: &a [*a]\n"}}},
+      {"a YAML alias bomb", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "more than 100000 values once YAML aliases are expanded", true, {{"s.yaml", [] {
+          std::string s = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+          for (int i = 1; i < 9; ++i) {
+            const std::string prev = "*a" + std::to_string(i - 1);
+            s += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+            for (int k = 1; k < 10; ++k) s += ", " + prev;
+            s += "]\n";
+          }
+          return s;
+        }()}}},
+      {"a YAML text on which yaml-cpp never stops", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "not valid YAML: 16 or more documents", true, {{"s.yaml", ", "}}},
+      {"a YAML spec nested beyond the limit", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "YAML nested more than 64 levels deep", true,
+       {{"s.yaml", [] {
+          std::string s = "model:\n";
+          for (int i = 1; i <= 100; ++i) s += std::string(static_cast<std::size_t>(i), ' ') + "k:\n";
+          return s;
+        }()}}},
+      {"a JSON spec nested 100 000 deep", {"estimate", "--config", "{dir}/s.json"}, 3,
+       "JSON nested more than 64 levels deep", true,
+       {{"s.json", "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}"}}},
+      {"a folder as --megatron-args-file", {"estimate", "--megatron-args-file", "{dir}/args"}, 6,
+       "is a folder, not a Megatron-LM argument file", true, {{"args/README", "x\n"}}},
+      {"a Megatron argument file beyond the size cap", {"estimate", "--megatron-args-file", "{dir}/args.txt"}, 3,
+       "bytes is more than the 1048576 bytes a Megatron-LM argument file may have", true,
+       {{"args.txt", kTiny + std::string(2 << 20, ' ')}}},
+      {"a folder as the validate CSV", {"validate", "{dir}/cases"}, 6, "is a folder, not a CSV of measured cases", true,
+       {{"cases/README", "x\n"}}},
+      {"a folder as the validate log", {"validate", "--from-log", "{dir}/log", "--megatron-args", kTiny}, 6,
+       "is a folder, not a training log", true, {{"log/README", "x\n"}}},
+      {"33 heads for hidden 4096 in Megatron flags",
+       {"estimate", "--megatron-args",
+        "--num-layers 2 --hidden-size 4096 --num-attention-heads 33 --seq-length 1024 --max-position-embeddings 1024 "
+        "--micro-batch-size 1 --vocab-size 1000"},
+       3, "--num-attention-heads 33 does not divide --hidden-size 4096"},
+      {"--html and --svg naming one file in two spellings",
+       {"estimate", "meta-llama/Meta-Llama-3-8B", "--html", "{dir}/./x.html", "--svg", "{dir}/x.html"}, 2,
+       "--html and --svg name the same file"},
       // Megatron-LM flags.
       {"--nnodes x --nproc-per-node beyond 64 bits",
        {"estimate", "--megatron-args", kTiny + "--nnodes 4611686018427387904 --nproc-per-node 4"}, 2,

@@ -123,6 +123,11 @@ TEST(JsonProfiles, EveryBadFileCostsOneWarningAndIsSkipped) {
       {R"({"name": "X", "memory_gib": 80, "reserved_gib": 80})", "'reserved_gib' (80 GiB) must be less than"},
       {R"({"name": "X", "memory_gib": 0.5})", "'reserved_gib' (default 1 GiB) must be less than 'memory_gib'"},
       {R"({"name": "X", "memory_gib": 80, "bf16_tflops": -1})", "'bf16_tflops' must not be negative, got -1"},
+      // Issue 20: an absurd throughput made every plan score 0; a control character in a name
+      // would reach the terminal.
+      {R"({"name": "X", "memory_gib": 80, "bf16_tflops": 1e308})", "'bf16_tflops' 1e+308 is more than 1e+06"},
+      {R"({"name": "X\u001b[2J", "memory_gib": 80})", "'name' must not contain control characters"},
+      {R"({"name": "X", "memory_gib": 80, "aliases": ["x\u0007"]})", "'aliases'[0] must not contain control"},
       {R"({"name": "X", "memory_gib": 80, "link_bandwidth_gbps": null})", "'link_bandwidth_gbps' must be a number"},
       {R"({"name": "X", "memory_gib": 80, "aliases": "x"})", "'aliases' must be an array of strings, got a string"},
       {R"({"name": "X", "memory_gib": 80, "aliases": ["x", 3]})", "'aliases'[1] must be a string"},

@@ -116,7 +116,7 @@ class ScopedEnv {
 
 TEST(PluginLoader, FixturesWereBuilt) {
   for (const char* name : {"good", "good_two", "wrong_api", "wrong_abi", "null_info", "no_name", "no_entry", "throws",
-                           "throws_nonstd", "bad_profile", "dup_layer", "dup_alias", "dup_name"})
+                           "throws_nonstd", "entry_throws", "missing_symbol", "bad_profile", "dup_layer", "dup_alias", "dup_name"})
     EXPECT_TRUE(fs::is_regular_file(fixture(name))) << fixture(name);
   // They live in the test build tree, not in the folder the `mme` executable loads.
   EXPECT_NE(fs::weakly_canonical(fs::path(MME_TEST_FIXTURE_DIR)), fs::weakly_canonical(test::plugin_dir()));
@@ -188,6 +188,22 @@ TEST(PluginLoader, ThrowingRegistrationIsRejectedAndMergesNothing) {
 TEST(PluginLoader, NonStandardExceptionIsRejected) {
   Registry r;
   EXPECT_CONTAINS(load_rejected(r, fixture("throws_nonstd")), "non-standard exception");
+}
+
+// Issue 20, item 6: the entry call catches everything, as the registration call does.
+TEST(PluginLoader, EntryThrowingANonStandardExceptionIsRejected) {
+  Registry r;
+  EXPECT_CONTAINS(load_rejected(r, fixture("entry_throws")), "the entry symbol threw a non-standard exception");
+}
+
+// Issue 20, item 5: bound immediately, a plugin that needs a symbol libmme lacks is refused at
+// load (lazily bound, its registration ended the process with exit 127).
+TEST(PluginLoader, PluginNeedingAMissingSymbolIsRejectedAtLoad) {
+  Registry r;
+  const std::string reason = load_rejected(r, fixture("missing_symbol"));
+  EXPECT_CONTAINS(reason, "not a loadable library");
+  EXPECT_CONTAINS(reason, "mme_function_this_build_lacks");
+  EXPECT_TRUE(r.plugins().empty());
 }
 
 TEST(PluginLoader, InvalidProfileIsRejectedWithTheFrameworkMessage) {

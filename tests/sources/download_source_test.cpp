@@ -298,6 +298,15 @@ TEST_F(sources_download, BrokenJsonIsNotCached) {
   expect_cache_empty();
 }
 
+// Issue 20: valid JSON that is not a config stayed in the cache for good.
+TEST_F(sources_download, JsonThatIsNoConfigIsNotCached) {
+  HttpTestServer server(serve(200, "[1,2,3]", {{"X-Repo-Commit", kCommit}}));
+  use(server);
+  const std::string what = failure<ConfigError>();
+  EXPECT_NE(what.find("expected a JSON object (a config.json), got array; nothing cached"), std::string::npos) << what;
+  expect_cache_empty();
+}
+
 TEST_F(sources_download, EmptyBodyIsNotCached) {
   HttpTestServer server(serve(200, "", {{"X-Repo-Commit", kCommit}}));
   use(server);

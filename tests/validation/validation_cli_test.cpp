@@ -207,7 +207,7 @@ TEST(ValidateBadInputs, OneErrorLineAndTheDocumentedCode) {
     expect_error(go(with_run({"validate", "--from-log", nolines})), 3, "no memory lines found: looked for");
     expect_error(go(with_run({"validate", "--from-log", badnum})), 3, "'two' after 'max allocated:' is not");
     expect_error(go(with_run({"validate", "--from-log", (dir.path() / "missing.log").string()})), 6,
-                 "cannot open the file");
+                 "missing.log: no such file");
     expect_error(go({"validate", "--from-log", log}), 2, "validate --from-log needs a MODEL");
     expect_error(go({"validate", cols}), 3, "unknown set of columns (name, value)");
     expect_error(go({"validate", metric}), 3, "metric 'peak' is neither max_allocated nor other");

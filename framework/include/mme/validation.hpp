@@ -8,6 +8,7 @@
 // And a user's own training log: Megatron-LM's memory report lines, per rank.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -101,8 +102,32 @@ struct ArgsEstimate {
 };
 using ArgsEstimator = std::function<ArgsEstimate(const std::vector<std::string>& args)>;
 
+// The row filter of `validate --golden/--case`: a regular expression in the ECMAScript syntax,
+// searched for in a field (unanchored unless ^ / $ say otherwise), matched in linear time.
+// Supported: literals, '.', [...] classes with ranges and negation, \d \w \s (and \D \W \S),
+// \t \n \xHH, escaped punctuation, ( ) and (?: ), '|', '*', '+', '?', {n}, {n,}, {n,m} (counts at
+// most 1000), a lazy '?' after a quantifier, and the anchors ^ $. Refused with a UsageError:
+// back-references, lookaround, \b, patterns over 256 characters or of more than 20 000 states.
+class RowFilter {
+ public:
+  RowFilter(std::string_view flag, std::string_view pattern);
+  bool search(std::string_view text) const;
+
+ private:
+  enum class Op : unsigned char { kByte, kAny, kClass, kSplit, kJmp, kBol, kEol, kMatch };
+  struct Inst {
+    Op op;
+    unsigned char c;
+    int x, y;  // kJmp: x; kSplit: x (preferred), y
+    int cls;   // kClass: the index in classes_
+  };
+  struct Parser;
+  std::vector<Inst> program_;
+  std::vector<std::bitset<256>> classes_;
+};
+
 struct ValidationOptions {
-  std::string golden_regex;  // keep rows whose golden matches (ECMAScript regex); empty = all
+  std::string golden_regex;  // keep rows whose golden matches (RowFilter); empty = all
   std::string case_regex;    // keep rows whose test_case (real runs: id) matches
   ArgsEstimator estimate_args;  // needed for real-runs files
 };
@@ -116,7 +141,13 @@ struct CsvTable {
 };
 // Decides the format from the header; ConfigError naming the columns each format needs.
 CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where);
+// A CSV of cases is a regular file of at most kMaxCsvBytes; a training log at most kMaxLogBytes
+// (`grep 'memory (MB)\|mem-max-allocated' train.log` keeps the lines validate reads).
+inline constexpr std::uintmax_t kMaxCsvBytes = std::uintmax_t{64} << 20;
+inline constexpr std::uintmax_t kMaxLogBytes = std::uintmax_t{256} << 20;
 CsvTable read_csv_table(const std::filesystem::path& path);  // throws NotFoundError / ConfigError
+// The same from the text of the file; `where` names it in messages.
+CsvTable parse_csv_table(std::string_view text, const std::string& where);
 std::vector<CsvRow> read_csv(const std::filesystem::path& path);  // the rows of read_csv_table
 
 // Splits a shell-quoted argument string into words as a POSIX shell would (single quotes,

@@ -65,6 +65,12 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   m.hidden_size = size_flag(a, src, "hidden-size", 0);
   const std::int64_t heads = size_flag(a, src, "num-attention-heads", 0);
   const std::int64_t groups = a.enabled("group-query-attention") ? size_flag(a, src, "num-query-groups", 1) : heads;
+  // arguments.py: without --kv-channels, `assert args.hidden_size % args.num_attention_heads == 0`
+  // (the rule HF configs without head_dim and spec files follow too).
+  if (!a.has("kv-channels") && m.hidden_size % heads != 0)
+    throw ConfigError(fmt::format("{}: --num-attention-heads {} does not divide --hidden-size {} and there is no "
+                                  "--kv-channels (Megatron-LM asserts hidden_size % num_attention_heads == 0)",
+                                  src, heads, m.hidden_size));
   const std::int64_t kv_channels = size_flag(a, src, "kv-channels", m.hidden_size / heads);
   const bool swiglu = a.enabled("swiglu");
   // arguments.py: ffn_hidden_size defaults to 4h, or int(4h * 2/3 / 64) * 64 with SwiGLU.

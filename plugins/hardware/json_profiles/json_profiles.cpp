@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -13,6 +14,8 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include <mme/error.hpp>
+#include <mme/input_text.hpp>
 #include <mme/units.hpp>
 #include <mme/json_text.hpp>
 
@@ -65,6 +68,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
   if (!p.contains("name")) fail("required key 'name' is missing");
   if (!p["name"].is_string()) fail(fmt::format("'name' must be a string, got {}", type_name(p["name"])));
   h.name = p["name"].get<std::string>();
+  // Names are printed in reports and fit lines: no escape sequences to the user's terminal.
+  if (printable(h.name) != h.name) fail("'name' must not contain control characters");
   if (normalize_hardware_name(h.name).empty())
     fail(fmt::format("'name' must contain a letter or a digit, got '{}'", h.name));
   const std::string label = fmt::format("'{}': ", h.name);
@@ -75,7 +80,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     return p[key].get<std::string>();
   };
   // A finite number >= 0; `required` keys have no default.
-  auto number = [&](const char* key, double fallback, bool required) {
+  auto number = [&](const char* key, double fallback, bool required,
+                    double max = std::numeric_limits<double>::infinity()) {
     if (!p.contains(key)) {
       if (required) fail(fmt::format("{}required key '{}' is missing", label, key));
       return fallback;
@@ -84,6 +90,7 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     if (!v.is_number()) fail(fmt::format("{}'{}' must be a number, got {}", label, key, type_name(v)));
     const double d = v.get<double>();
     if (!std::isfinite(d) || d < 0) fail(fmt::format("{}'{}' must not be negative, got {}", label, key, json_text(v)));
+    if (d > max) fail(fmt::format("{}'{}' {} is more than {:g}, beyond any device", label, key, json_text(v), max));
     return d;
   };
 
@@ -101,13 +108,16 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     fail(fmt::format("{}'reserved_gib' ({}{} GiB) must be less than 'memory_gib' ({} GiB)", label,
                      reserved_given ? "" : "default ", reserved_gib, memory_gib));
 
-  h.hbm_bandwidth_gbps = number("hbm_bandwidth_gbps", 0, false);
-  h.bf16_tflops = number("bf16_tflops", 0, false);
-  h.fp8_tflops = number("fp8_tflops", 0, false);
-  h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false);
-  h.vendor = string_or("vendor", "");
-  h.architecture = string_or("architecture", "");
-  h.source = string_or("source", source);
+  // Throughput bounds: 10^6 GB/s and 10^6 TFLOP/s are a thousand times any device; an absurd
+  // figure (1e308) would make every plan's score 0.
+  constexpr double kMaxThroughput = 1e6;
+  h.hbm_bandwidth_gbps = number("hbm_bandwidth_gbps", 0, false, kMaxThroughput);
+  h.bf16_tflops = number("bf16_tflops", 0, false, kMaxThroughput);
+  h.fp8_tflops = number("fp8_tflops", 0, false, kMaxThroughput);
+  h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false, kMaxThroughput);
+  h.vendor = printable(string_or("vendor", ""));
+  h.architecture = printable(string_or("architecture", ""));
+  h.source = printable(string_or("source", source));
 
   if (p.contains("aliases")) {
     const json& a = p["aliases"];
@@ -116,6 +126,7 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
       if (!a[i].is_string())
         fail(fmt::format("{}'aliases'[{}] must be a string, got {}", label, i, type_name(a[i])));
       std::string alias = a[i].get<std::string>();
+      if (printable(alias) != alias) fail(fmt::format("{}'aliases'[{}] must not contain control characters", label, i));
       if (normalize_hardware_name(alias).empty())
         fail(fmt::format("{}'aliases'[{}] must contain a letter or a digit, got '{}'", label, i, alias));
       h.aliases.push_back(std::move(alias));
@@ -226,16 +237,20 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>&
       skip(fs::exists(file, ec) ? "not a regular file" : "no such file");
       continue;
     }
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) {
-      skip("cannot read the file");
+    std::string text;
+    try {
+      // A profile file is small; nesting is bounded like every JSON input (input_text.hpp).
+      text = mme::read_text_file(file, 1u << 20, "a hardware profile file");
+      mme::check_json_nesting(text, path, "a hardware profile file");
+    } catch (const mme::Error& e) {
+      std::string what = e.what();
+      if (what.rfind(path + ": ", 0) == 0) what = what.substr(path.size() + 2);
+      skip(what);
       continue;
     }
     json document;
     try {
-      document = json::parse(text.str());
+      document = json::parse(text);
     } catch (const json::exception& e) {
       std::string what = e.what();
       // "[json.exception.parse_error.101] parse error at line 3, ..." -> "parse error at line 3, ..."
