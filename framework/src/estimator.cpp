@@ -246,7 +246,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
                                           "of tokens (--moe-routing-imbalance)", imbalance));
   if (bound_attention != attn.backend)
     est.bound_terms.push_back("attention may fall back to unfused (score tensors of s^2 per head kept)");
-  const bool second_pass = !est.bound_terms.empty();
+  const bool second_pass = !est.bound_terms.empty() && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const Estimate bound = second_pass ? [&] {
     EstimateOptions quiet = options;
     quiet.components = false;

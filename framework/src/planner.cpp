@@ -896,7 +896,10 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   EstimateOptions eo;
   eo.gpu_architecture = hw.architecture;
   eo.components = false;
-  // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
+  // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
+  // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the
+  // bound's second pass for it.
+  eo.bound_pass_up_to_bytes = usable;
 
   std::atomic<std::size_t> next_slice{0};
   std::atomic<std::uint64_t> done{0};

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +107,9 @@ struct EstimateOptions {
   bool components = true;  // build the named component lists (the planner turns this off)
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
   bool upper_bound = true;  // also evaluate the upper bound (a second pass where something is uncertain)
+  // Skip the bound's second pass when the point estimate's peak already exceeds this (the bound
+  // is then at least the estimate plus the allocator term, and above the caller's limit anyway).
+  std::int64_t bound_pass_up_to_bytes = std::numeric_limits<std::int64_t>::max();
 };
 
 // Megatron-LM's padded vocabulary: ceil(V / (divisor * TP)) * divisor * TP.
