@@ -221,7 +221,8 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
 
 Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
-  const AttentionChoice attn = resolve_attention(resolve_setup(requested), options.gpu_architecture);
+  // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)
+  const AttentionChoice attn = resolve_attention(requested, options.gpu_architecture);
   Estimate est = run_pass(requested, options, attn.backend, 1.0);
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
