@@ -239,11 +239,8 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   }
   if (on(vm, "fp8-param-gather")) s.fp8_param_gather = true;
   if (on(vm, "cross-entropy-loss-fusion")) s.cross_entropy_fusion = true;
-  if (auto v = str_flag(vm, "cross-entropy-fusion-impl")) {
-    if (*v != "native" && *v != "te")
-      throw UsageError(fmt::format("--cross-entropy-fusion-impl: unknown value '{}' (native, te)", *v));
-    s.cross_entropy_te = *v == "te";
-  }
+  if (auto v = str_flag(vm, "cross-entropy-fusion-impl"))
+    s.cross_entropy_te = parse_cross_entropy_fusion_impl(*v, "--cross-entropy-fusion-impl");
   if (on(vm, "no-gradient-accumulation-fusion")) s.gradient_accumulation_fusion = false;
   if (on(vm, "defer-embedding-wgrad-compute")) s.defer_embedding_wgrad = true;
   if (on(vm, "no-masked-softmax-fusion")) s.masked_softmax_fusion = false;
@@ -251,11 +248,7 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   s.wgrad_deferral_limit = int_flag(vm, flag("wgrad-deferral-limit"), 0, std::int64_t{1} << 40, s.wgrad_deferral_limit);
   if (auto v = str_flag(vm, "moe-routing-imbalance"))
     s.moe_routing_imbalance = parse_double("--moe-routing-imbalance", *v, 1.0, 1024.0);
-  if (on(vm, "deterministic-mode")) {
-    // megatron/training/determinism.py: the determinism defaults, unless the run sets them.
-    s.attention_env.deterministic = true;
-    if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
-  }
+  if (on(vm, "deterministic-mode")) apply_deterministic_mode(s);
   if (on(vm, "moe-grouped-gemm") && on(vm, "no-moe-grouped-gemm"))
     throw UsageError("--moe-grouped-gemm and --no-moe-grouped-gemm contradict each other");
   if (on(vm, "moe-grouped-gemm")) s.moe_grouped_gemm = true;

@@ -232,7 +232,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // (docs/memory-model.md, "Upper bound").
   const TrainingSetup& s = est.setup;
   bool moe = false;
-  for (const auto& layer : impl_->model.layers) moe = moe || layer.mlp.num_experts > 0;
+  for (const auto& kind : impl_->types) moe = moe || kind.spec.mlp.num_experts > 0;
   double imbalance = 1.0;
   if (moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
     // Routing imbalance: the busiest expert rank receives more than its even share (most of

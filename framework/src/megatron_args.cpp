@@ -330,11 +330,8 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (a.has("moe-expert-capacity-factor")) s.moe_capacity_factor = double_arg(a, "moe-expert-capacity-factor");
   s.moe_pad_to_capacity = a.enabled("moe-pad-expert-input-to-capacity");
   s.cross_entropy_fusion = a.enabled("cross-entropy-loss-fusion");
-  if (auto v = a.value("cross-entropy-fusion-impl")) {
-    if (*v != "native" && *v != "te")
-      throw UsageError(fmt::format("--cross-entropy-fusion-impl: unknown value '{}' (native, te)", *v));
-    s.cross_entropy_te = *v == "te";
-  }
+  if (auto v = a.value("cross-entropy-fusion-impl"))
+    s.cross_entropy_te = parse_cross_entropy_fusion_impl(*v, "--cross-entropy-fusion-impl");
   if (a.has("no-gradient-accumulation-fusion") && a.enabled("no-gradient-accumulation-fusion"))
     s.gradient_accumulation_fusion = false;
   s.defer_embedding_wgrad = a.enabled("defer-embedding-wgrad-compute");
@@ -380,12 +377,8 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (a.has("microbatch-group-size-per-virtual-pipeline-stage"))
     pl.microbatch_group_size = int_arg(a, "microbatch-group-size-per-virtual-pipeline-stage");
 
-  // megatron/training/determinism.py apply_determinism_env: --deterministic-mode fills these
-  // defaults; variables the run sets itself win.
-  if (a.enabled("deterministic-mode")) {
-    s.attention_env.deterministic = true;
-    if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
-  }
+  // --deterministic-mode fills its defaults; variables the run sets itself (below) win.
+  if (a.enabled("deterministic-mode")) apply_deterministic_mode(s);
   for (const auto& [name, value] : a.env())
     if (!apply_environment(s, name, value)) s.environment_ignored.push_back(name + "=" + value);
   return s;

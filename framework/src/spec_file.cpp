@@ -690,7 +690,7 @@ const std::vector<FieldDef>& field_defs() {
        .apply = [](TrainingSetup& s, const J& v) { s.moe_grouped_gemm = v.get<bool>(); },
        .get = [](const TrainingSetup& s) { return J(s.moe_grouped_gemm); }},
       {.section = "training", .name = "cross_entropy_loss_fusion", .type = Ty::kBool, .default_text = "false",
-       .summary = "fused cross entropy (no fp32 logits kept)", .flag = "cross-entropy-loss-fusion",
+       .summary = "fused cross entropy (it still keeps the fp32 softmax)", .flag = "cross-entropy-loss-fusion",
        .apply = [](TrainingSetup& s, const J& v) { s.cross_entropy_fusion = v.get<bool>(); },
        .get = [](const TrainingSetup& s) { return J(s.cross_entropy_fusion); }},
       {.section = "training", .name = "attention_backend", .type = Ty::kEnum,

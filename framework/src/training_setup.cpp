@@ -242,6 +242,17 @@ std::pair<std::string, std::string> split_env_assignment(const std::string& text
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
+void apply_deterministic_mode(TrainingSetup& s) {
+  s.attention_env.deterministic = true;
+  if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
+}
+
+bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag) {
+  if (text != "native" && text != "te")
+    throw UsageError(fmt::format("{}: unknown value '{}' (native, te)", flag, text));
+  return text == "te";
+}
+
 bool is_modelled_environment(const std::string& name) {
   return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
          name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO";

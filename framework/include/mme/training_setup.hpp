@@ -192,6 +192,12 @@ AttentionChoice resolve_attention(const TrainingSetup& setup, const std::string&
 // environment_used; any other name changes nothing and returns false. Throws UsageError for a
 // value the variable cannot take.
 bool apply_environment(TrainingSetup& setup, const std::string& name, const std::string& value);
+// --deterministic-mode: the defaults megatron/training/determinism.py apply_determinism_env
+// fills in (deterministic TE kernels, CUBLAS_WORKSPACE_CONFIG=:4096:8 unless already set).
+void apply_deterministic_mode(TrainingSetup& setup);
+// --cross-entropy-fusion-impl: "native" (false) or "te" (true); UsageError naming `flag` otherwise.
+bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag);
+
 // True for the environment variables apply_environment models.
 bool is_modelled_environment(const std::string& name);
 // Splits "NAME=VALUE" (UsageError naming `flag` when it is not of that form).
