@@ -45,6 +45,7 @@ const ValueFlag kValueFlags[] = {
     {"attention-backend", {}, "auto (default: Transformer Engine's choice) | flash (also fused) | unfused (also local)"},
     {"wgrad-deferral-limit", {}, "with --defer-embedding-wgrad-compute: micro-batches deferred (default 0: all)"},
     {"cross-entropy-fusion-impl", {}, "with --cross-entropy-loss-fusion: native (default) | te"},
+    {"cp-comm-type", {}, "with --cp > 1, how TE exchanges the sequence: p2p (default) | all_gather | a2a | a2a+p2p"},
     {"moe-routing-imbalance", {}, "tokens on the busiest expert rank / its even share, for the upper bound (default 1.25)"},
     {"precision", {}, "bf16 (default) | fp16 | fp8 | fp32"},
     {"transformer-impl", {}, "transformer_engine (default) | local (Megatron's own layers, unfused attention)"},
@@ -241,6 +242,7 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
   if (on(vm, "cross-entropy-loss-fusion")) s.cross_entropy_fusion = true;
   if (auto v = str_flag(vm, "cross-entropy-fusion-impl"))
     s.cross_entropy_te = parse_cross_entropy_fusion_impl(*v, "--cross-entropy-fusion-impl");
+  if (auto v = str_flag(vm, "cp-comm-type")) s.cp_comm_type = parse_cp_comm_type(*v, "--cp-comm-type");
   if (on(vm, "no-gradient-accumulation-fusion")) s.gradient_accumulation_fusion = false;
   if (on(vm, "defer-embedding-wgrad-compute")) s.defer_embedding_wgrad = true;
   if (on(vm, "no-masked-softmax-fusion")) s.masked_softmax_fusion = false;

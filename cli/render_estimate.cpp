@@ -133,6 +133,7 @@ nlohmann::json setup_to_json(const TrainingSetup& s) {
       {"ep", p.ep},
       {"etp", effective_etp(p)},
       {"cp", p.cp},
+      {"cp_comm_type", to_string(s.cp_comm_type)},
       {"dp", p.dp},
       {"expert_dp", p.expert_dp},
       {"num_gpus", p.world_size},

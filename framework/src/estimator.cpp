@@ -419,12 +419,13 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
   // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
   const std::int64_t te_workspace = !s.transformer_engine ? 0 : hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
   // PyTorch's own cuBLAS and cuBLASLt workspaces (CublasHandlePool.cpp), one each, sized by
-  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on sm90 (Hopper) only, else
-  // 4096 KiB x 2 + 16 KiB x 8.
-  const bool hopper = options.gpu_architecture.empty() || options.gpu_architecture == "hopper";
+  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on Hopper, else 4096 KiB x 2 +
+  // 16 KiB x 8. Recent releases give Blackwell the Hopper size too, older ones the small one
+  // (the GB200 golden files without CUBLAS_WORKSPACE_CONFIG show both, 48 MiB apart); the
+  // estimate takes the larger.
   const std::int64_t torch_workspace =
       !s.cublas_workspace_config.empty() ? parse_cublas_workspace_config(s.cublas_workspace_config)
-      : hopper                           ? 4096 * 1024 * 8
+      : hopper_or_newer                  ? 4096 * 1024 * 8
                                          : 4096 * 1024 * 2 + 16 * 1024 * 8;
   bool grouped_gemm = false;
   for (const auto& lt : im.types)

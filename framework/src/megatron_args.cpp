@@ -332,6 +332,23 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   s.cross_entropy_fusion = a.enabled("cross-entropy-loss-fusion");
   if (auto v = a.value("cross-entropy-fusion-impl"))
     s.cross_entropy_te = parse_cross_entropy_fusion_impl(*v, "--cross-entropy-fusion-impl");
+  if (auto v = a.value("cp-comm-type")) {
+    // nargs='+' (arguments.py): one type for every layer, or one per layer.
+    std::vector<std::string> types;
+    for (std::size_t pos = 0; pos < v->size();) {
+      const std::size_t end = std::min(v->find(' ', pos), v->size());
+      if (end > pos) types.push_back(v->substr(pos, end - pos));
+      pos = end + 1;
+    }
+    if (types.empty()) throw UsageError("--cp-comm-type: expected a type (p2p, all_gather, a2a, a2a+p2p)");
+    s.cp_comm_type = parse_cp_comm_type(types.front(), "--cp-comm-type");
+    for (const auto& t : types) {
+      if (parse_cp_comm_type(t, "--cp-comm-type") != s.cp_comm_type)
+        throw UsageError(fmt::format("--cp-comm-type: per-layer lists of different types ('{}' and '{}') are not "
+                                     "modelled; give one type for every layer",
+                                     types.front(), t));
+    }
+  }
   if (a.has("no-gradient-accumulation-fusion") && a.enabled("no-gradient-accumulation-fusion"))
     s.gradient_accumulation_fusion = false;
   s.defer_embedding_wgrad = a.enabled("defer-embedding-wgrad-compute");

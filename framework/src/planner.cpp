@@ -80,6 +80,7 @@ std::vector<std::string> setup_to_args(const TrainingSetup& s) {
   // Always spelled out: `mme estimate`'s flags default ETP to the seed's 1, Megatron-LM's to TP.
   add("--etp", effective_etp(p));
   if (p.cp != 1) add("--cp", p.cp);
+  if (s.cp_comm_type != d.cp_comm_type) add("--cp-comm-type", to_string(s.cp_comm_type));
   add("--num-gpus", p.world_size);
   if (p.sequence_parallel) a.emplace_back(*p.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
   add("--micro-batch-size", s.micro_batch_size);

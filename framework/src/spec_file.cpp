@@ -570,6 +570,12 @@ const std::vector<FieldDef>& field_defs() {
        .default_text = "1", .summary = "CP: splits the sequence", .flag = "cp",
        .apply = [](TrainingSetup& s, const J& v) { s.parallel.cp = v.get<std::int64_t>(); },
        .get = [](const TrainingSetup& s) { return J(s.parallel.cp); }},
+      {.section = "parallelism", .name = "cp_comm_type", .type = Ty::kEnum,
+       .values = {"p2p", "all_gather", "a2a", "a2a+p2p"}, .default_text = "p2p",
+       .summary = "with CP: how Transformer Engine exchanges the sequence shards", .flag = "cp-comm-type",
+       .apply = [](TrainingSetup& s,
+                   const J& v) { s.cp_comm_type = parse_cp_comm_type(v.get<std::string>(), "cp_comm_type"); },
+       .get = [](const TrainingSetup& s) { return J(to_string(s.cp_comm_type)); }},
 
       // training ------------------------------------------------------------------------------
       {.section = "training", .name = "micro_batch_size", .type = Ty::kInt, .required = true, .max = kMaxTokens,

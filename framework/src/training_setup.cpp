@@ -253,6 +253,21 @@ bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view f
   return text == "te";
 }
 
+CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag) {
+  // Megatron-LM passes the value through to Transformer Engine (extensions/transformer_engine.py
+  // TEDotProductAttention), whose attn_forward_func_with_cp (context_parallel.py) takes exactly
+  // these and raises "Unsupported communication type" for anything else.
+  if (text == "p2p") return CpCommType::kP2P;
+  if (text == "all_gather") return CpCommType::kAllGather;
+  if (text == "a2a") return CpCommType::kA2A;
+  if (text == "a2a+p2p") return CpCommType::kA2AP2P;
+  if (text == "allgather")
+    throw UsageError(fmt::format("{}: 'allgather' (the spelling of Megatron-LM's help text) is rejected by Transformer "
+                                 "Engine; use all_gather",
+                                 flag));
+  throw UsageError(fmt::format("{}: unknown value '{}' (p2p, all_gather, a2a, a2a+p2p)", flag, text));
+}
+
 bool is_modelled_environment(const std::string& name) {
   return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
          name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO";
@@ -323,6 +338,16 @@ AttentionChoice resolve_attention(const TrainingSetup& s, const std::string& gpu
                            "attention, which the upper bound covers)", why_not_fused);
   }
   return c;
+}
+
+const char* to_string(CpCommType c) {
+  switch (c) {
+    case CpCommType::kP2P: return "p2p";
+    case CpCommType::kAllGather: return "all_gather";
+    case CpCommType::kA2A: return "a2a";
+    case CpCommType::kA2AP2P: return "a2a+p2p";
+  }
+  return "?";
 }
 
 const char* to_string(TokenDispatcher d) {

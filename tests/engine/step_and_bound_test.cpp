@@ -173,5 +173,25 @@ TEST_F(StepAndBound, RoutingImbalanceRaisesTheBoundNotTheEstimate) {
   for (const auto& t : run(moe, s).bound_terms) EXPECT_EQ(t.find("imbalance"), std::string::npos) << t;
 }
 
+// PyTorch's cuBLAS + cuBLASLt workspaces (CublasHandlePool.cpp), one each: 4096 KiB x 8 = 32 MiB
+// on Hopper and, in the releases the newer GB200 golden files ran, Blackwell; 4096 KiB x 2 +
+// 16 KiB x 8 = 8320 KiB before. CUBLAS_WORKSPACE_CONFIG=:4096:2 sets 8 MiB everywhere.
+// Transformer Engine's own workspace (module/base.py get_workspace): 32 MiB + 1 KiB from Hopper.
+TEST_F(StepAndBound, CublasWorkspacesFollowTheArchitecture) {
+  const ModelSpec m = test::gpt_model(2, 1024, 16);
+  auto torch_ws = [&](const std::string& arch, const std::string& config) {
+    TrainingSetup s;
+    s.cublas_workspace_config = config;
+    return test::component_sum(run(m, s, arch).peak(), "other/torch_cublas_workspaces");
+  };
+  constexpr std::int64_t kMiB = 1024 * 1024;
+  EXPECT_EQ(torch_ws("hopper", ""), 2 * 32 * kMiB);
+  EXPECT_EQ(torch_ws("blackwell", ""), 2 * 32 * kMiB);
+  EXPECT_EQ(torch_ws("ampere", ""), 2 * 8320 * 1024);
+  EXPECT_EQ(torch_ws("blackwell", ":4096:2"), 2 * 8 * kMiB);
+  TrainingSetup s;
+  EXPECT_EQ(test::component_sum(run(m, s, "blackwell").peak(), "other/te_cublas_workspace"), 32 * kMiB + 1024);
+}
+
 }  // namespace
 }  // namespace mme

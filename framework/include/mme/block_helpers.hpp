@@ -3,6 +3,7 @@
 // every product checked, so config values too large for 64 bits are an error, not a wrap.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "mme/checked.hpp"
@@ -50,6 +51,37 @@ inline CheckedInt local_attention_score_buffer(const BlockContext& ctx, CheckedI
                                                CheckedInt key_length) {
   if (ctx.setup.transformer_engine || ctx.setup.attention_backend == AttentionBackend::kFlash) return 0;
   return CheckedInt(ctx.act_bytes) * ctx.tokens * heads_per_rank * key_length;
+}
+
+// What Transformer Engine's context-parallel attention holds at its busiest moment beyond the
+// gradients of Q, K and V that a block without CP already counts in its backward transient
+// (attention/dot_product_attention/context_parallel.py). q, kv and o are the bytes of this CP
+// rank's Q, K+V and output. The tensors saved for backward are the same as without CP (the p2p
+// path saves the last KV it received instead of K and V; a2a saves the exchanged shards).
+// Zero without CP or with unfused attention (which refuses CP).
+inline CheckedInt context_parallel_attention_transient(const BlockContext& ctx, CheckedInt q, CheckedInt kv,
+                                                       CheckedInt o) {
+  if (ctx.cp <= 1 || ctx.setup.attention_backend != AttentionBackend::kFlash) return 0;
+  const CheckedInt cp = ctx.cp;
+  // AttnFuncWithCPAndKVP2P.backward: dq_buffer (one Q) and two [2, K+V] ring buffers that carry
+  // KV and dKV; the per-step dq_/dk_/dv_ are the gradients already counted. Its forward holds
+  // two KV ring buffers and the cp per-step outputs (out_per_step) until the final correction;
+  // whichever is larger.
+  const CheckedInt p2p_backward = q + 4 * kv, p2p_forward = 2 * kv + cp * o;
+  const CheckedInt p2p = std::max(p2p_backward.value(), p2p_forward.value() - (q + kv).value());
+  // AttnFuncWithCPAndKVAllGather.backward: dk/dv of the whole sequence (zeros, cp x KV) and the
+  // re-gathered k_ag/v_ag (cp x KV).
+  const CheckedInt all_gather = 2 * cp * kv;
+  // AttnFuncWithCPAndQKVOA2A.backward: dout exchanged by all-to-all (one O) and dq/dk/dv
+  // exchanged back (one Q + KV) next to the kernel's own.
+  const CheckedInt a2a = o + q + kv;
+  switch (ctx.setup.cp_comm_type) {
+    case CpCommType::kP2P: return p2p;
+    case CpCommType::kAllGather: return all_gather;
+    case CpCommType::kA2A: return a2a;
+    case CpCommType::kA2AP2P: return p2p + a2a;  // the a2a exchange inside, the ring across
+  }
+  return p2p;
 }
 
 // Adds a parameter term whose per-rank share is total / divisor.

@@ -32,6 +32,9 @@ constexpr std::int64_t dtype_bytes(DType d) {
 // resolve_attention() from the GPU architecture and the NVTE_* environment.
 enum class AttentionBackend { kFlash, kUnfused, kAuto };
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
+// --cp-comm-type: how Transformer Engine's attention exchanges the sequence shards of a CP group
+// (attention/dot_product_attention/context_parallel.py attn_forward_func_with_cp).
+enum class CpCommType { kP2P, kAllGather, kA2A, kA2AP2P };
 enum class RecomputeGranularity { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
 
@@ -147,6 +150,7 @@ struct TrainingSetup {
   bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
   bool moe_grouped_gemm = true;               // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
   bool cross_entropy_fusion = false;          // --cross-entropy-loss-fusion
+  CpCommType cp_comm_type = CpCommType::kP2P;  // --cp-comm-type (Megatron-LM's default: p2p)
   // CUBLAS_WORKSPACE_CONFIG (e.g. ":4096:8", what deterministic runs set); empty = PyTorch's
   // default for the GPU architecture.
   std::string cublas_workspace_config;
@@ -197,6 +201,9 @@ bool apply_environment(TrainingSetup& setup, const std::string& name, const std:
 void apply_deterministic_mode(TrainingSetup& setup);
 // --cross-entropy-fusion-impl: "native" (false) or "te" (true); UsageError naming `flag` otherwise.
 bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag);
+// --cp-comm-type: p2p, all_gather, a2a or a2a+p2p (Transformer Engine's names); UsageError naming
+// `flag` otherwise.
+CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag);
 
 // True for the environment variables apply_environment models.
 bool is_modelled_environment(const std::string& name);
@@ -217,6 +224,7 @@ const char* to_string(Precision p);
 const char* to_string(DType d);
 const char* to_string(AttentionBackend b);
 const char* to_string(TokenDispatcher d);
+const char* to_string(CpCommType c);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 std::string recompute_modules_to_string(std::uint32_t modules);

@@ -95,6 +95,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   CheckedInt transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
   if (ctx.sequence_parallel) transient += li * T * h;
   if (!flash) transient += 2 * ab * T * nq * attention_key_length(ctx);
+  transient += context_parallel_attention_transient(ctx, q_bytes, kv_bytes, ab * T * nq * d);
   out.transient = transient.value();
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }

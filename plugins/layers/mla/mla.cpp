@@ -92,6 +92,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.
   CheckedInt transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
   if (!flash) transient += 2 * ab * T * nl * attention_key_length(ctx);
+  transient += context_parallel_attention_transient(ctx, ab * T * nl * dq, ab * T * nl * (dq + dv), ab * T * nl * dv);
   out.transient = transient.value();
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }

@@ -1,0 +1,90 @@
+// Context parallelism in Transformer Engine's attention (attention/dot_product_attention/
+// context_parallel.py): what each --cp-comm-type holds at its busiest moment beyond the
+// gradients of Q, K and V, worked out by hand from the buffers each autograd function
+// allocates, and the flag's spellings on every input path.
+#include <gtest/gtest.h>
+
+#include <mme/error.hpp>
+#include <mme/megatron_args.hpp>
+
+#include "engine_fixture.hpp"
+
+namespace mme {
+namespace {
+
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+// One MHA block: h 1024, 16 heads of 64, TP 1, bf16, 4096 tokens on the CP rank. Then
+// Q = O = 2 B x 4096 x 1024 = 8 MiB and K+V = 16 MiB; the block's own backward holds
+// dQ, dK, dV (24 MiB) and the gradient of its input (8 MiB).
+std::int64_t attention_transient(std::int64_t cp, CpCommType type) {
+  const ModelSpec m = test::gpt_model(2, 1024, 16);
+  TrainingSetup s;
+  s.attention_backend = AttentionBackend::kFlash;
+  s.cp_comm_type = type;
+  s.seq_length = 4096 * cp;
+  BlockContext ctx{m, m.layers.front(), s};
+  ctx.cp = cp;
+  ctx.tokens = 4096;
+  ctx.local_tokens = 4096;
+  BlockActivations out;
+  plugins::GqaAttentionModel().activations(ctx, out);
+  return out.transient;
+}
+
+TEST(ContextParallel, WithoutCpTheBackwardHoldsTheGradientsOfQkvAndOfTheInput) {
+  EXPECT_EQ(attention_transient(1, CpCommType::kP2P), 32 * kMiB);
+}
+
+// AttnFuncWithCPAndKVP2P.backward: dq_buffer (Q, 8 MiB) and two [2, K+V] ring buffers
+// (4 x 16 MiB). Its forward (2 KV ring buffers + cp per-step outputs = 48 MiB) stays below.
+TEST(ContextParallel, RingAttentionAddsTheDqBufferAndTwoKvDkvRingBuffers) {
+  EXPECT_EQ(attention_transient(2, CpCommType::kP2P), (32 + 8 + 64) * kMiB);
+}
+
+// With CP 8 the forward's per-step outputs (8 x 8 MiB) plus two KV buffers (32 MiB), 96 MiB,
+// exceed the gradients of Q, K, V (24 MiB) by 72 MiB, which is exactly the backward's extra:
+// still 72. CP 16: 2 x 16 + 16 x 8 = 160 - 24 = 136 MiB, above the backward's 72.
+TEST(ContextParallel, RingAttentionForwardKeepsEveryStepOutputUntilTheCorrection) {
+  EXPECT_EQ(attention_transient(8, CpCommType::kP2P), (32 + 72) * kMiB);
+  EXPECT_EQ(attention_transient(16, CpCommType::kP2P), (32 + 136) * kMiB);
+}
+
+// AttnFuncWithCPAndKVAllGather.backward: dk/dv of the whole sequence and the re-gathered
+// k_ag/v_ag, each CP x 16 MiB.
+TEST(ContextParallel, AllGatherHoldsTheWholeSequencesKvAndItsGradient) {
+  EXPECT_EQ(attention_transient(2, CpCommType::kAllGather), (32 + 2 * 2 * 16) * kMiB);
+}
+
+// AttnFuncWithCPAndQKVOA2A.backward: the exchanged dout (8 MiB) and dq/dk/dv exchanged back
+// (24 MiB).
+TEST(ContextParallel, AllToAllHoldsTheExchangedGradients) {
+  EXPECT_EQ(attention_transient(2, CpCommType::kA2A), (32 + 8 + 24) * kMiB);
+  EXPECT_EQ(attention_transient(2, CpCommType::kA2AP2P), (32 + 72 + 32) * kMiB);
+}
+
+TEST(ContextParallel, MegatronFlagTakesTransformerEnginesSpellings) {
+  auto parse = [](const char* text) { return setup_from_megatron_args(parse_megatron_args(text, "x"), {}); };
+  EXPECT_EQ(parse("--context-parallel-size 2").cp_comm_type, CpCommType::kP2P);
+  EXPECT_EQ(parse("--cp-comm-type a2a").cp_comm_type, CpCommType::kA2A);
+  EXPECT_EQ(parse("--cp-comm-type all_gather all_gather").cp_comm_type, CpCommType::kAllGather);
+  EXPECT_EQ(parse("--cp-comm-type a2a+p2p").cp_comm_type, CpCommType::kA2AP2P);
+  // TE raises "Unsupported communication type" for Megatron's help-text spelling.
+  try {
+    parse("--cp-comm-type allgather");
+    ADD_FAILURE() << "allgather accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("use all_gather"), std::string::npos) << e.what();
+  }
+  // Per-layer lists of different types are not modelled: refused, never estimated as one.
+  try {
+    parse("--cp-comm-type p2p a2a");
+    ADD_FAILURE() << "mixed list accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'p2p' and 'a2a'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse("--cp-comm-type ring"), UsageError);
+}
+
+}  // namespace
+}  // namespace mme
