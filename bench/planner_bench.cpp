@@ -103,7 +103,7 @@ void BM_EngineOnPlannerLayouts(benchmark::State& state) {
     if (i++ % 997 == 0) setups.push_back(planner.setup_for(l, o));
   });
   mme::EstimateOptions eo;
-  eo.gpu_architecture = "hopper";
+  eo.compute_capability = 90;
   eo.components = false;
   std::size_t k = 0;
   for (auto _ : state) {

@@ -203,7 +203,7 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
 Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inputs, const Registry& registry,
                        EstimateOptions options) {
   const Estimator estimator(inputs.model, registry);
-  if (inputs.gpu) options.gpu_architecture = inputs.gpu->architecture;
+  if (inputs.gpu) options.compute_capability = inputs.gpu->compute_capability;
   try {
     return estimator.run(inputs.setup, options);
   } catch (const LayoutError& e) {
@@ -295,7 +295,7 @@ std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateI
   const Estimator estimator(model, registry);
   EstimateOptions eo;
   eo.components = false;
-  if (inputs.gpu) eo.gpu_architecture = inputs.gpu->architecture;
+  if (inputs.gpu) eo.compute_capability = inputs.gpu->compute_capability;
   // Runs one candidate; the GPU count grows to the smallest multiple the new layout allows.
   auto attempt = [&](const std::string& flags, const std::function<void(TrainingSetup&)>& apply,
                      std::vector<NextStep>& out) {

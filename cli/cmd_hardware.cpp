@@ -48,6 +48,7 @@ int run_hardware(const std::vector<std::string>& args) {
       j.push_back({{"name", h.name},
                    {"vendor", h.vendor},
                    {"architecture", h.architecture},
+                   {"compute_capability", h.compute_capability / 10.0},
                    {"aliases", h.aliases},
                    {"memory_bytes", h.memory_bytes},
                    {"memory_gib", to_gib(h.memory_bytes)},

@@ -88,7 +88,7 @@ int run_init(const std::vector<std::string>& args) {
   // The layout is checked the way an estimate checks it, so the template always estimates.
   Estimator estimator(model, registry);
   EstimateOptions eo;
-  if (gpu) eo.gpu_architecture = gpu->architecture;
+  if (gpu) eo.compute_capability = gpu->compute_capability;
   const Estimate est = estimator.run(setup, eo);
   try {
     check_spec_layout(nullptr, model, est.setup);

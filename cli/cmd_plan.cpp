@@ -272,7 +272,7 @@ int run_plan(const std::vector<std::string>& args) {
                              "ranks every layout for one)\n\n",
                              model.name, o.num_gpus, o.headroom_fraction * 100);
     text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
-    std::optional<std::pair<std::int64_t, std::string>> last_key;  // usable bytes and architecture
+    std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
     std::optional<Plan> last_best;
     bool any = false;
     for (const auto* g : gpus) {
@@ -282,12 +282,12 @@ int run_plan(const std::vector<std::string>& args) {
       const std::int64_t usable =
           g->memory_bytes - g->reserved_bytes -
           static_cast<std::int64_t>(std::llround(static_cast<double>(g->memory_bytes) * o.headroom_fraction));
-      if (last_key != std::make_pair(usable, g->architecture)) {
+      if (last_key != std::make_pair(usable, g->compute_capability)) {
         const PlanResult gr = planner.run(go);
         if (gr.valid == 0)
           throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
                                         gr.first_error.empty() ? "no candidate" : gr.first_error));
-        last_key = std::make_pair(usable, g->architecture);
+        last_key = std::make_pair(usable, g->compute_capability);
         last_best.reset();
         if (!gr.plans.empty()) last_best = gr.plans.front();
       }

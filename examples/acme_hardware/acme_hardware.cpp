@@ -14,7 +14,8 @@ void register_acme_hardware(mme::Registry& registry) {
   mme::HardwareProfile x1;
   x1.name = "ACME-X1-96GB";
   x1.vendor = "ACME";
-  x1.architecture = "hopper";  // what the engine assumes about kernels (FP8, fused attention)
+  x1.architecture = "hopper";    // shown in `mme hardware`
+  x1.compute_capability = 90;    // what PyTorch and TE pick workspaces and attention kernels by
   x1.aliases = {"ACME-X1", "x1"};
   x1.memory_bytes = 98304 * kMiB;  // capacity as the driver reports it
   x1.reserved_bytes = 1 * kGiB;    // CUDA context + NCCL buffers
@@ -36,7 +37,8 @@ void register_acme_hardware(mme::Registry& registry) {
                          .bf16_tflops = 2200,
                          .fp8_tflops = 4400,
                          .link_bandwidth_gbps = 1800,
-                         .source = "ACME X2 product brief (fictional)"});
+                         .source = "ACME X2 product brief (fictional)",
+                         .compute_capability = 100});
 }
 
 }  // namespace

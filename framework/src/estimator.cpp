@@ -222,7 +222,7 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
 Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
   // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)
-  const AttentionChoice attn = resolve_attention(requested, options.gpu_architecture);
+  const AttentionChoice attn = resolve_attention(requested, options.compute_capability);
   Estimate est = run_pass(requested, options, attn.backend, 1.0);
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
@@ -288,7 +288,7 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
     req.parallel.vpp = per_rank / *n;
   }
   const TrainingSetup s = resolve_setup(req);
-  const AttentionChoice attn = resolve_attention(s, options.gpu_architecture);
+  const AttentionChoice attn = resolve_attention(s, options.compute_capability);
   // What the block models see: this pass's backend and routed-token factor.
   TrainingSetup block_setup = s;
   block_setup.attention_backend = attention;
@@ -413,8 +413,7 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
   const std::int64_t expert_shards = opt.distributed ? par.expert_dp / opt.instances : 1;
 
   // Framework workspaces that live for the whole run (other_bytes).
-  const bool hopper_or_newer = options.gpu_architecture.empty() || options.gpu_architecture == "hopper" ||
-                               options.gpu_architecture == "blackwell";
+  const bool hopper_or_newer = options.compute_capability >= 90;
   // transformer_engine/pytorch/module/base.py get_workspace(): one cuBLAS workspace,
   // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
   const std::int64_t te_workspace = !s.transformer_engine ? 0 : hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;

@@ -538,7 +538,7 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
 // engine is asked about the simplest layout with each recompute variant.
 void Planner::Impl::probe_base(const PlanOptions& o) const {
   EstimateOptions eo;
-  eo.gpu_architecture = o.gpu->architecture;
+  eo.compute_capability = o.gpu->compute_capability;
   eo.components = false;
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
   for (RecomputeVariant rc : o.recompute) {
@@ -895,7 +895,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   const bool streaming = static_cast<bool>(o.on_valid);
   const Better better{o.sort};
   EstimateOptions eo;
-  eo.gpu_architecture = hw.architecture;
+  eo.compute_capability = hw.compute_capability;
   eo.components = false;
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
   // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the

@@ -214,10 +214,9 @@ AttentionBackend parse_attention_backend(const std::string& text, std::string_vi
 }
 
 namespace {
-// Architectures before sm90, where TE's deterministic filter drops cuDNN fused attention.
-bool before_hopper(const std::string& arch) {
-  return arch == "volta" || arch == "turing" || arch == "ampere" || arch == "ada";
-}
+// CUDA GPUs before sm90, where TE's deterministic filter drops cuDNN fused attention
+// (get_attention_backend: device_compute_capability < (9, 0)).
+bool before_hopper(int compute_capability) { return compute_capability > 0 && compute_capability < 90; }
 }  // namespace
 
 namespace {
@@ -296,7 +295,7 @@ bool apply_environment(TrainingSetup& s, const std::string& name, const std::str
   return true;
 }
 
-AttentionChoice resolve_attention(const TrainingSetup& s, const std::string& gpu_architecture) {
+AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability) {
   AttentionChoice c;
   if (!s.transformer_engine) {
     // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
@@ -314,7 +313,7 @@ AttentionChoice resolve_attention(const TrainingSetup& s, const std::string& gpu
   // prefers cuDNN fused attention, then flash-attn, then unfused. Its determinism filter drops
   // the F16 arbitrary-seqlen fused kernel in training on GPUs before sm90.
   const auto& env = s.attention_env;
-  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(gpu_architecture));
+  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability));
   if (fused_ok) {
     c.backend = AttentionBackend::kFlash;
     c.reason = "flash/fused attention (--attention-backend auto)";
@@ -322,7 +321,7 @@ AttentionChoice resolve_attention(const TrainingSetup& s, const std::string& gpu
   }
   const std::string why_not_fused =
       !env.fused_enabled ? "NVTE_FUSED_ATTN=0"
-                         : fmt::format("deterministic training on {} disables cuDNN fused attention", gpu_architecture);
+                         : fmt::format("deterministic training on sm{} disables cuDNN fused attention", compute_capability);
   if (!env.flash_enabled || env.flash_attn_installed == false) {
     c.backend = AttentionBackend::kUnfused;
     c.reason = fmt::format("unfused attention: {} and {}", why_not_fused,

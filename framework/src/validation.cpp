@@ -122,10 +122,11 @@ std::int64_t world_size_of(const std::string& nodes_gpus, const std::string& gol
   return first > 0 && golden.find("gb200") != std::string::npos ? first : fallback;
 }
 
-std::string architecture_of(const std::string& golden) {
-  if (golden.find("a100") != std::string::npos) return "ampere";
-  if (golden.find("gb200") != std::string::npos || golden.find("b200") != std::string::npos) return "blackwell";
-  return "hopper";
+// The CUDA compute capability of a golden file's platform: A100 sm80, GB200 sm100, H100 sm90.
+int compute_capability_of(const std::string& golden) {
+  if (golden.find("a100") != std::string::npos) return 80;
+  if (golden.find("gb200") != std::string::npos || golden.find("b200") != std::string::npos) return 100;
+  return 90;
 }
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
@@ -289,7 +290,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   c.model = printable(get(row, "model"));  // printed in the report
   c.test_case = printable(get(row, "test_case"));  // printed in the report
   c.golden = printable(get(row, "golden"));  // printed in the report
-  c.gpu_architecture = architecture_of(c.golden);
+  c.compute_capability = compute_capability_of(c.golden);
   // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
   // peak once counted as 0 % error).
   std::string invalid;
@@ -339,7 +340,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     const TrainingSetup setup = setup_from_megatron_args(args, base);
     const Estimator estimator(model, registry);
     EstimateOptions options;
-    options.gpu_architecture = c.gpu_architecture;
+    options.compute_capability = c.compute_capability;
     options.components = false;
     const Estimate est = estimator.run(setup, options);
     take_stage(c, est.stages.back());  // the last rank logs the memory

@@ -16,9 +16,9 @@ namespace {
 class StepAndBound : public ::testing::Test {
  protected:
   void SetUp() override { test::register_layer_models(registry_); }
-  Estimate run(const ModelSpec& m, const TrainingSetup& s, const std::string& arch = "hopper") {
+  Estimate run(const ModelSpec& m, const TrainingSetup& s, int compute_capability = 90) {
     EstimateOptions o;
-    o.gpu_architecture = arch;
+    o.compute_capability = compute_capability;
     return Estimator(m, registry_).run(s, o);
   }
   Registry registry_;
@@ -46,23 +46,23 @@ TEST_F(StepAndBound, Fp32CopiesOfBf16GradientsLiveOnlyInTheOptimizerStep) {
 // TE get_attention_backend: deterministic training on sm80 drops cuDNN fused attention.
 TEST(AttentionChoice, FollowsTransformerEnginesFilters) {
   TrainingSetup s;
-  EXPECT_EQ(resolve_attention(s, "ampere").backend, AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFlash);
   s.attention_env.deterministic = true;
-  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kFlash);
-  EXPECT_FALSE(resolve_attention(s, "hopper").may_fall_back_to_unfused);
-  const AttentionChoice unknown = resolve_attention(s, "ampere");
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFlash);
+  EXPECT_FALSE(resolve_attention(s, 90).may_fall_back_to_unfused);
+  const AttentionChoice unknown = resolve_attention(s, 80);
   EXPECT_EQ(unknown.backend, AttentionBackend::kFlash);
   EXPECT_TRUE(unknown.may_fall_back_to_unfused);
   s.attention_env.flash_attn_installed = false;
-  EXPECT_EQ(resolve_attention(s, "ampere").backend, AttentionBackend::kUnfused);
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kUnfused);
   s.attention_env = {};
   s.attention_env.flash_enabled = false;
   s.attention_env.fused_enabled = false;
-  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
   s.attention_backend = AttentionBackend::kFlash;  // explicit: as asked
-  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFlash);
   s.transformer_engine = false;  // local: Megatron's DotProductAttention
-  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
 }
 
 TEST(Environment, LaunchScriptExportsAndDeterministicMode) {
@@ -76,7 +76,7 @@ TEST(Environment, LaunchScriptExportsAndDeterministicMode) {
   EXPECT_FALSE(s.attention_env.fused_enabled);
   EXPECT_TRUE(s.attention_env.deterministic);
   EXPECT_EQ(s.cublas_workspace_config, ":16:8");  // the run's own value wins over the default
-  EXPECT_EQ(resolve_attention(s, "hopper").backend, AttentionBackend::kUnfused);
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
   EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("export NVTE_FLASH_ATTN=2", "x"), {}), UsageError);
   EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("--attention-backend bogus", "x"), {}), UsageError);
   EXPECT_THROW(setup_from_megatron_args(parse_megatron_args("--optimizer madeup", "x"), {}), UsageError);
@@ -143,9 +143,9 @@ TEST_F(StepAndBound, TheBoundCoversAllocatorRoundingAndAttentionFallback) {
   EXPECT_EQ(d.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes));
   ASSERT_EQ(d.bound_terms.size(), 1u);  // the rounding only: nothing else is uncertain
   s.attention_env.deterministic = true;
-  const Estimate a = run(dense, s, "ampere");
+  const Estimate a = run(dense, s, 80);
   s.attention_backend = AttentionBackend::kUnfused;
-  const Estimate unfused = run(dense, s, "ampere");
+  const Estimate unfused = run(dense, s, 80);
   EXPECT_EQ(a.upper_bytes(), unfused.peak().forward_backward_bytes + unfused.peak().allocator_slack_bytes);
   EXPECT_GT(a.upper_bytes(), unfused.peak().total_bytes);
   EXPECT_GT(unfused.peak().total_bytes, a.peak().total_bytes);
@@ -179,18 +179,18 @@ TEST_F(StepAndBound, RoutingImbalanceRaisesTheBoundNotTheEstimate) {
 // Transformer Engine's own workspace (module/base.py get_workspace): 32 MiB + 1 KiB from Hopper.
 TEST_F(StepAndBound, CublasWorkspacesFollowTheArchitecture) {
   const ModelSpec m = test::gpt_model(2, 1024, 16);
-  auto torch_ws = [&](const std::string& arch, const std::string& config) {
+  auto torch_ws = [&](int compute_capability, const std::string& config) {
     TrainingSetup s;
     s.cublas_workspace_config = config;
-    return test::component_sum(run(m, s, arch).peak(), "other/torch_cublas_workspaces");
+    return test::component_sum(run(m, s, compute_capability).peak(), "other/torch_cublas_workspaces");
   };
   constexpr std::int64_t kMiB = 1024 * 1024;
-  EXPECT_EQ(torch_ws("hopper", ""), 2 * 32 * kMiB);
-  EXPECT_EQ(torch_ws("blackwell", ""), 2 * 32 * kMiB);
-  EXPECT_EQ(torch_ws("ampere", ""), 2 * 8320 * 1024);
-  EXPECT_EQ(torch_ws("blackwell", ":4096:2"), 2 * 8 * kMiB);
+  EXPECT_EQ(torch_ws(90, ""), 2 * 32 * kMiB);
+  EXPECT_EQ(torch_ws(100, ""), 2 * 32 * kMiB);
+  EXPECT_EQ(torch_ws(80, ""), 2 * 8320 * 1024);
+  EXPECT_EQ(torch_ws(100, ":4096:2"), 2 * 8 * kMiB);
   TrainingSetup s;
-  EXPECT_EQ(test::component_sum(run(m, s, "blackwell").peak(), "other/te_cublas_workspace"), 32 * kMiB + 1024);
+  EXPECT_EQ(test::component_sum(run(m, s, 100).peak(), "other/te_cublas_workspace"), 32 * kMiB + 1024);
 }
 
 }  // namespace

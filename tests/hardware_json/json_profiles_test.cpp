@@ -101,6 +101,28 @@ TEST(JsonProfiles, AnArrayHoldsSeveralProfiles) {
   EXPECT_EQ(profiles[1].reserved_bytes, 0);
 }
 
+// What PyTorch's and TE's choices follow: the compute capability as nvidia-smi prints it, or,
+// without it, the documented table by architecture (an empty one is Hopper's, another not CUDA).
+TEST(JsonProfiles, ComputeCapabilityIsGivenOrFollowsTheArchitecture) {
+  const json doc = json::parse(R"([
+    {"name": "A-1", "memory_gib": 16, "compute_capability": 8.9, "architecture": "hopper"},
+    {"name": "A-2", "memory_gib": 16, "architecture": "ampere"},
+    {"name": "A-3", "memory_gib": 16, "architecture": "blackwell"},
+    {"name": "A-4", "memory_gib": 16},
+    {"name": "A-5", "memory_gib": 16, "architecture": "cdna3"},
+    {"name": "A-6", "memory_gib": 16, "architecture": "cdna3", "compute_capability": 0},
+    {"name": "A-7", "memory_gib": 16, "compute_capability": 12.0}])");
+  const auto p = parse_hardware_profiles(doc, "lab.json");
+  ASSERT_EQ(p.size(), 7u);
+  EXPECT_EQ(p[0].compute_capability, 89);  // given wins over the architecture
+  EXPECT_EQ(p[1].compute_capability, 80);
+  EXPECT_EQ(p[2].compute_capability, 100);
+  EXPECT_EQ(p[3].compute_capability, 90);
+  EXPECT_EQ(p[4].compute_capability, 0);
+  EXPECT_EQ(p[5].compute_capability, 0);
+  EXPECT_EQ(p[6].compute_capability, 120);
+}
+
 struct BadCase {
   const char* text;
   const char* reason;  // a piece of the warning
@@ -133,6 +155,10 @@ TEST(JsonProfiles, EveryBadFileCostsOneWarningAndIsSkipped) {
       {R"({"name": "X", "memory_gib": 80, "aliases": ["x", 3]})", "'aliases'[1] must be a string"},
       {R"({"name": "X", "memory_gib": 80, "aliases": [""]})", "'aliases'[0] must contain a letter or a digit"},
       {R"({"name": "X", "memory_gib": 80, "vendor": 1})", "'vendor' must be a string"},
+      {R"({"name": "X", "memory_gib": 80, "compute_capability": 9.05})", "one digit after the point (9.0, 8.9)"},
+      {R"({"name": "X", "memory_gib": 80, "compute_capability": -9})", "'compute_capability' must not be negative"},
+      {R"({"name": "X", "memory_gib": 80, "compute_capability": 100})", "'compute_capability' 100 is more than 99.9"},
+      {R"({"name": "X", "memory_gib": 80, "compute_capability": "9.0"})", "'compute_capability' must be a number"},
       {R"({"name": "X", "memory_gb": 80})", "unknown key 'memory_gb'"},
       {R"([])", "the array holds no profiles"},
       {R"(42)", "expected a profile object or an array of them, got a number"},

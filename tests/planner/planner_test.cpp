@@ -68,7 +68,7 @@ PlanOptions options_for(std::int64_t gpus) {
 
 EstimateOptions hopper() {
   EstimateOptions eo;
-  eo.gpu_architecture = "hopper";
+  eo.compute_capability = 90;
   eo.components = false;
   return eo;
 }

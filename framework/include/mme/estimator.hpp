@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mme/hardware_profile.hpp"
 #include "mme/model_spec.hpp"
 #include "mme/registry.hpp"
 #include "mme/training_setup.hpp"
@@ -101,9 +102,9 @@ struct Estimate {
 };
 
 struct EstimateOptions {
-  // GPU architecture ("ampere", "hopper", "blackwell", ...) for the framework workspaces
-  // whose size depends on it; empty = hopper.
-  std::string gpu_architecture;
+  // The target GPU's CUDA compute capability (HardwareProfile::compute_capability: 80, 90,
+  // 100, ...; 0 = not CUDA), which decides workspace sizes and TE's attention kernel.
+  int compute_capability = kDefaultComputeCapability;
   bool components = true;  // build the named component lists (the planner turns this off)
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
   bool upper_bound = true;  // also evaluate the upper bound (a second pass where something is uncertain)

@@ -21,7 +21,14 @@ struct HardwareProfile {
   double fp8_tflops = 0;             // dense, 0 = not supported
   double link_bandwidth_gbps = 0;    // intra-node GPU-to-GPU (NVLink / Infinity Fabric), GB/s per GPU
   std::string source;                // datasheet the figures come from
+  // CUDA compute capability as major x 10 + minor (80 A100, 90 H100, 100 B200): what PyTorch
+  // and Transformer Engine choose workspace sizes and attention kernels by. 0 = not a CUDA
+  // device (ROCm), which takes the defaults of CUDA GPUs before Hopper.
+  int compute_capability = 0;
 };
+
+// The compute capability an estimate assumes when no GPU is named: Hopper's.
+inline constexpr int kDefaultComputeCapability = 90;
 
 // The bytes a training process can allocate on this GPU.
 inline std::int64_t allocatable_bytes(const HardwareProfile& hw) {

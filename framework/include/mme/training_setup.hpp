@@ -180,15 +180,15 @@ TrainingSetup resolve_setup(TrainingSetup setup);
 // layers over PP/VPP, sequence by CP, ...). Throws LayoutError naming the numbers.
 void validate_setup(const ModelSpec& model, const TrainingSetup& setup);
 
-// Transformer Engine's attention choice for a run on `gpu_architecture` ("ampere", "hopper",
-// "blackwell", ...; empty = hopper): the backend of the point estimate, and whether the run may
-// still fall back to unfused attention (flash-attn presence unknown).
+// Transformer Engine's attention choice for a run on a GPU of CUDA compute capability
+// `compute_capability` (80, 90, 100, ...; 0 = not CUDA): the backend of the point estimate, and
+// whether the run may still fall back to unfused attention (flash-attn presence unknown).
 struct AttentionChoice {
   AttentionBackend backend = AttentionBackend::kFlash;  // kFlash or kUnfused
   bool may_fall_back_to_unfused = false;
   std::string reason;  // one line for the report
 };
-AttentionChoice resolve_attention(const TrainingSetup& setup, const std::string& gpu_architecture);
+AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capability);
 
 // Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
 // line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,

@@ -45,7 +45,7 @@ struct ValidationCase {
   double megatron_theoretical_gib = 0;  // Megatron-LM's theoretical_memory_usage, for comparison
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
-  std::string gpu_architecture;
+  int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
 
   double peak_error() const;    // (estimated - measured) / measured, signed
   double static_error() const;

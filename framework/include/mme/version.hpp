@@ -13,7 +13,7 @@
 
 // The plugin API version. Bump it whenever a type that crosses the plugin boundary
 // (ModelSpec, TrainingSetup, the three interfaces, Registry) changes layout or meaning.
-#define MME_PLUGIN_API_VERSION 1
+#define MME_PLUGIN_API_VERSION 2
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
@@ -33,8 +34,20 @@ const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = {
       "name",        "memory_gib",         "aliases",     "reserved_gib", "hbm_bandwidth_gbps",
       "bf16_tflops", "fp8_tflops",         "link_bandwidth_gbps",          "vendor",
-      "architecture", "source"};
+      "architecture", "compute_capability", "source"};
   return keys;
+}
+
+// The CUDA compute capability of an NVIDIA architecture name (x 10) for files that give no
+// `compute_capability`: the lowest of the architecture's data-centre parts. An empty name is
+// taken as Hopper (the default of an estimate without a GPU); any other name as not CUDA (0).
+int compute_capability_of(const std::string& architecture) {
+  static const std::pair<const char*, int> kKnown[] = {{"volta", 70},  {"turing", 75}, {"ampere", 80},
+                                                       {"ada", 89},    {"hopper", 90}, {"blackwell", 100}};
+  if (architecture.empty()) return kDefaultComputeCapability;
+  for (const auto& [name, cc] : kKnown)
+    if (architecture == name) return cc;
+  return 0;
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -117,6 +130,17 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
   h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false, kMaxThroughput);
   h.vendor = printable(string_or("vendor", ""));
   h.architecture = printable(string_or("architecture", ""));
+  // compute_capability as nvidia-smi prints it (9.0, 8.9, 10.0); 0 for a device that is not CUDA.
+  if (p.contains("compute_capability")) {
+    const double cc = number("compute_capability", 0, false, 99.9);
+    const double tenths = cc * 10;
+    if (std::abs(tenths - std::round(tenths)) > 1e-6)
+      fail(fmt::format("{}'compute_capability' is major.minor with one digit after the point (9.0, 8.9), got {}",
+                       label, json_text(p["compute_capability"])));
+    h.compute_capability = static_cast<int>(std::lround(tenths));
+  } else {
+    h.compute_capability = compute_capability_of(h.architecture);
+  }
   h.source = printable(string_or("source", source));
 
   if (p.contains("aliases")) {
