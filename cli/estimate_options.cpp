@@ -62,6 +62,14 @@ const ValueFlag kValueFlags[] = {
     {"hidden-dropout", {}, "override the model's hidden dropout rate"},
     {"cublas-workspace-config", {}, "CUBLAS_WORKSPACE_CONFIG of the run, e.g. :4096:8 (default: PyTorch's default)"},
     {"attention-dropout", {}, "override the model's attention dropout rate"},
+    {"data-parallel-sharding-strategy", {}, "with --use-megatron-fsdp: no_shard | optim | optim_grads | "
+                                            "optim_grads_params (default: all sharded, ZeRO-3)"},
+    {"outer-dp-sharding-strategy", {}, "Megatron-FSDP with optimizer instances (HSDP): no_shard (default) | optim"},
+    {"megatron-fsdp-main-params-dtype", {}, "Megatron-FSDP main weights: fp32 (default) | bf16 | fp16"},
+    {"megatron-fsdp-main-grads-dtype", {}, "Megatron-FSDP gradient buffer: auto (default: the param dtype) | fp32 | bf16 | fp16"},
+    {"megatron-fsdp-grad-comm-dtype", {}, "Megatron-FSDP reduce-scatter dtype: auto (default: the gradients') | fp32 | bf16 | fp16"},
+    {"suggested-communication-unit-size", {}, "Megatron-FSDP: parameters per communication unit (default: "
+                                              "max(1e9, 2 x the average layer))"},
 };
 
 struct SwitchFlag {
@@ -90,6 +98,10 @@ const SwitchFlag kSwitches[] = {
     {"no-moe-grouped-gemm", "one GEMM per local expert (SequentialMLP)"},
     {"bf16", "Megatron-LM spelling of --precision bf16"},
     {"fp16", "Megatron-LM spelling of --precision fp16"},
+    {"use-megatron-fsdp", "Megatron-FSDP: weights, gradients and optimizer states sharded over data parallel"},
+    {"use-torch-fsdp2", "PyTorch FSDP2 (implies no distributed optimizer and no gradient accumulation fusion)"},
+    {"fsdp-double-buffer", "Megatron-FSDP: two persistent gather/gradient slots of the largest layer"},
+    {"torch-fsdp2-no-reshard-after-forward", "FSDP2: keep every layer gathered from its forward to its backward"},
 };
 
 // The value of a flag given under its name or one of its Megatron-LM aliases; UsageError if
@@ -244,6 +256,32 @@ TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) {
     s.cross_entropy_te = parse_cross_entropy_fusion_impl(*v, "--cross-entropy-fusion-impl");
   if (auto v = str_flag(vm, "cp-comm-type")) s.cp_comm_type = parse_cp_comm_type(*v, "--cp-comm-type");
   if (on(vm, "no-gradient-accumulation-fusion")) s.gradient_accumulation_fusion = false;
+  auto& f = s.fsdp;
+  if (on(vm, "use-megatron-fsdp") && on(vm, "use-torch-fsdp2"))
+    throw UsageError("--use-megatron-fsdp and --use-torch-fsdp2 exclude each other");
+  if (on(vm, "use-megatron-fsdp")) f.kind = FsdpKind::kMegatron;
+  if (on(vm, "use-torch-fsdp2")) {
+    if (on(vm, "use-distributed-optimizer"))
+      throw UsageError("--use-torch-fsdp2 is not supported with --use-distributed-optimizer (Megatron-LM refuses it)");
+    // FSDP2 replaces the distributed optimizer and needs separate weight gradients (arguments.py).
+    f.kind = FsdpKind::kTorchFsdp2;
+    o.distributed = false;
+    s.gradient_accumulation_fusion = false;
+  }
+  if (auto v = str_flag(vm, "data-parallel-sharding-strategy"))
+    f.strategy = parse_fsdp_sharding(*v, "--data-parallel-sharding-strategy");
+  if (auto v = str_flag(vm, "outer-dp-sharding-strategy"))
+    f.outer = parse_fsdp_sharding(*v, "--outer-dp-sharding-strategy");
+  if (auto v = str_flag(vm, "megatron-fsdp-main-params-dtype"))
+    f.main_params = *parse_fsdp_dtype(*v, "--megatron-fsdp-main-params-dtype", false);
+  if (auto v = str_flag(vm, "megatron-fsdp-main-grads-dtype"))
+    f.main_grads = parse_fsdp_dtype(*v, "--megatron-fsdp-main-grads-dtype", true);
+  if (auto v = str_flag(vm, "megatron-fsdp-grad-comm-dtype"))
+    f.grad_comm = parse_fsdp_dtype(*v, "--megatron-fsdp-grad-comm-dtype", true);
+  if (on(vm, "fsdp-double-buffer")) f.double_buffer = true;
+  f.communication_unit_size =
+      int_flag(vm, flag("suggested-communication-unit-size"), 1, kMaxWorldSize, f.communication_unit_size);
+  if (on(vm, "torch-fsdp2-no-reshard-after-forward")) f.reshard_after_forward = false;
   if (on(vm, "defer-embedding-wgrad-compute")) s.defer_embedding_wgrad = true;
   if (on(vm, "no-masked-softmax-fusion")) s.masked_softmax_fusion = false;
   if (on(vm, "attention-softmax-in-fp32")) s.attention_softmax_in_fp32 = true;

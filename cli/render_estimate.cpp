@@ -171,7 +171,21 @@ nlohmann::json setup_to_json(const TrainingSetup& s) {
       {"exp_avg_dtype", to_string(s.optimizer.exp_avg)},
       {"exp_avg_sq_dtype", to_string(s.optimizer.exp_avg_sq)},
       {"optimizer_cpu_offload_fraction", s.optimizer.cpu_offload_fraction},
+      {"sharded_data_parallel", to_string(s.fsdp.kind)},
   };
+  if (s.fsdp.kind == FsdpKind::kMegatron) {
+    const auto& f = s.fsdp;
+    j["data_parallel_sharding_strategy"] = to_string(f.strategy);
+    j["outer_dp_sharding_strategy"] = to_string(f.outer);
+    j["megatron_fsdp_main_params_dtype"] = to_string(f.main_params);
+    j["megatron_fsdp_main_grads_dtype"] = f.main_grads ? nlohmann::json(to_string(*f.main_grads)) : "auto";
+    j["megatron_fsdp_grad_comm_dtype"] = f.grad_comm ? nlohmann::json(to_string(*f.grad_comm)) : "auto";
+    j["fsdp_double_buffer"] = f.double_buffer;
+    j["suggested_communication_unit_size"] =
+        f.communication_unit_size > 0 ? nlohmann::json(f.communication_unit_size) : nlohmann::json();
+  } else if (s.fsdp.kind == FsdpKind::kTorchFsdp2) {
+    j["torch_fsdp2_reshard_after_forward"] = s.fsdp.reshard_after_forward;
+  }
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include "mme/checked.hpp"
 #include "mme/error.hpp"
 #include "mme/pipeline.hpp"
+#include "sharded_data_parallel.hpp"
 
 namespace mme {
 
@@ -471,6 +472,8 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
         inflight_microbatches(p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0));
 
     CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
+    // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
+    CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
     CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
     CheckedInt large_tensors = 3;  // the transient working set: a few tensors
     for (std::int64_t vr = 0; vr < v; ++vr) {
@@ -499,6 +502,10 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
         rep_params += n * e.rep_params;
         exp_params += n * e.exp_params;
         fp8_params += n * e.fp8_params;
+        unit_dense += n * (e.tp_params + e.rep_params);
+        unit_expert += n * e.exp_params;
+        units += n;
+        largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
         transient = std::max(transient, e.transient);
         sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
         max_layer_saved = std::max(max_layer_saved, e.saved);
@@ -619,17 +626,40 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
       st.mtp_layers += ch.mtp_layers;
       st.chunks.push_back(ce);
     }
-    if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
-
     // Static memory.
     const CheckedInt dense_params = tp_params + rep_params;
     const CheckedInt parameters = dense_params + exp_params;
     st.parameters = parameters.value();
     st.expert_parameters = exp_params.value();
+    std::optional<ShardedDpMemory> fsdp;
+    if (s.fsdp.kind != FsdpKind::kNone) {
+      ShardedDpStage sd;
+      sd.unit_dense = unit_dense;
+      sd.unit_expert = unit_expert;
+      sd.other_dense = dense_params - unit_dense;
+      sd.units = units;
+      sd.largest_unit = largest_unit;
+      sd.fp8_params = fp8_params;
+      sd.dense_group = par.dp * c / opt.instances;
+      sd.expert_group = par.expert_dp / opt.instances;
+      sd.instances = opt.instances;
+      sd.param_bytes = param_b;
+      sd.fp8_param_gather = s.fp8_param_gather;
+      fsdp = sharded_data_parallel_memory(sd, s.fsdp, opt, param_dtype);
+    }
+    if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
+    if (fsdp && fsdp->transient > 0) {
+      // Gathered layers and unsharded gradient buckets at the backward's start, next to the
+      // activations and the block's own working set.
+      transient += fsdp->transient;
+      comps.add(MemoryCategory::kActivations, "activations/fsdp_in_flight", fsdp->transient);
+    }
+
     CheckedInt weight = param_b * parameters;
     if (s.fp8_param_gather) weight -= (param_b - 1) * fp8_params;  // uint8 param buffer for FP8 GEMM weights
+    CheckedInt gradient_bytes = grad_b * parameters;
+    if (fsdp) weight = fsdp->weights, gradient_bytes = fsdp->gradients;
     st.weight_bytes = weight.value();
-    const CheckedInt gradient_bytes = grad_b * parameters;
     st.gradient_bytes = gradient_bytes.value();
     // HybridDeviceOptimizer (optimizer/cpu_offloading/hybrid_optimizer.py) moves the states of
     // the offloaded share of parameters to the host. With the precision-aware optimizer the
@@ -648,7 +678,11 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
     // of the next train_step (training.py), so never next to the activations.
     CheckedInt step_only = 0;
     const std::int64_t state_b = main_param_b + exp_avg_b + exp_avg_sq_b + main_grad_copy_b;
-    if (muon) {
+    if (fsdp) {
+      optim = fsdp->optimizer;
+      step_only = fsdp->step_only;
+      for (const auto& [name, bytes] : fsdp->optimizer_terms) comps.add(MemoryCategory::kOptimizer, name, bytes);
+    } else if (muon) {
       // Muon: one fp32 momentum for 2-D GEMM weights, Adam for the rest (emerging_optimizers.py).
       const std::int64_t muon_b = main_param_b + 4 + main_grad_copy_b;
       const CheckedInt muon_dense = std::max(std::min(fp8_params, dense_params) - std::min(fp8_params, exp_params),
@@ -675,9 +709,14 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
       comps.add(MemoryCategory::kOptimizer, "optimizer/fp32_main_grads", grad_copy);
     }
     st.optimizer_bytes = optim.value();
-    comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
-    comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
-    comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
+    if (fsdp) {
+      for (const auto& [name, bytes] : fsdp->weight_terms) comps.add(MemoryCategory::kWeights, name, bytes);
+      for (const auto& [name, bytes] : fsdp->gradient_terms) comps.add(MemoryCategory::kGradients, name, bytes);
+    } else {
+      comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
+      comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
+      comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
+    }
 
     CheckedInt other = te_workspace + 2 * CheckedInt(torch_workspace);
     comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
@@ -695,6 +734,10 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
       other += 2 * fp8_params;
       comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", 2 * fp8_params);
     }
+    if (fsdp) {
+      other += fsdp->persistent_buffers;
+      for (const auto& [name, bytes] : fsdp->other_terms) comps.add(MemoryCategory::kOther, name, bytes);
+    }
     st.other_bytes = other.value();
     const CheckedInt activation_bytes = saved + transient;
     const CheckedInt static_bytes = weight + gradient_bytes + optim + other;
@@ -703,7 +746,7 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
     st.step_only_bytes = step_only.value();
     // The peak of a step is the larger of its phases, not their sum.
     st.forward_backward_bytes = (static_bytes - step_only + activation_bytes).value();
-    st.optimizer_step_bytes = static_bytes.value();
+    st.optimizer_step_bytes = (static_bytes + (fsdp ? fsdp->step_transient : CheckedInt(0))).value();
     st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
     st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
     // The blocks of the live activation tensors at the forward/backward peak can exceed their

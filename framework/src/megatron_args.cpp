@@ -307,6 +307,46 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   if (auto v = a.value("main-params-dtype")) s.optimizer.main_params = parse_dtype(*v);
   if (auto v = a.value("exp-avg-dtype")) s.optimizer.exp_avg = parse_dtype(*v);
   if (auto v = a.value("exp-avg-sq-dtype")) s.optimizer.exp_avg_sq = parse_dtype(*v);
+  // Sharded data parallelism (arguments.py _add_distributed_args).
+  auto& f = s.fsdp;
+  if (a.enabled("use-megatron-fsdp")) {
+    f.kind = FsdpKind::kMegatron;
+    s.optimizer.distributed = true;  // arguments.py: Megatron-FSDP forces the distributed optimizer
+  }
+  if (a.enabled("use-torch-fsdp2")) {
+    if (f.kind == FsdpKind::kMegatron) throw UsageError("--use-torch-fsdp2 and --use-megatron-fsdp exclude each other");
+    // arguments.py: "--use-torch-fsdp2 is not supported with MCore's distributed optimizer".
+    if (s.optimizer.distributed)
+      throw UsageError("--use-torch-fsdp2 is not supported with --use-distributed-optimizer (Megatron-LM refuses it)");
+    f.kind = FsdpKind::kTorchFsdp2;
+  }
+  {
+    // Megatron-LM checks the values (argparse choices) and ignores them without FSDP.
+    FsdpSettings given;
+    if (auto v = a.value("data-parallel-sharding-strategy"))
+      given.strategy = parse_fsdp_sharding(*v, "--data-parallel-sharding-strategy");
+    if (auto v = a.value("outer-dp-sharding-strategy"))
+      given.outer = parse_fsdp_sharding(*v, "--outer-dp-sharding-strategy");
+    if (auto v = a.value("megatron-fsdp-main-params-dtype"))
+      given.main_params = *parse_fsdp_dtype(*v, "--megatron-fsdp-main-params-dtype", f.kind != FsdpKind::kMegatron);
+    if (auto v = a.value("megatron-fsdp-main-grads-dtype"))
+      given.main_grads = parse_fsdp_dtype(*v, "--megatron-fsdp-main-grads-dtype", true);
+    if (auto v = a.value("megatron-fsdp-grad-comm-dtype"))
+      given.grad_comm = parse_fsdp_dtype(*v, "--megatron-fsdp-grad-comm-dtype", true);
+    // --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer switch the double buffer on too.
+    given.double_buffer = a.enabled("fsdp-double-buffer") || a.enabled("use-nccl-ub") ||
+                          a.enabled("megatron-fsdp-max-pool-double-buffer");
+    if (a.has("suggested-communication-unit-size"))
+      given.communication_unit_size = int_arg(a, "suggested-communication-unit-size");
+    given.reshard_after_forward = !a.enabled("torch-fsdp2-no-reshard-after-forward");
+    if (f.kind == FsdpKind::kMegatron) {
+      given.kind = f.kind;
+      given.reshard_after_forward = true;
+      f = given;
+    } else if (f.kind == FsdpKind::kTorchFsdp2) {
+      f.reshard_after_forward = given.reshard_after_forward;
+    }
+  }
   if (a.enabled("optimizer-cpu-offload"))
     s.optimizer.cpu_offload_fraction = a.has("optimizer-offload-fraction") ? double_arg(a, "optimizer-offload-fraction") : 1.0;
   if (auto v = a.value("optimizer")) {

@@ -132,6 +132,22 @@ std::vector<std::string> setup_to_args(const TrainingSetup& s) {
     add("--make-vocab-size-divisible-by", s.make_vocab_size_divisible_by);
   if (s.hidden_dropout) add("--hidden-dropout", *s.hidden_dropout);
   if (s.attention_dropout) add("--attention-dropout", *s.attention_dropout);
+  if (!s.gradient_accumulation_fusion && s.fsdp.kind != FsdpKind::kTorchFsdp2)
+    a.emplace_back("--no-gradient-accumulation-fusion");
+  const auto& f = s.fsdp;
+  if (f.kind == FsdpKind::kTorchFsdp2) {
+    a.emplace_back("--use-torch-fsdp2");
+    if (!f.reshard_after_forward) a.emplace_back("--torch-fsdp2-no-reshard-after-forward");
+  } else if (f.kind == FsdpKind::kMegatron) {
+    a.emplace_back("--use-megatron-fsdp");
+    if (f.strategy != d.fsdp.strategy) add("--data-parallel-sharding-strategy", to_string(f.strategy));
+    if (f.outer != d.fsdp.outer) add("--outer-dp-sharding-strategy", to_string(f.outer));
+    if (f.main_params != d.fsdp.main_params) add("--megatron-fsdp-main-params-dtype", to_string(f.main_params));
+    if (f.main_grads) add("--megatron-fsdp-main-grads-dtype", to_string(*f.main_grads));
+    if (f.grad_comm) add("--megatron-fsdp-grad-comm-dtype", to_string(*f.grad_comm));
+    if (f.double_buffer) a.emplace_back("--fsdp-double-buffer");
+    if (f.communication_unit_size > 0) add("--suggested-communication-unit-size", f.communication_unit_size);
+  }
   return a;
 }
 

@@ -121,7 +121,31 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
   if (s.moe_routing_imbalance && (!(*s.moe_routing_imbalance >= 1.0) || *s.moe_routing_imbalance > 1024.0))
     throw LayoutError(fmt::format("--moe-routing-imbalance must be in [1, 1024], got {}", *s.moe_routing_imbalance));
-  if (s.fp8_param_gather && !o.distributed)
+  const auto& f = s.fsdp;
+  if (f.kind == FsdpKind::kMegatron) {
+    if (!o.distributed) throw LayoutError("--use-megatron-fsdp runs with the distributed optimizer (arguments.py forces it)");
+    if (o.cpu_offload_fraction > 0) throw LayoutError("optimizer CPU offload with Megatron-FSDP is not modelled");
+    if (o.name != "adam") throw LayoutError(fmt::format("--optimizer {} with Megatron-FSDP is not modelled (adam)", o.name));
+  }
+  if (f.kind == FsdpKind::kTorchFsdp2) {
+    // arguments.py validate_args: what Megatron-LM refuses with --use-torch-fsdp2.
+    if (p.pp > 1) throw LayoutError("--use-torch-fsdp2 is not supported with pipeline parallelism (--pp > 1)");
+    if (p.ep > 1) throw LayoutError("--use-torch-fsdp2 is not supported with expert parallelism (--ep > 1)");
+    if (o.distributed) throw LayoutError("--use-torch-fsdp2 is not supported with the distributed optimizer");
+    if (s.gradient_accumulation_fusion)
+      throw LayoutError("--use-torch-fsdp2 is not supported with gradient accumulation fusion "
+                        "(--no-gradient-accumulation-fusion)");
+    if (s.precision == Precision::kFP16) throw LayoutError("--use-torch-fsdp2 does not support fp16");
+    if (o.name != "adam") throw LayoutError(fmt::format("--optimizer {} with FSDP2 is not modelled (adam)", o.name));
+  }
+  if (f.kind == FsdpKind::kNone && (f.strategy != FsdpSharding::kOptimGradsParams || f.outer != FsdpSharding::kNoShard ||
+                                    f.double_buffer || f.communication_unit_size != 0 || f.main_grads || f.grad_comm ||
+                                    f.main_params != DType::kFP32 || !f.reshard_after_forward))
+    throw LayoutError("the Megatron-FSDP / FSDP2 settings need --use-megatron-fsdp or --use-torch-fsdp2");
+  if (f.communication_unit_size < 0 || f.communication_unit_size > kMaxWorldSize)
+    throw LayoutError(fmt::format("--suggested-communication-unit-size must be in [1, {}], got {}", kMaxWorldSize,
+                                  f.communication_unit_size));
+  if (s.fp8_param_gather && !o.distributed && f.kind == FsdpKind::kNone)
     throw LayoutError("--fp8-param-gather needs the distributed optimizer");
   if (s.fp8_param_gather && s.precision != Precision::kFP8)
     throw LayoutError("--fp8-param-gather needs --precision fp8");
@@ -250,6 +274,48 @@ bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view f
   if (text != "native" && text != "te")
     throw UsageError(fmt::format("{}: unknown value '{}' (native, te)", flag, text));
   return text == "te";
+}
+
+FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag) {
+  // arguments.py: choices of --data-parallel-sharding-strategy.
+  if (text == "no_shard") return FsdpSharding::kNoShard;
+  if (text == "optim") return FsdpSharding::kOptim;
+  if (text == "optim_grads") return FsdpSharding::kOptimGrads;
+  if (text == "optim_grads_params") return FsdpSharding::kOptimGradsParams;
+  throw UsageError(
+      fmt::format("{}: unknown value '{}' (no_shard, optim, optim_grads, optim_grads_params)", flag, text));
+}
+
+std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed) {
+  if (text == "auto") {
+    if (auto_allowed) return std::nullopt;
+    throw UsageError(fmt::format("{} auto (no fp32 main weights; the optimizer steps the model weights) is not "
+                                 "modelled; give fp32, bf16 or fp16",
+                                 flag));
+  }
+  if (text == "fp32") return DType::kFP32;
+  if (text == "bf16") return DType::kBF16;
+  if (text == "fp16") return DType::kFP16;
+  throw UsageError(fmt::format("{}: unknown value '{}' (fp32, bf16, fp16{})", flag, text, auto_allowed ? ", auto" : ""));
+}
+
+const char* to_string(FsdpSharding s) {
+  switch (s) {
+    case FsdpSharding::kNoShard: return "no_shard";
+    case FsdpSharding::kOptim: return "optim";
+    case FsdpSharding::kOptimGrads: return "optim_grads";
+    case FsdpSharding::kOptimGradsParams: return "optim_grads_params";
+  }
+  return "?";
+}
+
+const char* to_string(FsdpKind k) {
+  switch (k) {
+    case FsdpKind::kNone: return "none";
+    case FsdpKind::kMegatron: return "megatron_fsdp";
+    case FsdpKind::kTorchFsdp2: return "torch_fsdp2";
+  }
+  return "?";
 }
 
 CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag) {

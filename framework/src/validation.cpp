@@ -140,9 +140,6 @@ std::string skip_reason(const CsvRow& row) {
   if (model == "hybrid") return "hybrid Mamba/attention models are not modelled";
   if (model.rfind("multimodal", 0) == 0) return "multimodal models (vision encoder + LM) are not modelled";
   if (model != "gpt" && model != "moe") return fmt::format("model kind '{}' is not modelled", model);
-  if (!get(row, "use-megatron-fsdp").empty() || !get(row, "use-torch-fsdp2").empty() ||
-      !get(row, "data-parallel-sharding-strategy").empty() || contains(tc, "fsdp") || contains(tc, "zp_z3"))
-    return "FSDP / ZeRO-3 (parameters sharded over data parallel) is not modelled";
   if (contains(tc, "grpo") || contains(tc, "_rl_") || contains(tc, "inference"))
     return "RL / inference loops (generation engine next to training) are not modelled";
   if (!get(row, "fine-grained-activation-offloading").empty() || !get(row, "cpu-offloading").empty())

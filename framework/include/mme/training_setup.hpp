@@ -102,11 +102,30 @@ struct OptimizerSettings {
   std::string name = "adam";               // --optimizer (adam | sgd | muon)
 };
 
+// Sharded data parallelism: Megatron-FSDP (--use-megatron-fsdp, distributed/fsdp/) or PyTorch
+// FSDP2 (--use-torch-fsdp2, distributed/torch_fully_sharded_data_parallel.py). What each
+// strategy shards: no_shard nothing, optim the fp32 main params and Adam states, optim_grads
+// also the gradients, optim_grads_params also the 16-bit weights (ZeRO-3).
+enum class FsdpKind { kNone, kMegatron, kTorchFsdp2 };
+enum class FsdpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
+struct FsdpSettings {
+  FsdpKind kind = FsdpKind::kNone;
+  FsdpSharding strategy = FsdpSharding::kOptimGradsParams;  // --data-parallel-sharding-strategy
+  FsdpSharding outer = FsdpSharding::kNoShard;  // --outer-dp-sharding-strategy (HSDP: no_shard or optim)
+  DType main_params = DType::kFP32;              // --megatron-fsdp-main-params-dtype
+  std::optional<DType> main_grads;               // --megatron-fsdp-main-grads-dtype (unset: auto)
+  std::optional<DType> grad_comm;                // --megatron-fsdp-grad-comm-dtype (unset: auto)
+  bool double_buffer = false;                    // --fsdp-double-buffer
+  std::int64_t communication_unit_size = 0;      // --suggested-communication-unit-size (0: unset)
+  bool reshard_after_forward = true;             // FSDP2; --torch-fsdp2-no-reshard-after-forward
+};
+
 struct TrainingSetup {
   ParallelLayout parallel;
   PipelineSplit pipeline;
   RecomputeSettings recompute;
   OptimizerSettings optimizer;
+  FsdpSettings fsdp;
 
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 4096;
@@ -201,6 +220,12 @@ bool apply_environment(TrainingSetup& setup, const std::string& name, const std:
 void apply_deterministic_mode(TrainingSetup& setup);
 // --cross-entropy-fusion-impl: "native" (false) or "te" (true); UsageError naming `flag` otherwise.
 bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag);
+// --data-parallel-sharding-strategy / --outer-dp-sharding-strategy values; UsageError naming
+// `flag` otherwise.
+FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag);
+// --megatron-fsdp-main-params-dtype / -main-grads-dtype / -grad-comm-dtype: fp32, bf16, fp16, or
+// auto (nullopt; the main params' auto, which drops the main weight buffer, is not modelled).
+std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed);
 // --cp-comm-type: p2p, all_gather, a2a or a2a+p2p (Transformer Engine's names); UsageError naming
 // `flag` otherwise.
 CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag);
@@ -225,6 +250,8 @@ const char* to_string(DType d);
 const char* to_string(AttentionBackend b);
 const char* to_string(TokenDispatcher d);
 const char* to_string(CpCommType c);
+const char* to_string(FsdpSharding s);
+const char* to_string(FsdpKind k);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 std::string recompute_modules_to_string(std::uint32_t modules);
