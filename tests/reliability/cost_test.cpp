@@ -1,6 +1,9 @@
 // Issue 20 item 15, the cost of one command at the accepted limits: the layer count is bounded
-// at ConfigReader::kMaxLayers (512) with a message naming the limit, and a pipeline has no more
-// chunks than the model has things to put in them.
+// at ConfigReader::kMaxLayers (512) with a message naming the limit, a pipeline has no more
+// chunks than the model has things to put in them, and the Megatron-flag parser is linear in
+// the number of flags. Speed is never asserted here (docs/reliability.md has the timings, from
+// bench/engine_bench.cpp); the tests check results at sizes where the old quadratic parser could
+// not finish (500 000 flags: about 25 s per 100 000 squared, over ten minutes).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +13,7 @@
 
 #include <mme/config_reader.hpp>
 #include <mme/error.hpp>
+#include <mme/megatron_args.hpp>
 #include <mme/model_spec.hpp>
 #include <mme/pipeline.hpp>
 #include <mme/training_setup.hpp>
@@ -116,6 +120,51 @@ TEST(CostLimits, NoMoreChunksThanThingsToPutInThem) {
   }
   layout.layout = "Et|t|||mL";  // 5 stages = 2 layers + 1 MTP layer + 2
   EXPECT_EQ(partition_pipeline(2, 1, par, layout).chunks.size(), 5u);
+}
+
+// 500 000 flags, each given twice (the second value wins, in the first one's place), 1 000 with
+// '_' spellings of earlier '-' flags, a few environment variables repeated, and flags whose last
+// value is an unexpanded shell variable (dropped).
+TEST(CostLimits, MegatronFlagParserOnHalfAMillionFlags) {
+  constexpr int kFlags = 500000;
+  std::string text = "torchrun pretrain_gpt.py \\\n";
+  text.reserve(static_cast<std::size_t>(kFlags) * 40);
+  for (int i = 0; i < kFlags; ++i) text += fmt::format("--flag-{} {}\n", i, i);
+  for (int i = 0; i < kFlags; ++i) text += fmt::format("--flag-{}={}\n", i, 2 * i);
+  for (int i = 0; i < 1000; ++i) text += fmt::format("--flag_{} u{}\n", i, i);
+  for (int i = 0; i < 100; ++i) text += fmt::format("export VAR_{}=a\nexport VAR_{}=b{}\n", i, i, i);
+  text += "--flag-7 $UNSET\n";
+  const MegatronArgs a = parse_megatron_args(text, "args.sh");
+  ASSERT_EQ(a.flags().size(), static_cast<std::size_t>(kFlags - 1));  // --flag-7 dropped
+  EXPECT_EQ(a.flags()[0].name, "flag-0");
+  EXPECT_EQ(a.flags()[0].values, std::vector<std::string>{"u0"});
+  EXPECT_EQ(a.flags()[6].name, "flag-6");
+  EXPECT_EQ(a.flags()[7].name, "flag-8");  // the order of first appearance, without flag-7
+  EXPECT_EQ(a.flags()[998].values, std::vector<std::string>{"u999"});
+  EXPECT_EQ(a.flags()[999].values, std::vector<std::string>{"2000"});  // flag-1000
+  EXPECT_EQ(a.flags().back().name, fmt::format("flag-{}", kFlags - 1));
+  EXPECT_EQ(a.flags().back().values, std::vector<std::string>{std::to_string(2 * (kFlags - 1))});
+  EXPECT_EQ(a.value("flag_123456"), "246912");
+  EXPECT_FALSE(a.has("flag-7"));
+  ASSERT_EQ(a.env().size(), 100u);
+  EXPECT_EQ(a.env()[42], (std::pair<std::string, std::string>{"VAR_42", "b42"}));
+
+  // The config document and back (the megatron_args adapter's path), linear as well.
+  const MegatronArgs back = MegatronArgs::from_config(a.to_config());
+  ASSERT_EQ(back.flags().size(), a.flags().size());
+  EXPECT_EQ(back.value("flag-499998"), "999996");
+  EXPECT_EQ(back.value("flag-0"), "u0");
+}
+
+TEST(CostLimits, FromConfigMergesSpellingsOfOneFlag) {
+  // "num_layers" and "num-layers" name one flag; the key sorted last (nlohmann sorts) wins.
+  const auto config = nlohmann::json::parse(
+      R"({"mme_source": "megatron-args", "args": {"num-layers": "4", "num_layers": "8", "bf16": true, "fp16": false}})");
+  const MegatronArgs a = MegatronArgs::from_config(config);
+  ASSERT_EQ(a.flags().size(), 3u);
+  EXPECT_EQ(a.value("num-layers"), "8");
+  EXPECT_EQ(a.value("bf16"), "");
+  EXPECT_EQ(a.value("fp16"), "false");
 }
 
 }  // namespace
