@@ -835,6 +835,8 @@ std::string join_or(const std::vector<std::string>& v) {
 J check_value(const FieldDef& f, const J& v, const std::function<void(const std::string&)>& fail) {
   switch (f.type) {
     case Ty::kInt: {
+      // Layer counts (num_layers, mtp_num_layers: the fields bounded by kMaxLayers) say why
+      // their bound is so low, in the message every input shares.
       const char* expected = f.min > 0 ? "a positive integer" : "a non-negative integer";
       if (v.is_number_float()) {
         const double d = v.get<double>();
