@@ -1,8 +1,12 @@
 // In-process engine speed: one DeepSeek-V3 estimate (61 layers, MLA + MoE, MTP, PP 4), with
-// and without the named component lists. Target (issue 4): at most 20 microseconds.
+// and without the named component lists. Target (issue 4): at most 20 microseconds. And the
+// Megatron-flag parser on many flags (linear since issue 20).
 #include <benchmark/benchmark.h>
 
+#include <string>
+
 #include <mme/estimator.hpp>
+#include <mme/megatron_args.hpp>
 #include <mme/model_loader.hpp>
 #include <mme/model_source.hpp>
 
@@ -60,6 +64,21 @@ void BM_DeepSeekV3EstimatorConstruction(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DeepSeekV3EstimatorConstruction)->Unit(benchmark::kMicrosecond);
+
+// The Megatron-flag parser on N distinct flags, each given twice (issue 20: quadratic before,
+// 25 s for 100 000 flags; docs/reliability.md).
+void BM_ParseMegatronArgs(benchmark::State& state) {
+  std::string text;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::int64_t i = 0; i < state.range(0); ++i)
+      text += "--flag-" + std::to_string(i) + " " + std::to_string(pass) + "\n";
+  for (auto _ : state) {
+    const mme::MegatronArgs a = mme::parse_megatron_args(text, "bench");
+    benchmark::DoNotOptimize(a.flags().size());
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_ParseMegatronArgs)->RangeMultiplier(10)->Range(1000, 100000)->Complexity()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

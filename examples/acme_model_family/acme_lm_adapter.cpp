@@ -24,9 +24,7 @@ mme::ModelSpec AcmeLmAdapter::adapt(const mme::ConfigInput& input) const {
   spec.model_type = r.string_or("model_type", "acme_lm");
   spec.adapter = std::string(name());
 
-  spec.num_layers = r.require_size("n_layers");
-  if (spec.num_layers > mme::ConfigReader::kMaxCount)
-    r.fail("n_layers", fmt::format("{} layers is more than any real model has", spec.num_layers));
+  spec.num_layers = r.require_layers("n_layers");  // at most ConfigReader::kMaxLayers
   spec.hidden_size = r.require_size("d_model");
   spec.vocab_size = r.require_size("vocab");
   spec.max_position_embeddings = r.size_or("context_length", 4096);

@@ -20,6 +20,12 @@ std::string describe(const nlohmann::json& v) {
 
 }  // namespace
 
+std::string too_many_layers(std::string_view count) {
+  return fmt::format("{} layers is more than mme accepts (at most {}; the deepest real models have about 130, and "
+                     "the planner's cost grows with the square of the layer count)",
+                     count, ConfigReader::kMaxLayers);
+}
+
 ConfigReader::ConfigReader(const nlohmann::json& config, std::string source)
     : config_(config), source_(std::move(source)) {
   if (!config_.is_object())
@@ -77,6 +83,13 @@ std::int64_t ConfigReader::require_size(std::string_view key) {
   const nlohmann::json* v = get(key);
   if (!v) fail(key, "required key is missing");
   return to_integer(key, *v, 1, kMaxDimension);
+}
+
+std::int64_t ConfigReader::require_layers(std::string_view key) {
+  const nlohmann::json* v = get(key);
+  if (!v) fail(key, "required key is missing");
+  if (v->is_number() && v->get<double>() > static_cast<double>(kMaxLayers)) fail(key, too_many_layers(describe(*v)));
+  return to_integer(key, *v, 1, kMaxLayers);
 }
 
 std::optional<std::int64_t> ConfigReader::optional_size(std::string_view key) {

@@ -54,7 +54,7 @@ const Api& api() {
   static const Api loaded = [] {
     void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
-      throw NotFoundError("downloading from the Hugging Face Hub needs libcurl (libcurl.so.4, Debian package "
+      throw NotFoundError("downloading a model's config.json needs libcurl (libcurl.so.4, Debian package "
                           "libcurl4); use a bundled model or a local config.json instead");
     auto sym = [lib](const char* name) {
       void* p = ::dlsym(lib, name);
@@ -466,6 +466,14 @@ Transfer fetch(const std::string& url, const std::string& token, const SourceOpt
   return t;
 }
 
+// scheme://host[:port] of a URL, without credentials.
+std::string origin_of(const std::string& url) {
+  const std::string r = redact(url);
+  const auto scheme_end = r.find("://");
+  if (scheme_end == std::string::npos) return r;
+  return r.substr(0, r.find('/', scheme_end + 3));
+}
+
 bool is_redirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
@@ -483,11 +491,15 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   std::string revision_in_url = options.revision;
   for (std::size_t pos = revision_in_url.find('/'); pos != std::string::npos; pos = revision_in_url.find('/'))
     revision_in_url.replace(pos, 1, "%2F");
-  std::string url = fmt::format("{}/{}/resolve/{}/config.json", endpoint.base, id, revision_in_url);
+  const std::string first_url = fmt::format("{}/{}/resolve/{}/config.json", endpoint.base, id, revision_in_url);
+  std::string url = first_url;
   const std::string shown = redact(url);
   if (!token.empty() && endpoint.parts.scheme == "http" && !is_loopback(endpoint.parts.host))
     spdlog::warn("HF_TOKEN goes to {} over plain http: anyone on the path can read it", endpoint.parts.host);
   spdlog::info("downloading {}", shown);
+  // Errors name what was contacted: the config's URL, and after a redirect the URL that
+  // failed as well (a CDN, another host), never the endpoint for a host that is not it.
+  auto at = [&] { return url == first_url ? shown : fmt::format("{} (redirected to {})", shown, redact(url)); };
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.transfer_timeout_s, 1L));
   const int max_redirects = std::max(options.max_redirects, 0);
@@ -501,7 +513,7 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
     const long left_ms = static_cast<long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
     if (left_ms <= 0)
-      throw NotFoundError(fmt::format("{}: timed out: the download took longer than {} s", shown,
+      throw NotFoundError(fmt::format("{}: timed out: the download took longer than {} s", at(),
                                       options.transfer_timeout_s));
     t = fetch(url, to_endpoint ? token : std::string(), options, left_ms);
     spdlog::trace("{}: HTTP {} ({} body bytes, token {})", redact(url), t.status, t.body.size(),
@@ -512,11 +524,11 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
       throw NotFoundError(fmt::format("{}: more than {} redirects; giving up", shown, max_redirects));
     const auto next = parse_url(t.location);
     if (t.location.empty() || !next)
-      throw NotFoundError(fmt::format("{}: HTTP {} redirect without a usable Location", shown, t.status));
+      throw NotFoundError(fmt::format("{}: HTTP {} redirect without a usable Location", at(), t.status));
     if (next->scheme != "http" && next->scheme != "https")
-      throw NotFoundError(fmt::format("{}: refusing a redirect to a {}: URL", shown, next->scheme));
+      throw NotFoundError(fmt::format("{}: refusing a redirect to a {}: URL", at(), next->scheme));
     if (parts && parts->scheme == "https" && next->scheme == "http")
-      throw NotFoundError(fmt::format("{}: refusing a redirect from https to plain http ({})", shown,
+      throw NotFoundError(fmt::format("{}: refusing a redirect from https to plain http ({})", at(),
                                       redact(t.location)));
     spdlog::debug("HTTP {} redirect to {}", t.status, redact(t.location));
     url = t.location;
@@ -526,58 +538,61 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   const bool have_token = !token.empty();
   if (status == 401 || status == 403) {
     if (t.error_code == "RepoNotFound")
-      throw NotFoundError(fmt::format("{}: HTTP {}: repository '{}' not found, or it is private{}", shown, status, id,
+      throw NotFoundError(fmt::format("{}: HTTP {}: repository '{}' not found, or it is private{}", at(), status, id,
                                       have_token ? " and HF_TOKEN gives no access to it"
                                                  : ": check the name, or set HF_TOKEN to an access token"));
     if (have_token)
       throw NotFoundError(fmt::format("{}: HTTP {}: HF_TOKEN is set but gives no access to '{}': accept the model's "
                                       "licence on its hub page with that account, or use another token",
-                                      shown, status, id));
+                                      at(), status, id));
     throw NotFoundError(fmt::format("{}: HTTP {}: '{}' is gated or private: accept its licence on the hub and set "
                                     "HF_TOKEN to an access token",
-                                    shown, status, id));
+                                    at(), status, id));
   }
   if (status == 404) {
     if (t.error_code == "RevisionNotFound")
-      throw NotFoundError(fmt::format("{}: HTTP 404: '{}' has no revision '{}'", shown, id, options.revision));
+      throw NotFoundError(fmt::format("{}: HTTP 404: '{}' has no revision '{}'", at(), id, options.revision));
     if (t.error_code == "EntryNotFound")
-      throw NotFoundError(fmt::format("{}: HTTP 404: '{}' (revision '{}') has no config.json", shown, id,
+      throw NotFoundError(fmt::format("{}: HTTP 404: '{}' (revision '{}') has no config.json", at(), id,
                                       options.revision));
-    throw NotFoundError(fmt::format("{}: HTTP 404: no model '{}' (revision '{}') on {}", shown, id, options.revision,
-                                    redact(endpoint.base)));
+    throw NotFoundError(fmt::format("{}: HTTP 404: no model '{}' (revision '{}') on {}", at(), id, options.revision,
+                                    url == first_url ? redact(endpoint.base) : origin_of(url)));
   }
   if (t.too_large || t.rc == CURLE_FILESIZE_EXCEEDED)
-    throw NotFoundError(fmt::format("{}: the response is larger than {} bytes; that is no config.json", shown,
+    throw NotFoundError(fmt::format("{}: the response is larger than {} bytes; that is no config.json", at(),
                                     options.max_bytes));
   if (t.rc != CURLE_OK) {
-    const std::string host = endpoint.parts.host;
     if (!t.reached && (t.rc == CURLE_COULDNT_RESOLVE_HOST || t.rc == CURLE_COULDNT_CONNECT ||
                        t.rc == CURLE_COULDNT_RESOLVE_PROXY || t.rc == CURLE_OPERATION_TIMEDOUT))
       throw NotFoundError(fmt::format("cannot reach {} for {}: {} (offline? set HF_HUB_OFFLINE=1 and use a bundled "
                                       "model: {}; or give a local config.json)",
-                                      redact(endpoint.base), id, t.why, bundled_names(zoo)));
+                                      url == first_url ? redact(endpoint.base)
+                                                       : fmt::format("{} (where {} redirects)", origin_of(url), shown),
+                                      id, t.why, bundled_names(zoo)));
     if (t.stalled)
-      throw NotFoundError(fmt::format("{}: timed out: no data for {} s", shown, std::max(options.low_speed_timeout_s, 1L)));
+      throw NotFoundError(fmt::format("{}: timed out: no data for {} s", at(), std::max(options.low_speed_timeout_s, 1L)));
     if (t.rc == CURLE_OPERATION_TIMEDOUT)
-      throw NotFoundError(fmt::format("{}: timed out: {}", shown, t.why));
+      throw NotFoundError(fmt::format("{}: timed out: {}", at(), t.why));
     if (t.rc == CURLE_PEER_FAILED_VERIFICATION || t.rc == CURLE_SSL_CONNECT_ERROR || t.rc == CURLE_SSL_CACERT_BADFILE ||
         t.rc == CURLE_SSL_CERTPROBLEM)
       throw NotFoundError(fmt::format("{}: TLS failure: {} (certificates are always verified; check the system CA "
                                       "certificates, or a proxy that intercepts TLS)",
-                                      shown, t.why));
+                                      at(), t.why));
     if (t.rc == CURLE_PARTIAL_FILE)
-      throw NotFoundError(fmt::format("{}: the connection closed before the whole file arrived: {}", shown, t.why));
-    throw NotFoundError(fmt::format("cannot download {}: {}", shown, t.why));
+      throw NotFoundError(fmt::format("{}: the connection closed before the whole file arrived: {}", at(), t.why));
+    throw NotFoundError(fmt::format("cannot download {}: {}", at(), t.why));
   }
   if (is_redirect(status))
-    throw NotFoundError(fmt::format("{}: HTTP {} redirect that could not be followed", shown, status));
-  if (status != 200) throw NotFoundError(fmt::format("{}: unexpected HTTP status {}", shown, status));
+    throw NotFoundError(fmt::format("{}: HTTP {} redirect that could not be followed", at(), status));
+  if (status != 200) throw NotFoundError(fmt::format("{}: unexpected HTTP status {}", at(), status));
   return {std::move(t.body), commit, shown};
 }
 
 ResolvedModel download_to_cache(const std::string& id, const SourceOptions& options, const fs::path& cache,
                                 const std::vector<fs::path>& zoo) {
   Downloaded d = download(id, options, zoo);
+  if (all_space(d.body))
+    throw ConfigError(fmt::format("{}: the response is empty; that is no config.json; nothing cached", d.url));
   // Parse before caching: a truncated or broken body never becomes a cache entry.
   nlohmann::json config = parse_config_text(d.body, d.url);
   // Valid JSON that is not a config ([1,2,3]) would stay in the cache and fail every later run.

@@ -32,7 +32,9 @@ LayerKinds group_layer_kinds(const ModelSpec& spec) {
 void validate_model_spec(const ModelSpec& m) {
   constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
   constexpr std::int64_t kCount = ConfigReader::kMaxCount;
-  require_positive(m, "num_layers", m.num_layers, kCount);
+  if (m.num_layers > ConfigReader::kMaxLayers)
+    throw ConfigError(fmt::format("{}: num_layers: {}", m.name, too_many_layers(std::to_string(m.num_layers))));
+  require_positive(m, "num_layers", m.num_layers, ConfigReader::kMaxLayers);
   require_positive(m, "hidden_size", m.hidden_size, kDim);
   require_positive(m, "vocab_size", m.vocab_size, kDim);
   if (m.max_position_embeddings < 0 || m.max_position_embeddings > kDim)
@@ -40,9 +42,9 @@ void validate_model_spec(const ModelSpec& m) {
                                   m.max_position_embeddings));
   if (static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
     throw ConfigError(fmt::format("{}: {} layer specs for num_layers = {}", m.name, m.layers.size(), m.num_layers));
-  if (m.mtp_num_layers < 0 || m.mtp_num_layers > kCount)
-    throw ConfigError(fmt::format("{}: mtp_num_layers must be between 0 and {}, got {}", m.name, kCount,
-                                  m.mtp_num_layers));
+  if (m.mtp_num_layers < 0 || m.mtp_num_layers > ConfigReader::kMaxLayers)
+    throw ConfigError(fmt::format("{}: mtp_num_layers must be between 0 and {}, got {}", m.name,
+                                  ConfigReader::kMaxLayers, m.mtp_num_layers));
   if (m.hidden_dropout < 0 || m.hidden_dropout >= 1 || m.attention_dropout < 0 || m.attention_dropout >= 1)
     throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1)", m.name));
   for (std::size_t i = 0; i < m.layers.size(); ++i) {

@@ -91,6 +91,15 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
   const std::int64_t p = parallel.pp;
   PipelinePartition out;
   out.pp = p;
+  // Every chunk holds a decoder layer, an MTP layer, the embedding or the loss: more chunks
+  // than that only add empty ones, whose lists (and per-stage output) would grow without limit.
+  const std::int64_t max_chunks = L + M + 2;
+  auto check_chunks = [&](std::int64_t n, const std::string& what) {
+    if (n > max_chunks)
+      throw LayoutError(fmt::format("{} is more than the model's {} layers{} plus the embedding and the loss: at "
+                                    "least one pipeline chunk would hold nothing",
+                                    what, L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
+  };
 
   if (!split.layout.empty()) {
     if (split.first_stage_layers || split.last_stage_layers || split.account_for_embedding || split.account_for_loss)
@@ -100,6 +109,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     const auto n = static_cast<std::int64_t>(stages.size());
     if (n % p != 0)
       throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", n, p));
+    check_chunks(n, fmt::format("--pipeline-layout has {} stages, which", n));
     const std::int64_t v = n / p;
     if (parallel.vpp != 1 && parallel.vpp != v)
       throw LayoutError(fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}", v,
@@ -145,6 +155,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
 
   const std::int64_t v = parallel.vpp;
   out.vpp = v;
+  check_chunks(p * v, fmt::format("--pp {} x --vpp {} = {} pipeline chunks", p, v, p * v));
   std::vector<std::int64_t> per_rank(static_cast<std::size_t>(p), 0);
   const bool uneven = split.first_stage_layers.has_value() || split.last_stage_layers.has_value();
   if (uneven) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/core.h>
@@ -25,6 +27,13 @@ std::shared_ptr<const T> pin(std::shared_ptr<const T> object, std::shared_ptr<vo
   auto holder = std::make_shared<Holder>(Holder{std::move(library), std::move(object)});
   const T* raw = holder->object.get();
   return std::shared_ptr<const T>(std::move(holder), raw);
+}
+
+// True when `key` (normalised) is the profile's name or one of its aliases.
+bool find_in(const HardwareProfile& h, const std::string& key) {
+  if (normalize_hardware_name(h.name) == key) return true;
+  return std::any_of(h.aliases.begin(), h.aliases.end(),
+                     [&](const std::string& a) { return normalize_hardware_name(a) == key; });
 }
 
 std::string lower(std::string_view s) {
@@ -129,19 +138,46 @@ bool Registry::register_plugin(const std::string& name, const std::string& versi
       return false;
     }
   }
+  // Hardware profiles are values, independent of each other and of the plugin's code, so a
+  // name that is taken costs only that name: a taken alias is dropped from its profile, a
+  // taken canonical name drops that profile; each with one warning that names the owner. The
+  // plugin's other profiles, adapters and layer models load.
+  std::map<std::string, std::string> staged_names;  // normalised name -> profile of this plugin
+  std::vector<std::shared_ptr<const HardwareProfile>> accepted;
+  auto owner_of = [&](const std::string& key) -> std::optional<std::string> {
+    if (const auto it = staged_names.find(key); it != staged_names.end())
+      return fmt::format("this plugin's profile '{}'", it->second);
+    for (const auto& h : hardware_)
+      if (find_in(*h.object, key)) return fmt::format("profile '{}' of plugin '{}'", h.object->name, h.plugin);
+    return std::nullopt;
+  };
   for (const auto& h : staged.hardware_) {
-    std::vector<std::string> names{h.object->name};
-    names.insert(names.end(), h.object->aliases.begin(), h.object->aliases.end());
-    std::set<std::string> own;  // a profile's aliases may repeat its own name in another spelling
-    for (const auto& n : names) {
-      std::string key = normalize_hardware_name(n);
-      if (key.empty() || !own.insert(key).second) continue;
-      if (!seen.insert("hw:" + key).second || find_hardware(n)) {
-        record_rejected(where, fmt::format("hardware name '{}' (of profile '{}') is already registered", n,
-                                           h.object->name));
-        return false;
-      }
+    const HardwareProfile& profile = *h.object;
+    const std::string key = normalize_hardware_name(profile.name);
+    if (const auto owner = owner_of(key)) {
+      spdlog::warn("plugin {}: hardware profile '{}' skipped: its name is already a name of {}", where,
+                   profile.name, *owner);
+      continue;
     }
+    HardwareProfile kept = profile;
+    kept.aliases.clear();
+    std::set<std::string> own{key};  // a profile's aliases may repeat its own name in another spelling
+    for (const auto& alias : profile.aliases) {
+      const std::string akey = normalize_hardware_name(alias);
+      if (akey.empty() || own.count(akey)) {
+        kept.aliases.push_back(alias);
+        continue;
+      }
+      if (const auto owner = owner_of(akey)) {
+        spdlog::warn("plugin {}: hardware alias '{}' of profile '{}' dropped: it is already a name of {}", where,
+                     alias, profile.name, *owner);
+        continue;
+      }
+      own.insert(akey);
+      kept.aliases.push_back(alias);
+    }
+    for (const auto& k : own) staged_names.emplace(k, profile.name);
+    accepted.push_back(std::make_shared<const HardwareProfile>(std::move(kept)));
   }
 
   PluginRecord record{name, version, path, {}, {}, {}};
@@ -153,9 +189,9 @@ bool Registry::register_plugin(const std::string& name, const std::string& versi
     record.layer_models.emplace_back(l.object->kind());
     layer_models_.push_back({pin(std::move(l.object), keep_alive), name});
   }
-  for (auto& h : staged.hardware_) {
-    record.hardware.push_back(h.object->name);
-    hardware_.push_back({std::move(h.object), name});  // a value copy: no plugin code behind it
+  for (auto& h : accepted) {
+    record.hardware.push_back(h->name);
+    hardware_.push_back({std::move(h), name});  // a value copy: no plugin code behind it
   }
   staged.adapters_.clear();
   staged.layer_models_.clear();

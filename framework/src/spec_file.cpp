@@ -438,7 +438,7 @@ const std::vector<FieldDef>& field_defs() {
                   "other model fields override it"},
       {.section = "model", .name = "name", .type = Ty::kString, .default_text = "the file name",
        .summary = "the name reports show"},
-      {.section = "model", .name = "num_layers", .type = Ty::kInt, .required = true, .max = ConfigReader::kMaxCount,
+      {.section = "model", .name = "num_layers", .type = Ty::kInt, .required = true, .max = ConfigReader::kMaxLayers,
        .default_text = "required", .summary = "transformer layers"},
       {.section = "model", .name = "hidden_size", .type = Ty::kInt, .required = true,
        .max = ConfigReader::kMaxDimension, .default_text = "required",
@@ -511,7 +511,7 @@ const std::vector<FieldDef>& field_defs() {
        .summary = "router computed in fp32; null = the training dtype"},
       {.section = "model", .name = "moe_layer_freq", .type = Ty::kLayerFreq, .default_text = "1",
        .summary = "which layers are MoE: N = every N-th, a list of 0/1, or \"([0]*3+[1]*58)\""},
-      {.section = "model", .name = "mtp_num_layers", .type = Ty::kInt, .min = 0, .max = ConfigReader::kMaxCount,
+      {.section = "model", .name = "mtp_num_layers", .type = Ty::kInt, .min = 0, .max = ConfigReader::kMaxLayers,
        .default_text = "0", .summary = "multi-token-prediction layers (DeepSeek-V3), on the last stage"},
 
       // parallelism ---------------------------------------------------------------------------
@@ -904,17 +904,22 @@ std::string join_or(const std::vector<std::string>& v) {
 J check_value(const FieldDef& f, const J& v, const std::function<void(const std::string&)>& fail) {
   switch (f.type) {
     case Ty::kInt: {
+      // Layer counts (num_layers, mtp_num_layers: the fields bounded by kMaxLayers) say why
+      // their bound is so low, in the message every input shares.
       const char* expected = f.min > 0 ? "a positive integer" : "a non-negative integer";
       if (v.is_number_float()) {
         const double d = v.get<double>();
         if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) > 9e15)
-          fail(fmt::format("{} is larger than {}", describe(v), f.max));
+          fail(f.max == ConfigReader::kMaxLayers && d > 0 ? too_many_layers(describe(v))
+                                                          : fmt::format("{} is larger than {}", describe(v), f.max));
         fail(fmt::format("expected {}, got {}", expected, describe(v)));
       }
       if (!v.is_number_integer()) fail(fmt::format("expected {}, got {}", expected, describe(v)));
       const auto n = v.get<std::int64_t>();
       if (n < f.min) fail(fmt::format("expected {}, got {}", expected, n));
-      if (n > f.max) fail(fmt::format("{} is larger than {}", n, f.max));
+      if (n > f.max)
+        fail(f.max == ConfigReader::kMaxLayers ? too_many_layers(std::to_string(n))
+                                               : fmt::format("{} is larger than {}", n, f.max));
       return J(n);
     }
     case Ty::kNumber: {

@@ -88,12 +88,36 @@ std::vector<Row> catalogue() {
        "more than 1e+15, which no real model comes near", true,
        {{"config.json",
          with(with(llama_with("hidden_size", "16777216"), "intermediate_size", "16777216"), "num_hidden_layers",
-              "65536")}}},
+              "512")}}},
       {"sizes whose products overflow 64 bits (Megatron flags)",
        {"estimate", "--megatron-args",
-        "--num-layers 65536 --hidden-size 16777216 --ffn-hidden-size 16777216 --num-attention-heads 1 "
+        "--num-layers 512 --hidden-size 16777216 --ffn-hidden-size 16777216 --num-attention-heads 1 "
         "--kv-channels 16777216 --seq-length 4096"},
        3, "does not fit in 64 bits; no real model and layout is that large"},
+      // Issue 20 item 15: 2^20 layers were accepted, and an estimate of them took 14.5 GB.
+      {"more layers than mme accepts (HF config)", {"params", "{dir}/config.json"}, 3,
+       "num_hidden_layers: 513 layers is more than mme accepts (at most 512; the deepest real models have about 130",
+       true, {{"config.json", llama_with("num_hidden_layers", "513")}}},
+      {"more layers than mme accepts (Megatron flags)",
+       {"estimate", "--megatron-args",
+        "--num-layers 1048576 --hidden-size 1024 --num-attention-heads 16 --seq-length 4096"},
+       3, "--num-layers: 1048576 layers is more than mme accepts (at most 512;"},
+      {"more MTP layers than mme accepts (Megatron flags)",
+       {"estimate", "--megatron-args",
+        "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 4096 --mtp-num-layers 100000"},
+       3, "--mtp-num-layers: 100000 layers is more than mme accepts (at most 512;"},
+      {"more layers than mme accepts (spec file)", {"estimate", "--config", "{dir}/s.yaml"}, 3,
+       "s.yaml:2: model.num_layers: 1048576 layers is more than mme accepts (at most 512;", true,
+       {{"s.yaml", "model:\n  num_layers: 1048576\n  hidden_size: 1024\n  num_attention_heads: 16\n"
+                   "  ffn_hidden_size: 4096\n  vocab_size: 32000\n  max_position_embeddings: 4096\n"
+                   "parallelism:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 1\n"
+                   "training:\n  micro_batch_size: 1\n  seq_length: 4096\ninfrastructure:\n  world_size: 8\n"}}},
+      {"more pipeline chunks than the model fills",
+       {"estimate", "meta-llama/Meta-Llama-3-8B", "--pp", "4", "--vpp", "32", "--num-layers-in-first-pipeline-stage",
+        "0", "--num-layers-in-last-pipeline-stage", "32", "--num-gpus", "4"},
+       4,
+       "--pp 4 x --vpp 32 = 128 pipeline chunks is more than the model's 32 layers plus the embedding and the loss: "
+       "at least one pipeline chunk would hold nothing"},
       {"tokens per micro-batch beyond any run",
        {"estimate", "{dir}/config.json", "--seq-length", "16777216", "--micro-batch-size", "16777216"}, 4,
        "--seq-length 16777216 x --micro-batch-size 16777216 = 281474976710656 tokens per micro-batch is more than "

@@ -257,14 +257,16 @@ TEST(PluginLoader, DuplicateLayerKindIsRejected) {
   EXPECT_FALSE(is_mapped(fixture("dup_layer")));
 }
 
-TEST(PluginLoader, DuplicateHardwareAliasIsRejected) {
+TEST(PluginLoader, ATakenHardwareAliasIsDroppedAndThePluginLoads) {
   Registry r;
   ASSERT_TRUE(load_plugin_file(r, fixture("good")));
-  const std::string reason = load_rejected(r, fixture("dup_alias"));
-  EXPECT_CONTAINS(reason, "hardware name 'F_GPU' (of profile 'OtherGPU-3GB') is already registered");
-  EXPECT_EQ(r.find_hardware("other3"), nullptr);
-  EXPECT_EQ(r.find_layer_model("fixture_dup_alias_layer"), nullptr);
+  ASSERT_TRUE(load_plugin_file(r, fixture("dup_alias")));  // issue 20: it used to be rejected whole
+  EXPECT_TRUE(r.rejected().empty());
+  EXPECT_EQ(r.find_hardware("other3")->name, "OtherGPU-3GB");
+  EXPECT_EQ(r.find_hardware("OtherGPU-3GB")->aliases, std::vector<std::string>{"other3"});
+  EXPECT_NE(r.find_layer_model("fixture_dup_alias_layer"), nullptr);
   EXPECT_EQ(r.find_hardware("f-gpu")->name, "FixtureGPU-1GB");
+  EXPECT_TRUE(is_mapped(fixture("dup_alias")));
 }
 
 TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
@@ -285,10 +287,12 @@ TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
 
   Registry r;
   load_plugins(r, {dir.path() / "does-not-exist", dir.path(), dir.path()});  // listed twice: loaded once
-  EXPECT_EQ(plugin_names(r), (std::set<std::string>{"fixture_good", "fixture_good_two"}));
-  ASSERT_EQ(r.plugins().size(), 2u);
+  // h_dup_alias.so loads without its taken alias F_GPU (a warning, not a rejection).
+  EXPECT_EQ(plugin_names(r), (std::set<std::string>{"fixture_good", "fixture_dup_alias", "fixture_good_two"}));
+  ASSERT_EQ(r.plugins().size(), 3u);
   EXPECT_EQ(r.plugins()[0].path, (fs::canonical(dir.path()) / "a_good.so").string());
-  EXPECT_EQ(r.plugins()[1].path, (fs::canonical(dir.path()) / "z_good_two.so").string());
+  EXPECT_EQ(r.plugins()[1].path, (fs::canonical(dir.path()) / "h_dup_alias.so").string());
+  EXPECT_EQ(r.plugins()[2].path, (fs::canonical(dir.path()) / "z_good_two.so").string());
 
   const fs::path root = fs::canonical(dir.path());
   const std::vector<std::pair<std::string, std::string>> expected = {
@@ -298,7 +302,6 @@ TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
       {"e_throws.so", "deliberate failure"},
       {"f_dup_name.so", "a plugin named 'fixture_good' is already loaded"},
       {"g_dup_layer.so", "layer model 'FIXTURE_LAYER' is already registered"},
-      {"h_dup_alias.so", "hardware name 'F_GPU'"},
       {"i_null_info.so", "no plugin information"},
       {"j_text.so", "not a loadable library"},
       {"k_empty.so", "not a loadable library"},
@@ -309,12 +312,13 @@ TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
     ASSERT_NE(x, nullptr) << file;
     EXPECT_CONTAINS(x->reason, why);
   }
-  // Everything the two good plugins registered, nothing else.
-  EXPECT_EQ(r.layer_models().size(), 2u);
-  EXPECT_EQ(r.hardware().size(), 2u);
+  // Everything the three loaded plugins registered, nothing else.
+  EXPECT_EQ(r.layer_models().size(), 3u);
+  EXPECT_EQ(r.hardware().size(), 3u);
   EXPECT_EQ(r.adapters().size(), 1u);
-  // Only the good libraries stay mapped.
+  // Only the loaded libraries stay mapped.
   EXPECT_TRUE(is_mapped(root / "a_good.so"));
+  EXPECT_TRUE(is_mapped(root / "h_dup_alias.so"));
   EXPECT_TRUE(is_mapped(root / "z_good_two.so"));
   for (const auto& [file, why] : expected)
     if (file != "j_text.so" && file != "k_empty.so") {

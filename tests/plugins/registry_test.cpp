@@ -4,10 +4,14 @@
 
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <mme/error.hpp>
 #include <mme/registry.hpp>
@@ -219,13 +223,40 @@ TEST(Registry, DuplicatesWithinOnePluginAreRejected) {
                                     s.add_layer_model(std::make_shared<TestLayer>("k"));
                                   }),
                   "layer model 'k' is already registered");
+}
+
+// Issue 20: a taken hardware name used to reject the whole plugin; profiles are values, so now
+// only that name goes, with a warning naming its owner.
+class CapturedWarnings {
+ public:
+  CapturedWarnings() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_));
+    logger->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedWarnings() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return log_.str(); }
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST(Registry, DuplicateHardwareNamesWithinOnePluginDropOnlyTheLaterName) {
+  Registry r;
+  CapturedWarnings warnings;
   // One profile's alias is another profile's canonical name, in another spelling.
-  EXPECT_CONTAINS(rejected_reason(r, "twice_hw",
-                                  [](Registry& s) {
-                                    s.add_hardware(gpu("X-100"));
-                                    s.add_hardware(gpu("Y-200", {"x_100"}));
-                                  }),
-                  "hardware name 'x_100' (of profile 'Y-200') is already registered");
+  ASSERT_TRUE(r.register_plugin("twice_hw", "1", "", [](Registry& s) {
+    s.add_hardware(gpu("X-100"));
+    s.add_hardware(gpu("Y-200", {"x_100", "y2"}));
+  }));
+  EXPECT_TRUE(r.rejected().empty());
+  EXPECT_EQ(r.find_hardware("x_100")->name, "X-100");
+  EXPECT_EQ(r.find_hardware("y2")->name, "Y-200");
+  EXPECT_EQ(r.find_hardware("Y-200")->aliases, std::vector<std::string>{"y2"});
+  EXPECT_EQ(warnings.text(),
+            "plugin twice_hw: hardware alias 'x_100' of profile 'Y-200' dropped: it is already a name of this "
+            "plugin's profile 'X-100'\n");
 }
 
 TEST(Registry, EmptyNamesAreRejected) {
@@ -239,20 +270,48 @@ TEST(Registry, EmptyNamesAreRejected) {
                   "layer model with an empty kind");
 }
 
-TEST(Registry, DuplicateHardwareAliasIsRejectedAfterNormalisation) {
+TEST(Registry, ATakenHardwareAliasIsDroppedAfterNormalisationAndThePluginLoads) {
   Registry r;
   add_base(r);
+  CapturedWarnings warnings;
   // "B-G_P U" normalises to "bgpu", the alias of Base-GPU-80GB.
-  const std::string reason = rejected_reason(r, "dup_alias", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("dup_alias", "1", "", [](Registry& s) {
     s.add_layer_model(std::make_shared<TestLayer>("fresh_layer"));
     s.add_hardware(gpu("Fresh-GPU", {"fresh", "B-G_P U"}));
-  });
-  EXPECT_CONTAINS(reason, "hardware name 'B-G_P U' (of profile 'Fresh-GPU') is already registered");
-  EXPECT_EQ(r.find_hardware("fresh"), nullptr);
-  EXPECT_EQ(r.find_layer_model("fresh_layer"), nullptr);
-  // A canonical name equal to another profile's alias collides as well.
-  EXPECT_CONTAINS(rejected_reason(r, "dup_canonical", [](Registry& s) { s.add_hardware(gpu("BGPU")); }),
-                  "hardware name 'BGPU'");
+    s.add_hardware(gpu("Second-GPU", {"second"}));
+  }));
+  EXPECT_TRUE(r.rejected().empty());
+  EXPECT_EQ(warnings.text(),
+            "plugin dup_alias: hardware alias 'B-G_P U' of profile 'Fresh-GPU' dropped: it is already a name of "
+            "profile 'Base-GPU-80GB' of plugin 'base'\n");
+  // The alias keeps finding its first owner; the new profile keeps its other names, and the
+  // plugin's other objects load.
+  EXPECT_EQ(r.find_hardware("bgpu")->name, "Base-GPU-80GB");
+  EXPECT_EQ(r.find_hardware("fresh")->name, "Fresh-GPU");
+  EXPECT_EQ(r.find_hardware("Fresh-GPU")->aliases, std::vector<std::string>{"fresh"});
+  EXPECT_EQ(r.find_hardware("second")->name, "Second-GPU");
+  EXPECT_NE(r.find_layer_model("fresh_layer"), nullptr);
+  ASSERT_EQ(r.plugins().size(), 2u);
+  EXPECT_EQ(r.plugins().back().hardware, (std::vector<std::string>{"Fresh-GPU", "Second-GPU"}));
+}
+
+TEST(Registry, AProfileWhoseNameIsTakenIsSkippedAndTheRestLoads) {
+  Registry r;
+  add_base(r);
+  CapturedWarnings warnings;
+  // A canonical name equal to another profile's alias: that profile goes, the other stays.
+  ASSERT_TRUE(r.register_plugin("dup_canonical", "1", "", [](Registry& s) {
+    s.add_hardware(gpu("BGPU", {"only-mine"}));
+    s.add_hardware(gpu("Kept-GPU"));
+  }));
+  EXPECT_TRUE(r.rejected().empty());
+  EXPECT_EQ(warnings.text(),
+            "plugin dup_canonical: hardware profile 'BGPU' skipped: its name is already a name of profile "
+            "'Base-GPU-80GB' of plugin 'base'\n");
+  EXPECT_EQ(r.find_hardware("BGPU")->name, "Base-GPU-80GB");
+  EXPECT_EQ(r.find_hardware("only-mine"), nullptr);
+  EXPECT_EQ(r.find_hardware("kept gpu")->name, "Kept-GPU");
+  EXPECT_EQ(r.plugins().back().hardware, std::vector<std::string>{"Kept-GPU"});
 }
 
 TEST(Registry, ProfileMayRepeatItsOwnNameAsAnAlias) {

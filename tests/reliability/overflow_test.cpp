@@ -111,7 +111,7 @@ TEST(CheckedInt, ArithmeticAndItsErrors) {
 
 TEST(Overflow, DenseGqaModelAtTheDimensionLimits) {
   // Every dimension at 2^24: each weight matrix has 2^48 elements or more.
-  expect_overflow([] { Estimator(model(1024, kDim, kDim, kDim, kDim), layers()); });
+  expect_overflow([] { Estimator(model(ConfigReader::kMaxLayers, kDim, kDim, kDim, kDim), layers()); });
   // One layer fits (parameters near 2^50); the estimate's byte counts of 65536 do not.
   const Estimator one(model(1, kDim, 1, kDim, kDim), layers());
   EXPECT_GT(one.count_parameters().total, std::int64_t{1} << 49);

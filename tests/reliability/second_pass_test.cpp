@@ -369,5 +369,35 @@ TEST(Plugins, AMissingSymbolIsOneWarning) {
   EXPECT_EQ(run_mme({"estimate", kModel, "--plugin-dir", dir.path().string()}).exit_code, 0);
 }
 
+// 16. A plugin loaded first (--plugin-dir) that takes the alias "H100" used to get the whole
+// built-in Hopper plugin rejected: every Hopper GPU was gone. Now only that alias is.
+TEST(Plugins, ATakenAliasCostsTheBuiltInHopperPluginOnlyThatAlias) {
+  test::TempDir dir;
+  fs::copy_file(MME_TEST_FIXTURE_ALIAS_H100, dir.path() / "alias_h100.so");
+  const auto r = run_mme({"hardware", "--json", "--plugin-dir", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "mme: warning: plugin " + fs::canonical(test::stage_dir() / "lib/mme/plugins/mme_hw_nvidia_hopper.so").string() +
+                ": hardware alias 'H100' of profile 'H100-SXM-80GB' dropped: it is already a name of profile "
+                "'Lab-H100-Clone' of plugin 'fixture_alias_h100'\n");
+  const auto list = nlohmann::json::parse(r.out)["hardware"];
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& h : list) by_name[h["name"].get<std::string>()] = h;
+  for (const char* hopper : {"H100-SXM-80GB", "H100-PCIe-80GB", "H800-SXM-80GB", "H20-96GB", "H200-SXM-141GB"}) {
+    ASSERT_EQ(by_name.count(hopper), 1u) << hopper;
+    EXPECT_EQ(by_name[hopper]["plugin"], "hw_nvidia_hopper") << hopper;
+  }
+  EXPECT_EQ(by_name["H100-SXM-80GB"]["aliases"],
+            nlohmann::json::array({"H100-SXM", "h100-80gb", "H100 80GB", "H100-80G"}));
+  EXPECT_EQ(by_name["Lab-H100-Clone"]["plugin"], "fixture_alias_h100");
+  const auto plugins = run_mme({"plugins", "--json", "--plugin-dir", dir.path().string()});
+  ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
+  EXPECT_EQ(nlohmann::json::parse(plugins.out)["rejected"], nlohmann::json::array());
+  // The alias finds the profile registered first; the built-in one keeps its other names.
+  const auto est = run_mme({"estimate", kModel, "--gpu", "H100-SXM", "--json", "--plugin-dir", dir.path().string()});
+  ASSERT_EQ(est.exit_code, 0) << est.err;
+  EXPECT_NE(est.out.find("H100-SXM-80GB"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mme

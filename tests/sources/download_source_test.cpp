@@ -310,7 +310,10 @@ TEST_F(sources_download, JsonThatIsNoConfigIsNotCached) {
 TEST_F(sources_download, EmptyBodyIsNotCached) {
   HttpTestServer server(serve(200, "", {{"X-Repo-Commit", kCommit}}));
   use(server);
-  failure<ConfigError>();
+  // Issue 20: the message was "<url>: empty; expected a JSON config", which model-sources.md
+  // did not list.
+  EXPECT_EQ(failure<ConfigError>(), server.url() + kTarget + ": the response is empty; that is no config.json; "
+                                                             "nothing cached");
   expect_cache_empty();
 }
 
@@ -351,6 +354,55 @@ TEST_F(sources_download, UnreachableEndpointSuggestsOfflineAndBundledModels) {
   EXPECT_NE(what.find("offline"), std::string::npos) << what;
   EXPECT_NE(what.find("acme/Bundled-1B"), std::string::npos) << what;
   expect_cache_empty();
+}
+
+// Issue 20: the errors name the host that was contacted. A redirect target that cannot be
+// reached was reported as "cannot reach <endpoint>", the one host that had answered.
+TEST_F(sources_download, AnUnreachableRedirectTargetIsNamedNotTheEndpoint) {
+  const std::string cdn = "http://localhost:" + std::to_string(test::unused_local_port());
+  HttpTestServer endpoint(serve(302, "", {{"Location", cdn + "/cdn/config.json"}}));
+  use(endpoint);
+  const std::string what = failure();
+  EXPECT_EQ(what.rfind("cannot reach " + cdn + " (where " + endpoint.url() + kTarget + " redirects) for " + kId + ": ",
+                       0),
+            0u)
+      << what;
+  EXPECT_NE(what.find("acme/Bundled-1B"), std::string::npos) << what;
+  expect_cache_empty();
+}
+
+TEST_F(sources_download, FailuresAfterARedirectNameTheRedirectTarget) {
+  HttpTestServer cdn([](HttpConnection& c, const HttpRequest& req) {
+    c.send(http_response(req.target == "/missing/config.json" ? 404 : 500, "oops"));
+  });
+  const std::string shown = cdn.url("localhost");
+  {
+    HttpTestServer endpoint(serve(302, "", {{"Location", shown + "/broken/config.json?sig=SECRET"}}));
+    use(endpoint);
+    EXPECT_EQ(failure(), endpoint.url() + kTarget + " (redirected to " + shown +
+                             "/broken/config.json): unexpected HTTP status 500");
+  }
+  {
+    HttpTestServer endpoint(serve(302, "", {{"Location", shown + "/missing/config.json"}}));
+    use(endpoint);
+    EXPECT_EQ(failure(), endpoint.url() + kTarget + " (redirected to " + shown + "/missing/config.json): HTTP 404: no "
+                             "model '" + kId + "' (revision 'main') on " + shown);
+  }
+  expect_cache_empty();
+}
+
+// Without a redirect the endpoint of HF_ENDPOINT is named, never the default hub.
+TEST_F(sources_download, ErrorsNameTheEndpointOfHfEndpoint) {
+  HttpTestServer server(serve(404, ""));
+  use(server);
+  EXPECT_EQ(failure("test-org/no-such-model"), server.url() + "/test-org/no-such-model/resolve/main/config.json: "
+                                               "HTTP 404: no model 'test-org/no-such-model' (revision 'main') on " +
+                                               server.url());
+  test::SourceEnv::set("HF_ENDPOINT", "http://127.0.0.1:" + std::to_string(test::unused_local_port()) + "/mirror");
+  const std::string what = failure();
+  EXPECT_EQ(what.rfind("cannot reach http://127.0.0.1:", 0), 0u) << what;
+  EXPECT_NE(what.find("/mirror for " + kId), std::string::npos) << what;
+  EXPECT_EQ(what.find("huggingface.co"), std::string::npos) << what;
 }
 
 TEST_F(sources_download, HttpsEndpointInsistsOnTls) {

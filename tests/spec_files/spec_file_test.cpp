@@ -279,7 +279,8 @@ TEST(spec_file, WrongTypesSayWhatWasExpected) {
   EXPECT_EQ(err(with(kBase, "num_layers: 32", "num_layers: [1, 2]")),
             "spec.yaml:2: model.num_layers: expected a positive integer, got a list");
   EXPECT_EQ(err(with(kBase, "num_layers: 32", "num_layers: 2000000")),
-            "spec.yaml:2: model.num_layers: 2000000 is larger than 1048576");
+            "spec.yaml:2: model.num_layers: 2000000 layers is more than mme accepts (at most 512; the deepest real "
+            "models have about 130, and the planner's cost grows with the square of the layer count)");
   EXPECT_EQ(err(with(kBase, "tensor_model_parallel_size: 2", "tensor_model_parallel_size: 0")),
             "spec.yaml:9: parallelism.tensor_model_parallel_size: expected a positive integer, got 0");
   EXPECT_EQ(err(with(kBase, "world_size: 8", "world_size: {gpus: 8}")),

@@ -23,6 +23,8 @@ class ConfigReader {
   std::int64_t require_size(std::string_view key);
   std::optional<std::int64_t> optional_size(std::string_view key);
   std::int64_t size_or(std::string_view key, std::int64_t fallback);
+  // A layer count: a positive integer at most kMaxLayers, too_many_layers() beyond it.
+  std::int64_t require_layers(std::string_view key);
   // Non-negative integers (counts that may be zero, e.g. first_k_dense_replace).
   std::int64_t count_or(std::string_view key, std::int64_t fallback);
   std::optional<std::int64_t> optional_count(std::string_view key);
@@ -44,7 +46,13 @@ class ConfigReader {
   // Largest size accepted for any dimension; bigger values are refused, since no real model
   // has them and products of them would overflow 64-bit byte counts.
   static constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;  // 16,777,216
-  static constexpr std::int64_t kMaxCount = std::int64_t{1} << 20;      // layers, experts
+  static constexpr std::int64_t kMaxCount = std::int64_t{1} << 20;      // experts, router top-k
+  // Largest number of decoder layers (and of MTP layers) accepted: 512, four times the
+  // deepest real models (Llama 3.1 405B has 126 layers, the bundled models at most 94). The
+  // planner's search grows with the square of the layer count (1 024 layers already take half
+  // a minute on 1 024 GPUs), so deeper models are refused where they enter, with
+  // too_many_layers() as the message.
+  static constexpr std::int64_t kMaxLayers = 512;
 
  private:
   const nlohmann::json* get(std::string_view key);
@@ -54,5 +62,9 @@ class ConfigReader {
   std::string source_;
   std::vector<std::string> keys_read_;
 };
+
+// The message for a layer count beyond ConfigReader::kMaxLayers, for every input (HF configs,
+// spec files, Megatron flags): "<count> layers is more than mme accepts (at most 512; ...)".
+std::string too_many_layers(std::string_view count);
 
 }  // namespace mme

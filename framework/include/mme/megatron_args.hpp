@@ -15,6 +15,9 @@
 
 namespace mme {
 
+class MegatronArgs;
+MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
+
 class MegatronArgs {
  public:
   // A flag and the values that followed it ("--recompute-modules core_attn mlp" has two).
@@ -23,7 +26,9 @@ class MegatronArgs {
     std::vector<std::string> values;
   };
 
-  void set(std::string name, std::vector<std::string> values);  // later flags override earlier ones
+  // Later flags override earlier ones. One call is linear in the flags already set; the
+  // parser and from_config() build the list in linear time instead (100 000 flags: docs/reliability.md).
+  void set(std::string name, std::vector<std::string> values);
   bool has(std::string_view name) const;
   // The value joined by spaces; nullopt if the flag is absent; "" for a bare switch.
   std::optional<std::string> value(std::string_view name) const;
@@ -41,6 +46,7 @@ class MegatronArgs {
   static MegatronArgs from_config(const nlohmann::json& config);
 
  private:
+  friend MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
   std::vector<Flag> flags_;
   std::vector<std::pair<std::string, std::string>> env_;
 };

@@ -51,9 +51,11 @@ class Registry {
   void add_hardware(HardwareProfile profile);
 
   // Runs a plugin's registration function into a staging registry and merges the result.
-  // Nothing is merged if the function throws or a name is already taken: the plugin is
-  // recorded as rejected with the reason, and false is returned. `keep_alive` (the plugin's
-  // library) is held by every object the plugin registered.
+  // Nothing is merged if the function throws or an adapter name or layer kind is already
+  // taken: the plugin is recorded as rejected with the reason, and false is returned. A taken
+  // hardware name costs only that name: the alias is dropped from its profile (a canonical
+  // name: the profile is skipped), with a warning naming the profile and plugin that own it.
+  // `keep_alive` (the plugin's library) is held by every object the plugin registered.
   bool register_plugin(const std::string& name, const std::string& version, const std::string& path,
                        const std::function<void(Registry&)>& register_fn,
                        std::shared_ptr<void> keep_alive = nullptr);

@@ -32,12 +32,6 @@ bool has_key(const nlohmann::json& config, std::string_view key) {
   return it != config.end() && !it->is_null();
 }
 
-std::int64_t require_size_at_most(ConfigReader& r, std::string_view key, std::int64_t max) {
-  const std::int64_t v = r.require_size(key);
-  if (v > max) r.fail(key, fmt::format("{} is larger than {}, which no real model has", v, max));
-  return v;
-}
-
 std::int64_t count_at_most(ConfigReader& r, std::string_view key, std::int64_t max, std::int64_t fallback) {
   const std::int64_t v = r.count_or(key, fallback);
   if (v > max) r.fail(key, fmt::format("{} is larger than {}, which no real model has", v, max));
@@ -71,7 +65,7 @@ void read_epsilon(ConfigReader& r, std::string_view key) {
 }  // namespace
 
 bool read_common(ConfigReader& r, ModelSpec& spec, bool tie_default) {
-  spec.num_layers = require_size_at_most(r, "num_hidden_layers", ConfigReader::kMaxCount);
+  spec.num_layers = r.require_layers("num_hidden_layers");
   spec.hidden_size = r.require_size("hidden_size");
   spec.vocab_size = r.require_size("vocab_size");
   spec.max_position_embeddings = r.size_or("max_position_embeddings", 0);
@@ -197,7 +191,7 @@ void build_layers(ConfigReader& r, ModelSpec& spec, const AttentionSpec& attenti
 
 std::int64_t read_mtp_depth(ConfigReader& r, std::initializer_list<std::string_view> keys) {
   for (auto k : keys)
-    if (r.has(k)) return count_at_most(r, k, ConfigReader::kMaxCount, 0);
+    if (r.has(k)) return count_at_most(r, k, ConfigReader::kMaxLayers, 0);
   return 0;
 }
 

@@ -26,10 +26,8 @@ bool has_architecture(const nlohmann::json& config, std::string_view architectur
 // True when the key is present and not null (no type check: for match()).
 bool has_key(const nlohmann::json& config, std::string_view key);
 
-// A positive integer no larger than `max` (layers and experts are bounded by
-// ConfigReader::kMaxCount, far below the dimension bound).
-std::int64_t require_size_at_most(ConfigReader& r, std::string_view key, std::int64_t max);
-// A non-negative integer no larger than `max`; `fallback` when the key is absent or null.
+// A non-negative integer no larger than `max` (experts are bounded by ConfigReader::kMaxCount,
+// MTP depths by kMaxLayers); `fallback` when the key is absent or null.
 std::int64_t count_at_most(ConfigReader& r, std::string_view key, std::int64_t max, std::int64_t fallback);
 
 // A new spec with its provenance filled in.

@@ -12,16 +12,17 @@ namespace {
 
 // Reads one integer flag with ConfigError naming the flag.
 std::int64_t size_flag(const MegatronArgs& a, const std::string& source, const char* flag, std::int64_t fallback,
-                       std::int64_t min = 1) {
+                       std::int64_t min = 1, std::int64_t max = ConfigReader::kMaxDimension) {
   const auto v = a.value(flag);
   if (!v) return fallback;
   try {
     std::size_t pos = 0;
     const long long n = std::stoll(*v, &pos);
     if (pos != v->size()) throw std::invalid_argument("junk");
-    if (n < min || n > ConfigReader::kMaxDimension)
-      throw ConfigError(fmt::format("{}: --{}: {} is out of range [{}, {}]", source, flag, *v, min,
-                                    ConfigReader::kMaxDimension));
+    if (max == ConfigReader::kMaxLayers && n > max)
+      throw ConfigError(fmt::format("{}: --{}: {}", source, flag, too_many_layers(*v)));
+    if (n < min || n > max)
+      throw ConfigError(fmt::format("{}: --{}: {} is out of range [{}, {}]", source, flag, *v, min, max));
     return n;
   } catch (const ConfigError&) {
     throw;
@@ -61,7 +62,8 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   m.model_type = "megatron-args";
   m.adapter = std::string(name());
   m.source = src;
-  m.num_layers = size_flag(a, src, "num-layers", 0);
+  // Bounded before the per-layer list below is built.
+  m.num_layers = size_flag(a, src, "num-layers", 0, 1, ConfigReader::kMaxLayers);
   m.hidden_size = size_flag(a, src, "hidden-size", 0);
   const std::int64_t heads = size_flag(a, src, "num-attention-heads", 0);
   const std::int64_t groups = a.enabled("group-query-attention") ? size_flag(a, src, "num-query-groups", 1) : heads;
@@ -159,7 +161,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     layer.mlp = pattern[static_cast<std::size_t>(i)] ? moe : dense;
     m.layers.push_back(layer);
   }
-  m.mtp_num_layers = size_flag(a, src, "mtp-num-layers", 0, 0);
+  m.mtp_num_layers = size_flag(a, src, "mtp-num-layers", 0, 0, ConfigReader::kMaxLayers);
   for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
   return m;
 }
