@@ -217,7 +217,7 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   pos.add("model", 1);
   po::options_description visible("Options"), hidden;
   build_options(visible, hidden);
-  const auto vm = parse(args, visible, hidden, pos);
+  const auto vm = parse("estimate", args, visible, hidden, pos);
   for (const char* refused : {"html", "svg", "hardware-file", "plugin-dir"})
     if (vm.count(refused) && !vm[refused].defaulted())
       throw UsageError(fmt::format("--{} is not allowed here (give it to `mme validate` itself, or drop it)", refused));
@@ -365,7 +365,7 @@ int run_estimate(const std::vector<std::string>& args) {
   pos.add("model", 1);
   po::options_description visible("Options"), hidden;
   build_options(visible, hidden);
-  const auto vm = parse(args, visible, hidden, pos);
+  const auto vm = parse("estimate", args, visible, hidden, pos);
   const CommonSettings common = read_common(vm);
   const EstimateRequest request = read_estimate_request(
       vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include <mme/error.hpp>
+#include <mme/spec_file.hpp>
 
 #include "command.hpp"
 
@@ -27,6 +28,15 @@ const Command* find_command(const std::string& name) {
   for (const auto& c : commands())
     if (name == c.name) return &c;
   return nullptr;
+}
+
+std::string unknown_command_message(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& c : commands()) names.emplace_back(c.name);
+  // A flag in the command's place ("mme --tp 4") is not a misspelt command.
+  const std::string suggestion = name.rfind('-', 0) == 0 ? std::string() : closest_name(name, names);
+  if (!suggestion.empty()) return "unknown command '" + name + "'; did you mean '" + suggestion + "'?";
+  return "unknown command '" + name + "' (see `mme help`)";
 }
 
 Invocation parse_invocation(std::vector<std::string> argv_tail) {
@@ -58,7 +68,7 @@ int run_help(const std::vector<std::string>& args) {
   }
   if (args.size() > 1) throw UsageError("help takes at most one command name");
   const Command* c = find_command(args.front());
-  if (!c) throw UsageError("unknown command '" + args.front() + "' (see `mme help`)");
+  if (!c) throw UsageError(unknown_command_message(args.front()));
   c->help(std::cout);
   return 0;
 }

@@ -33,7 +33,7 @@ void help_models(std::ostream& out) {
 }
 
 int run_models(const std::vector<std::string>& args) {
-  const auto vm = parse(args, visible_options(), {}, {});
+  const auto vm = parse("models", args, visible_options(), {}, {});
   Registry registry;
   load_registry(registry, read_common(vm));
   const bool json = vm["json"].as<bool>();

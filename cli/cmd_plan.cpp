@@ -166,7 +166,7 @@ void help_plan(std::ostream& out) {
 int run_plan(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  po::variables_map vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
+  po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
   if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});

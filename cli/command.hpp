@@ -16,6 +16,8 @@ struct Command {
 
 const std::vector<Command>& commands();
 const Command* find_command(const std::string& name);
+// "unknown command 'estimat'; did you mean 'estimate'?" (or "... (see `mme help`)").
+std::string unknown_command_message(const std::string& name);
 
 // What `mme ARGS...` asks for: the command (null when the name is unknown), its name after
 // the --version/--help aliases, its arguments, and whether --help/-h is among them (then the

@@ -188,6 +188,38 @@ TEST(Cli, UnknownCommandIsAUsageError) {
   expect_usage_error(run_mme({"help", "hardware", "plugins"}));
 }
 
+// A misspelt command or flag names the one meant (one or two edits away, ignoring case), as
+// spec files do for their fields; a word far from every name gets no guess.
+TEST(Cli, MisspeltCommandsAndFlagsSuggestTheNameMeant) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"estimat", "Qwen/Qwen3-8B"}, "mme: error: unknown command 'estimat'; did you mean 'estimate'?\n"},
+      {{"plna"}, "mme: error: unknown command 'plna'; did you mean 'plan'?\n"},
+      {{"Models"}, "mme: error: unknown command 'Models'; did you mean 'models'?\n"},
+      {{"help", "hardwre"}, "mme: error: unknown command 'hardwre'; did you mean 'hardware'?\n"},
+      {{"frobnicate"}, "mme: error: unknown command 'frobnicate' (see `mme help`)\n"},
+      {{"--tp", "4"}, "mme: error: unknown command '--tp' (see `mme help`)\n"},  // a flag is no command
+      {{"estimate", "Qwen/Qwen3-8B", "--tpp", "2"}, "mme: error: unknown option --tpp; did you mean --tp?\n"},
+      // One dash, as the seed's users sometimes type it: the same name with two.
+      {{"estimate", "Qwen/Qwen3-8B", "-tp", "2"}, "mme: error: unknown option -tp; did you mean --tp?\n"},
+      {{"estimate", "Qwen/Qwen3-8B", "--num_gpus=8"}, "mme: error: unknown option --num_gpus; did you mean --num-gpus?\n"},
+      {{"estimate", "Qwen/Qwen3-8B", "--jsno"}, "mme: error: unknown option --jsno; did you mean --json?\n"},
+      // A Megatron-LM spelling (a hidden alias) is suggested as well.
+      {{"estimate", "Qwen/Qwen3-8B", "--tensor-model-parallel-siz", "2"},
+       "mme: error: unknown option --tensor-model-parallel-siz; did you mean --tensor-model-parallel-size?\n"},
+      {{"plan", "Qwen/Qwen3-8B", "--num-gpu", "8"}, "mme: error: unknown option --num-gpu; did you mean --num-gpus?\n"},
+      {{"hardware", "--jason"}, "mme: error: unknown option --jason; did you mean --json?\n"},
+      // A one-letter flag is close to every short name: no guess.
+      {{"estimate", "Qwen/Qwen3-8B", "-x"}, "mme: error: unknown option -x (`mme help estimate` lists the options)\n"},
+      {{"models", "--frobnicate"}, "mme: error: unknown option --frobnicate (`mme help models` lists the options)\n"},
+  };
+  for (const auto& [args, line] : cases) {
+    SCOPED_TRACE(args.front() + " " + (args.size() > 1 ? args[1] : ""));
+    const RunResult r = run_mme(args);
+    expect_usage_error(r);
+    EXPECT_EQ(r.err, line);
+  }
+}
+
 TEST(Cli, UnknownFlagIsAUsageErrorForEveryCommand) {
   for (const auto& c : listed_commands()) {
     SCOPED_TRACE(c);
