@@ -525,5 +525,33 @@ TEST(Cli, NoColorIsHonouredOnATerminal) {
   EXPECT_TRUE(has_ansi(coloured.out)) << coloured.out;
 }
 
+// The error line is coloured as the warnings are (spdlog's colour of its error level, on the
+// level name only), under the same rule: a colour terminal and NO_COLOR unset or empty.
+TEST(Cli, ErrorLinesAreColouredLikeWarningsOnATerminal) {
+  const std::vector<std::string> args = {"frobnicate"};
+  const RunResult coloured = run_on_terminal(args, {{"NO_COLOR", ""}, {"TERM", "xterm-256color"}});
+  if (coloured.exit_code == -1) GTEST_SKIP() << "no pseudo-terminal available";
+  EXPECT_EQ(coloured.exit_code, 2);
+  // The terminal turns "\n" into "\r\n".
+  EXPECT_EQ(coloured.out, "mme: \x1b[31m\x1b[1merror\x1b[m: unknown command 'frobnicate' (see `mme help`)\r\n");
+  const RunResult empty_no_color = run_on_terminal(args, {{"NO_COLOR", "  "}, {"TERM", "xterm"}});
+  EXPECT_FALSE(has_ansi(empty_no_color.out)) << empty_no_color.out;  // set, not empty: no colour
+  for (const auto& env : std::vector<std::map<std::string, std::string>>{
+           {{"NO_COLOR", "1"}, {"TERM", "xterm-256color"}},  // NO_COLOR
+           {{"NO_COLOR", ""}, {"TERM", "dumb"}, {"COLORTERM", ""}}}) {  // a terminal without colour
+    const RunResult plain = run_on_terminal(args, env);
+    EXPECT_EQ(plain.exit_code, 2);
+    EXPECT_EQ(plain.out, "mme: error: unknown command 'frobnicate' (see `mme help`)\r\n");
+  }
+  // A warning and the error of one run are coloured alike.
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  const RunResult both = run_on_terminal({"params", "nobody-org/no-such-model", "--plugin-dir", dir.path().string()},
+                                         {{"NO_COLOR", ""}, {"TERM", "xterm"}, {"HF_HUB_OFFLINE", "1"}});
+  EXPECT_EQ(both.exit_code, 6) << both.out;
+  EXPECT_CONTAINS(both.out, "mme: \x1b[33m\x1b[1mwarning\x1b[m: ");
+  EXPECT_CONTAINS(both.out, "mme: \x1b[31m\x1b[1merror\x1b[m: ");
+}
+
 }  // namespace
 }  // namespace mme
