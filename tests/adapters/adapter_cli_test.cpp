@@ -14,6 +14,7 @@ namespace mme::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 const std::map<std::string, std::string> kOffline = {{"HF_HUB_OFFLINE", "1"}, {"MME_MODELS_PATH", ""}};
@@ -79,6 +80,39 @@ TEST(adapter_cli_models, TextListsFamiliesAndAdapters) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* text : {"moonshotai/Moonlight-16B-A3B", "moonlight_kimi", "generic_hf", "deepseek_v3", "qwen3_moe"})
     EXPECT_THAT(r.out, HasSubstr(text));
+}
+
+// The bundled Gemma-2 sets three things mme does not model. A listing of the zoo does not warn
+// about them on every run: --verbose lists them under the model, the plain listing says where
+// to look, and the estimate of that model warns (once each).
+TEST(adapter_cli_models, NotModelledSettingsAreListedOnceNotOnEveryRun) {
+  const RunResult plain = run_mme({"models"}, kOffline);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err, "");
+  EXPECT_THAT(plain.out, HasSubstr("\nSome settings of google/gemma-2-9b-it are not modelled: `mme models --verbose` "
+                                   "lists them.\n"));
+  EXPECT_THAT(plain.out, Not(HasSubstr("sliding_window")));
+
+  const RunResult verbose = run_mme({"models", "--verbose"}, kOffline);
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_EQ(verbose.err, "");
+  // The notes follow the model's own row, before the next model's.
+  const auto row = verbose.out.find("google/gemma-2-9b-it ");
+  const auto next = verbose.out.find("meta-llama/Meta-Llama-3-70B ");
+  ASSERT_NE(row, std::string::npos);
+  ASSERT_NE(next, std::string::npos);
+  const std::string notes = verbose.out.substr(row, next - row);
+  for (const char* key : {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping"})
+    EXPECT_THAT(notes, HasSubstr(std::string("\n    note: ") + key + " is set: ")) << key;
+  EXPECT_THAT(verbose.out, Not(HasSubstr("Some settings of")));
+
+  const RunResult estimate = run_mme({"estimate", "google/gemma-2-9b-it"}, kOffline);
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  for (const char* key : {"sliding_window is set", "attn_logit_softcapping is set", "final_logit_softcapping is set"}) {
+    const auto first = estimate.err.find(key);
+    EXPECT_NE(first, std::string::npos) << key << "\n" << estimate.err;
+    EXPECT_EQ(estimate.err.find(key, first + 1), std::string::npos) << key << " twice\n" << estimate.err;
+  }
 }
 
 // A failed `mme params` prints nothing on stdout and exactly one line on stderr.
