@@ -293,6 +293,12 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
       break;
     }
   }
+  if (!model.warnings.empty()) {
+    // What the model's config sets that the estimate does not follow, and a spec's overrides of
+    // its hf: base: said in the report itself, not only on stderr.
+    out << "Notes:\n";
+    for (const auto& w : model.warnings) out << "  - " << w << "\n";
+  }
   out << "\nParallelism:\n";
   out << fmt::format("  TP={}, PP={}, EP={}, CP={}\n", p.tp, p.pp, p.ep, p.cp);
   out << fmt::format("  ETP={}, VPP={}, DP={}, EDP={}, SP={}\n", effective_etp(p), p.vpp, p.dp, p.expert_dp,
@@ -408,7 +414,6 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   if (options.verbose) {
     out << "\nAssumptions:\n";
     for (const auto& a : est.assumptions) out << "  - " << a << "\n";
-    for (const auto& w : model.warnings) out << "  - warning: " << w << "\n";
   }
 }
 

@@ -153,13 +153,16 @@ std::vector<fs::path> split_path_list(const std::string& env) {
   return out;
 }
 
-// A multimodal config keeps the language model's settings in text_config.
+// A multimodal config keeps the language model's settings in text_config. Its vision_config
+// goes along, so that adapt_config can say the vision tower is left out.
 nlohmann::json select_text_config(nlohmann::json config) {
   if (!config.is_object()) return config;
   auto it = config.find("text_config");
   if (it != config.end() && it->is_object() && !config.contains("num_hidden_layers")) {
     nlohmann::json text = *it;
     if (!text.contains("model_type") && config.contains("model_type")) text["model_type"] = config["model_type"];
+    if (auto v = config.find("vision_config"); v != config.end() && !text.contains("vision_config"))
+      text["vision_config"] = *v;
     return text;
   }
   return config;

@@ -1,6 +1,7 @@
 // `mme params` and `mme models` end to end with the real executable and plugins: exact
 // counts for every bundled model, the JSON shape, and errors (non-zero exit, one line on
 // stderr, nothing on stdout).
+#include <filesystem>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -173,6 +174,35 @@ TEST_F(adapter_cli_errors, AbsurdValue) {
 TEST_F(adapter_cli_errors, NotAModelConfig) {
   const RunResult r = params_of("{\"foo\": 1}");
   expect_one_line_error(r, path_);
+}
+
+// A multimodal config is estimated for its language model, and says so: a vision_config next to
+// the text_config (LLaVA, Gemma-3, Llama-4), or at the top next to the text model's keys
+// (Qwen2-VL). The language model's numbers are Llama-3-8B's either way.
+TEST(adapter_cli_models, MultimodalConfigsSayTheVisionTowerIsLeftOut) {
+  TempDir dir;
+  const json vision = {{"hidden_size", 1280}, {"depth", 32}, {"num_heads", 16}, {"patch_size", 14}};
+  json nested = {{"model_type", "llava"}, {"text_config", llama()}, {"vision_config", vision}};
+  json flat = llama();
+  flat["vision_config"] = vision;
+  const std::string note = "vision tower not modelled; the estimate covers the language model";
+  const RunResult plain = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--json"}, kOffline);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const auto& [name, config] : std::vector<std::pair<std::string, json>>{{"nested", nested}, {"flat", flat}}) {
+    SCOPED_TRACE(name);
+    const auto path = dir.path() / name / "config.json";
+    std::filesystem::create_directories(path.parent_path());
+    write_file(path, config.dump());
+    const RunResult r = run_mme({"estimate", path.string(), "--json"}, kOffline);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "mme: warning: " + path.string() + ": " + note + "\n");
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j.at("warnings"), json::array({note}));
+    EXPECT_EQ(j.at("peak"), json::parse(plain.out).at("peak"));
+    const RunResult text = run_mme({"estimate", path.string()}, kOffline);
+    EXPECT_THAT(text.out, HasSubstr("\nNotes:\n  - " + note + "\n"));
+  }
+  EXPECT_EQ(json::parse(plain.out).at("warnings"), json::array());
 }
 
 }  // namespace
