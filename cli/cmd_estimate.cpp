@@ -77,6 +77,39 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
   add_setup_options(d, hidden);
 }
 
+// Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
+// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
+// local folder with a config.json (never a download), its vocab_size stands in for
+// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
+MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
+  const auto tokenizer = args.value("tokenizer-model");
+  if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || args.has("vocab-size") || !tokenizer ||
+      tokenizer->empty())
+    return args;
+  SourceOptions offline;
+  offline.allow_network = false;
+  ResolvedModel resolved;
+  try {
+    resolved = resolve_model(*tokenizer, offline);
+  } catch (const Error& e) {
+    spdlog::debug("--tokenizer-model {}: no config.json to take the vocabulary from ({})", *tokenizer, e.what());
+    return args;
+  }
+  const auto it = resolved.config.is_object() ? resolved.config.find("vocab_size") : resolved.config.end();
+  if (it == resolved.config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
+      it->get<std::int64_t>() > (std::int64_t{1} << 32))
+    return args;
+  const std::int64_t vocab = it->get<std::int64_t>();
+  MegatronArgs out = args;
+  out.set("vocab-size", {std::to_string(vocab)});
+  assumptions.push_back(printable(fmt::format(
+      "vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
+      "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
+      "vocab_size (--vocab-size in the launch line sets it)",
+      vocab, *tokenizer, resolved.path.string())));
+  return out;
+}
+
 EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
                                       const std::string& command) {
   EstimateRequest r;
@@ -193,7 +226,8 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
   in.model = request.megatron
-                 ? adapt_config(request.megatron->to_config(), "Megatron-LM flags", request.megatron_source, registry)
+                 ? adapt_config(with_tokenizer_vocabulary(*request.megatron, in.assumptions).to_config(),
+                                "Megatron-LM flags", request.megatron_source, registry)
              : request.model_name ? load_model(*request.model_name, registry, sources)
                                   : load_spec_model(*spec, registry, sources);
   if (spec) check_spec_layout(&*spec, in.model, in.setup);
@@ -205,7 +239,10 @@ Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inp
   const Estimator estimator(inputs.model, registry);
   if (inputs.gpu) options.gpu_architecture = inputs.gpu->architecture;
   try {
-    return estimator.run(inputs.setup, options);
+    Estimate est = estimator.run(inputs.setup, options);
+    if (options.components)
+      est.assumptions.insert(est.assumptions.end(), inputs.assumptions.begin(), inputs.assumptions.end());
+    return est;
   } catch (const LayoutError& e) {
     if (!request.spec) throw;
     throw LayoutError(fmt::format("{}: {}", request.spec->path, e.what()));

@@ -60,6 +60,9 @@ struct EstimateInputs {
   ModelSpec model;
   TrainingSetup setup;
   const HardwareProfile* gpu = nullptr;
+  // What resolving the inputs assumed (a vocabulary taken from --tokenizer-model's config);
+  // run_estimator adds them to the estimate's assumptions.
+  std::vector<std::string> assumptions;
 };
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
                                        const Registry& registry);

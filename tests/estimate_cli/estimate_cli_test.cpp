@@ -117,6 +117,61 @@ TEST(EstimateCli, MegatronFlagsAsInput) {
   EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
 }
 
+// --tokenizer-type HuggingFaceTokenizer --tokenizer-model X: the vocabulary of X's config.json
+// when X is bundled, cached or a local folder (Qwen3-8B: vocab_size 151936), said in the
+// assumptions; otherwise GPT-2's with a warning naming X. --vocab-size still wins.
+TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
+  const std::string base =
+      "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+      "--micro-batch-size 1 --tensor-model-parallel-size 2 --world-size 2 --tokenizer-type HuggingFaceTokenizer ";
+  auto json_of = [](const test::RunResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  auto has = [](const nlohmann::json& list, const std::string& part) {
+    for (const auto& x : list)
+      if (x.get<std::string>().find(part) != std::string::npos) return true;
+    return false;
+  };
+  const auto bundled = run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B", "--json"});
+  EXPECT_EQ(bundled.err, "");
+  const auto j = json_of(bundled);
+  // 151936 padded to a multiple of 128 x TP = 256: 594 x 256.
+  EXPECT_EQ(j["model"]["padded_vocab_size"], 152064);
+  EXPECT_TRUE(has(j["assumptions"], "vocabulary 151936 from the config.json of --tokenizer-model Qwen/Qwen3-8B ("))
+      << j["assumptions"];
+  EXPECT_EQ(j["warnings"], nlohmann::json::array());
+  const auto explicit_vocab = json_of(run_mme({"estimate", "--megatron-args", base + "--vocab-size 151936", "--json"}));
+  EXPECT_EQ(j["peak"], explicit_vocab["peak"]);
+
+  // A hub id in the Hugging Face cache (its layout: refs/main names the snapshot).
+  test::TempDir cache;
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  const auto repo = cache.path() / "models--cached-org--tok";
+  test::write_file(repo / "refs" / "main", commit);
+  std::filesystem::create_directories(repo / "snapshots" / commit);
+  test::write_file(repo / "snapshots" / commit / "config.json",
+                   R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
+                       "intermediate_size": 128, "vocab_size": 32001, "rms_norm_eps": 1e-5})");
+  const auto cached = json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model cached-org/tok", "--json"},
+                                      {{"HF_HUB_CACHE", cache.path().string()}, {"HF_HUB_OFFLINE", "1"}}));
+  EXPECT_EQ(cached["model"]["padded_vocab_size"], 32256);  // 32001 -> 126 x 256
+  EXPECT_TRUE(has(cached["assumptions"], "vocabulary 32001 from the config.json of --tokenizer-model cached-org/tok"));
+
+  // Nowhere to be found: GPT-2's 50257 (padded to 50432), and a warning that names the tokenizer.
+  const auto unknown = run_mme({"estimate", "--megatron-args", base + "--tokenizer-model /nowhere/tok", "--json"});
+  const auto u = json_of(unknown);
+  EXPECT_EQ(u["model"]["padded_vocab_size"], 50432);
+  EXPECT_TRUE(has(u["warnings"], "HuggingFaceTokenizer (--tokenizer-model /nowhere/tok: no config.json")) << u["warnings"];
+  EXPECT_FALSE(has(u["assumptions"], "from the config.json of --tokenizer-model"));
+
+  // The launch line's own --vocab-size wins (1000 -> 1024).
+  const auto given =
+      json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B --vocab-size 1000", "--json"}));
+  EXPECT_EQ(given["model"]["padded_vocab_size"], 1024);
+  EXPECT_FALSE(has(given["assumptions"], "from the config.json of --tokenizer-model"));
+}
+
 TEST(EstimateCli, MegatronFlagsFromAFileWithCommentsAndContinuations) {
   test::TempDir dir;
   test::write_file(dir.path() / "launch.sh",
