@@ -38,6 +38,9 @@ void build_options(po::options_description& d, po::options_description& hidden) 
   d.add_options()
       ("json", po::bool_switch(), "one JSON document on stdout (schema_version 1, docs/cli.md)")
       ("verbose", po::bool_switch(), "per-stage components, pipeline chunks and the assumptions made")
+      ("breakdown", po::bool_switch(),
+       "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
+       "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")
       ("fit-on", po::value<std::string>()->value_name("bound|estimate"),
        "judge the fit on the upper bound (default) or on the point estimate")
       ("headroom", po::value<std::string>(),
@@ -429,7 +432,10 @@ int run_estimate(const std::vector<std::string>& args) {
 
   EstimateOptions eo;
   // The per-layer breakdown: the verbose report and the JSON document show it.
-  eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>();
+  const bool breakdown = vm["breakdown"].as<bool>();
+  if (breakdown && vm["json"].as<bool>())
+    throw UsageError("--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
+  eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>() || breakdown;
   const Estimate est = [&] {
     try {
       return run_estimator(request, inputs, registry, eo);
@@ -532,6 +538,7 @@ int run_estimate(const std::vector<std::string>& args) {
   ro.bars = stdout_is_tty();
   ro.chosen_gpu = gpu;
   render_text(std::cout, model, est, fits, ro);
+  if (breakdown) render_module_tree(std::cout, model, est);
   return 0;
 }
 

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/core.h>
+
+#include <mme/units.hpp>
+
 #include "test_support.hpp"
 
 namespace mme {
@@ -170,6 +174,93 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
       json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B --vocab-size 1000", "--json"}));
   EXPECT_EQ(given["model"]["padded_vocab_size"], 1024);
   EXPECT_FALSE(has(given["assumptions"], "from the config.json of --tokenizer-model"));
+}
+
+// --breakdown: each stage's memory as a tree (category, block, term; each node the sum of its
+// leaves) and its modules: the runs of layers of one kind per chunk with the parameters and
+// activations of layer_kinds x the run's length, MTP on the last stage. The figures are the
+// JSON document's.
+TEST(EstimateCli, BreakdownTreePerStage) {
+  const std::vector<std::string> args = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--ep", "8",
+                                         "--num-gpus", "128", "--num-layers-in-last-pipeline-stage", "16"};
+  auto with = [&](const char* flag) {
+    auto a = args;
+    a.push_back(flag);
+    return a;
+  };
+  const auto text = run_mme(with("--breakdown"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto json = run_mme(with("--json"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  // The report comes first, unchanged.
+  const auto plain = run_mme(args);
+  EXPECT_EQ(text.out.rfind(plain.out, 0), 0u);
+  const std::string tree = text.out.substr(plain.out.size());
+  auto line_with = [&](const std::string& label, std::int64_t bytes) {
+    return fmt::format("{:<60} {:>12}\n", label, format_bytes(bytes));
+  };
+  // DeepSeek-V3: 3 dense layers (first_k_dense_replace), then MoE; one MTP layer.
+  const auto& kinds = j["layer_kinds"];
+  ASSERT_EQ(kinds.size(), 3u);
+  ASSERT_EQ(kinds[0]["mlp"], "dense");
+  ASSERT_EQ(kinds[0]["layers"], 3);
+  ASSERT_EQ(kinds[1]["mlp"], "moe");
+  ASSERT_EQ(kinds[2]["mtp"], true);
+  auto run_line = [&](const std::string& what, const nlohmann::json& k, std::int64_t n) {
+    const std::int64_t p = k["parameters"], a = k["activation_bytes_per_microbatch"];
+    return fmt::format("{}: {} x {} + {}, {} parameters, {} activations ({} and {} per layer)\n", what, n,
+                       k["attention"].get<std::string>(), k["mlp"].get<std::string>(), format_count(p * n),
+                       format_bytes(a * n), format_count(p), format_bytes(a));
+  };
+  std::size_t from = 0;
+  for (const auto& st : j["stages"]) {
+    const std::int64_t rank = st["pp_rank"];
+    SCOPED_TRACE(rank);
+    const std::string head = fmt::format("\nPipeline Stage {}: {} peak", rank, format_bytes(st["total_bytes"]));
+    const std::size_t at = tree.find(head, from);
+    ASSERT_NE(at, std::string::npos) << tree;
+    const std::size_t end = tree.find("\nPipeline Stage ", at + 1);
+    const std::string block = tree.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    from = at + 1;
+    // The category sums are the stage's own figures.
+    EXPECT_NE(block.find(line_with("  ├─ weights", st["weight_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ gradients", st["gradient_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ optimizer", st["optimizer_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ activations", st["activation_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  └─ other", st["other_bytes"])), std::string::npos) << block;
+    // A block's sum and one of its terms.
+    std::int64_t attention = 0;
+    for (const auto& [name, bytes] : st["components"].items())
+      if (name.rfind("activations/attention/", 0) == 0) attention += bytes.get<std::int64_t>();
+    EXPECT_NE(block.find(line_with("  │  ├─ attention", attention)), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  │  │  ├─ kv", st["components"]["activations/attention/kv"])), std::string::npos)
+        << block;
+    // The modules: the chunk, its runs of layers, the chunk's activations.
+    const auto& ch = st["chunks"][0];
+    const std::int64_t first = ch["first_layer"], n = ch["num_layers"], last = first + n - 1;
+    EXPECT_NE(block.find(fmt::format("  └─ chunk 0: layers {}-{}, {} micro-batch(es) in flight\n", first, last,
+                                     ch["inflight_microbatches"].get<std::int64_t>())),
+              std::string::npos)
+        << block;
+    if (first < 3) {
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-2", first), kinds[0], 3 - first)), std::string::npos) << block;
+      EXPECT_NE(block.find(run_line(fmt::format("layers 3-{}", last), kinds[1], last - 2)), std::string::npos) << block;
+    } else {
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-{}", first, last), kinds[1], n)), std::string::npos) << block;
+    }
+    EXPECT_EQ(block.find("MTP: ") != std::string::npos, st["mtp_layers"] == 1) << block;
+    if (st["mtp_layers"] == 1) EXPECT_NE(block.find(run_line("MTP", kinds[2], 1)), std::string::npos) << block;
+    EXPECT_EQ(block.find("embedding (word embedding") != std::string::npos, ch["embedding"].get<bool>()) << block;
+    EXPECT_EQ(block.find("output layer and loss") != std::string::npos, ch["loss"].get<bool>()) << block;
+    EXPECT_NE(block.find(fmt::format("└─ activations of the chunk: {} per micro-batch\n",
+                                     format_bytes(ch["activation_bytes_per_microbatch"]))),
+              std::string::npos)
+        << block;
+  }
+  const auto both = run_mme({"estimate", "Qwen/Qwen3-8B", "--breakdown", "--json"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_EQ(both.out, "");
 }
 
 TEST(EstimateCli, MegatronFlagsFromAFileWithCommentsAndContinuations) {
