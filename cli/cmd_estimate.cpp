@@ -272,6 +272,52 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   return out;
 }
 
+po::variables_map parse_estimate_args(const std::string& command, const std::vector<std::string>& args) {
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::options_description visible("Options"), hidden;
+  build_options(visible, hidden);
+  return parse(command, args, visible, hidden, pos);
+}
+
+CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const Registry& registry) {
+  const auto vm = parse_estimate_args("compare", args);
+  for (const char* refused : {"html", "svg"})
+    if (vm.count(refused))
+      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
+                                   refused));
+  for (const char* refused : {"dump-config", "breakdown"})
+    if (vm[refused].as<bool>())
+      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
+                                   refused));
+  CompareEstimate out;
+  out.headroom = vm.count("headroom") ? parse_headroom(vm["headroom"].as<std::string>()) : kDefaultHeadroom;
+  if (vm.count("fit-on")) {
+    const std::string v = vm["fit-on"].as<std::string>();
+    if (v != "bound" && v != "estimate") throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
+    out.on_bound = v == "bound";
+  }
+  if (vm.count("overhead-per-gpu"))
+    out.reserved = static_cast<std::int64_t>(
+        std::llround(parse_double("--overhead-per-gpu", vm["overhead-per-gpu"].as<std::string>(), 0.0, 1024.0) *
+                     static_cast<double>(kGiB)));
+  const EstimateRequest request = read_estimate_request(
+      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "compare");
+  const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
+  EstimateOptions eo;
+  eo.components = false;
+  out.estimate = run_estimator(request, inputs, registry, eo);
+  out.model = inputs.model;
+  if (inputs.gpu) {
+    out.judged.push_back(inputs.gpu);
+  } else {
+    for (const auto& h : registry.hardware()) out.judged.push_back(h.object.get());
+    std::stable_sort(out.judged.begin(), out.judged.end(),
+                     [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  }
+  return out;
+}
+
 namespace {
 
 // One change to the layout that makes the peak fit: its flags, what the fit is then judged

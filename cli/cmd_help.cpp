@@ -14,6 +14,8 @@ const std::vector<Command>& commands() {
       {"init", "a commented spec file (YAML or JSON) to start from, for MODEL or an example", run_init, help_init},
       {"params", "exact total and active parameter counts of a model", run_params, help_params},
       {"plan", "search every layout of N GPUs that fits a GPU, ranked by a speed proxy", run_plan, help_plan},
+      {"compare", "several layouts side by side (--tp 1,2,4 ...), each as `estimate` gives it", run_compare,
+       help_compare},
       {"models", "the bundled model configs", run_models, help_models},
       {"validate", "compare estimates with measured Megatron-LM runs (a CSV, or a training log)", run_validate, help_validate},
       {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},

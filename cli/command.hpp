@@ -39,6 +39,7 @@ int run_estimate(const std::vector<std::string>& args);
 int run_init(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
 int run_plan(const std::vector<std::string>& args);
+int run_compare(const std::vector<std::string>& args);
 int run_models(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 void help_version(std::ostream& out);
@@ -49,6 +50,7 @@ void help_estimate(std::ostream& out);
 void help_init(std::ostream& out);
 void help_params(std::ostream& out);
 void help_plan(std::ostream& out);
+void help_compare(std::ostream& out);
 void help_models(std::ostream& out);
 void help_validate(std::ostream& out);
 

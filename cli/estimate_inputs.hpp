@@ -77,4 +77,18 @@ Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inp
 // the estimate (--dump-config) are refused (UsageError).
 ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Registry& registry);
 
+// `mme compare`: one layout's `mme estimate ARGS` and what its fit is judged with. The option
+// table is estimate's; --html, --svg, --dump-config and --breakdown are refused (UsageError),
+// --json, --verbose, --plugin-dir and --hardware-file are left to the caller.
+struct CompareEstimate {
+  ModelSpec model;
+  Estimate estimate;
+  std::vector<const HardwareProfile*> judged;  // --gpu's, else every profile, smallest first
+  double headroom = 0;
+  bool on_bound = true;
+  std::int64_t reserved = -1;  // --overhead-per-gpu in bytes; -1: the profiles' own
+};
+po::variables_map parse_estimate_args(const std::string& command, const std::vector<std::string>& args);
+CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const Registry& registry);
+
 }  // namespace mme::cli

@@ -263,6 +263,67 @@ TEST(EstimateCli, BreakdownTreePerStage) {
   EXPECT_EQ(both.out, "");
 }
 
+// `mme compare`: every combination of the lists, each row what `mme estimate` says for its flags
+// (peak stage, peak, bound, the fit on --gpu); a refused layout is a row with the reason.
+TEST(EstimateCli, CompareRowsAreWhatEstimateSays) {
+  const auto r = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,3", "--pp=1,2", "--gpu", "H100", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layouts"].size(), 6u);
+  std::size_t i = 0;
+  for (const char* tp : {"1", "2", "3"})
+    for (const char* pp : {"1", "2"}) {
+      const auto& row = j["layouts"][i++];
+      SCOPED_TRACE(row.dump().substr(0, 200));
+      EXPECT_EQ(row["varied"], nlohmann::json({"--tp", tp, "--pp", pp}));
+      const auto e = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", tp, "--pp", pp, "--gpu", "H100", "--json"});
+      if (std::string(tp) == "3") {
+        EXPECT_EQ(e.exit_code, 4);
+        EXPECT_NE(row["error"].get<std::string>().find("--tp must divide the 32 attention heads and the 8 query groups"),
+                  std::string::npos);
+        continue;
+      }
+      ASSERT_EQ(e.exit_code, 0) << e.err;
+      const auto est = nlohmann::json::parse(e.out);
+      const auto& peak = est["stages"][est["peak"]["pp_rank"].get<std::size_t>()];
+      EXPECT_TRUE(row["error"].is_null());
+      EXPECT_EQ(row["peak_bytes"], est["peak"]["total_bytes"]);
+      EXPECT_EQ(row["upper_bytes"], est["peak"]["upper_bytes"]);
+      EXPECT_EQ(row["peak_pp_rank"], est["peak"]["pp_rank"]);
+      for (const char* k : {"weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "other_bytes"})
+        EXPECT_EQ(row[k], peak[k]) << k;
+      EXPECT_EQ(row["num_gpus"], est["setup"]["num_gpus"]);
+      ASSERT_EQ(row["fits"].size(), 1u);
+      EXPECT_EQ(row["fits"][0]["fits"], est["fits"][0]["fits"]);
+      EXPECT_EQ(row["fits"][0]["headroom_bytes"], est["fits"][0]["headroom_bytes"]);
+    }
+  // The text: one row per layout, its figures in GiB.
+  const auto text = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,3", "--pp=1,2", "--gpu", "H100"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto& two = j["layouts"][3];  // --tp 2 --pp 2
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_NE(text.out.find(fmt::format("\n--tp 2 --pp 2 {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}  ✓ ",
+                                      8, two["peak_pp_rank"].get<int>(),
+                                      (two["weight_bytes"].get<double>() + two["gradient_bytes"].get<double>()) / gib,
+                                      two["optimizer_bytes"].get<double>() / gib,
+                                      two["activation_bytes"].get<double>() / gib, two["other_bytes"].get<double>() / gib,
+                                      two["peak_bytes"].get<double>() / gib, two["upper_bytes"].get<double>() / gib)),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("\n--tp 3 --pp 1 refused: "), std::string::npos) << text.out;
+  // Nothing valid: the layout error's exit code; too many layouts, an empty item: usage errors.
+  const auto none = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "3,5"});
+  EXPECT_EQ(none.exit_code, 4);
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("none of the 2 layouts is valid"), std::string::npos) << none.err;
+  const auto many = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,4,8", "--pp", "1,2,3,4", "--cp", "1,2,4,8,16"});
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_NE(many.err.find("more than 64 layouts"), std::string::npos) << many.err;
+  const auto empty = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,,2"});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--tp: an empty value in the list '1,,2'"), std::string::npos) << empty.err;
+}
+
 TEST(EstimateCli, MegatronFlagsFromAFileWithCommentsAndContinuations) {
   test::TempDir dir;
   test::write_file(dir.path() / "launch.sh",
