@@ -877,6 +877,9 @@ struct Better {
 class TopPlans {
  public:
   TopPlans(std::size_t k, Better better) : k_(k), kept_(better) {}
+  // groups_ holds iterators into kept_: a copy would point into the original.
+  TopPlans(const TopPlans&) = delete;
+  TopPlans& operator=(const TopPlans&) = delete;
   std::size_t size() const { return kept_.size(); }
   bool full() const { return kept_.size() >= k_; }
   const Plan& worst() const { return *kept_.rbegin(); }
