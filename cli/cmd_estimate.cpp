@@ -38,6 +38,9 @@ void build_options(po::options_description& d, po::options_description& hidden) 
   d.add_options()
       ("json", po::bool_switch(), "one JSON document on stdout (schema_version 1, docs/cli.md)")
       ("verbose", po::bool_switch(), "per-stage components, pipeline chunks and the assumptions made")
+      ("breakdown", po::bool_switch(),
+       "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
+       "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")
       ("fit-on", po::value<std::string>()->value_name("bound|estimate"),
        "judge the fit on the upper bound (default) or on the point estimate")
       ("headroom", po::value<std::string>(),
@@ -75,6 +78,39 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
       ("config", po::value<std::string>(),
        "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
+}
+
+// Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
+// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
+// local folder with a config.json (never a download), its vocab_size stands in for
+// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
+MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
+  const auto tokenizer = args.value("tokenizer-model");
+  if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || args.has("vocab-size") || !tokenizer ||
+      tokenizer->empty())
+    return args;
+  SourceOptions offline;
+  offline.allow_network = false;
+  ResolvedModel resolved;
+  try {
+    resolved = resolve_model(*tokenizer, offline);
+  } catch (const Error& e) {
+    spdlog::debug("--tokenizer-model {}: no config.json to take the vocabulary from ({})", *tokenizer, e.what());
+    return args;
+  }
+  const auto it = resolved.config.is_object() ? resolved.config.find("vocab_size") : resolved.config.end();
+  if (it == resolved.config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
+      it->get<std::int64_t>() > (std::int64_t{1} << 32))
+    return args;
+  const std::int64_t vocab = it->get<std::int64_t>();
+  MegatronArgs out = args;
+  out.set("vocab-size", {std::to_string(vocab)});
+  assumptions.push_back(printable(fmt::format(
+      "vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
+      "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
+      "vocab_size (--vocab-size in the launch line sets it)",
+      vocab, *tokenizer, resolved.path.string())));
+  return out;
 }
 
 EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
@@ -193,7 +229,8 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
   in.model = request.megatron
-                 ? adapt_config(request.megatron->to_config(), "Megatron-LM flags", request.megatron_source, registry)
+                 ? adapt_config(with_tokenizer_vocabulary(*request.megatron, in.assumptions).to_config(),
+                                "Megatron-LM flags", request.megatron_source, registry)
              : request.model_name ? load_model(*request.model_name, registry, sources)
                                   : load_spec_model(*spec, registry, sources);
   if (spec) check_spec_layout(&*spec, in.model, in.setup);
@@ -205,7 +242,10 @@ Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inp
   const Estimator estimator(inputs.model, registry);
   if (inputs.gpu) options.compute_capability = inputs.gpu->compute_capability;
   try {
-    return estimator.run(inputs.setup, options);
+    Estimate est = estimator.run(inputs.setup, options);
+    if (options.components)
+      est.assumptions.insert(est.assumptions.end(), inputs.assumptions.begin(), inputs.assumptions.end());
+    return est;
   } catch (const LayoutError& e) {
     if (!request.spec) throw;
     throw LayoutError(fmt::format("{}: {}", request.spec->path, e.what()));
@@ -217,7 +257,7 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   pos.add("model", 1);
   po::options_description visible("Options"), hidden;
   build_options(visible, hidden);
-  const auto vm = parse(args, visible, hidden, pos);
+  const auto vm = parse("estimate", args, visible, hidden, pos);
   for (const char* refused : {"html", "svg", "hardware-file", "plugin-dir"})
     if (vm.count(refused) && !vm[refused].defaulted())
       throw UsageError(fmt::format("--{} is not allowed here (give it to `mme validate` itself, or drop it)", refused));
@@ -229,6 +269,52 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   EstimateOptions eo;
   eo.components = false;
   ArgsEstimate out{inputs.model, run_estimator(request, inputs, registry, eo)};
+  return out;
+}
+
+po::variables_map parse_estimate_args(const std::string& command, const std::vector<std::string>& args) {
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::options_description visible("Options"), hidden;
+  build_options(visible, hidden);
+  return parse(command, args, visible, hidden, pos);
+}
+
+CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const Registry& registry) {
+  const auto vm = parse_estimate_args("compare", args);
+  for (const char* refused : {"html", "svg"})
+    if (vm.count(refused))
+      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
+                                   refused));
+  for (const char* refused : {"dump-config", "breakdown"})
+    if (vm[refused].as<bool>())
+      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
+                                   refused));
+  CompareEstimate out;
+  out.headroom = vm.count("headroom") ? parse_headroom(vm["headroom"].as<std::string>()) : kDefaultHeadroom;
+  if (vm.count("fit-on")) {
+    const std::string v = vm["fit-on"].as<std::string>();
+    if (v != "bound" && v != "estimate") throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
+    out.on_bound = v == "bound";
+  }
+  if (vm.count("overhead-per-gpu"))
+    out.reserved = static_cast<std::int64_t>(
+        std::llround(parse_double("--overhead-per-gpu", vm["overhead-per-gpu"].as<std::string>(), 0.0, 1024.0) *
+                     static_cast<double>(kGiB)));
+  const EstimateRequest request = read_estimate_request(
+      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "compare");
+  const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
+  EstimateOptions eo;
+  eo.components = false;
+  out.estimate = run_estimator(request, inputs, registry, eo);
+  out.model = inputs.model;
+  if (inputs.gpu) {
+    out.judged.push_back(inputs.gpu);
+  } else {
+    for (const auto& h : registry.hardware()) out.judged.push_back(h.object.get());
+    std::stable_sort(out.judged.begin(), out.judged.end(),
+                     [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  }
   return out;
 }
 
@@ -365,7 +451,7 @@ int run_estimate(const std::vector<std::string>& args) {
   pos.add("model", 1);
   po::options_description visible("Options"), hidden;
   build_options(visible, hidden);
-  const auto vm = parse(args, visible, hidden, pos);
+  const auto vm = parse("estimate", args, visible, hidden, pos);
   const CommonSettings common = read_common(vm);
   const EstimateRequest request = read_estimate_request(
       vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");
@@ -392,7 +478,10 @@ int run_estimate(const std::vector<std::string>& args) {
 
   EstimateOptions eo;
   // The per-layer breakdown: the verbose report and the JSON document show it.
-  eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>();
+  const bool breakdown = vm["breakdown"].as<bool>();
+  if (breakdown && vm["json"].as<bool>())
+    throw UsageError("--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
+  eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>() || breakdown;
   const Estimate est = [&] {
     try {
       return run_estimator(request, inputs, registry, eo);
@@ -495,6 +584,7 @@ int run_estimate(const std::vector<std::string>& args) {
   ro.bars = stdout_is_tty();
   ro.chosen_gpu = gpu;
   render_text(std::cout, model, est, fits, ro);
+  if (breakdown) render_module_tree(std::cout, model, est);
   return 0;
 }
 

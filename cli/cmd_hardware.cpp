@@ -32,7 +32,7 @@ void help_hardware(std::ostream& out) {
 }
 
 int run_hardware(const std::vector<std::string>& args) {
-  const auto vm = parse(args, visible_options(), {}, {});
+  const auto vm = parse("hardware", args, visible_options(), {}, {});
   Registry registry;
   use_hardware_files(vm);
   load_registry(registry, read_common(vm));

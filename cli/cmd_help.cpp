@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include <mme/error.hpp>
+#include <mme/spec_file.hpp>
 
 #include "command.hpp"
 
@@ -13,6 +14,8 @@ const std::vector<Command>& commands() {
       {"init", "a commented spec file (YAML or JSON) to start from, for MODEL or an example", run_init, help_init},
       {"params", "exact total and active parameter counts of a model", run_params, help_params},
       {"plan", "search every layout of N GPUs that fits a GPU, ranked by a speed proxy", run_plan, help_plan},
+      {"compare", "several layouts side by side (--tp 1,2,4 ...), each as `estimate` gives it", run_compare,
+       help_compare},
       {"models", "the bundled model configs", run_models, help_models},
       {"validate", "compare estimates with measured Megatron-LM runs (a CSV, or a training log)", run_validate, help_validate},
       {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},
@@ -27,6 +30,15 @@ const Command* find_command(const std::string& name) {
   for (const auto& c : commands())
     if (name == c.name) return &c;
   return nullptr;
+}
+
+std::string unknown_command_message(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& c : commands()) names.emplace_back(c.name);
+  // A flag in the command's place ("mme --tp 4") is not a misspelt command.
+  const std::string suggestion = name.rfind('-', 0) == 0 ? std::string() : closest_name(name, names);
+  if (!suggestion.empty()) return "unknown command '" + name + "'; did you mean '" + suggestion + "'?";
+  return "unknown command '" + name + "' (see `mme help`)";
 }
 
 Invocation parse_invocation(std::vector<std::string> argv_tail) {
@@ -58,7 +70,7 @@ int run_help(const std::vector<std::string>& args) {
   }
   if (args.size() > 1) throw UsageError("help takes at most one command name");
   const Command* c = find_command(args.front());
-  if (!c) throw UsageError("unknown command '" + args.front() + "' (see `mme help`)");
+  if (!c) throw UsageError(unknown_command_message(args.front()));
   c->help(std::cout);
   return 0;
 }

@@ -59,7 +59,7 @@ void help_init(std::ostream& out) {
 int run_init(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  const auto vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
+  const auto vm = parse("init", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
   TrainingSetup setup = read_setup(vm, TrainingSetup{});
   // The seed's defaults, as `mme estimate MODEL` has them (cmd_estimate.cpp).

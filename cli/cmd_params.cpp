@@ -61,7 +61,7 @@ int run_params(const std::vector<std::string>& args) {
   hidden.add_options()("model", po::value<std::string>(), "");
   po::positional_options_description pos;
   pos.add("model", 1);
-  const auto vm = parse(args, visible_options(), hidden, pos);
+  const auto vm = parse("params", args, visible_options(), hidden, pos);
   if (!vm.count("model")) throw UsageError("params needs a MODEL (a hub id, a config.json or a folder)");
   Registry registry;
   load_registry(registry, read_common(vm));

@@ -114,6 +114,7 @@ nlohmann::json plan_json(const Planner& planner, const Plan& p, const PlanOption
           {"upper_bytes", p.upper_bytes},
           {"headroom_bytes", p.headroom_bytes},
           {"fits", p.fits},
+          {"tight", is_tight(p)},
           {"score", p.score.score},
           {"speed", score_json(p.score)}};
 }
@@ -147,6 +148,16 @@ class ProgressBar {
 
 bool switch_on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
 
+// The line saying which global batch the speed proxy assumed.
+std::string global_batch_line(const PlanOptions& o) {
+  if (o.base.global_batch_size > 0)
+    return fmt::format("Global batch: {} sequences (--global-batch-size)\n", o.base.global_batch_size);
+  const std::int64_t largest = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+  return fmt::format("Global batch: {:.0f} sequences assumed ({} GPUs x the largest micro-batch size {}; "
+                     "--global-batch-size sets it): the bubble and the score follow from it\n",
+                     plan_global_batch(o), o.num_gpus, largest);
+}
+
 }  // namespace
 
 void help_plan(std::ostream& out) {
@@ -166,7 +177,7 @@ void help_plan(std::ostream& out) {
 int run_plan(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  po::variables_map vm = parse(args, visible_options(), model_and_setup_hidden_options(), pos);
+  po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
   if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
@@ -269,8 +280,10 @@ int run_plan(const std::vector<std::string>& args) {
     std::stable_sort(gpus.begin(), gpus.end(),
                      [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
     text += fmt::format("mme plan: {} on {} GPUs, the best layout for each known GPU ({:g}% headroom; --gpu NAME "
-                             "ranks every layout for one)\n\n",
+                             "ranks every layout for one)\n",
                              model.name, o.num_gpus, o.headroom_fraction * 100);
+    text += global_batch_line(o) + "\n";
+    bool any_tight = false;
     text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
     std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
     std::optional<Plan> last_best;
@@ -296,10 +309,16 @@ int run_plan(const std::vector<std::string>& args) {
         continue;
       }
       any = true;
-      text += fmt::format("{:<16} {:>9.2f} {:>9.2f}  {}\n", g->name, to_gib(last_best->peak_bytes),
-                               to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)),
+      const bool tight = is_tight(*last_best);
+      any_tight = any_tight || tight;
+      text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
+                               to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
                                join(planner.args_for(last_best->layout, go)));
     }
+    if (any_tight)
+      text += fmt::format("\n! less than {} GiB free beyond the headroom: the fastest layout barely fits; `mme plan "
+                          "... --gpu NAME` lists the others\n",
+                          kTightHeadroomBytes >> 30);
     if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
     std::cout << text;
     return 0;
@@ -356,6 +375,8 @@ int run_plan(const std::vector<std::string>& args) {
     j["threads"] = r.threads;
     nlohmann::json plans = nlohmann::json::array();
     for (const auto& p : r.plans) plans.push_back(plan_json(planner, p, o));
+    j["global_batch_size"] = plan_global_batch(o);
+    j["global_batch_assumed"] = o.base.global_batch_size <= 0;
     j["plans"] = plans;
     if (r.fitting == 0) {
       if (r.smallest) j["smallest"] = plan_json(planner, *r.smallest, o);
@@ -376,6 +397,7 @@ int run_plan(const std::vector<std::string>& args) {
   std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
                            thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
                            r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
+  std::cout << global_batch_line(o);
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
@@ -394,19 +416,36 @@ int run_plan(const std::vector<std::string>& args) {
     return 0;
   }
   std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
-  std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9} {:>7} {:>6}\n",
+  std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9}  {:>7} {:>6}\n",
                            "#", "TP", "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", "peak GiB",
                            "free GiB", "bubble", "score");
   int rank = 0;
   for (const auto& p : r.plans) {
     const auto& l = p.layout;
-    std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f} "
+    std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f}{} "
                              "{:>6.1f}% {:>6.3f}\n",
                              ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size,
                              to_string(l.recompute), split_text(l), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
-                             100 * p.score.bubble, p.score.score);
+                             is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
   }
-  std::cout << fmt::format("\nBest:\n  mme estimate {} {}\n", model.name, join(planner.args_for(r.plans.front().layout, o)));
+  const Plan& best = r.plans.front();
+  if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
+    std::cout << fmt::format("\n! less than {} GiB free beyond the {:g}% headroom: a longer sequence, another buffer "
+                             "or fragmentation may not fit\n",
+                             kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
+  std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
+                           is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
+                           model.name, join(planner.args_for(best.layout, o)));
+  if (is_tight(best)) {
+    const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
+    if (roomy == r.plans.end())
+      std::cout << fmt::format("No plan listed leaves {} GiB free (--sort peak lists the roomiest).\n",
+                               kTightHeadroomBytes >> 30);
+    else
+      std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
+                               kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
+                               model.name, join(planner.args_for(roomy->layout, o)));
+  }
   return 0;
 }
 

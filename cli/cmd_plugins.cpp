@@ -36,7 +36,7 @@ void help_plugins(std::ostream& out) {
 }
 
 int run_plugins(const std::vector<std::string>& args) {
-  const auto vm = parse(args, visible_options(), {}, {});
+  const auto vm = parse("plugins", args, visible_options(), {}, {});
   Registry registry;
   const CommonSettings common = read_common(vm);
   load_registry(registry, common);

@@ -321,7 +321,7 @@ int run_validate(const std::vector<std::string>& args) {
   visible.add(est);
   po::positional_options_description pos;
   pos.add("cases", 1);
-  const auto vm = parse(args, visible, hidden, pos);
+  const auto vm = parse("validate", args, visible, hidden, pos);
   const bool json = vm["json"].as<bool>();
   std::optional<std::string> positional;
   if (vm.count("cases")) positional = vm["cases"].as<std::string>();

@@ -16,6 +16,8 @@ struct Command {
 
 const std::vector<Command>& commands();
 const Command* find_command(const std::string& name);
+// "unknown command 'estimat'; did you mean 'estimate'?" (or "... (see `mme help`)").
+std::string unknown_command_message(const std::string& name);
 
 // What `mme ARGS...` asks for: the command (null when the name is unknown), its name after
 // the --version/--help aliases, its arguments, and whether --help/-h is among them (then the
@@ -37,6 +39,7 @@ int run_estimate(const std::vector<std::string>& args);
 int run_init(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
 int run_plan(const std::vector<std::string>& args);
+int run_compare(const std::vector<std::string>& args);
 int run_models(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 void help_version(std::ostream& out);
@@ -47,6 +50,7 @@ void help_estimate(std::ostream& out);
 void help_init(std::ostream& out);
 void help_params(std::ostream& out);
 void help_plan(std::ostream& out);
+void help_compare(std::ostream& out);
 void help_models(std::ostream& out);
 void help_validate(std::ostream& out);
 

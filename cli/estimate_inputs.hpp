@@ -60,6 +60,9 @@ struct EstimateInputs {
   ModelSpec model;
   TrainingSetup setup;
   const HardwareProfile* gpu = nullptr;
+  // What resolving the inputs assumed (a vocabulary taken from --tokenizer-model's config);
+  // run_estimator adds them to the estimate's assumptions.
+  std::vector<std::string> assumptions;
 };
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
                                        const Registry& registry);
@@ -73,5 +76,19 @@ Estimate run_estimator(const EstimateRequest& request, const EstimateInputs& inp
 // ignored; flags that load plugins or hardware files, write files (--html, --svg) or replace
 // the estimate (--dump-config) are refused (UsageError).
 ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Registry& registry);
+
+// `mme compare`: one layout's `mme estimate ARGS` and what its fit is judged with. The option
+// table is estimate's; --html, --svg, --dump-config and --breakdown are refused (UsageError),
+// --json, --verbose, --plugin-dir and --hardware-file are left to the caller.
+struct CompareEstimate {
+  ModelSpec model;
+  Estimate estimate;
+  std::vector<const HardwareProfile*> judged;  // --gpu's, else every profile, smallest first
+  double headroom = 0;
+  bool on_bound = true;
+  std::int64_t reserved = -1;  // --overhead-per-gpu in bytes; -1: the profiles' own
+};
+po::variables_map parse_estimate_args(const std::string& command, const std::vector<std::string>& args);
+CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const Registry& registry);
 
 }  // namespace mme::cli

@@ -7,6 +7,7 @@
 
 #include <mme/error.hpp>
 #include <mme/input_text.hpp>
+#include <mme/log.hpp>
 
 #include "command.hpp"
 
@@ -15,8 +16,8 @@ namespace {
 // Errors are one line on stderr; stdout stays empty so `--json > file` never holds half a report.
 int report_error(const std::string& message, mme::ExitCode code) {
   // No control characters from input reach the terminal (mme/input_text.hpp).
-  const std::string line = mme::printable(message);
-  std::fprintf(stderr, "mme: error: %s\n", line.c_str());
+  const std::string line = mme::error_line(mme::printable(message));
+  std::fputs(line.c_str(), stderr);
   return static_cast<int>(code);
 }
 
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   }
   const mme::cli::Invocation inv = mme::cli::parse_invocation(std::move(args));
   if (!inv.command)
-    return report_error("unknown command '" + inv.name + "' (see `mme help`)", mme::ExitCode::kUsage);
+    return report_error(mme::cli::unknown_command_message(inv.name), mme::ExitCode::kUsage);
   if (inv.wants_help) {
     inv.command->help(std::cout);
     return 0;

@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fmt/core.h>
 
 #include <mme/error.hpp>
+#include <mme/spec_file.hpp>
 
 namespace mme::cli {
 
@@ -43,8 +45,41 @@ CommonSettings read_common(const po::variables_map& vm) {
   return s;
 }
 
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& visible,
-                        const po::options_description& hidden, const po::positional_options_description& positional) {
+namespace {
+std::string lower_case(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+std::string unknown_option_message(const std::string& command, const std::string& given,
+                                   const po::options_description& options) {
+  // The word as typed, without its dashes and any "=value": "-tp" and "--tp=4" are "tp".
+  std::string word = given.substr(std::min(given.find_first_not_of('-'), given.size()));
+  word = word.substr(0, word.find('='));
+  std::vector<std::string> names;
+  for (const auto& o : options.options()) {
+    const std::string& n = o->long_name();
+    if (!n.empty() && n != "model") names.push_back(n);  // MODEL is the positional argument, not a flag
+  }
+  std::string suggestion;
+  if (word.size() <= 2) {
+    // One or two letters are close to every short flag: suggest only the same name with two
+    // dashes ("-tp" for "--tp").
+    for (const auto& n : names)
+      if (lower_case(n) == lower_case(word)) suggestion = n;
+  } else {
+    suggestion = closest_name(word, names);
+  }
+  const std::string shown = given.substr(0, given.find('='));
+  if (!suggestion.empty()) return fmt::format("unknown option {}; did you mean --{}?", shown, suggestion);
+  if (command.empty()) return fmt::format("unknown option {}", shown);
+  return fmt::format("unknown option {} (`mme help {}` lists the options)", shown, command);
+}
+
+po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
+                        const po::options_description& visible, const po::options_description& hidden,
+                        const po::positional_options_description& positional) {
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
@@ -56,14 +91,16 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
                       .run();
     po::store(parsed, vm);
     po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    // Built here, not by Boost: its message template would also loop on a '%' token in the
+    // name (below).
+    throw UsageError(unknown_option_message(command, e.get_option_name(), all));
   } catch (const po::error_with_option_name& e) {
     // Boost fills its message template by replacing %canonical_option%, %value%, ... in a loop
     // until none is left, so an argument that itself holds such a token ('--x%value%') never
     // ends (found by the cli_args fuzzer). With a '%' in any argument the message is built here.
     if (std::none_of(args.begin(), args.end(), [](const std::string& a) { return a.find('%') != std::string::npos; }))
       throw UsageError(e.what());
-    if (dynamic_cast<const po::unknown_option*>(&e))
-      throw UsageError(fmt::format("unrecognised option '{}'", e.get_option_name()));
     throw UsageError(fmt::format("invalid use of option '{}' or its value", e.get_option_name()));
   } catch (const po::error& e) {
     throw UsageError(e.what());

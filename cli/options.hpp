@@ -23,10 +23,16 @@ struct CommonSettings {
 };
 CommonSettings read_common(const po::variables_map& vm);
 
-// Parses argv with the given options and positionals; unknown flags and bad values become
-// UsageError with the flag named.
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& visible,
-                        const po::options_description& hidden, const po::positional_options_description& positional);
+// Parses argv of `mme COMMAND` with the given options and positionals; unknown flags and bad
+// values become UsageError with the flag named; an unknown flag close to a known one (visible
+// or hidden) is suggested: "unknown option --tpp; did you mean --tp?".
+po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
+                        const po::options_description& visible, const po::options_description& hidden,
+                        const po::positional_options_description& positional);
+
+// The message of an unknown flag GIVEN (as typed: "--tpp", "-tp", "--tpp=4") among OPTIONS.
+std::string unknown_option_message(const std::string& command, const std::string& given,
+                                   const po::options_description& options);
 
 // Strict conversions: the whole string must be a number in range.
 std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t min, std::int64_t max);

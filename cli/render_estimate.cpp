@@ -308,6 +308,12 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
       break;
     }
   }
+  if (!model.warnings.empty()) {
+    // What the model's config sets that the estimate does not follow, and a spec's overrides of
+    // its hf: base: said in the report itself, not only on stderr.
+    out << "Notes:\n";
+    for (const auto& w : model.warnings) out << "  - " << w << "\n";
+  }
   out << "\nParallelism:\n";
   out << fmt::format("  TP={}, PP={}, EP={}, CP={}\n", p.tp, p.pp, p.ep, p.cp);
   out << fmt::format("  ETP={}, VPP={}, DP={}, EDP={}, SP={}\n", effective_etp(p), p.vpp, p.dp, p.expert_dp,
@@ -423,7 +429,107 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   if (options.verbose) {
     out << "\nAssumptions:\n";
     for (const auto& a : est.assumptions) out << "  - " << a << "\n";
-    for (const auto& w : model.warnings) out << "  - warning: " << w << "\n";
+  }
+}
+
+namespace {
+
+// A node of the component tree: the bytes of everything under it.
+struct TreeNode {
+  std::int64_t bytes = 0;
+  std::vector<std::string> names;  // of the children, in first-seen order
+  std::vector<TreeNode> children;
+  TreeNode& child(const std::string& name) {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return children[i];
+    names.push_back(name);
+    return children.emplace_back();
+  }
+  void drop_empty() {
+    for (std::size_t i = names.size(); i-- > 0;)
+      if (children[i].children.empty() && children[i].bytes == 0) {
+        names.erase(names.begin() + static_cast<std::ptrdiff_t>(i));
+        children.erase(children.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+  }
+};
+
+void print_tree(std::ostream& out, const TreeNode& node, const std::string& prefix) {
+  for (std::size_t i = 0; i < node.children.size(); ++i) {
+    const std::string& name = node.names[i];
+    const TreeNode& child = node.children[i];
+    const bool last = i + 1 == node.children.size();
+    const std::string label = prefix + (last ? "└─ " : "├─ ") + name;
+    out << fmt::format("{:<60} {:>12}\n", label, format_bytes(child.bytes));
+    print_tree(out, child, prefix + (last ? "   " : "│  "));
+  }
+}
+
+}  // namespace
+
+void render_module_tree(std::ostream& out, const ModelSpec& model, const Estimate& est) {
+  out << "\nModule tree (one rank of each pipeline stage; sizes in GiB = 2^30 bytes)\n";
+  const LayerKinds kinds = group_layer_kinds(model);
+  for (const auto& st : est.stages) {
+    out << fmt::format("\nPipeline Stage {}: {} peak ({}), {} micro-batch(es) of the first chunk in flight\n",
+                       st.pp_rank, format_bytes(st.total_bytes), st.peak_phase, st.inflight_microbatches);
+    // Memory: every component under its category and block ("activations/attention/kv").
+    TreeNode memory;
+    for (const char* category : {"weights", "gradients", "optimizer", "activations", "other"}) (void)memory.child(category);
+    for (const auto& c : st.components) {
+      TreeNode* node = &memory;
+      std::size_t start = 0;
+      for (;;) {
+        const std::size_t slash = c.name.find('/', start);
+        node = &node->child(c.name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+        node->bytes += c.bytes;
+        if (slash == std::string::npos) break;
+        start = slash + 1;
+      }
+    }
+    memory.drop_empty();
+    print_tree(out, memory, "  ");
+    // Modules: each chunk's embedding, runs of decoder layers of one kind, MTP, output layer.
+    out << "  modules (parameters of one rank; activations kept by one micro-batch)\n";
+    for (std::size_t ci = 0; ci < st.chunks.size(); ++ci) {
+      const auto& ch = st.chunks[ci];
+      const bool last_chunk = ci + 1 == st.chunks.size();
+      out << fmt::format("  {} chunk {}: {}\n", last_chunk ? "└─" : "├─", ch.vpp_rank,
+                         ch.num_layers > 0 ? fmt::format("layers {}-{}, {} micro-batch(es) in flight", ch.first_layer,
+                                                         ch.first_layer + ch.num_layers - 1, ch.inflight_microbatches)
+                                           : fmt::format("no decoder layer, {} micro-batch(es) in flight",
+                                                         ch.inflight_microbatches));
+      const std::string pad = last_chunk ? "   " : "│  ";
+      std::vector<std::string> lines;
+      if (ch.embedding) lines.push_back("embedding (word embedding; its weights are in weights/dense)");
+      // Runs of consecutive layers of one kind.
+      for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers;) {
+        const std::size_t k = kinds.kind_of_layer.at(static_cast<std::size_t>(i));
+        std::int64_t j = i;
+        while (j < ch.first_layer + ch.num_layers && kinds.kind_of_layer.at(static_cast<std::size_t>(j)) == k) ++j;
+        const std::int64_t n = j - i;
+        if (k < est.layer_kinds.size()) {
+          const auto& lk = est.layer_kinds[k];
+          lines.push_back(fmt::format("layers {}-{}: {} x {} + {}, {} parameters, {} activations ({} and {} per layer)",
+                                      i, j - 1, n, lk.attention, lk.mlp, format_count(lk.parameters * n),
+                                      format_bytes(lk.activation_bytes_per_microbatch * n), format_count(lk.parameters),
+                                      format_bytes(lk.activation_bytes_per_microbatch)));
+        }
+        i = j;
+      }
+      if (ch.mtp_layers > 0) {
+        for (const auto& lk : est.layer_kinds)
+          if (lk.mtp)
+            lines.push_back(fmt::format("MTP: {} x {} + {}, {} parameters, {} activations ({} and {} per layer)",
+                                        ch.mtp_layers, lk.attention, lk.mlp, format_count(lk.parameters * ch.mtp_layers),
+                                        format_bytes(lk.activation_bytes_per_microbatch * ch.mtp_layers),
+                                        format_count(lk.parameters), format_bytes(lk.activation_bytes_per_microbatch)));
+      }
+      if (ch.loss) lines.push_back("output layer and loss (final norm, logits; their weights are in weights/dense)");
+      lines.push_back(fmt::format("activations of the chunk: {} per micro-batch", format_bytes(ch.activation_bytes_per_microbatch)));
+      for (std::size_t li = 0; li < lines.size(); ++li)
+        out << "  " << pad << (li + 1 == lines.size() ? "└─ " : "├─ ") << lines[li] << "\n";
+    }
   }
 }
 

@@ -27,6 +27,12 @@ struct RenderOptions {
 
 void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
                  const RenderOptions& options);
+// `--breakdown`: the module tree of each pipeline stage, as the Hugging Face Space's "Raw" view
+// has it: the stage's memory by category, block and term (every named component, sums at each
+// node), then its chunks and the decoder layers of each kind they hold, with the parameters of
+// one rank and the activations one micro-batch keeps. Needs Estimate::layer_kinds.
+void render_module_tree(std::ostream& out, const ModelSpec& model, const Estimate& est);
+
 nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits);
 nlohmann::json setup_to_json(const TrainingSetup& s);
 

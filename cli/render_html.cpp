@@ -587,7 +587,8 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
   o += "<h2 id=\"fit-map\">Fit map</h2>\n<div class=\"card\">\n";
   o += fmt::format("<p>Each cell is one TP × PP pair of a facet (expert parallel size, recompute). Its colour is the "
                    "smallest peak over the other choices (VPP, ETP, CP, micro-batch size, pipeline split) against the "
-                   "{} GiB a {} can use; the number is that peak in GiB. Framed cells hold a top plan, ★ the best. "
+                   "{} GiB a {} can use; the number is that peak in GiB. Framed cells hold a top plan; ★ marks the best, "
+                   "and that cell shows the best plan's own peak (its colour too), not the smallest. "
                    "{} valid layouts.</p>\n",
                    gib2(usable), esc(gpu), thousands(map.layouts()));
   o += "<div class=\"legend\">";
@@ -633,16 +634,28 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
           cv.text = cell_gib(cell.min_peak);
           cv.key += fmt::format(" peak={} valid={} fitting={}", cell.min_peak, cell.valid, cell.fitting);
           const auto t = top.find({ep, v, pp, tp});
+          std::string best_line;
           if (t != top.end()) {
             cv.highlight = true;
-            if (t->second == 1) cv.mark = "★";
+            if (t->second == 1) {
+              // The best plan's cell: its own peak, so the map and the verdict above agree.
+              const Plan& best = result.plans.front();
+              cv.mark = "★";
+              cv.text = cell_gib(best.peak_bytes);
+              cv.ratio = usable > 0 ? static_cast<double>(best.peak_bytes) / static_cast<double>(usable) : 10.0;
+              cv.key += fmt::format(" best_peak={}", best.peak_bytes);
+              best_line = fmt::format("\n★ the best plan: peak {} GiB\nmme estimate {} {}", gib2(best.peak_bytes),
+                                      model.name, join_args(planner.args_for(best.layout, options)));
+            }
           }
           cv.tooltip = fmt::format("TP {} × PP {} · EP {} · recompute {}\nsmallest peak {} GiB ({:.0f}% of {} GiB "
-                                   "usable)\n{} of {} layouts fit{}\nmme estimate {} {}",
-                                   tp, pp, ep, to_string(v), gib2(cell.min_peak), 100 * cv.ratio, gib2(usable),
-                                   cell.fitting, cell.valid,
+                                   "usable)\n{} of {} layouts fit{}\nmme estimate {} {}{}",
+                                   tp, pp, ep, to_string(v), gib2(cell.min_peak),
+                                   usable > 0 ? 100.0 * static_cast<double>(cell.min_peak) / static_cast<double>(usable)
+                                              : 1000.0,
+                                   gib2(usable), cell.fitting, cell.valid,
                                    t != top.end() ? fmt::format("; holds plan #{}", t->second) : "", model.name,
-                                   join_args(planner.args_for(cell.smallest, options)));
+                                   join_args(planner.args_for(cell.smallest, options)), best_line);
         }
       }
       o += render_fit_map_facet_svg(f);

@@ -5,6 +5,7 @@
 
 #include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/details/os.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -34,12 +35,24 @@ class PrintableSink : public spdlog::sinks::sink {
 };
 }  // namespace
 
-void init_logging(std::string_view level) {
-  // no-color.org: NO_COLOR set to a non-empty value turns colour off.
+bool stderr_colour() {
+  // no-color.org: NO_COLOR set to a non-empty value turns colour off. spdlog's own test for a
+  // terminal that announces colour (COLORTERM, or a TERM it knows) decides the rest.
   const char* no_colour = std::getenv("NO_COLOR");
-  const bool colour = ::isatty(STDERR_FILENO) && (no_colour == nullptr || *no_colour == '\0');
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(colour ? spdlog::color_mode::automatic
-                                                                           : spdlog::color_mode::never);
+  return ::isatty(STDERR_FILENO) && (no_colour == nullptr || *no_colour == '\0') &&
+         spdlog::details::os::is_color_terminal();
+}
+
+std::string error_line(std::string_view message) {
+  // The colour of spdlog's "error" level (red, bold), around the level name only, as the
+  // pattern of init_logging() does for warnings.
+  if (stderr_colour()) return fmt::format("mme: \033[31m\033[1merror\033[m: {}\n", message);
+  return fmt::format("mme: error: {}\n", message);
+}
+
+void init_logging(std::string_view level) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(stderr_colour() ? spdlog::color_mode::always
+                                                                                    : spdlog::color_mode::never);
   auto logger = std::make_shared<spdlog::logger>("mme", std::make_shared<PrintableSink>(sink));
   logger->set_pattern("mme: %^%l%$: %v");
   logger->set_level(spdlog::level::from_str(std::string(level)));

@@ -10,6 +10,11 @@ namespace mme {
 
 ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, const std::string& source,
                        const Registry& registry) {
+  return adapt_config(config, name, source, registry, true);
+}
+
+ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, const std::string& source,
+                       const Registry& registry, bool log_warnings) {
   if (!config.is_object())
     throw ConfigError(fmt::format("{}: expected a JSON object, got {}", source, config.type_name()));
   const ConfigAdapter* adapter = registry.best_adapter(config);
@@ -33,8 +38,13 @@ ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, co
   // Strings from the config are printed in reports: a hub repository's model_type must not
   // write escape sequences to the user's terminal (docs/reliability.md).
   for (std::string* text : {&spec.name, &spec.family, &spec.model_type, &spec.adapter}) *text = printable(*text);
+  // A multimodal config (its vision_config at the top, or next to the text_config the model
+  // source picked): the adapters read the language model only.
+  if (auto v = config.find("vision_config"); v != config.end() && !v->is_null())
+    spec.warnings.emplace_back("vision tower not modelled; the estimate covers the language model");
   for (auto& w : spec.warnings) w = printable(w);
-  for (const auto& w : spec.warnings) spdlog::warn("{}: {}", source, w);
+  if (log_warnings)
+    for (const auto& w : spec.warnings) spdlog::warn("{}: {}", source, w);
   validate_model_spec(spec);
   return spec;
 }

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -152,13 +153,16 @@ std::vector<fs::path> split_path_list(const std::string& env) {
   return out;
 }
 
-// A multimodal config keeps the language model's settings in text_config.
+// A multimodal config keeps the language model's settings in text_config. Its vision_config
+// goes along, so that adapt_config can say the vision tower is left out.
 nlohmann::json select_text_config(nlohmann::json config) {
   if (!config.is_object()) return config;
   auto it = config.find("text_config");
   if (it != config.end() && it->is_object() && !config.contains("num_hidden_layers")) {
     nlohmann::json text = *it;
     if (!text.contains("model_type") && config.contains("model_type")) text["model_type"] = config["model_type"];
+    if (auto v = config.find("vision_config"); v != config.end() && !text.contains("vision_config"))
+      text["vision_config"] = *v;
     return text;
   }
   return config;
@@ -347,6 +351,50 @@ std::string hub_token() {
   return token;
 }
 
+// On a terminal (stderr), a download says what it fetches from where, on one line, and once it
+// has taken a second the line also shows the bytes received and the time so far, redrawn in
+// place. Off a terminal nothing is printed (the info log has the URL): the output of a failed
+// command stays one error line. -q (a log level above warn) silences it too.
+class DownloadNotice {
+ public:
+  DownloadNotice(const std::string& id, const std::string& endpoint)
+      : text_(printable(fmt::format("mme: downloading config.json for {} from {}", id, endpoint))),
+        shown_(::isatty(STDERR_FILENO) && spdlog::default_logger()->should_log(spdlog::level::warn)),
+        start_(std::chrono::steady_clock::now()) {
+    if (!shown_) return;
+    std::fputs(text_.c_str(), stderr);
+    std::fflush(stderr);
+  }
+  ~DownloadNotice() {
+    if (!shown_) return;
+    std::fputs("\n", stderr);
+    std::fflush(stderr);
+  }
+  DownloadNotice(const DownloadNotice&) = delete;
+  DownloadNotice& operator=(const DownloadNotice&) = delete;
+
+  void progress(std::int64_t received, std::int64_t total) {
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const std::string bytes = total > 0 ? fmt::format("{} of {}", size_text(received), size_text(total))
+                                        : size_text(received);
+    std::fputs(fmt::format("\r\033[K{}  {}  {:.0f} s", text_, bytes, seconds).c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  static std::string size_text(std::int64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024.0);
+  }
+  std::string text_;
+  bool shown_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
 // One HTTP exchange (one hop: redirects are followed by the caller, which decides per hop
 // whether the token goes along).
 struct Transfer {
@@ -360,6 +408,7 @@ struct Transfer {
   std::chrono::steady_clock::time_point last_activity;
   CURL* curl = nullptr;
   bool connected = false;
+  DownloadNotice* notice = nullptr;
 
   CURLcode rc = CURLE_OK;
   long status = 0;
@@ -400,9 +449,10 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 
 // Called by libcurl about once a second even while nothing arrives: aborts a connection that
 // has been silent for idle_limit_s (the server stalled, before or after the headers).
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+int on_progress(void* user, curl_off_t total, curl_off_t received, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
   const auto now = std::chrono::steady_clock::now();
+  if (t->notice) t->notice->progress(received, total);
   if (!t->connected) {
     curl_off_t connect_us = 0;
     if (lc::curl_easy_getinfo(t->curl, CURLINFO_CONNECT_TIME_T, &connect_us) != CURLE_OK || connect_us <= 0)
@@ -417,8 +467,10 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
-Transfer fetch(const std::string& url, const std::string& token, const SourceOptions& options, long timeout_ms) {
+Transfer fetch(const std::string& url, const std::string& token, const SourceOptions& options, long timeout_ms,
+               DownloadNotice& notice) {
   Transfer t;
+  t.notice = &notice;
   t.max_bytes = std::max<std::int64_t>(options.max_bytes, 1);
   t.idle_limit_s = std::max(options.low_speed_timeout_s, 1L);
   t.last_activity = std::chrono::steady_clock::now();
@@ -463,6 +515,7 @@ Transfer fetch(const std::string& url, const std::string& token, const SourceOpt
   if (char* loc = nullptr; lc::curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc) t.location = loc;
   if (t.rc != CURLE_OK) t.why = error[0] ? error : lc::curl_easy_strerror(t.rc);
   t.curl = nullptr;
+  t.notice = nullptr;
   return t;
 }
 
@@ -500,6 +553,7 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   // Errors name what was contacted: the config's URL, and after a redirect the URL that
   // failed as well (a CDN, another host), never the endpoint for a host that is not it.
   auto at = [&] { return url == first_url ? shown : fmt::format("{} (redirected to {})", shown, redact(url)); };
+  DownloadNotice notice(id, redact(endpoint.base));
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.transfer_timeout_s, 1L));
   const int max_redirects = std::max(options.max_redirects, 0);
@@ -515,7 +569,7 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
     if (left_ms <= 0)
       throw NotFoundError(fmt::format("{}: timed out: the download took longer than {} s", at(),
                                       options.transfer_timeout_s));
-    t = fetch(url, to_endpoint ? token : std::string(), options, left_ms);
+    t = fetch(url, to_endpoint ? token : std::string(), options, left_ms, notice);
     spdlog::trace("{}: HTTP {} ({} body bytes, token {})", redact(url), t.status, t.body.size(),
                   to_endpoint && !token.empty() ? "sent" : "not sent");
     if (commit.empty()) commit = t.commit;  // the endpoint's own answer comes first

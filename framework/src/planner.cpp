@@ -3,8 +3,9 @@
 // PP splits and VPP sizes that partition the layers, then micro-batch size and recompute.
 // Work is cut into slices of fixed (TP, CP, EP, ETP, micro-batch, recompute) whose inner
 // loops run over PP, split and VPP; a pool of std::threads takes slices in order, each keeps
-// its own top-K heap, and the results are merged under a total order (the enumeration
-// ordinal breaks every tie), so the output never depends on the number of threads.
+// its own top K (one plan per group of near-duplicates), and the results are merged under a
+// total order (the enumeration ordinal breaks every tie), so the output never depends on the
+// number of threads.
 #include "mme/planner.hpp"
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
+#include <tuple>
 #include <thread>
 
 #include <fmt/core.h>
@@ -335,6 +338,8 @@ std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_
 }
 
 }  // namespace
+
+double plan_global_batch(const PlanOptions& o) { return nominal_sequences(o); }
 
 Planner::Planner(const ModelSpec& model, const Registry& registry)
     : impl_(std::make_unique<Impl>(model, registry)) {
@@ -882,10 +887,54 @@ struct Better {
   }
 };
 
+// The best `k` plans, one per group of near-duplicates: layouts with the same sizes, micro-batch,
+// recompute and middle stages whose first/last stages share the layers differently but give the
+// same peak, bound and score (the peak and the slowest stage are elsewhere). A group is kept as
+// its best member, so the result is the top k of the groups, whatever the order plans come in.
+class TopPlans {
+ public:
+  TopPlans(std::size_t k, Better better) : k_(k), kept_(better) {}
+  // groups_ holds iterators into kept_: a copy would point into the original.
+  TopPlans(const TopPlans&) = delete;
+  TopPlans& operator=(const TopPlans&) = delete;
+  std::size_t size() const { return kept_.size(); }
+  bool full() const { return kept_.size() >= k_; }
+  const Plan& worst() const { return *kept_.rbegin(); }
+  void offer(const Plan& plan) {
+    const Key key = key_of(plan);
+    if (const auto g = groups_.find(key); g != groups_.end()) {
+      if (!kept_.key_comp()(plan, *g->second)) return;
+      kept_.erase(g->second);
+      g->second = kept_.insert(plan).first;
+      return;
+    }
+    if (full()) {
+      if (!kept_.key_comp()(plan, worst())) return;
+      groups_.erase(key_of(worst()));
+      kept_.erase(std::prev(kept_.end()));
+    }
+    groups_.emplace(key, kept_.insert(plan).first);
+  }
+  std::vector<Plan> plans() const { return {kept_.begin(), kept_.end()}; }
+
+ private:
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t, std::int64_t, RecomputeVariant, std::int64_t, std::int64_t, std::int64_t, double>;
+  static Key key_of(const Plan& p) {
+    const PlanLayout& l = p.layout;
+    return {l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, l.recompute, l.pp > 2 ? l.middle_stage_layers : 0,
+            p.peak_bytes, p.upper_bytes, p.score.score};
+  }
+  std::size_t k_;
+  std::set<Plan, Better> kept_;  // best first; Better is a total order (the ordinal breaks ties)
+  std::map<Key, std::set<Plan, Better>::iterator> groups_;
+};
+
 // What one worker accumulates.
 struct WorkerState {
   std::uint64_t evaluated = 0, estimated = 0, valid = 0, fitting = 0;
-  std::vector<Plan> heap;  // the worst kept plan on top
+  std::vector<Plan> heap;  // stop_at_first_fit: the first fitting plan
+  std::optional<TopPlans> top;
   std::optional<Plan> smallest;
   std::uint64_t error_ordinal = UINT64_MAX;
   std::string error;
@@ -942,22 +991,13 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
     std::vector<Plan> rows;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> order;
     std::vector<std::size_t> by_mbs;
-    // Keeps the best top_k plans, the worst on top.
-    auto offer = [&](std::vector<Plan>& heap, const Plan& plan) {
-      if (heap.size() < o.top_k) {
-        heap.push_back(plan);
-        std::push_heap(heap.begin(), heap.end(), better);
-      } else if (better(plan, heap.front())) {
-        std::pop_heap(heap.begin(), heap.end(), better);
-        heap.back() = plan;
-        std::push_heap(heap.begin(), heap.end(), better);
-      }
-    };
-    // Whether a fitting plan whose peak is not known yet could enter the heap: only when the
-    // keys before the headroom cannot already tell it is worse than the worst kept.
-    auto could_enter = [&](const std::vector<Plan>& heap, const Plan& p) {
-      if (heap.size() < o.top_k) return true;
-      const Plan& w = heap.front();
+    if (!st.top) st.top.emplace(o.top_k, better);
+    // Whether a fitting plan whose peak is not known yet could enter the top plans: only when
+    // the keys before the headroom cannot already tell it is worse than the worst kept (then it
+    // cannot replace a near-duplicate of its own either, which is at least as good).
+    auto could_enter = [&](const TopPlans& top, const Plan& p) {
+      if (!top.full()) return true;
+      const Plan& w = top.worst();
       switch (o.sort) {
         case PlanSortKey::kPeak: return true;
         case PlanSortKey::kBubble:
@@ -1068,7 +1108,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
                   st.heap.push_back(plan);
                   stop = true;
                 } else {
-                  offer(st.heap, plan);
+                  st.top->offer(plan);
                 }
               }
               return er;
@@ -1101,7 +1141,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
                   Plan plan;
                   plan.ordinal = ordinal + k;
                   plan.score = score_of(cost_of(mi, r), ps, si, l, o);
-                  if (!could_enter(st.heap, plan)) {
+                  if (!could_enter(*st.top, plan)) {
                     ++st.valid;
                     ++st.fitting;
                     continue;
@@ -1183,6 +1223,10 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
     result.valid += st.valid;
     result.fitting += st.fitting;
     all.insert(all.end(), st.heap.begin(), st.heap.end());
+    if (st.top) {
+      const auto kept = st.top->plans();
+      all.insert(all.end(), kept.begin(), kept.end());
+    }
     if (st.smallest && (!result.smallest || st.smallest->peak_bytes < result.smallest->peak_bytes ||
                         (st.smallest->peak_bytes == result.smallest->peak_bytes &&
                          st.smallest->ordinal < result.smallest->ordinal)))
@@ -1192,9 +1236,10 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
       result.first_error = st.error;
     }
   }
-  std::sort(all.begin(), all.end(), better);
-  if (all.size() > o.top_k) all.resize(o.top_k);
-  result.plans = std::move(all);
+  // Near-duplicates found by different workers meet here.
+  TopPlans merged(o.top_k, better);
+  for (const auto& p : all) merged.offer(p);
+  result.plans = merged.plans();
   result.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (o.progress) o.progress(done.load(), space.total, result.elapsed_s);
   return result;

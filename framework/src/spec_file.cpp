@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include <fmt/core.h>
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -1660,7 +1661,15 @@ ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const 
     rethrow_with_prefix(e, fmt::format("{}:{}: model.hf: ", spec.path, r.line("hf")));
   }
   const std::string base_source = m.source;
+  const std::int64_t base_layers = m.num_layers;
   apply_hf_overrides(m, r, *spec.hf);
+  // A shortened or lengthened copy of a real model is worth saying: the report would otherwise
+  // carry the base's name over another model's numbers.
+  if (r.given("num_layers") && m.num_layers != base_layers) {
+    m.warnings.push_back(printable(fmt::format("num_layers {} ({}:{}) overrides the {} layers of {}", m.num_layers,
+                                               spec.path, r.line("num_layers"), base_layers, *spec.hf)));
+    spdlog::warn("{}", m.warnings.back());
+  }
   m.name = r.string_or("name", m.name);
   m.source = fmt::format("{} (hf: {})", spec.path, base_source);
   for (const auto& f : r.fields()) m.keys_read.push_back("model." + f);

@@ -1,6 +1,7 @@
 // `mme params` and `mme models` end to end with the real executable and plugins: exact
 // counts for every bundled model, the JSON shape, and errors (non-zero exit, one line on
 // stderr, nothing on stdout).
+#include <filesystem>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -14,6 +15,7 @@ namespace mme::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 const std::map<std::string, std::string> kOffline = {{"HF_HUB_OFFLINE", "1"}, {"MME_MODELS_PATH", ""}};
@@ -81,6 +83,39 @@ TEST(adapter_cli_models, TextListsFamiliesAndAdapters) {
     EXPECT_THAT(r.out, HasSubstr(text));
 }
 
+// The bundled Gemma-2 sets three things mme does not model. A listing of the zoo does not warn
+// about them on every run: --verbose lists them under the model, the plain listing says where
+// to look, and the estimate of that model warns (once each).
+TEST(adapter_cli_models, NotModelledSettingsAreListedOnceNotOnEveryRun) {
+  const RunResult plain = run_mme({"models"}, kOffline);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err, "");
+  EXPECT_THAT(plain.out, HasSubstr("\nSome settings of google/gemma-2-9b-it are not modelled: `mme models --verbose` "
+                                   "lists them.\n"));
+  EXPECT_THAT(plain.out, Not(HasSubstr("sliding_window")));
+
+  const RunResult verbose = run_mme({"models", "--verbose"}, kOffline);
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_EQ(verbose.err, "");
+  // The notes follow the model's own row, before the next model's.
+  const auto row = verbose.out.find("google/gemma-2-9b-it ");
+  const auto next = verbose.out.find("meta-llama/Meta-Llama-3-70B ");
+  ASSERT_NE(row, std::string::npos);
+  ASSERT_NE(next, std::string::npos);
+  const std::string notes = verbose.out.substr(row, next - row);
+  for (const char* key : {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping"})
+    EXPECT_THAT(notes, HasSubstr(std::string("\n    note: ") + key + " is set: ")) << key;
+  EXPECT_THAT(verbose.out, Not(HasSubstr("Some settings of")));
+
+  const RunResult estimate = run_mme({"estimate", "google/gemma-2-9b-it"}, kOffline);
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  for (const char* key : {"sliding_window is set", "attn_logit_softcapping is set", "final_logit_softcapping is set"}) {
+    const auto first = estimate.err.find(key);
+    EXPECT_NE(first, std::string::npos) << key << "\n" << estimate.err;
+    EXPECT_EQ(estimate.err.find(key, first + 1), std::string::npos) << key << " twice\n" << estimate.err;
+  }
+}
+
 // A failed `mme params` prints nothing on stdout and exactly one line on stderr.
 void expect_one_line_error(const RunResult& r, const std::string& must_contain) {
   EXPECT_NE(r.exit_code, 0);
@@ -139,6 +174,35 @@ TEST_F(adapter_cli_errors, AbsurdValue) {
 TEST_F(adapter_cli_errors, NotAModelConfig) {
   const RunResult r = params_of("{\"foo\": 1}");
   expect_one_line_error(r, path_);
+}
+
+// A multimodal config is estimated for its language model, and says so: a vision_config next to
+// the text_config (LLaVA, Gemma-3, Llama-4), or at the top next to the text model's keys
+// (Qwen2-VL). The language model's numbers are Llama-3-8B's either way.
+TEST(adapter_cli_models, MultimodalConfigsSayTheVisionTowerIsLeftOut) {
+  TempDir dir;
+  const json vision = {{"hidden_size", 1280}, {"depth", 32}, {"num_heads", 16}, {"patch_size", 14}};
+  json nested = {{"model_type", "llava"}, {"text_config", llama()}, {"vision_config", vision}};
+  json flat = llama();
+  flat["vision_config"] = vision;
+  const std::string note = "vision tower not modelled; the estimate covers the language model";
+  const RunResult plain = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--json"}, kOffline);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const auto& [name, config] : std::vector<std::pair<std::string, json>>{{"nested", nested}, {"flat", flat}}) {
+    SCOPED_TRACE(name);
+    const auto path = dir.path() / name / "config.json";
+    std::filesystem::create_directories(path.parent_path());
+    write_file(path, config.dump());
+    const RunResult r = run_mme({"estimate", path.string(), "--json"}, kOffline);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "mme: warning: " + path.string() + ": " + note + "\n");
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j.at("warnings"), json::array({note}));
+    EXPECT_EQ(j.at("peak"), json::parse(plain.out).at("peak"));
+    const RunResult text = run_mme({"estimate", path.string()}, kOffline);
+    EXPECT_THAT(text.out, HasSubstr("\nNotes:\n  - " + note + "\n"));
+  }
+  EXPECT_EQ(json::parse(plain.out).at("warnings"), json::array());
 }
 
 }  // namespace

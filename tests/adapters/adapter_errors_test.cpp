@@ -90,6 +90,32 @@ TEST(adapter_errors, GenericNamesEveryMissingEssentialKey) {
               HasSubstr(names("intermediate_size")));
 }
 
+// T5 and BART configs have no num_hidden_layers (num_layers / encoder_layers): they are named
+// for what they are, not for the decoder-only keys they lack.
+TEST(adapter_errors, EncoderDecoderModelsAreNamedAsSuch) {
+  // google-t5/t5-small's config.json, as the hub serves it (the keys that matter).
+  const nlohmann::json t5 = {{"architectures", {"T5ForConditionalGeneration"}}, {"d_ff", 2048}, {"d_kv", 64},
+                             {"d_model", 512}, {"is_encoder_decoder", true}, {"model_type", "t5"},
+                             {"num_decoder_layers", 6}, {"num_heads", 8}, {"num_layers", 6}, {"vocab_size", 32128}};
+  EXPECT_EQ(adapt_error(t5), std::string(kSource) +
+                                 ": T5-style encoder-decoder models are not modelled (model_type 't5': "
+                                 "is_encoder_decoder is true); mme estimates decoder-only models as Megatron-LM's GPT "
+                                 "model trains them");
+  // Without the flag, the decoder layer count gives it away.
+  nlohmann::json t5_bare = t5;
+  t5_bare.erase("is_encoder_decoder");
+  EXPECT_THAT(adapt_error(t5_bare), HasSubstr("T5-style encoder-decoder models are not modelled (model_type 't5': "
+                                              "it has num_decoder_layers)"));
+  const nlohmann::json bart = {{"model_type", "bart"}, {"d_model", 768}, {"encoder_layers", 6}, {"decoder_layers", 6},
+                               {"encoder_attention_heads", 12}, {"decoder_attention_heads", 12},
+                               {"vocab_size", 50265}};
+  EXPECT_THAT(adapt_error(bart), HasSubstr("(model_type 'bart': it has decoder_layers)"));
+  // A decoder-only config that says is_encoder_decoder: true is refused the same way.
+  EXPECT_THAT(adapt_error(with("meta-llama/Meta-Llama-3-8B", "is_encoder_decoder", true)),
+              HasSubstr("T5-style encoder-decoder models are not modelled (model_type 'llama'"));
+  EXPECT_NO_THROW((void)adapt(with("meta-llama/Meta-Llama-3-8B", "is_encoder_decoder", false)));
+}
+
 TEST(adapter_errors, AbsurdValues) {
   EXPECT_THAT(adapt_error(with("Qwen/Qwen3-8B", "hidden_size", 1e30)),
               HasSubstr(names("hidden_size") + "1e+30 is larger than"));

@@ -188,6 +188,38 @@ TEST(Cli, UnknownCommandIsAUsageError) {
   expect_usage_error(run_mme({"help", "hardware", "plugins"}));
 }
 
+// A misspelt command or flag names the one meant (one or two edits away, ignoring case), as
+// spec files do for their fields; a word far from every name gets no guess.
+TEST(Cli, MisspeltCommandsAndFlagsSuggestTheNameMeant) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"estimat", "Qwen/Qwen3-8B"}, "mme: error: unknown command 'estimat'; did you mean 'estimate'?\n"},
+      {{"plna"}, "mme: error: unknown command 'plna'; did you mean 'plan'?\n"},
+      {{"Models"}, "mme: error: unknown command 'Models'; did you mean 'models'?\n"},
+      {{"help", "hardwre"}, "mme: error: unknown command 'hardwre'; did you mean 'hardware'?\n"},
+      {{"frobnicate"}, "mme: error: unknown command 'frobnicate' (see `mme help`)\n"},
+      {{"--tp", "4"}, "mme: error: unknown command '--tp' (see `mme help`)\n"},  // a flag is no command
+      {{"estimate", "Qwen/Qwen3-8B", "--tpp", "2"}, "mme: error: unknown option --tpp; did you mean --tp?\n"},
+      // One dash, as the seed's users sometimes type it: the same name with two.
+      {{"estimate", "Qwen/Qwen3-8B", "-tp", "2"}, "mme: error: unknown option -tp; did you mean --tp?\n"},
+      {{"estimate", "Qwen/Qwen3-8B", "--num_gpus=8"}, "mme: error: unknown option --num_gpus; did you mean --num-gpus?\n"},
+      {{"estimate", "Qwen/Qwen3-8B", "--jsno"}, "mme: error: unknown option --jsno; did you mean --json?\n"},
+      // A Megatron-LM spelling (a hidden alias) is suggested as well.
+      {{"estimate", "Qwen/Qwen3-8B", "--tensor-model-parallel-siz", "2"},
+       "mme: error: unknown option --tensor-model-parallel-siz; did you mean --tensor-model-parallel-size?\n"},
+      {{"plan", "Qwen/Qwen3-8B", "--num-gpu", "8"}, "mme: error: unknown option --num-gpu; did you mean --num-gpus?\n"},
+      {{"hardware", "--jason"}, "mme: error: unknown option --jason; did you mean --json?\n"},
+      // A one-letter flag is close to every short name: no guess.
+      {{"estimate", "Qwen/Qwen3-8B", "-x"}, "mme: error: unknown option -x (`mme help estimate` lists the options)\n"},
+      {{"models", "--frobnicate"}, "mme: error: unknown option --frobnicate (`mme help models` lists the options)\n"},
+  };
+  for (const auto& [args, line] : cases) {
+    SCOPED_TRACE(args.front() + " " + (args.size() > 1 ? args[1] : ""));
+    const RunResult r = run_mme(args);
+    expect_usage_error(r);
+    EXPECT_EQ(r.err, line);
+  }
+}
+
 TEST(Cli, UnknownFlagIsAUsageErrorForEveryCommand) {
   for (const auto& c : listed_commands()) {
     SCOPED_TRACE(c);
@@ -433,49 +465,7 @@ TEST(Cli, NoAnsiEscapesWhenNotATerminal) {
   }
 }
 
-// Runs `mme` with stdout and stderr on a pseudo-terminal; returns what it printed.
-RunResult run_on_terminal(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-  RunResult result;
-  int master = -1, slave = -1;
-  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return result;  // exit_code -1: no pty
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(master);
-    ::dup2(slave, STDOUT_FILENO);
-    ::dup2(slave, STDERR_FILENO);
-    ::close(slave);
-    for (const auto& [k, v] : env) {
-      if (v.empty())
-        ::unsetenv(k.c_str());
-      else
-        ::setenv(k.c_str(), v.c_str(), 1);
-    }
-    std::vector<std::string> argv_strings{test::mme_exe().string()};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(slave);
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(master, buf, sizeof buf);
-    if (n > 0) {
-      result.out.append(buf, static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;  // EIO once the child has closed the terminal
-    }
-  }
-  ::close(master);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using test::run_on_terminal;
 
 TEST(Cli, NoColorIsHonouredOnATerminal) {
   test::TempDir dir;
@@ -491,6 +481,34 @@ TEST(Cli, NoColorIsHonouredOnATerminal) {
   const RunResult coloured = run_on_terminal(args, {{"NO_COLOR", ""}, {"TERM", "xterm-256color"}});
   EXPECT_EQ(coloured.exit_code, 0) << coloured.out;
   EXPECT_TRUE(has_ansi(coloured.out)) << coloured.out;
+}
+
+// The error line is coloured as the warnings are (spdlog's colour of its error level, on the
+// level name only), under the same rule: a colour terminal and NO_COLOR unset or empty.
+TEST(Cli, ErrorLinesAreColouredLikeWarningsOnATerminal) {
+  const std::vector<std::string> args = {"frobnicate"};
+  const RunResult coloured = run_on_terminal(args, {{"NO_COLOR", ""}, {"TERM", "xterm-256color"}});
+  if (coloured.exit_code == -1) GTEST_SKIP() << "no pseudo-terminal available";
+  EXPECT_EQ(coloured.exit_code, 2);
+  // The terminal turns "\n" into "\r\n".
+  EXPECT_EQ(coloured.out, "mme: \x1b[31m\x1b[1merror\x1b[m: unknown command 'frobnicate' (see `mme help`)\r\n");
+  const RunResult empty_no_color = run_on_terminal(args, {{"NO_COLOR", "  "}, {"TERM", "xterm"}});
+  EXPECT_FALSE(has_ansi(empty_no_color.out)) << empty_no_color.out;  // set, not empty: no colour
+  for (const auto& env : std::vector<std::map<std::string, std::string>>{
+           {{"NO_COLOR", "1"}, {"TERM", "xterm-256color"}},  // NO_COLOR
+           {{"NO_COLOR", ""}, {"TERM", "dumb"}, {"COLORTERM", ""}}}) {  // a terminal without colour
+    const RunResult plain = run_on_terminal(args, env);
+    EXPECT_EQ(plain.exit_code, 2);
+    EXPECT_EQ(plain.out, "mme: error: unknown command 'frobnicate' (see `mme help`)\r\n");
+  }
+  // A warning and the error of one run are coloured alike.
+  test::TempDir dir;
+  write_corrupt_plugins(dir.path());
+  const RunResult both = run_on_terminal({"params", "nobody-org/no-such-model", "--plugin-dir", dir.path().string()},
+                                         {{"NO_COLOR", ""}, {"TERM", "xterm"}, {"HF_HUB_OFFLINE", "1"}});
+  EXPECT_EQ(both.exit_code, 6) << both.out;
+  EXPECT_CONTAINS(both.out, "mme: \x1b[33m\x1b[1mwarning\x1b[m: ");
+  EXPECT_CONTAINS(both.out, "mme: \x1b[31m\x1b[1merror\x1b[m: ");
 }
 
 }  // namespace

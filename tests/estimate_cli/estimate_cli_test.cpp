@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/core.h>
+
+#include <mme/units.hpp>
+
 #include "test_support.hpp"
 
 namespace mme {
@@ -115,6 +119,209 @@ TEST(EstimateCli, MegatronFlagsAsInput) {
   EXPECT_EQ(j["setup"]["num_micro_batches"], 2);
   // Megatron's defaults: 50257 GPT-2 tokens padded to 128 x TP.
   EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
+}
+
+// --tokenizer-type HuggingFaceTokenizer --tokenizer-model X: the vocabulary of X's config.json
+// when X is bundled, cached or a local folder (Qwen3-8B: vocab_size 151936), said in the
+// assumptions; otherwise GPT-2's with a warning naming X. --vocab-size still wins.
+TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
+  const std::string base =
+      "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+      "--micro-batch-size 1 --tensor-model-parallel-size 2 --world-size 2 --tokenizer-type HuggingFaceTokenizer ";
+  auto json_of = [](const test::RunResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  auto has = [](const nlohmann::json& list, const std::string& part) {
+    for (const auto& x : list)
+      if (x.get<std::string>().find(part) != std::string::npos) return true;
+    return false;
+  };
+  const auto bundled = run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B", "--json"});
+  EXPECT_EQ(bundled.err, "");
+  const auto j = json_of(bundled);
+  // 151936 padded to a multiple of 128 x TP = 256: 594 x 256.
+  EXPECT_EQ(j["model"]["padded_vocab_size"], 152064);
+  EXPECT_TRUE(has(j["assumptions"], "vocabulary 151936 from the config.json of --tokenizer-model Qwen/Qwen3-8B ("))
+      << j["assumptions"];
+  EXPECT_EQ(j["warnings"], nlohmann::json::array());
+  const auto explicit_vocab = json_of(run_mme({"estimate", "--megatron-args", base + "--vocab-size 151936", "--json"}));
+  EXPECT_EQ(j["peak"], explicit_vocab["peak"]);
+
+  // A hub id in the Hugging Face cache (its layout: refs/main names the snapshot).
+  test::TempDir cache;
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  const auto repo = cache.path() / "models--cached-org--tok";
+  test::write_file(repo / "refs" / "main", commit);
+  std::filesystem::create_directories(repo / "snapshots" / commit);
+  test::write_file(repo / "snapshots" / commit / "config.json",
+                   R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
+                       "intermediate_size": 128, "vocab_size": 32001, "rms_norm_eps": 1e-5})");
+  const auto cached = json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model cached-org/tok", "--json"},
+                                      {{"HF_HUB_CACHE", cache.path().string()}, {"HF_HUB_OFFLINE", "1"}}));
+  EXPECT_EQ(cached["model"]["padded_vocab_size"], 32256);  // 32001 -> 126 x 256
+  EXPECT_TRUE(has(cached["assumptions"], "vocabulary 32001 from the config.json of --tokenizer-model cached-org/tok"));
+
+  // Nowhere to be found: GPT-2's 50257 (padded to 50432), and a warning that names the tokenizer.
+  const auto unknown = run_mme({"estimate", "--megatron-args", base + "--tokenizer-model /nowhere/tok", "--json"});
+  const auto u = json_of(unknown);
+  EXPECT_EQ(u["model"]["padded_vocab_size"], 50432);
+  EXPECT_TRUE(has(u["warnings"], "HuggingFaceTokenizer (--tokenizer-model /nowhere/tok: no config.json")) << u["warnings"];
+  EXPECT_FALSE(has(u["assumptions"], "from the config.json of --tokenizer-model"));
+
+  // The launch line's own --vocab-size wins (1000 -> 1024).
+  const auto given =
+      json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B --vocab-size 1000", "--json"}));
+  EXPECT_EQ(given["model"]["padded_vocab_size"], 1024);
+  EXPECT_FALSE(has(given["assumptions"], "from the config.json of --tokenizer-model"));
+}
+
+// --breakdown: each stage's memory as a tree (category, block, term; each node the sum of its
+// leaves) and its modules: the runs of layers of one kind per chunk with the parameters and
+// activations of layer_kinds x the run's length, MTP on the last stage. The figures are the
+// JSON document's.
+TEST(EstimateCli, BreakdownTreePerStage) {
+  const std::vector<std::string> args = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--ep", "8",
+                                         "--num-gpus", "128", "--num-layers-in-last-pipeline-stage", "16"};
+  auto with = [&](const char* flag) {
+    auto a = args;
+    a.push_back(flag);
+    return a;
+  };
+  const auto text = run_mme(with("--breakdown"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto json = run_mme(with("--json"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  // The report comes first, unchanged.
+  const auto plain = run_mme(args);
+  EXPECT_EQ(text.out.rfind(plain.out, 0), 0u);
+  const std::string tree = text.out.substr(plain.out.size());
+  auto line_with = [&](const std::string& label, std::int64_t bytes) {
+    return fmt::format("{:<60} {:>12}\n", label, format_bytes(bytes));
+  };
+  // DeepSeek-V3: 3 dense layers (first_k_dense_replace), then MoE; one MTP layer.
+  const auto& kinds = j["layer_kinds"];
+  ASSERT_EQ(kinds.size(), 3u);
+  ASSERT_EQ(kinds[0]["mlp"], "dense");
+  ASSERT_EQ(kinds[0]["layers"], 3);
+  ASSERT_EQ(kinds[1]["mlp"], "moe");
+  ASSERT_EQ(kinds[2]["mtp"], true);
+  auto run_line = [&](const std::string& what, const nlohmann::json& k, std::int64_t n) {
+    const std::int64_t p = k["parameters"], a = k["activation_bytes_per_microbatch"];
+    return fmt::format("{}: {} x {} + {}, {} parameters, {} activations ({} and {} per layer)\n", what, n,
+                       k["attention"].get<std::string>(), k["mlp"].get<std::string>(), format_count(p * n),
+                       format_bytes(a * n), format_count(p), format_bytes(a));
+  };
+  std::size_t from = 0;
+  for (const auto& st : j["stages"]) {
+    const std::int64_t rank = st["pp_rank"];
+    SCOPED_TRACE(rank);
+    const std::string head = fmt::format("\nPipeline Stage {}: {} peak", rank, format_bytes(st["total_bytes"]));
+    const std::size_t at = tree.find(head, from);
+    ASSERT_NE(at, std::string::npos) << tree;
+    const std::size_t end = tree.find("\nPipeline Stage ", at + 1);
+    const std::string block = tree.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    from = at + 1;
+    // The category sums are the stage's own figures.
+    EXPECT_NE(block.find(line_with("  ├─ weights", st["weight_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ gradients", st["gradient_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ optimizer", st["optimizer_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  ├─ activations", st["activation_bytes"])), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  └─ other", st["other_bytes"])), std::string::npos) << block;
+    // A block's sum and one of its terms.
+    std::int64_t attention = 0;
+    for (const auto& [name, bytes] : st["components"].items())
+      if (name.rfind("activations/attention/", 0) == 0) attention += bytes.get<std::int64_t>();
+    EXPECT_NE(block.find(line_with("  │  ├─ attention", attention)), std::string::npos) << block;
+    EXPECT_NE(block.find(line_with("  │  │  ├─ kv", st["components"]["activations/attention/kv"])), std::string::npos)
+        << block;
+    // The modules: the chunk, its runs of layers, the chunk's activations.
+    const auto& ch = st["chunks"][0];
+    const std::int64_t first = ch["first_layer"], n = ch["num_layers"], last = first + n - 1;
+    EXPECT_NE(block.find(fmt::format("  └─ chunk 0: layers {}-{}, {} micro-batch(es) in flight\n", first, last,
+                                     ch["inflight_microbatches"].get<std::int64_t>())),
+              std::string::npos)
+        << block;
+    if (first < 3) {
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-2", first), kinds[0], 3 - first)), std::string::npos) << block;
+      EXPECT_NE(block.find(run_line(fmt::format("layers 3-{}", last), kinds[1], last - 2)), std::string::npos) << block;
+    } else {
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-{}", first, last), kinds[1], n)), std::string::npos) << block;
+    }
+    EXPECT_EQ(block.find("MTP: ") != std::string::npos, st["mtp_layers"] == 1) << block;
+    if (st["mtp_layers"] == 1) EXPECT_NE(block.find(run_line("MTP", kinds[2], 1)), std::string::npos) << block;
+    EXPECT_EQ(block.find("embedding (word embedding") != std::string::npos, ch["embedding"].get<bool>()) << block;
+    EXPECT_EQ(block.find("output layer and loss") != std::string::npos, ch["loss"].get<bool>()) << block;
+    EXPECT_NE(block.find(fmt::format("└─ activations of the chunk: {} per micro-batch\n",
+                                     format_bytes(ch["activation_bytes_per_microbatch"]))),
+              std::string::npos)
+        << block;
+  }
+  const auto both = run_mme({"estimate", "Qwen/Qwen3-8B", "--breakdown", "--json"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_EQ(both.out, "");
+}
+
+// `mme compare`: every combination of the lists, each row what `mme estimate` says for its flags
+// (peak stage, peak, bound, the fit on --gpu); a refused layout is a row with the reason.
+TEST(EstimateCli, CompareRowsAreWhatEstimateSays) {
+  const auto r = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,3", "--pp=1,2", "--gpu", "H100", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layouts"].size(), 6u);
+  std::size_t i = 0;
+  for (const char* tp : {"1", "2", "3"})
+    for (const char* pp : {"1", "2"}) {
+      const auto& row = j["layouts"][i++];
+      SCOPED_TRACE(row.dump().substr(0, 200));
+      EXPECT_EQ(row["varied"], nlohmann::json({"--tp", tp, "--pp", pp}));
+      const auto e = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", tp, "--pp", pp, "--gpu", "H100", "--json"});
+      if (std::string(tp) == "3") {
+        EXPECT_EQ(e.exit_code, 4);
+        EXPECT_NE(row["error"].get<std::string>().find("--tp must divide the 32 attention heads and the 8 query groups"),
+                  std::string::npos);
+        continue;
+      }
+      ASSERT_EQ(e.exit_code, 0) << e.err;
+      const auto est = nlohmann::json::parse(e.out);
+      const auto& peak = est["stages"][est["peak"]["pp_rank"].get<std::size_t>()];
+      EXPECT_TRUE(row["error"].is_null());
+      EXPECT_EQ(row["peak_bytes"], est["peak"]["total_bytes"]);
+      EXPECT_EQ(row["upper_bytes"], est["peak"]["upper_bytes"]);
+      EXPECT_EQ(row["peak_pp_rank"], est["peak"]["pp_rank"]);
+      for (const char* k : {"weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "other_bytes"})
+        EXPECT_EQ(row[k], peak[k]) << k;
+      EXPECT_EQ(row["num_gpus"], est["setup"]["num_gpus"]);
+      ASSERT_EQ(row["fits"].size(), 1u);
+      EXPECT_EQ(row["fits"][0]["fits"], est["fits"][0]["fits"]);
+      EXPECT_EQ(row["fits"][0]["headroom_bytes"], est["fits"][0]["headroom_bytes"]);
+    }
+  // The text: one row per layout, its figures in GiB.
+  const auto text = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,3", "--pp=1,2", "--gpu", "H100"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto& two = j["layouts"][3];  // --tp 2 --pp 2
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_NE(text.out.find(fmt::format("\n--tp 2 --pp 2 {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}  ✓ ",
+                                      8, two["peak_pp_rank"].get<int>(),
+                                      (two["weight_bytes"].get<double>() + two["gradient_bytes"].get<double>()) / gib,
+                                      two["optimizer_bytes"].get<double>() / gib,
+                                      two["activation_bytes"].get<double>() / gib, two["other_bytes"].get<double>() / gib,
+                                      two["peak_bytes"].get<double>() / gib, two["upper_bytes"].get<double>() / gib)),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("\n--tp 3 --pp 1 refused: "), std::string::npos) << text.out;
+  // Nothing valid: the layout error's exit code; too many layouts, an empty item: usage errors.
+  const auto none = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "3,5"});
+  EXPECT_EQ(none.exit_code, 4);
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("none of the 2 layouts is valid"), std::string::npos) << none.err;
+  const auto many = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,2,4,8", "--pp", "1,2,3,4", "--cp", "1,2,4,8,16"});
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_NE(many.err.find("more than 64 layouts"), std::string::npos) << many.err;
+  const auto empty = run_mme({"compare", "Qwen/Qwen3-8B", "--tp", "1,,2"});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--tp: an empty value in the list '1,,2'"), std::string::npos) << empty.err;
 }
 
 TEST(EstimateCli, MegatronFlagsFromAFileWithCommentsAndContinuations) {

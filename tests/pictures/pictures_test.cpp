@@ -803,9 +803,10 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   EXPECT_EQ(h.find("<script"), std::string::npos);
   EXPECT_EQ(count(h, "<svg"), facets.size());
   const std::regex cell_re("data-fits=\"(true|false)\" data-key=\"(ep=\\S+ recompute=\\S+ tp=\\S+ pp=\\S+)"
-                           "(?: peak=(\\d+) valid=(\\d+) fitting=(\\d+))?\"");
-  std::size_t cells = 0, present = 0;
+                           "(?: peak=(\\d+) valid=(\\d+) fitting=(\\d+)(?: best_peak=(\\d+))?)?\"");
+  std::size_t cells = 0, present = 0, starred = 0;
   std::set<std::string> seen;
+  const std::int64_t best_peak = j["plans"][0]["peak_bytes"];
   for (auto it = std::sregex_iterator(h.begin(), h.end(), cell_re); it != std::sregex_iterator(); ++it) {
     const auto& m = *it;
     ++cells;
@@ -823,7 +824,22 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
     EXPECT_EQ(std::stoull(m[4]), t.valid) << key;
     EXPECT_EQ(std::stoull(m[5]), t.fitting) << key;
     EXPECT_EQ(m[1] == "true", t.min_peak <= usable) << key;
+    if (m[6].matched) {
+      // The best plan's cell shows that plan's own peak, which here is not the cell's smallest.
+      ++starred;
+      EXPECT_EQ(std::stoll(m[6]), best_peak) << key;
+      EXPECT_LT(t.min_peak, best_peak) << key << ": the check below could not tell the two apart";
+      const double g = static_cast<double>(best_peak) / (1024.0 * 1024.0 * 1024.0);
+      const std::string shown = g < 10 ? fmt::format("{:.2f}", g) : g < 100 ? fmt::format("{:.1f}", g)
+                                                                             : fmt::format("{:.0f}", g);
+      const std::size_t end = h.find("</g>", static_cast<std::size_t>(m.position(0)));
+      EXPECT_NE(h.substr(static_cast<std::size_t>(m.position(0)), end - static_cast<std::size_t>(m.position(0)))
+                    .find(">★ " + shown + "</text>"),
+                std::string::npos)
+          << key << " should show " << shown;
+    }
   }
+  EXPECT_EQ(starred, 1u);
   EXPECT_EQ(cells, facets.size() * tps.size() * pps.size());
   EXPECT_EQ(present, truth.size());
   EXPECT_EQ(seen.size(), truth.size());
@@ -838,7 +854,7 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   for (const auto& a : j["plans"][0]["args"]) best += " " + a.get<std::string>();
   const std::string plain = std::regex_replace(table, std::regex("</?span[^>]*>"), "");
   EXPECT_NE(plain.find("<code>" + best + "</code>"), std::string::npos) << best;
-  EXPECT_EQ(count(h, "★ "), 1u + 1u);  // the caption's explanation and the one cell
+  EXPECT_EQ(count(h, "★ "), 1u + 2u);  // the caption's explanation, and the one cell and its tooltip
 }
 
 TEST(CliPictures, PlanHtmlEscapesAModelPathAndRefusesAnUnwritablePath) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -118,6 +119,83 @@ TEST(plan_cli, TextTableNamesTheBestLayout) {
   EXPECT_NE(r.out.find("Top 3 by score"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mme estimate Qwen/Qwen3-8B --tp"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
+}
+
+// The text says which global batch the score assumed: the given one, or N GPUs x the largest
+// micro-batch size searched.
+TEST(plan_cli, TextStatesTheGlobalBatch) {
+  const RunResult assumed = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1"});
+  ASSERT_EQ(assumed.exit_code, 0) << assumed.err;
+  // 16 GPUs x 4, the largest of the default micro-batch sizes 1, 2, 4.
+  EXPECT_NE(assumed.out.find("\nGlobal batch: 64 sequences assumed (16 GPUs x the largest micro-batch size 4; "
+                             "--global-batch-size sets it)"),
+            std::string::npos)
+      << assumed.out;
+  const RunResult two = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1",
+                                 "--micro-batch-size", "1,2"});
+  EXPECT_NE(two.out.find("Global batch: 32 sequences assumed (16 GPUs x the largest micro-batch size 2;"),
+            std::string::npos)
+      << two.out;
+  const RunResult given = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1",
+                                   "--global-batch-size", "256"});
+  EXPECT_NE(given.out.find("\nGlobal batch: 256 sequences (--global-batch-size)\n"), std::string::npos) << given.out;
+  const auto j = run_json({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1", "--json"});
+  EXPECT_EQ(j["global_batch_size"], 64);
+  EXPECT_EQ(j["global_batch_assumed"], true);
+  const auto b = run_json({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1",
+                           "--global-batch-size", "256", "--json"});
+  EXPECT_EQ(b["global_batch_size"], 256);
+  EXPECT_EQ(b["global_batch_assumed"], false);
+}
+
+// A best plan that leaves almost nothing free (under 1 GiB beyond the headroom) is flagged, and
+// the best plan with room is named. The headroom is raised until the usual best plan has half
+// a GiB left: it stays the best (the others can only drop out).
+TEST(plan_cli, ATightBestPlanIsFlagged) {
+  const std::vector<std::string> base = {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "H100"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto roomy = run_json(with({"--json"}));
+  const std::int64_t gib = std::int64_t{1} << 30;
+  const std::int64_t free = roomy["plans"][0]["headroom_bytes"];
+  ASSERT_GT(free, gib) << "the usual best plan must not be tight for the control";
+  EXPECT_EQ(roomy["plans"][0]["tight"], false);
+  const RunResult roomy_text = run_mme(base);
+  EXPECT_EQ(roomy_text.out.find("tight"), std::string::npos) << roomy_text.out;
+  EXPECT_EQ(roomy_text.out.find("GiB free beyond"), std::string::npos) << roomy_text.out;
+
+  const auto hw = nlohmann::json::parse(run_mme({"hardware", "--json"}).out);
+  std::int64_t memory = 0;
+  for (const auto& h : hw["hardware"])
+    if (h["name"] == "H100-SXM-80GB") memory = h["memory_bytes"];
+  ASSERT_GT(memory, 0);
+  const std::string headroom = fmt::format("{:.15f}", 0.05 + static_cast<double>(free - gib / 2) / memory);
+  const auto tight = run_json(with({"--headroom", headroom, "--json"}));
+  ASSERT_EQ(tight["plans"][0]["setup"], roomy["plans"][0]["setup"]);
+  const std::int64_t left = tight["plans"][0]["headroom_bytes"];
+  EXPECT_NEAR(static_cast<double>(left), static_cast<double>(gib / 2), 2.0);
+  std::size_t roomy_rank = 0;
+  for (std::size_t i = 0; i < tight["plans"].size(); ++i) {
+    const bool is_tight = tight["plans"][i]["headroom_bytes"].get<std::int64_t>() < gib;
+    EXPECT_EQ(tight["plans"][i]["tight"], is_tight) << i;
+    if (!is_tight && roomy_rank == 0) roomy_rank = i + 1;
+  }
+  ASSERT_GT(roomy_rank, 1u);
+  const RunResult text = run_mme(with({"--headroom", headroom}));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(fmt::format("  {:.2f}! ", static_cast<double>(left) / gib)), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\n! less than 1 GiB free beyond the "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(fmt::format("\nBest (tight: {:.2f} GiB free):\n", static_cast<double>(left) / gib)),
+            std::string::npos)
+      << text.out;
+  std::string roomy_args;
+  for (const auto& a : tight["plans"][roomy_rank - 1]["args"]) roomy_args += " " + a.get<std::string>();
+  EXPECT_NE(text.out.find(fmt::format("The best with at least 1 GiB free (#{}, ", roomy_rank)), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  mme estimate Qwen/Qwen3-8B" + roomy_args + "\n"), std::string::npos) << text.out;
 }
 
 TEST(plan_cli, DefaultGpuIsTheLargest) {

@@ -262,6 +262,52 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
   for (const auto& k : planned) EXPECT_TRUE(expected.count(k)) << "the planner adds " << k;
 }
 
+// The top list holds one plan per group of near-duplicates: the same sizes, micro-batch,
+// recompute and middle stages, first/last stages that share the layers differently, and the
+// same peak, bound and score. Worked out here from every valid layout the planner streams.
+TEST(planner, TopPlansDropNearDuplicates) {
+  const Planner planner(bundled("meta-llama/Meta-Llama-3-70B"), registry());
+  PlanOptions o = options_for(64);
+  o.top_k = 40;
+  std::vector<Plan> fitting;
+  PlanOptions streamed = o;
+  streamed.on_valid = [&](const Plan& p) {
+    if (p.fits) fitting.push_back(p);
+  };
+  const PlanResult with_stream = planner.run(streamed);
+  const PlanResult r = planner.run(o);
+  std::sort(fitting.begin(), fitting.end(), [](const Plan& a, const Plan& b) {
+    if (a.score.score != b.score.score) return a.score.score > b.score.score;
+    if (a.headroom_bytes != b.headroom_bytes) return a.headroom_bytes > b.headroom_bytes;
+    return a.ordinal < b.ordinal;
+  });
+  auto group = [](const Plan& p) {
+    const auto& l = p.layout;
+    return fmt::format("{} {} {} {} {} {} {} {} {} {} | {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp,
+                       l.micro_batch_size, to_string(l.recompute), l.pp > 2 ? l.middle_stage_layers : 0, p.peak_bytes,
+                       p.upper_bytes, p.score.score);
+  };
+  std::vector<std::uint64_t> expected, undeduplicated;
+  std::set<std::string> seen;
+  for (const auto& p : fitting) {
+    if (undeduplicated.size() < o.top_k) undeduplicated.push_back(p.ordinal);
+    if (expected.size() < o.top_k && seen.insert(group(p)).second) expected.push_back(p.ordinal);
+  }
+  ASSERT_EQ(expected.size(), o.top_k);
+  ASSERT_NE(expected, undeduplicated) << "no near-duplicates among the best: the test would prove nothing";
+  for (const PlanResult* res : {&r, &with_stream}) {
+    std::vector<std::uint64_t> got;
+    for (const auto& p : res->plans) got.push_back(p.ordinal);
+    EXPECT_EQ(got, expected);
+  }
+  // The thread count changes nothing.
+  PlanOptions one = o;
+  one.threads = 1;
+  std::vector<std::uint64_t> single;
+  for (const auto& p : planner.run(one).plans) single.push_back(p.ordinal);
+  EXPECT_EQ(single, expected);
+}
+
 TEST(planner, OutputDoesNotDependOnTheThreadCount) {
   const Planner planner(bundled("deepseek-ai/DeepSeek-V2-Lite"), registry());
   PlanOptions o = options_for(16);

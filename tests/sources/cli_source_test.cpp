@@ -159,6 +159,38 @@ TEST_F(sources_cli, DownloadKilledMidwayLeavesNoCacheEntry) {
   EXPECT_EQ(served.load(), 2);
 }
 
+// On a terminal a download says what it fetches and from where, and after a second how far it
+// got (redrawn in place); off a terminal a successful download prints nothing.
+TEST_F(sources_cli, DownloadsSayWhatTheyFetchOnATerminal) {
+  const std::string body = R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000, "rms_norm_eps": 1e-5})";
+  HttpTestServer server([&](HttpConnection& c, const HttpRequest& r) {
+    if (r.target.find("/slow-org/") == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    c.send(test::http_response(200, body, {{"X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567"}}));
+  });
+  const auto online = env({{"HF_HUB_OFFLINE", ""}, {"HF_ENDPOINT", server.url()}, {"TERM", "dumb"}});
+  const std::string line = "mme: downloading config.json for slow-org/slow-model from " + server.url();
+
+  const test::RunResult slow = test::run_on_terminal({"params", "slow-org/slow-model"}, online);
+  if (slow.exit_code == -1) GTEST_SKIP() << "no pseudo-terminal available";
+  ASSERT_EQ(slow.exit_code, 0) << slow.out;
+  EXPECT_EQ(slow.out.rfind(line, 0), 0u) << slow.out;  // the first thing printed
+  // Redrawn after a second with the bytes so far (none: the server is still silent) and the time.
+  EXPECT_NE(slow.out.find("\r\x1b[K" + line + "  0 B  1 s"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("\r\n"), std::string::npos) << slow.out;  // the line ends before the report
+
+  const test::RunResult fast = test::run_on_terminal({"params", "fast-org/fast-model"}, online);
+  ASSERT_EQ(fast.exit_code, 0) << fast.out;
+  EXPECT_EQ(fast.out.rfind("mme: downloading config.json for fast-org/fast-model from " + server.url() + "\r\n", 0), 0u)
+      << fast.out;
+  EXPECT_EQ(fast.out.find("\x1b[K"), std::string::npos) << "no progress within the first second: " << fast.out;
+
+  const auto piped = run_mme({"params", "piped-org/piped-model"}, online);
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.err, "");
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
 TEST_F(sources_cli, StagedZooIsFound) {
   // The build stages models/ into share/mme/models next to bin/; the CLI finds it there.
   ASSERT_TRUE(fs::is_directory(test::models_dir())) << test::models_dir();

@@ -264,6 +264,29 @@ TEST(spec_cli, HfBaseWithOverridesAndItsDump) {
   EXPECT_EQ(comparable(json_of(run_mme({"estimate", "--config", gemma2, "--json"}))), comparable(gemma_est));
 }
 
+// A spec that changes the layer count of an hf: base names the change: one warning on stderr,
+// in the JSON warnings and in the text report's notes (the report still says "Qwen/Qwen3-8B").
+TEST(spec_cli, HfBaseLayerOverrideIsNamed) {
+  test::TempDir dir;
+  const std::string setup = kSmall.substr(kSmall.find("parallelism:"));
+  const std::string spec = write(dir, "qwen4.yaml", "model:\n  hf: Qwen/Qwen3-8B\n  num_layers: 4\n" + setup);
+  // Qwen3-8B has 36 layers (models/Qwen--Qwen3-8B/config.json: num_hidden_layers); line 3 of the file.
+  const std::string note = "num_layers 4 (" + spec + ":3) overrides the 36 layers of Qwen/Qwen3-8B";
+  const auto text = run_mme({"estimate", "--config", spec});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.err, "mme: warning: " + note + "\n");
+  EXPECT_THAT(text.out, HasSubstr("\nArchitecture: 4L-4096H\n"));
+  EXPECT_THAT(text.out, HasSubstr("\nNotes:\n  - " + note + "\n"));
+  const auto json = run_mme({"estimate", "--config", spec, "--json"});
+  EXPECT_EQ(json_of(json)["warnings"], nlohmann::json::array({note}));
+  // The base's own count is no override: nothing to say.
+  const std::string same = write(dir, "qwen36.yaml", "model:\n  hf: Qwen/Qwen3-8B\n  num_layers: 36\n" + setup);
+  const auto unchanged = run_mme({"estimate", "--config", same});
+  ASSERT_EQ(unchanged.exit_code, 0) << unchanged.err;
+  EXPECT_EQ(unchanged.err, "");
+  EXPECT_THAT(unchanged.out, Not(HasSubstr("Notes:")));
+}
+
 TEST(spec_cli, SetupOnlyFileWithModelOnTheCommandLine) {
   test::TempDir dir;
   std::string setup = kSmall.substr(kSmall.find("parallelism:"));

@@ -26,6 +26,11 @@ struct RunResult {
 // removed from) the environment. Never goes through a shell.
 RunResult run_mme(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
 
+// Runs `mme` with stdout and stderr on one pseudo-terminal; `out` holds what it printed
+// (newlines as the terminal turns them: "\r\n"), `err` stays empty. exit_code -1: no
+// pseudo-terminal could be opened (the caller skips).
+RunResult run_on_terminal(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
+
 // A fresh empty folder under the build tree, removed when the object dies.
 class TempDir {
  public:

@@ -119,12 +119,25 @@ struct PlanResult {
   double elapsed_s = 0;
   unsigned threads = 0;
   std::int64_t usable_bytes = 0;  // per GPU: capacity - reserved - headroom
-  std::vector<Plan> plans;        // the best `top_k` fitting layouts, best first
+  // The best `top_k` fitting layouts, best first, near-duplicates dropped: of the layouts with
+  // the same sizes, micro-batch, recompute and middle stages whose first/last stages differ but
+  // give the same peak, bound and score, only the best (by the sort order) is listed.
+  std::vector<Plan> plans;
   // The estimated layout with the smallest peak (each layout's most frugal variant, the
   // smallest micro-batch with the most frugal recompute, is always estimated).
   std::optional<Plan> smallest;
   std::string first_error;        // the engine's reason for the first rejected candidate
 };
+
+// Free memory (usable - upper bound) below which a fitting plan is flagged as tight: the
+// headroom share already covers the allocator's usual slack, so less than this left over means
+// a slightly longer sequence, another NCCL buffer or a fragmentation spike may not fit.
+inline constexpr std::int64_t kTightHeadroomBytes = std::int64_t{1} << 30;  // 1 GiB
+inline bool is_tight(const Plan& p) { return p.fits && p.headroom_bytes < kTightHeadroomBytes; }
+
+// The global batch (sequences per step) the speed proxy assumes: --global-batch-size, else the
+// GPU count x the largest micro-batch size searched (a floating-point count: it can pass 2^63).
+double plan_global_batch(const PlanOptions& o);
 
 // A change that makes some layout fit when none does.
 struct PlanSuggestion {

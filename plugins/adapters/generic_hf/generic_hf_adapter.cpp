@@ -93,6 +93,19 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   const nlohmann::json& c = input.config;
   ConfigReader r(c, input.source);
   const std::string type = hf::model_type(c);
+  // An encoder-decoder config (T5, BART: is_encoder_decoder, or the encoder/decoder layer
+  // counts those families use instead of num_hidden_layers) is said to be one, before the
+  // decoder-only keys it lacks are listed.
+  {
+    std::string shape;
+    if (r.bool_or("is_encoder_decoder", false)) shape = "is_encoder_decoder is true";
+    for (const char* k : {"num_decoder_layers", "decoder_layers", "encoder_layers"})
+      if (shape.empty() && c.contains(k)) shape = fmt::format("it has {}", k);
+    if (!shape.empty())
+      throw ConfigError(fmt::format("{}: T5-style encoder-decoder models are not modelled (model_type '{}': {}); mme "
+                                    "estimates decoder-only models as Megatron-LM's GPT model trains them",
+                                    input.source, type.empty() ? "(none)" : type, shape));
+  }
   std::string missing;
   for (auto k : kEssentialKeys)
     if (!r.has(k)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", k);
@@ -101,8 +114,6 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
                                   "which needs hidden_size, num_hidden_layers, num_attention_heads and vocab_size)",
                                   input.source, missing, missing.find(',') == std::string::npos ? "key is" : "keys are",
                                   type.empty() ? "(none)" : type));
-  if (r.bool_or("is_encoder_decoder", false))
-    r.fail("is_encoder_decoder", "encoder-decoder models are not supported (Megatron GPT models are decoder-only)");
 
   const FamilyTraits traits = traits_for(type);
   ModelSpec spec = hf::start_spec(input, type.empty() ? "generic" : type, name());

@@ -110,9 +110,14 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     m.vocab_size = 131072;  // tiktoken's default vocabulary in Megatron-LM (2^17)
   } else {
     m.vocab_size = 50257;
-    m.warnings.push_back(fmt::format("the vocabulary size of tokenizer {} is not known without --vocab-size; "
-                                     "assuming 50257",
-                                     tokenizer));
+    const auto model = a.value("tokenizer-model");
+    m.warnings.push_back(fmt::format(
+        "the vocabulary size of tokenizer {}{} is not known without --vocab-size; assuming 50257", tokenizer,
+        tokenizer == "HuggingFaceTokenizer" && model
+            ? fmt::format(" (--tokenizer-model {}: no config.json with a vocab_size among the bundled models, "
+                          "the Hugging Face cache and local folders)",
+                          *model)
+            : std::string()));
   }
 
   AttentionSpec attn;
