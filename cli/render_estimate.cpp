@@ -237,6 +237,7 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"upper_bytes", s.upper_bytes},
         {"forward_backward_bytes", s.forward_backward_bytes},
         {"optimizer_step_bytes", s.optimizer_step_bytes},
+        {"step_transient_bytes", s.step_transient_bytes},
         {"peak_phase", s.peak_phase},
         {"inflight_microbatches", s.inflight_microbatches},
         {"chunks", chunks},

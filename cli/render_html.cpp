@@ -139,10 +139,21 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
   write_path_ = write_path;
   const fs::path dir = write_path.parent_path().empty() ? fs::path(".") : write_path.parent_path();
   std::string pattern = (dir / ("." + write_path.filename().string() + ".tmp-XXXXXX")).string();
+  // SIGINT and SIGTERM wait while the file is made and its removal on a signal is set up: one
+  // arriving in between would otherwise end the process with the file left behind.
+  sigset_t interrupts, before;
+  ::sigemptyset(&interrupts);
+  ::sigaddset(&interrupts, SIGINT);
+  ::sigaddset(&interrupts, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &interrupts, &before);
   fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
-  if (fd_ < 0) fail("", errno);
-  temp_ = pattern;
-  slot_ = track_temp(temp_.string());
+  const int made = errno;
+  if (fd_ >= 0) {
+    temp_ = pattern;
+    slot_ = track_temp(temp_.string());
+  }
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (fd_ < 0) fail("", made);
   // mkstemp makes the file private; the report gets the usual permissions.
   const mode_t mask = ::umask(0);
   ::umask(mask);

@@ -82,7 +82,7 @@ void check_estimates_agree(const char* target, const Estimate& with, const Estim
     if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||
         s.step_only_bytes < 0 || s.step_only_bytes > s.optimizer_bytes ||
         s.forward_backward_bytes != s.static_bytes - s.step_only_bytes + s.activation_bytes ||
-        s.optimizer_step_bytes != s.static_bytes ||
+        s.step_transient_bytes < 0 || s.optimizer_step_bytes != s.static_bytes + s.step_transient_bytes ||
         s.total_bytes != std::max(s.forward_backward_bytes, s.optimizer_step_bytes))
       finding(target, "the stage's parts do not add up to its total");
     if (s.upper_bytes < s.total_bytes) finding(target, "the upper bound is below the estimate");

@@ -491,7 +491,7 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     // Gathered layers and unsharded gradient buckets at the backward's start, next to the
     // activations and the block's own working set.
     transient += fsdp->transient;
-    comps.add(MemoryCategory::kActivations, "activations/fsdp_in_flight", fsdp->transient);
+    for (const auto& [name, bytes] : fsdp->transient_terms) comps.add(MemoryCategory::kActivations, name, bytes);
   }
 
   CheckedInt weight = param_b * parameters;
@@ -585,7 +585,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   st.step_only_bytes = step_only.value();
   // The peak of a step is the larger of its phases, not their sum.
   st.forward_backward_bytes = (static_bytes - step_only + activation_bytes).value();
-  st.optimizer_step_bytes = (static_bytes + (fsdp ? fsdp->step_transient : CheckedInt(0))).value();
+  st.step_transient_bytes = fsdp ? fsdp->step_transient.value() : 0;
+  st.optimizer_step_bytes = (static_bytes + st.step_transient_bytes).value();
   st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
   st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
   // The blocks of the live activation tensors at the forward/backward peak can exceed their

@@ -107,7 +107,7 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
     // after each layer's forward and gathered again in backward (_pre_backward_param_unshard).
     const CheckedInt window = std::min(unit_total, st.largest_unit + prefetch);
     out.transient += weight(window);
-    out.transient_terms.emplace_back("fsdp gathered layers", weight(window));
+    out.transient_terms.emplace_back("activations/fsdp_in_flight/gathered_layers", weight(window));
     // DistributedOptimizer.start_param_sync after the step: the next forward's first window is
     // gathered while the gradient copies of the step still live.
     out.step_transient = weight(std::min(unit_total, prefetch));
@@ -118,11 +118,11 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
     // completed by the embedding's) and the first layer's.
     const CheckedInt temp = f.double_buffer ? st.other_dense * cw : (st.other_dense + st.largest_unit) * cw;
     out.transient += temp;
-    out.transient_terms.emplace_back("fsdp unsharded gradient buckets", temp);
+    out.transient_terms.emplace_back("activations/fsdp_in_flight/unsharded_gradient_buckets", temp);
   } else if (cw != gw) {
     // A communication copy of one bucket in flight.
     out.transient += st.largest_unit * cw;
-    out.transient_terms.emplace_back("fsdp gradient communication copy", st.largest_unit * cw);
+    out.transient_terms.emplace_back("activations/fsdp_in_flight/gradient_communication_copy", st.largest_unit * cw);
   }
   return out;
 }
@@ -158,14 +158,14 @@ ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, con
   const CheckedInt largest = std::max(st.largest_unit, st.other_dense);
   if (f.reshard_after_forward) {
     out.transient = 3 * largest * pb;
-    out.transient_terms.emplace_back("fsdp2 gathered modules", 2 * largest * pb);
+    out.transient_terms.emplace_back("activations/fsdp_in_flight/gathered_modules", 2 * largest * pb);
   } else {
     // --torch-fsdp2-no-reshard-after-forward: every module stays gathered from its forward to
     // its backward.
     out.transient = P * pb - out.weights + largest * pb;
-    out.transient_terms.emplace_back("fsdp2 gathered modules", P * pb - out.weights);
+    out.transient_terms.emplace_back("activations/fsdp_in_flight/gathered_modules", P * pb - out.weights);
   }
-  out.transient_terms.emplace_back("fsdp2 unsharded gradient", largest * pb);
+  out.transient_terms.emplace_back("activations/fsdp_in_flight/unsharded_gradient", largest * pb);
   return out;
 }
 

@@ -50,6 +50,7 @@ TEST_F(ShardedDp, FullShardingKeepsShardsAndTheGatheredNonLayerBucket) {
   // non-layer parameters and of the first layer, 2 x (133,120 + 12,587,008).
   EXPECT_EQ(test::component_sum(st, "activations/fsdp_in_flight"), 2 * kUnits + 2 * (kOther + kUnit));
   // After the step the next forward's window is gathered while the fp32 copies still live.
+  EXPECT_EQ(st.step_transient_bytes, 2 * kUnits);
   EXPECT_EQ(st.optimizer_step_bytes, st.static_bytes + 2 * kUnits);
 }
 

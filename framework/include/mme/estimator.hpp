@@ -51,10 +51,12 @@ struct StageEstimate {
   std::int64_t upper_bytes = 0;        // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
   // The two phases of a training step; total_bytes is the larger. Forward/backward: static
   // memory without the optimizer step's temporaries, plus activations. Optimizer step: static
-  // memory with the fp32 copies of 16-bit gradients (step_only_bytes), no activations.
+  // memory with the fp32 copies of 16-bit gradients (step_only_bytes) and what the step
+  // gathers next to them (step_transient_bytes), no activations.
   std::int64_t forward_backward_bytes = 0;
   std::int64_t optimizer_step_bytes = 0;
   std::int64_t step_only_bytes = 0;    // part of optimizer_bytes that exists from the step to the next zero_grad
+  std::int64_t step_transient_bytes = 0;  // Megatron-FSDP: the next forward's first layers, gathered in the step
   const char* peak_phase = "forward-backward";  // or "optimizer-step"
   // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
   // live activation tensor above 1 MiB); part of the upper bound only.
