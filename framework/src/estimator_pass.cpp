@@ -54,12 +54,11 @@ BlockContext make_context(const Pass& ps, const LayerType& lt, bool is_mtp) {
 }
 
 // One layer kind under the pass's layout: its parameters, what it keeps per micro-batch and its
-// busiest moment.
-TypeEval evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp) {
+// busiest moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
+void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeEval& e) {
   const auto& s = ps.s;
   const auto& options = ps.options;
   const std::int64_t wgrad_bytes = ps.wgrad_bytes;
-  TypeEval e;
   const BlockContext ctx = make_context(ps, lt, is_mtp);
 
   call_plugin("layer model parameters", [&] {
@@ -92,7 +91,6 @@ TypeEval evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp) {
     e.transient += wgrad_bytes * largest;
   }
   e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
-  return e;
 }
 
 // The layers and activations of pipeline rank r: parameters per shard class, what its
@@ -302,17 +300,15 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
                       per_rank, *n));
     req.parallel.vpp = per_rank / *n;
   }
-  const TrainingSetup s = resolve_setup(req);
-  const AttentionChoice attn = resolve_attention(s, options.compute_capability);
-  // What the block models see: this pass's backend and routed-token factor.
-  TrainingSetup block_setup = s;
-  block_setup.attention_backend = attention;
-  block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
-  const ParallelLayout& par = s.parallel;
   Pass ps(im, options);
-  ps.s = s;
-  ps.attn = attn;
-  ps.block_setup = std::move(block_setup);
+  ps.s = resolve_setup(std::move(req));
+  const TrainingSetup& s = ps.s;
+  ps.attn = resolve_attention(s, options.compute_capability);
+  // What the block models see: this pass's backend and routed-token factor.
+  ps.block_setup = s;
+  ps.block_setup.attention_backend = attention;
+  ps.block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
+  const ParallelLayout& par = s.parallel;
 
   const std::int64_t t = par.tp, c = par.cp, p = par.pp;
   const CheckedInt h = m.hidden_size;
@@ -339,9 +335,9 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
     call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
   }
   validate_setup(m, s);
-  ps.evals.reserve(im.types.size());
-  for (const auto& lt : im.types) ps.evals.push_back(evaluate_layer_type(ps, lt, false));
-  if (m.mtp_num_layers > 0) ps.mtp_eval = evaluate_layer_type(ps, im.types[im.mtp_type], true);
+  ps.evals.resize(im.types.size());
+  for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
+  if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
 
   ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   ps.v = ps.part.vpp;
