@@ -30,7 +30,8 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
   const CheckedInt dense = st.unit_dense + st.other_dense, expert = st.unit_expert;
   const CheckedInt unit_total = st.unit_dense + st.unit_expert;
   // Bytes of `count` model weights: 16-bit, except the GEMM weights that --fp8-param-gather keeps
-  // in a uint8 buffer (param_and_grad_buffer.py: the model weight buffer takes the param dtype).
+  // in a uint8 buffer (param_and_grad_buffer.py: the model weight buffer takes the param dtype);
+  // a part of the stage holds FP8 weights in the stage's proportion.
   auto weight = [&](CheckedInt count) {
     CheckedInt w = count * st.param_bytes;
     if (st.fp8_param_gather && P > 0) w -= (CheckedInt(st.param_bytes) - 1) * (count * st.fp8_params / P);
@@ -130,9 +131,8 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
 // PyTorch FSDP2 (torch_fully_sharded_data_parallel.py): fully_shard per TransformerLayer,
 // embedding and output layer over the DP x CP group, no mixed-precision policy (everything in
 // the param dtype), and Megatron's Float16OptimizerWithFloat16Params on the shards.
-ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, const OptimizerSettings& opt,
+ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, const OptimizerSettings& /*adam*/,
                             DType param_dtype) {
-  if (opt.precision_aware) throw LayoutError("--use-torch-fsdp2 with --use-precision-aware-optimizer is not modelled");
   ShardedDpMemory out;
   const CheckedInt P = st.unit_dense + st.unit_expert + st.other_dense;
   const std::int64_t pb = param_dtype == DType::kFP32 ? 4 : 2;

@@ -607,7 +607,7 @@ const std::vector<FieldDef>& field_defs() {
                    const J& v) { s.fsdp.kind = v.get<bool>() ? FsdpKind::kMegatron : s.fsdp.kind; },
        .get = [](const TrainingSetup& s) { return J(s.fsdp.kind == FsdpKind::kMegatron); }},
       {.section = "training", .name = "use_torch_fsdp2", .type = Ty::kBool, .default_text = "false",
-       .summary = "PyTorch FSDP2 (needs use_distributed_optimizer: false, gradient_accumulation_fusion off)",
+       .summary = "PyTorch FSDP2 (needs use_distributed_optimizer: false; implies no gradient accumulation fusion)",
        .flag = "use-torch-fsdp2",
        .apply =
            [](TrainingSetup& s, const J& v) {
@@ -615,6 +615,7 @@ const std::vector<FieldDef>& field_defs() {
              if (s.fsdp.kind == FsdpKind::kMegatron)
                throw LayoutError("use_torch_fsdp2 and use_megatron_fsdp exclude each other");
              s.fsdp.kind = FsdpKind::kTorchFsdp2;
+             s.gradient_accumulation_fusion = false;  // arguments.py refuses FSDP2 with it
            },
        .get = [](const TrainingSetup& s) { return J(s.fsdp.kind == FsdpKind::kTorchFsdp2); }},
       {.section = "training", .name = "data_parallel_sharding_strategy", .type = Ty::kEnum,

@@ -66,6 +66,11 @@ const std::vector<Case>& cases() {
       {"Qwen/Qwen2.5-7B",
        {"--pp", "2", "--num-gpus", "4", "--no-distributed-optimizer", "--attention-backend", "unfused",
         "--hidden-dropout", "0.1", "--num-layers-per-virtual-pipeline-stage", "7"}},
+      {"Qwen/Qwen3-8B", {"--cp", "2", "--cp-comm-type", "a2a", "--num-gpus", "8"}},
+      {"Qwen/Qwen3-30B-A3B",
+       {"--ep", "4", "--num-gpus", "16", "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads",
+        "--megatron-fsdp-main-grads-dtype", "fp32", "--fsdp-double-buffer"}},
+      {"meta-llama/Meta-Llama-3-8B", {"--num-gpus", "8", "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"}},
   };
   return c;
 }
