@@ -8,6 +8,7 @@
 #   include/mme/*.hpp             the SDK headers
 #   lib/cmake/mme/                mmeConfig.cmake, mmeConfigVersion.cmake, mmeTargets*.cmake,
 #                                 mmePluginHelpers.cmake
+#   lib/pkgconfig/mme.pc          the same SDK for pkg-config
 #   share/doc/<project>/          README, docs, the out-of-tree examples
 #
 # Every path the executable uses is relative to its own folder (plugins: ../lib/mme/plugins,
@@ -62,6 +63,13 @@ write_basic_package_version_file("${CMAKE_BINARY_DIR}/cmake/mmeConfigVersion.cma
 install(FILES "${CMAKE_BINARY_DIR}/cmake/mmeConfig.cmake" "${CMAKE_BINARY_DIR}/cmake/mmeConfigVersion.cmake"
               "${CMAKE_CURRENT_LIST_DIR}/mmePluginHelpers.cmake"
         DESTINATION "${MME_CMAKE_INSTALL_DIR}" COMPONENT dev)
+
+# mme.pc for pkg-config users (C++ builds without CMake): the same SDK, its prefix found from the
+# file's own folder (${pcfiledir}).
+file(RELATIVE_PATH MME_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" MME_PC_TO_PREFIX "${MME_PC_TO_PREFIX}")
+configure_file("${CMAKE_CURRENT_LIST_DIR}/mme.pc.in" "${CMAKE_BINARY_DIR}/cmake/mme.pc" @ONLY)
+install(FILES "${CMAKE_BINARY_DIR}/cmake/mme.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig" COMPONENT dev)
 
 install(FILES "${PROJECT_SOURCE_DIR}/README.md" DESTINATION "${CMAKE_INSTALL_DOCDIR}" COMPONENT runtime)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/" DESTINATION "${CMAKE_INSTALL_DOCDIR}" COMPONENT runtime

@@ -74,6 +74,28 @@ if(unknown_rc STREQUAL "0")
 endif()
 mme_expect_contains("${unknown_err}" "acme_lm" "the error without the acme_model_family plugin")
 
+# 2b. pkg-config finds the moved SDK from mme.pc's own folder; a program built with its flags
+# links libmme and reports the version and plugin API of the installed headers.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+find_program(CXX NAMES g++ c++ REQUIRED)
+set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig")
+mme_run_ok(pc COMMAND "${PKG_CONFIG}" --cflags --libs mme)
+mme_expect_contains("${pc_out}" "-I${prefix}/lib/pkgconfig/../../include" "pkg-config --cflags of the moved prefix")
+mme_expect_contains("${pc_out}" "-DBOOST_DLL_USE_STD_FS" "pkg-config --cflags")
+mme_run_ok(pcapi COMMAND "${PKG_CONFIG}" --variable=plugin_api_version mme)
+string(STRIP "${pcapi_out}" pc_api)
+mme_read_api_version(header_api "${prefix}/include")
+mme_expect_equal("${pc_api}" "${header_api}" "mme.pc's plugin_api_version")
+file(WRITE "${WORK_DIR}/pc_user.cpp" "#include <iostream>\n#include <mme/version.hpp>\n"
+     "int main() { std::cout << mme::library_version() << ' ' << mme::kPluginApiVersion << '\\n'; }\n")
+string(STRIP "${pc_out}" pc_flags)
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+mme_run_ok(pccc COMMAND "${CXX}" -std=c++20 "${WORK_DIR}/pc_user.cpp" ${pc_flags} -o "${WORK_DIR}/pc_user")
+set(ENV{LD_LIBRARY_PATH} "${prefix}/lib")
+mme_run_ok(pcrun COMMAND "${WORK_DIR}/pc_user")
+mme_expect_contains("${pcrun_out}" "${MME_PROJECT_VERSION} ${header_api}" "a pkg-config build against the moved SDK")
+unset(ENV{LD_LIBRARY_PATH})
+
 # 3. Build the examples against the moved prefix, with only CMAKE_PREFIX_PATH.
 function(build_against_prefix name source)
   set(build "${WORK_DIR}/build-${name}")
