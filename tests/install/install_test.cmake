@@ -90,7 +90,9 @@ file(WRITE "${WORK_DIR}/pc_user.cpp" "#include <iostream>\n#include <mme/version
      "int main() { std::cout << mme::library_version() << ' ' << mme::kPluginApiVersion << '\\n'; }\n")
 string(STRIP "${pc_out}" pc_flags)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-mme_run_ok(pccc COMMAND "${CXX}" -std=c++20 "${WORK_DIR}/pc_user.cpp" ${pc_flags} -o "${WORK_DIR}/pc_user")
+separate_arguments(build_link_flags UNIX_COMMAND "${MME_EXE_LINKER_FLAGS}")
+mme_run_ok(pccc COMMAND "${CXX}" -std=c++20 "${WORK_DIR}/pc_user.cpp" ${pc_flags} ${build_link_flags}
+           -o "${WORK_DIR}/pc_user")
 set(ENV{LD_LIBRARY_PATH} "${prefix}/lib")
 mme_run_ok(pcrun COMMAND "${WORK_DIR}/pc_user")
 mme_expect_contains("${pcrun_out}" "${MME_PROJECT_VERSION} ${header_api}" "a pkg-config build against the moved SDK")
