@@ -131,8 +131,7 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
 // PyTorch FSDP2 (torch_fully_sharded_data_parallel.py): fully_shard per TransformerLayer,
 // embedding and output layer over the DP x CP group, no mixed-precision policy (everything in
 // the param dtype), and Megatron's Float16OptimizerWithFloat16Params on the shards.
-ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, const OptimizerSettings& /*adam*/,
-                            DType param_dtype) {
+ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, DType param_dtype) {
   ShardedDpMemory out;
   const CheckedInt P = st.unit_dense + st.unit_expert + st.other_dense;
   const std::int64_t pb = param_dtype == DType::kFP32 ? 4 : 2;
@@ -173,7 +172,7 @@ ShardedDpMemory torch_fsdp2(const ShardedDpStage& st, const FsdpSettings& f, con
 
 ShardedDpMemory sharded_data_parallel_memory(const ShardedDpStage& stage, const FsdpSettings& fsdp,
                                              const OptimizerSettings& optimizer, DType param_dtype) {
-  return fsdp.kind == FsdpKind::kTorchFsdp2 ? torch_fsdp2(stage, fsdp, optimizer, param_dtype)
+  return fsdp.kind == FsdpKind::kTorchFsdp2 ? torch_fsdp2(stage, fsdp, param_dtype)
                                             : megatron_fsdp(stage, fsdp, optimizer, param_dtype);
 }
 
