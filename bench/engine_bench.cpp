@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include <mme/estimator.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"

@@ -6,10 +6,10 @@
 
 #include <thread>
 
-#include <mme/estimator.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
-#include <mme/planner.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/planner/planner.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <mme/error.hpp>
-#include <mme/fit.hpp>
-#include <mme/input_text.hpp>
-#include <mme/json_text.hpp>
-#include <mme/units.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/json_text.hpp>
+#include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"

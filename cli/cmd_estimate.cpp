@@ -9,24 +9,24 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/input_text.hpp>
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/fit.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
-#include <mme/spec_file.hpp>
-#include <mme/units.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
-#include "render_estimate.hpp"
-#include "render_html.hpp"
-#include "render_svg.hpp"
-#include <mme/json_text.hpp>
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/report/render_svg.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 

@@ -1,8 +1,8 @@
 #include <iomanip>
 #include <iostream>
 
-#include <mme/error.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 #include "command.hpp"
 

@@ -3,10 +3,10 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 #include "command.hpp"
 #include "context.hpp"

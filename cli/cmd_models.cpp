@@ -4,15 +4,15 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <mme/input_text.hpp>
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/units.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/json_text.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 

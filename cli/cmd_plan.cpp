@@ -1,5 +1,5 @@
 // mme plan: every parallel layout of N GPUs that fits a GPU, ranked by a speed proxy. The
-// search is mme::Planner (framework/include/mme/planner.hpp); this file reads the flags and
+// search is mme::Planner (framework/include/mme/planner/planner.hpp); this file reads the flags and
 // prints the table, the JSON document or the CSV stream.
 #include <algorithm>
 #include <iostream>
@@ -13,18 +13,18 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/error.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
-#include <mme/planner.hpp>
-#include <mme/units.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/planner/planner.hpp>
+#include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_options.hpp"
-#include "render_estimate.hpp"
-#include "render_html.hpp"
-#include <mme/json_text.hpp>
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 

@@ -3,13 +3,13 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/input_text.hpp>
-#include <mme/plugin_loader.hpp>
-#include <mme/version.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/engine/plugin_loader.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/json_text.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 

@@ -7,14 +7,14 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/error.hpp>
-#include <mme/units.hpp>
-#include <mme/validation.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/units.hpp>
+#include <mme/validate/validation.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_inputs.hpp"
-#include <mme/json_text.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 

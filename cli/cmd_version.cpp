@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/version.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "command.hpp"
 

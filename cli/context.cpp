@@ -8,9 +8,9 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/log.hpp>
-#include <mme/plugin_loader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/log.hpp>
+#include <mme/engine/plugin_loader.hpp>
 
 namespace mme::cli {
 

@@ -1,7 +1,7 @@
 // What every subcommand sets up the same way: logging and the plugin registry.
 #pragma once
 
-#include <mme/registry.hpp>
+#include <mme/engine/registry.hpp>
 
 #include "options.hpp"
 

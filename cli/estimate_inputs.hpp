@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include <mme/estimator.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_spec.hpp>
-#include <mme/registry.hpp>
-#include <mme/spec_file.hpp>
-#include <mme/training_setup.hpp>
-#include <mme/validation.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/model_spec.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/training_setup.hpp>
+#include <mme/validate/validation.hpp>
 
 #include "options.hpp"
 

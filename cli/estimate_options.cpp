@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::cli {
 

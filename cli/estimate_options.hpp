@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include <mme/training_setup.hpp>
+#include <mme/sdk/training_setup.hpp>
 
 #include "options.hpp"
 

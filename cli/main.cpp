@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include <mme/error.hpp>
-#include <mme/input_text.hpp>
-#include <mme/log.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/log.hpp>
 
 #include "command.hpp"
 
@@ -15,7 +15,7 @@ namespace {
 
 // Errors are one line on stderr; stdout stays empty so `--json > file` never holds half a report.
 int report_error(const std::string& message, mme::ExitCode code) {
-  // No control characters from input reach the terminal (mme/input_text.hpp).
+  // No control characters from input reach the terminal (mme/sdk/input_text.hpp).
   const std::string line = mme::error_line(mme::printable(message));
   std::fputs(line.c_str(), stderr);
   return static_cast<int>(code);

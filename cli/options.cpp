@@ -8,8 +8,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 namespace mme::cli {
 

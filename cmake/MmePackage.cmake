@@ -2,17 +2,18 @@
 # packages (cpack -G DEB). Included at the end of the top-level CMakeLists.txt.
 #
 #   bin/mme                       RUNPATH $ORIGIN/../lib
-#   lib/libmme.so.*               (libmme.so, the link-time name, in the dev package)
+#   lib/libmme_<library>.so.*     the framework libraries: sdk, engine, inputs, planner, validate,
+#                                 report (the .so link-time names in the dev package)
 #   lib/mme/plugins/*.so          RUNPATH $ORIGIN/../..
 #   share/mme/models/             the bundled configs
-#   include/mme/*.hpp             the SDK headers
+#   include/mme/<library>/*.hpp  the headers: sdk/ for plugins, the host libraries beside it
 #   lib/cmake/mme/                mmeConfig.cmake, mmeConfigVersion.cmake, mmeTargets*.cmake,
 #                                 mmePluginHelpers.cmake
 #   lib/pkgconfig/mme.pc          the same SDK for pkg-config
 #   share/doc/<project>/          README, docs, the out-of-tree examples
 #
 # Every path the executable uses is relative to its own folder (plugins: ../lib/mme/plugins,
-# models: ../share/mme/models, libmme: RUNPATH), so an installed tree works wherever it is moved.
+# models: ../share/mme/models, the libraries: RUNPATH), so an installed tree works wherever it is moved.
 include(CMakePackageConfigHelpers)
 
 set(MME_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/mme")
@@ -46,7 +47,7 @@ endif()
 message(STATUS "mme plugin ABI tag: ${MME_ABI_TAG}")
 
 set(MME_PLUGIN_API_VERSION "")
-file(STRINGS "${PROJECT_SOURCE_DIR}/framework/include/mme/version.hpp" api_line
+file(STRINGS "${PROJECT_SOURCE_DIR}/framework/include/mme/sdk/version.hpp" api_line
      REGEX "^#define MME_PLUGIN_API_VERSION [0-9]+")
 string(REGEX REPLACE "^#define MME_PLUGIN_API_VERSION ([0-9]+).*" "\\1" MME_PLUGIN_API_VERSION "${api_line}")
 string(REGEX MATCH "^[0-9]+\\.[0-9]+" MME_NLOHMANN_JSON_VERSION_MAJOR_MINOR "${nlohmann_json_VERSION}")
@@ -57,7 +58,7 @@ configure_package_config_file("${CMAKE_CURRENT_LIST_DIR}/mmeConfig.cmake.in"
   "${CMAKE_BINARY_DIR}/cmake/mmeConfig.cmake"
   INSTALL_DESTINATION "${MME_CMAKE_INSTALL_DIR}"
   PATH_VARS CMAKE_INSTALL_BINDIR)
-# libmme's soname carries major.minor, so a plugin needs an SDK of the same minor version.
+# The libraries' sonames carry major.minor, so a plugin needs an SDK of the same minor version.
 write_basic_package_version_file("${CMAKE_BINARY_DIR}/cmake/mmeConfigVersion.cmake"
   VERSION "${PROJECT_VERSION}" COMPATIBILITY SameMinorVersion)
 install(FILES "${CMAKE_BINARY_DIR}/cmake/mmeConfig.cmake" "${CMAKE_BINARY_DIR}/cmake/mmeConfigVersion.cmake"
@@ -78,8 +79,8 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/examples/" DESTINATION "${CMAKE_INSTALL
         PATTERN "build" EXCLUDE)
 
 # Debian packages: `cpack -G DEB` in the build tree gives
-#   megatron-memory-estimator      the mme executable, libmme, the plugins, the models, docs;
-#   megatron-memory-estimator-dev  headers, libmme.so, the CMake package, the examples.
+#   megatron-memory-estimator      the mme executable, its libraries, the plugins, the models, docs;
+#   megatron-memory-estimator-dev  headers, the libmme_*.so links, the CMake package, the examples.
 set(CPACK_PACKAGE_NAME "megatron-memory-estimator")
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
@@ -100,12 +101,12 @@ set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
 # libcurl is opened with dlopen("libcurl.so.4") only to download from the Hugging Face Hub.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "libcurl4 (>= 7.62)")
-# Where dpkg-shlibdeps finds libmme, which the plugins need (relative to the package root).
+# Where dpkg-shlibdeps finds the libmme_* libraries, which the executable and plugins need (relative to the package root).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "usr/${CMAKE_INSTALL_LIBDIR}")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME "megatron-memory-estimator-dev")
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION "libdevel")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
-    "The plugin SDK of mme: headers, libmme.so, the CMake package (find_package(mme), mme_add_plugin) and examples, for building config-adapter, layer-memory and hardware plugins out of tree.")
+    "The plugin SDK of mme: headers, the libmme_*.so links, the CMake package (find_package(mme), mme_add_plugin) and examples, for building config-adapter, layer-memory and hardware plugins out of tree.")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "megatron-memory-estimator (= ${PROJECT_VERSION}), nlohmann-json3-dev (>= ${MME_NLOHMANN_JSON_VERSION_MAJOR_MINOR}), libboost${MME_BOOST_VERSION_MAJOR_MINOR}-dev | libboost-dev (>= ${MME_BOOST_VERSION_MAJOR_MINOR}), libspdlog-dev, libfmt-dev, cmake (>= 3.25), g++")
 include(CPack)

@@ -20,7 +20,9 @@ function(mme_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_compile_options(${static_target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
-  target_link_libraries(${static_target} PUBLIC mme::mme ${P_LIBRARIES} PRIVATE mme_warnings)
+  # A plugin links the SDK (mme::sdk) and what it names in LIBRARIES: a host library only where
+  # the plugin is the adapter of a host-side format (spec files, Megatron-LM flags).
+  target_link_libraries(${static_target} PUBLIC mme::sdk ${P_LIBRARIES} PRIVATE fmt::fmt mme_warnings)
   target_include_directories(${static_target} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
 
   # The fuzz build links the static archives into its targets and needs no loadable module.

@@ -3,7 +3,7 @@
 # For plugins built outside the mme source tree against the installed SDK (find_package(mme)).
 # Builds <name>.so, a loadable module `mme --plugin-dir DIR` loads, from SOURCES, one of which
 # holds MME_PLUGIN(...). It applies what the host needs from a plugin:
-#   - C++20, linked to mme::mme (libmme's headers and dependencies);
+#   - C++20, linked to mme::sdk (the plugin SDK: libmme_sdk, its headers and nlohmann_json);
 #   - hidden visibility, so the entry is the only exported symbol;
 #   - -fno-gnu-unique, so the library can be unloaded;
 #   - -Wl,--no-undefined, so a missing symbol fails the link, not the load;
@@ -15,7 +15,7 @@
 #   install(TARGETS <name> LIBRARY DESTINATION ${MME_PLUGIN_INSTALL_DIR})
 include_guard(GLOBAL)
 
-# Compiles (never runs) a probe against mme::mme with this project's compiler and reads the
+# Compiles (never runs) a probe against mme::sdk with this project's compiler and reads the
 # MME_ABI_TAG it gives out of the object file; fails the configuration if it is not the one
 # the installed mme was built with. Once per build tree.
 function(_mme_check_abi_tag)
@@ -24,7 +24,7 @@ function(_mme_check_abi_tag)
   endif()
   set(dir "${CMAKE_BINARY_DIR}/CMakeFiles/mme_abi_check")
   file(WRITE "${dir}/abi_probe.cpp"
-       "#include <mme/version.hpp>\n"
+       "#include <mme/sdk/version.hpp>\n"
        "extern const char mme_abi_probe[];\n"
        "const char mme_abi_probe[] = \"MME_ABI_TAG=\" MME_ABI_TAG \",\";\n")
   set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
@@ -33,7 +33,7 @@ function(_mme_check_abi_tag)
     set(defs "-D_GLIBCXX_USE_CXX11_ABI=${MME_GLIBCXX_USE_CXX11_ABI}")
   endif()
   try_compile(ok "${dir}/build" SOURCES "${dir}/abi_probe.cpp"
-              LINK_LIBRARIES mme::mme
+              LINK_LIBRARIES mme::sdk
               COMPILE_DEFINITIONS ${defs}
               CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
               OUTPUT_VARIABLE out
@@ -79,5 +79,5 @@ function(mme_add_plugin name)
     target_compile_definitions(${name} PRIVATE _GLIBCXX_USE_CXX11_ABI=${MME_GLIBCXX_USE_CXX11_ABI})
   endif()
   target_link_options(${name} PRIVATE -Wl,--no-undefined)
-  target_link_libraries(${name} PRIVATE mme::mme ${P_LIBRARIES})
+  target_link_libraries(${name} PRIVATE mme::sdk ${P_LIBRARIES})
 endfunction()

@@ -30,9 +30,9 @@
 #include <string_view>
 #include <vector>
 
-#include <mme/error.hpp>
-#include <mme/log.hpp>
-#include <mme/plugin_loader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/log.hpp>
+#include <mme/engine/plugin_loader.hpp>
 
 #include "command.hpp"
 #include "context.hpp"

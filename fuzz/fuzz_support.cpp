@@ -25,10 +25,10 @@
 
 namespace mme::fuzz {
 
-void register_all_plugins(Registry& r) {
+void register_all_plugins(Registrar& r) {
   struct Entry {
     const char* name;
-    void (*fn)(Registry&);
+    void (*fn)(Registrar&);
   };
   // The names of the loadable modules, in the loader's order (file names sorted).
   static const Entry kPlugins[] = {

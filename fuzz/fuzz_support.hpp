@@ -13,15 +13,15 @@
 #include <new>
 #include <string>
 
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/registry.hpp>
 
 namespace mme::fuzz {
 
 // Every in-tree plugin: config adapters, layer-memory models and hardware profiles
 // (json_profiles included: it reads MME_HARDWARE_FILES / MME_HARDWARE_PATH when registered).
-void register_all_plugins(Registry& registry);
+void register_all_plugins(Registrar& registry);
 // A registry built once with register_all_plugins.
 const Registry& registry();
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <mme/fit.hpp>
-#include <mme/registry.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/engine/registry.hpp>
 
 #include "fuzz_support.hpp"
 #include "json_profiles.hpp"

@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include <mme/estimator.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "fuzz_support.hpp"
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include <mme/estimator.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_loader.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/model_loader.hpp>
 
 #include "fuzz_support.hpp"
 

@@ -21,8 +21,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/pipeline.hpp>
-#include <mme/training_setup.hpp>
+#include <mme/engine/pipeline.hpp>
+#include <mme/sdk/training_setup.hpp>
 
 #include "fuzz_support.hpp"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include <mme/estimator.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 #include "fuzz_support.hpp"
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include <mme/validation.hpp>
+#include <mme/validate/validation.hpp>
 
 #include "fuzz_support.hpp"
 

@@ -3,14 +3,15 @@
 // made up (ACME is fictional); a real plugin cites the datasheet in `source`.
 #include <cstdint>
 
-#include <mme/plugin.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/sdk/plugin.hpp>
 
 namespace {
 
 constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kGiB = 1024 * kMiB;
 
-void register_acme_hardware(mme::Registry& registry) {
+void register_acme_hardware(mme::Registrar& registry) {
   mme::HardwareProfile x1;
   x1.name = "ACME-X1-96GB";
   x1.vendor = "ACME";

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/config_reader.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace acme {
 

@@ -3,7 +3,7 @@
 // can read it. Every `moe_every`-th layer is a mixture of experts.
 #pragma once
 
-#include <mme/config_adapter.hpp>
+#include <mme/sdk/config_adapter.hpp>
 
 namespace acme {
 

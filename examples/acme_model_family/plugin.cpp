@@ -2,12 +2,12 @@
 // host keeps this library loaded as long as any copy of it lives.
 #include <memory>
 
-#include <mme/plugin.hpp>
+#include <mme/sdk/plugin.hpp>
 
 #include "acme_lm_adapter.hpp"
 
 namespace {
-void register_acme_model_family(mme::Registry& registry) {
+void register_acme_model_family(mme::Registrar& registry) {
   registry.add_adapter(std::make_shared<acme::AcmeLmAdapter>());
 }
 }  // namespace

@@ -3,7 +3,7 @@
 // docs/accuracy.md reports, and must meet the project's targets.
 #include <gtest/gtest.h>
 
-#include <mme/validation.hpp>
+#include <mme/validate/validation.hpp>
 
 #include "dense_mlp.hpp"
 #include "gqa.hpp"

@@ -2,8 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
-#include <mme/model_source.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "test_registry.hpp"
 #include "test_support.hpp"

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <mme/estimator.hpp>
+#include <mme/engine/estimator.hpp>
 
 #include "test_registry.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include <mme/estimator.hpp>
+#include <mme/engine/estimator.hpp>
 
 #include "expected_params.hpp"
 #include "test_registry.hpp"

@@ -3,8 +3,8 @@
 #include <functional>
 #include <stdexcept>
 
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
@@ -20,7 +20,7 @@ namespace mme::test {
 
 namespace {
 
-void add(Registry& r, const std::string& name, const std::function<void(Registry&)>& fn) {
+void add(Registry& r, const std::string& name, const std::function<void(Registrar&)>& fn) {
   if (!r.register_plugin(name, "test", "", fn)) throw std::runtime_error("registering " + name + " failed");
 }
 

@@ -21,7 +21,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/version.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "test_support.hpp"
 

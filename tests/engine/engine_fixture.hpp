@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include <mme/estimator.hpp>
-#include <mme/registry.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/registry.hpp>
 
 #include "dense_mlp.hpp"
 #include "gqa.hpp"

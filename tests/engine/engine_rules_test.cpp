@@ -1,7 +1,7 @@
 // Engine composition rules: schedules, recompute, MTP placement, layout validation.
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
 

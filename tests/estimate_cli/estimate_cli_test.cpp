@@ -6,7 +6,7 @@
 
 #include <fmt/core.h>
 
-#include <mme/units.hpp>
+#include <mme/sdk/units.hpp>
 
 #include "test_support.hpp"
 

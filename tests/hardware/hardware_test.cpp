@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <mme/hardware_profile.hpp>
-#include <mme/plugin_loader.hpp>
-#include <mme/registry.hpp>
-#include <mme/version.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/engine/plugin_loader.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "amd_cdna.hpp"
 #include "nvidia_ampere.hpp"
@@ -26,7 +26,7 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 
 struct BuiltIn {
   const char* plugin;
-  void (*register_fn)(Registry&);
+  void (*register_fn)(Registrar&);
   const char* vendor;
   std::set<std::string> architectures;
 };

@@ -14,8 +14,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/registry.hpp>
-#include <mme/version.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "json_profiles.hpp"
 #include "nvidia_hopper.hpp"

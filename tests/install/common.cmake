@@ -78,7 +78,7 @@ endfunction()
 
 # The plugin API version of the headers in <include dir>.
 function(mme_read_api_version out include_dir)
-  file(STRINGS "${include_dir}/mme/version.hpp" line REGEX "^#define MME_PLUGIN_API_VERSION [0-9]+")
+  file(STRINGS "${include_dir}/mme/sdk/version.hpp" line REGEX "^#define MME_PLUGIN_API_VERSION [0-9]+")
   string(REGEX REPLACE "^#define MME_PLUGIN_API_VERSION ([0-9]+).*" "\\1" v "${line}")
   set(${out} "${v}" PARENT_SCOPE)
 endfunction()

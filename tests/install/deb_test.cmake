@@ -31,15 +31,16 @@ foreach(deb IN LISTS debs)
   mme_expect_equal("${version}" "${MME_PROJECT_VERSION}" "version of ${name}")
 endforeach()
 
-# The runtime package: the executable, libmme, the plugins, the models, the docs.
+# The runtime package: the executable, the framework libraries, the plugins, the models, the docs.
 mme_run_ok(list COMMAND "${DPKG_DEB}" -c "${runtime}")
-foreach(path ./usr/bin/mme ./usr/lib/libmme.so.${MME_PROJECT_VERSION} ./usr/lib/mme/plugins/mme_hw_nvidia_hopper.so
+foreach(path ./usr/bin/mme ./usr/lib/libmme_sdk.so.${MME_PROJECT_VERSION} ./usr/lib/libmme_engine.so.${MME_PROJECT_VERSION}
+             ./usr/lib/libmme_report.so.${MME_PROJECT_VERSION} ./usr/lib/mme/plugins/mme_hw_nvidia_hopper.so
              ./usr/lib/mme/plugins/mme_json_profiles.so ./usr/lib/mme/plugins/mme_adapter_generic_hf.so
              ./usr/share/mme/models/Qwen--Qwen3-8B/config.json
              ./usr/share/doc/megatron-memory-estimator/README.md)
   mme_expect_contains("${list_out}" " ${path}\n" "contents of the runtime package")
 endforeach()
-foreach(path ./usr/include/ ./usr/lib/cmake/ "./usr/lib/libmme.so ")
+foreach(path ./usr/include/ ./usr/lib/cmake/ "./usr/lib/libmme_sdk.so " "./usr/lib/libmme_engine.so ")
   mme_expect_not_contains("${list_out}" "${path}" "contents of the runtime package")
 endforeach()
 mme_run_ok(depends COMMAND "${DPKG_DEB}" -f "${runtime}" Depends)
@@ -49,15 +50,15 @@ endforeach()
 mme_run_ok(recommends COMMAND "${DPKG_DEB}" -f "${runtime}" Recommends)
 mme_expect_contains("${recommends_out}" "libcurl4" "Recommends of the runtime package (downloads)")
 
-# The -dev package: headers, the link-time libmme.so, the CMake package, the examples.
+# The -dev package: headers, the link-time libmme_*.so, the CMake package, the examples.
 mme_run_ok(list COMMAND "${DPKG_DEB}" -c "${dev}")
-foreach(path ./usr/include/mme/plugin.hpp ./usr/include/mme/registry.hpp ./usr/lib/cmake/mme/mmeConfig.cmake
+foreach(path ./usr/include/mme/sdk/plugin.hpp ./usr/include/mme/engine/registry.hpp ./usr/lib/cmake/mme/mmeConfig.cmake
              ./usr/lib/cmake/mme/mmeConfigVersion.cmake ./usr/lib/cmake/mme/mmeTargets.cmake
              ./usr/lib/cmake/mme/mmePluginHelpers.cmake
              ./usr/share/doc/megatron-memory-estimator/examples/acme_model_family/config.json)
   mme_expect_contains("${list_out}" " ${path}\n" "contents of the dev package")
 endforeach()
-mme_expect_contains("${list_out}" " ./usr/lib/libmme.so -> libmme.so." "the libmme.so link in the dev package")
+mme_expect_contains("${list_out}" " ./usr/lib/libmme_sdk.so -> libmme_sdk.so." "the libmme_sdk.so link in the dev package")
 mme_expect_not_contains("${list_out}" "./usr/bin/mme" "contents of the dev package")
 mme_run_ok(depends COMMAND "${DPKG_DEB}" -f "${dev}" Depends)
 foreach(dep "megatron-memory-estimator (= ${MME_PROJECT_VERSION})" nlohmann-json3-dev libspdlog-dev libfmt-dev)

@@ -16,13 +16,21 @@ set(prefix "${WORK_DIR}/moved")
 # 1. Install.
 mme_run_ok(install COMMAND "${CMAKE_COMMAND}" --install "${MME_BUILD_DIR}" --prefix "${first}")
 string(REGEX MATCH "^[0-9]+\\.[0-9]+" so_version "${MME_PROJECT_VERSION}")
+# The framework libraries (framework/CMakeLists.txt): each with its soname link and its dev link.
+set(libraries sdk engine inputs planner validate report)
+set(library_files "")
+foreach(lib IN LISTS libraries)
+  list(APPEND library_files "${first}/lib/libmme_${lib}.so.${MME_PROJECT_VERSION}" "${first}/lib/libmme_${lib}.so.${so_version}"
+       "${first}/lib/libmme_${lib}.so")
+endforeach()
 mme_expect_exists(
   "${first}/bin/mme"
-  "${first}/lib/libmme.so.${MME_PROJECT_VERSION}" "${first}/lib/libmme.so.${so_version}" "${first}/lib/libmme.so"
+  ${library_files}
   "${first}/lib/mme/plugins/mme_hw_nvidia_hopper.so" "${first}/lib/mme/plugins/mme_json_profiles.so"
   "${first}/lib/mme/plugins/mme_adapter_generic_hf.so" "${first}/lib/mme/plugins/mme_layer_gqa.so"
   "${first}/share/mme/models/Qwen--Qwen3-8B/config.json"
-  "${first}/include/mme/plugin.hpp" "${first}/include/mme/registry.hpp" "${first}/include/mme/version.hpp"
+  "${first}/include/mme/sdk/plugin.hpp" "${first}/include/mme/sdk/registrar.hpp" "${first}/include/mme/sdk/version.hpp"
+  "${first}/include/mme/engine/registry.hpp" "${first}/include/mme/report/render_estimate.hpp"
   "${first}/lib/cmake/mme/mmeConfig.cmake" "${first}/lib/cmake/mme/mmeConfigVersion.cmake"
   "${first}/lib/cmake/mme/mmeTargets.cmake" "${first}/lib/cmake/mme/mmePluginHelpers.cmake"
   "${first}/share/doc/megatron-memory-estimator/README.md"
@@ -37,7 +45,8 @@ endif()
 # the CMake package computes its prefix from its own location.
 find_program(READELF readelf REQUIRED)
 file(GLOB plugins "${first}/lib/mme/plugins/*.so")
-foreach(binary "${first}/bin/mme" "${first}/lib/libmme.so.${MME_PROJECT_VERSION}" ${plugins})
+file(GLOB libs "${first}/lib/libmme_*.so.${MME_PROJECT_VERSION}")
+foreach(binary "${first}/bin/mme" ${libs} ${plugins})
   mme_run_ok(elf COMMAND "${READELF}" -d "${binary}")
   mme_expect_not_contains("${elf_out}" "${MME_BUILD_DIR}" "dynamic section of ${binary}")
   mme_expect_not_contains("${elf_out}" "${first}" "dynamic section of ${binary}")
@@ -46,6 +55,10 @@ mme_run_ok(elf COMMAND "${READELF}" -d "${first}/bin/mme")
 mme_expect_contains("${elf_out}" "[$ORIGIN/../lib]" "RUNPATH of bin/mme")
 mme_run_ok(elf COMMAND "${READELF}" -d "${first}/lib/mme/plugins/mme_json_profiles.so")
 mme_expect_contains("${elf_out}" "[$ORIGIN/../..]" "RUNPATH of a plugin")
+mme_expect_contains("${elf_out}" "libmme_sdk.so" "NEEDED of a plugin (the SDK)")
+mme_expect_not_contains("${elf_out}" "libmme_engine.so" "NEEDED of a plugin (the SDK only)")
+mme_run_ok(elf COMMAND "${READELF}" -d "${first}/lib/libmme_engine.so.${MME_PROJECT_VERSION}")
+mme_expect_contains("${elf_out}" "[$ORIGIN]" "RUNPATH of a framework library (it finds the others beside it)")
 file(GLOB cmake_files "${first}/lib/cmake/mme/*.cmake")
 foreach(f IN LISTS cmake_files)
   file(READ "${f}" text)
@@ -75,18 +88,18 @@ endif()
 mme_expect_contains("${unknown_err}" "acme_lm" "the error without the acme_model_family plugin")
 
 # 2b. pkg-config finds the moved SDK from mme.pc's own folder; a program built with its flags
-# links libmme and reports the version and plugin API of the installed headers.
+# links libmme_sdk and reports the version and plugin API of the installed headers.
 find_program(PKG_CONFIG pkg-config REQUIRED)
 find_program(CXX NAMES g++ c++ REQUIRED)
 set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig")
 mme_run_ok(pc COMMAND "${PKG_CONFIG}" --cflags --libs mme)
 mme_expect_contains("${pc_out}" "-I${prefix}/lib/pkgconfig/../../include" "pkg-config --cflags of the moved prefix")
-mme_expect_contains("${pc_out}" "-DBOOST_DLL_USE_STD_FS" "pkg-config --cflags")
+mme_expect_contains("${pc_out}" "-lmme_sdk" "pkg-config --libs (the plugin SDK)")
 mme_run_ok(pcapi COMMAND "${PKG_CONFIG}" --variable=plugin_api_version mme)
 string(STRIP "${pcapi_out}" pc_api)
 mme_read_api_version(header_api "${prefix}/include")
 mme_expect_equal("${pc_api}" "${header_api}" "mme.pc's plugin_api_version")
-file(WRITE "${WORK_DIR}/pc_user.cpp" "#include <iostream>\n#include <mme/version.hpp>\n"
+file(WRITE "${WORK_DIR}/pc_user.cpp" "#include <iostream>\n#include <mme/sdk/version.hpp>\n"
      "int main() { std::cout << mme::library_version() << ' ' << mme::kPluginApiVersion << '\\n'; }\n")
 string(STRIP "${pc_out}" pc_flags)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
@@ -115,7 +128,7 @@ foreach(p "${acme_hardware_plugins}/acme_hardware.so" "${acme_model_family_plugi
   # Hidden visibility: of the plugin's own code only the entry is exported (libstdc++'s
   # template instantiations keep namespace std's default visibility, as in any library).
   string(REGEX MATCHALL "[^\n]* (GLOBAL|WEAK) +DEFAULT +[0-9]+ [^\n]*" defined "${dyn_out}")
-  mme_expect_contains("${defined}" " mme_plugin_entry" "the exported symbols of ${p}")
+  mme_expect_contains("${defined}" " mme_plugin_info" "the exported symbols of ${p}")
   foreach(line IN LISTS defined)
     if(line MATCHES "(acme|3mme)")
       mme_fail("${p} exports more than its entry: ${line}")

@@ -25,12 +25,12 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/fit.hpp>
-#include <mme/units.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/sdk/units.hpp>
 
-#include "render_estimate.hpp"
-#include "render_html.hpp"
-#include "render_svg.hpp"
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/report/render_svg.hpp>
 #include "test_support.hpp"
 
 extern char** environ;

@@ -35,7 +35,7 @@ using test::Image;
 using test::parse_hex_colour;
 using test::run_mme;
 
-// The palette of cli/render_svg.cpp, as it must appear on screen.
+// The palette of framework/src/report/render_svg.cpp, as it must appear on screen.
 const std::map<std::string, std::string> kCategoryHex = {{"weights", "#5f87d7"},
                                                          {"gradients", "#00afaf"},
                                                          {"optimizer", "#af5fd7"},
@@ -248,7 +248,7 @@ TEST(Chromium, PlanFitMapShowsCellsThatFitAndCellsThatDoNot) {
   const auto img = screenshot(page, "plan");
   ASSERT_TRUE(img);
   expect_not_blank(*img, "plan.html");
-  // The bands of cli/render_svg.cpp fit_bands(): four that fit, three that do not.
+  // The bands of framework/src/report/render_svg.cpp fit_bands(): four that fit, three that do not.
   std::size_t fit = 0, miss = 0;
   for (const char* hex : {"#1a9850", "#66bd63", "#a6d96a", "#d9ef8b"})
     fit += count_near(*img, parse_hex_colour(hex), kTolerance);

@@ -13,12 +13,12 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/fit.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
-#include <mme/planner.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/planner/planner.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"

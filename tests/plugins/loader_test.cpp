@@ -18,11 +18,11 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/layer_model.hpp>
-#include <mme/plugin_loader.hpp>
-#include <mme/registry.hpp>
-#include <mme/version.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/layer_model.hpp>
+#include <mme/engine/plugin_loader.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/sdk/version.hpp>
 
 #include "test_support.hpp"
 
@@ -116,7 +116,7 @@ class ScopedEnv {
 
 TEST(PluginLoader, FixturesWereBuilt) {
   for (const char* name : {"good", "good_two", "wrong_api", "wrong_abi", "null_info", "no_name", "no_entry", "throws",
-                           "throws_nonstd", "entry_throws", "missing_symbol", "bad_profile", "dup_layer", "dup_alias", "dup_name"})
+                           "throws_nonstd", "entry_throws", "missing_symbol", "bad_profile", "dup_layer", "dup_alias", "dup_name", "old_api_alias"})
     EXPECT_TRUE(fs::is_regular_file(fixture(name))) << fixture(name);
   // They live in the test build tree, not in the folder the `mme` executable loads.
   EXPECT_NE(fs::weakly_canonical(fs::path(MME_TEST_FIXTURE_DIR)), fs::weakly_canonical(test::plugin_dir()));
@@ -170,9 +170,19 @@ TEST(PluginLoader, InformationWithoutNameIsRejected) {
 TEST(PluginLoader, PlainSharedLibraryWithoutEntryIsRejected) {
   Registry r;
   const std::string reason = load_rejected(r, fixture("no_entry"));
-  EXPECT_CONTAINS(reason, "no 'mme_plugin_entry' entry symbol");
+  EXPECT_CONTAINS(reason, "no 'mme_plugin_info' entry symbol");
   EXPECT_CONTAINS(reason, "not an mme plugin");
   EXPECT_FALSE(is_loaded(fixture("no_entry")));
+}
+
+// A plugin of API version 2 exported a Boost.DLL alias `mme_plugin_entry`: a pointer variable,
+// which must not be called as the new entry function (the fixture aborts if it is).
+TEST(PluginLoader, PluginOfTheOldAliasEntryIsNamedAsOlderApi) {
+  Registry r;
+  const std::string reason = load_rejected(r, fixture("old_api_alias"));
+  EXPECT_CONTAINS(reason, "built for plugin API version 2 or older (entry 'mme_plugin_entry')");
+  EXPECT_CONTAINS(reason, fmt::format("speaks version {}", kPluginApiVersion));
+  EXPECT_CONTAINS(reason, "rebuild it against this SDK");
 }
 
 TEST(PluginLoader, ThrowingRegistrationIsRejectedAndMergesNothing) {
@@ -298,7 +308,7 @@ TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"b_wrong_api.so", "plugin API version"},
       {"c_wrong_abi.so", "C++ ABI"},
-      {"d_no_entry.so", "no 'mme_plugin_entry' entry symbol"},
+      {"d_no_entry.so", "no 'mme_plugin_info' entry symbol"},
       {"e_throws.so", "deliberate failure"},
       {"f_dup_name.so", "a plugin named 'fixture_good' is already loaded"},
       {"g_dup_layer.so", "layer model 'FIXTURE_LAYER' is already registered"},

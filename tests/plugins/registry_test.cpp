@@ -13,8 +13,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/error.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/registry.hpp>
 
 namespace mme {
 namespace {
@@ -88,7 +88,7 @@ std::shared_ptr<void> library_handle(Log& log, const std::string& name) {
 // A registry holding one plugin "base" with adapter "alpha", layer "base_layer" and the GPU
 // "Base-GPU-80GB" (alias "bgpu").
 void add_base(Registry& r) {
-  ASSERT_TRUE(r.register_plugin("base", "1.0", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("base", "1.0", "", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("alpha", 10));
     s.add_layer_model(std::make_shared<TestLayer>("base_layer"));
     s.add_hardware(gpu("Base-GPU-80GB", {"bgpu", "Base GPU"}));
@@ -105,7 +105,7 @@ Sizes sizes(const Registry& r) {
 
 // Registers a plugin expected to be rejected; checks that nothing of it was merged and
 // returns the recorded reason.
-std::string rejected_reason(Registry& r, const std::string& name, const std::function<void(Registry&)>& fn) {
+std::string rejected_reason(Registry& r, const std::string& name, const std::function<void(Registrar&)>& fn) {
   const Sizes before = sizes(r);
   const std::size_t rejected_before = r.rejected().size();
   EXPECT_FALSE(r.register_plugin(name, "0.1", "", fn)) << name;
@@ -140,7 +140,7 @@ TEST(Registry, RegisterPluginMergesEverythingAndRecordsThePlugin) {
 TEST(Registry, ThrowingRegistrationMergesNothing) {
   Registry r;
   add_base(r);
-  const std::string reason = rejected_reason(r, "thrower", [](Registry& s) {
+  const std::string reason = rejected_reason(r, "thrower", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("new_adapter", 50));
     s.add_layer_model(std::make_shared<TestLayer>("new_layer"));
     s.add_hardware(gpu("New-GPU"));
@@ -153,13 +153,13 @@ TEST(Registry, ThrowingRegistrationMergesNothing) {
   EXPECT_EQ(r.find_layer_model("new_layer"), nullptr);
   EXPECT_EQ(r.find_hardware("New-GPU"), nullptr);
   // A rejected plugin's name is free again.
-  EXPECT_TRUE(r.register_plugin("thrower", "0.2", "", [](Registry& s) { s.add_hardware(gpu("New-GPU")); }));
+  EXPECT_TRUE(r.register_plugin("thrower", "0.2", "", [](Registrar& s) { s.add_hardware(gpu("New-GPU")); }));
   EXPECT_NE(r.find_hardware("new gpu"), nullptr);
 }
 
 TEST(Registry, NonStandardExceptionIsCaught) {
   Registry r;
-  const std::string reason = rejected_reason(r, "int_thrower", [](Registry&) { throw 7; });
+  const std::string reason = rejected_reason(r, "int_thrower", [](Registrar&) { throw 7; });
   EXPECT_CONTAINS(reason, "non-standard exception");
 }
 
@@ -178,7 +178,7 @@ TEST(Registry, InvalidObjectsAreRefusedByTheAddFunctions) {
   negative.reserved_bytes = -1;
   EXPECT_THROW(r.add_hardware(negative), PluginError);
 
-  const std::string reason = rejected_reason(r, "bad_profile", [all_reserved](Registry& s) {
+  const std::string reason = rejected_reason(r, "bad_profile", [all_reserved](Registrar& s) {
     s.add_hardware(gpu("Fine-GPU"));
     s.add_hardware(all_reserved);
   });
@@ -189,7 +189,7 @@ TEST(Registry, InvalidObjectsAreRefusedByTheAddFunctions) {
 TEST(Registry, DuplicateAdapterNameIsRejectedIgnoringCase) {
   Registry r;
   add_base(r);
-  const std::string reason = rejected_reason(r, "dup_adapter", [](Registry& s) {
+  const std::string reason = rejected_reason(r, "dup_adapter", [](Registrar& s) {
     s.add_hardware(gpu("Other-GPU"));
     s.add_adapter(std::make_shared<TestAdapter>("ALPHA", 99));
   });
@@ -201,7 +201,7 @@ TEST(Registry, DuplicateAdapterNameIsRejectedIgnoringCase) {
 TEST(Registry, DuplicateLayerKindIsRejected) {
   Registry r;
   add_base(r);
-  const std::string reason = rejected_reason(r, "dup_layer", [](Registry& s) {
+  const std::string reason = rejected_reason(r, "dup_layer", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("beta", 1));
     s.add_layer_model(std::make_shared<TestLayer>("Base_Layer"));
   });
@@ -212,13 +212,13 @@ TEST(Registry, DuplicateLayerKindIsRejected) {
 TEST(Registry, DuplicatesWithinOnePluginAreRejected) {
   Registry r;
   EXPECT_CONTAINS(rejected_reason(r, "twice_adapter",
-                                  [](Registry& s) {
+                                  [](Registrar& s) {
                                     s.add_adapter(std::make_shared<TestAdapter>("same", 1));
                                     s.add_adapter(std::make_shared<TestAdapter>("Same", 2));
                                   }),
                   "config adapter 'Same' is already registered");
   EXPECT_CONTAINS(rejected_reason(r, "twice_layer",
-                                  [](Registry& s) {
+                                  [](Registrar& s) {
                                     s.add_layer_model(std::make_shared<TestLayer>("k"));
                                     s.add_layer_model(std::make_shared<TestLayer>("k"));
                                   }),
@@ -246,7 +246,7 @@ TEST(Registry, DuplicateHardwareNamesWithinOnePluginDropOnlyTheLaterName) {
   Registry r;
   CapturedWarnings warnings;
   // One profile's alias is another profile's canonical name, in another spelling.
-  ASSERT_TRUE(r.register_plugin("twice_hw", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("twice_hw", "1", "", [](Registrar& s) {
     s.add_hardware(gpu("X-100"));
     s.add_hardware(gpu("Y-200", {"x_100", "y2"}));
   }));
@@ -261,12 +261,12 @@ TEST(Registry, DuplicateHardwareNamesWithinOnePluginDropOnlyTheLaterName) {
 
 TEST(Registry, EmptyNamesAreRejected) {
   Registry r;
-  EXPECT_CONTAINS(rejected_reason(r, "", [](Registry&) {}), "empty name");
+  EXPECT_CONTAINS(rejected_reason(r, "", [](Registrar&) {}), "empty name");
   EXPECT_CONTAINS(rejected_reason(r, "empty_adapter",
-                                  [](Registry& s) { s.add_adapter(std::make_shared<TestAdapter>("", 1)); }),
+                                  [](Registrar& s) { s.add_adapter(std::make_shared<TestAdapter>("", 1)); }),
                   "config adapter with an empty name");
   EXPECT_CONTAINS(rejected_reason(r, "empty_layer",
-                                  [](Registry& s) { s.add_layer_model(std::make_shared<TestLayer>("")); }),
+                                  [](Registrar& s) { s.add_layer_model(std::make_shared<TestLayer>("")); }),
                   "layer model with an empty kind");
 }
 
@@ -275,7 +275,7 @@ TEST(Registry, ATakenHardwareAliasIsDroppedAfterNormalisationAndThePluginLoads) 
   add_base(r);
   CapturedWarnings warnings;
   // "B-G_P U" normalises to "bgpu", the alias of Base-GPU-80GB.
-  ASSERT_TRUE(r.register_plugin("dup_alias", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("dup_alias", "1", "", [](Registrar& s) {
     s.add_layer_model(std::make_shared<TestLayer>("fresh_layer"));
     s.add_hardware(gpu("Fresh-GPU", {"fresh", "B-G_P U"}));
     s.add_hardware(gpu("Second-GPU", {"second"}));
@@ -300,7 +300,7 @@ TEST(Registry, AProfileWhoseNameIsTakenIsSkippedAndTheRestLoads) {
   add_base(r);
   CapturedWarnings warnings;
   // A canonical name equal to another profile's alias: that profile goes, the other stays.
-  ASSERT_TRUE(r.register_plugin("dup_canonical", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("dup_canonical", "1", "", [](Registrar& s) {
     s.add_hardware(gpu("BGPU", {"only-mine"}));
     s.add_hardware(gpu("Kept-GPU"));
   }));
@@ -316,7 +316,7 @@ TEST(Registry, AProfileWhoseNameIsTakenIsSkippedAndTheRestLoads) {
 
 TEST(Registry, ProfileMayRepeatItsOwnNameAsAnAlias) {
   Registry r;
-  EXPECT_TRUE(r.register_plugin("self_alias", "1", "", [](Registry& s) {
+  EXPECT_TRUE(r.register_plugin("self_alias", "1", "", [](Registrar& s) {
     s.add_hardware(gpu("Z-300", {"z300", "Z 300", "zed"}));
   }));
   EXPECT_TRUE(r.rejected().empty());
@@ -326,12 +326,12 @@ TEST(Registry, ProfileMayRepeatItsOwnNameAsAnAlias) {
 TEST(Registry, DuplicatePluginNameIsRejected) {
   Registry r;
   add_base(r);
-  const std::string reason = rejected_reason(r, "base", [](Registry& s) { s.add_hardware(gpu("Another-GPU")); });
+  const std::string reason = rejected_reason(r, "base", [](Registrar& s) { s.add_hardware(gpu("Another-GPU")); });
   EXPECT_CONTAINS(reason, "a plugin named 'base' is already loaded from the executable");
   EXPECT_EQ(r.find_hardware("Another-GPU"), nullptr);
 
-  ASSERT_TRUE(r.register_plugin("from_file", "1", "/some/where/p.so", [](Registry&) {}));
-  EXPECT_FALSE(r.register_plugin("from_file", "2", "/else/where/p.so", [](Registry&) {}));
+  ASSERT_TRUE(r.register_plugin("from_file", "1", "/some/where/p.so", [](Registrar&) {}));
+  EXPECT_FALSE(r.register_plugin("from_file", "2", "/else/where/p.so", [](Registrar&) {}));
   EXPECT_EQ(r.rejected().back().path, "/else/where/p.so");
   EXPECT_CONTAINS(r.rejected().back().reason, "already loaded from /some/where/p.so");
 }
@@ -364,7 +364,7 @@ TEST(Registry, FindAdapterAndLayerModelIgnoreCase) {
 
 TEST(Registry, BestAdapterTakesTheHighestPositiveScoreAndTiesGoToTheFirstRegistered) {
   Registry r;
-  ASSERT_TRUE(r.register_plugin("adapters_a", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("adapters_a", "1", "", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("zero", 0));
     s.add_adapter(std::make_shared<TestAdapter>("negative", -5));
     s.add_adapter(std::make_shared<TestAdapter>("thrower", 1000, nullptr, /*throws=*/true));
@@ -374,12 +374,12 @@ TEST(Registry, BestAdapterTakesTheHighestPositiveScoreAndTiesGoToTheFirstRegiste
   ASSERT_NE(r.best_adapter(config), nullptr);
   EXPECT_EQ(r.best_adapter(config)->name(), "generic_first");  // the throwing one is skipped
 
-  ASSERT_TRUE(r.register_plugin("adapters_b", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("adapters_b", "1", "", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("generic_second", 10));  // ties with generic_first
   }));
   EXPECT_EQ(r.best_adapter(config)->name(), "generic_first");
 
-  ASSERT_TRUE(r.register_plugin("adapters_c", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("adapters_c", "1", "", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("family", 100));
     s.add_adapter(std::make_shared<TestAdapter>("family_twin", 100));
   }));
@@ -389,7 +389,7 @@ TEST(Registry, BestAdapterTakesTheHighestPositiveScoreAndTiesGoToTheFirstRegiste
 TEST(Registry, BestAdapterIsNullWhenNoScoreIsPositive) {
   Registry r;
   EXPECT_EQ(r.best_adapter(nlohmann::json::object()), nullptr);
-  ASSERT_TRUE(r.register_plugin("none_match", "1", "", [](Registry& s) {
+  ASSERT_TRUE(r.register_plugin("none_match", "1", "", [](Registrar& s) {
     s.add_adapter(std::make_shared<TestAdapter>("zero", 0));
     s.add_adapter(std::make_shared<TestAdapter>("negative", -1));
     s.add_adapter(std::make_shared<TestAdapter>("thrower", 5, nullptr, true));
@@ -405,7 +405,7 @@ TEST(Registry, ObjectsOutliveTheRegistryAndHoldTheirLibrary) {
     Registry r;
     ASSERT_TRUE(r.register_plugin(
         "pinned", "1", "/fake/pinned.so",
-        [&log](Registry& s) {
+        [&log](Registrar& s) {
           s.add_adapter(std::make_shared<TestAdapter>("pinned_adapter", 3, &log));
           s.add_layer_model(std::make_shared<TestLayer>("pinned_layer", &log));
           s.add_hardware(gpu("Pinned-GPU"));
@@ -429,7 +429,7 @@ TEST(Registry, DestroyingTheRegistryDestroysObjectsBeforeTheLibrary) {
     Registry r;
     ASSERT_TRUE(r.register_plugin(
         "ordered", "1", "/fake/ordered.so",
-        [&log](Registry& s) {
+        [&log](Registrar& s) {
           s.add_layer_model(std::make_shared<TestLayer>("ordered_layer", &log));
           s.add_adapter(std::make_shared<TestAdapter>("ordered_adapter", 1, &log));
         },
@@ -448,7 +448,7 @@ TEST(Registry, RejectedPluginObjectsDieBeforeItsLibraryIsReleased) {
     auto handle = library_handle(log, "rejected");
     EXPECT_FALSE(r.register_plugin(
         "rejected", "1", "/fake/rejected.so",
-        [&log](Registry& s) {
+        [&log](Registrar& s) {
           s.add_layer_model(std::make_shared<TestLayer>("base_layer", &log));  // a duplicate
         },
         handle));
@@ -464,7 +464,7 @@ TEST(Registry, MovedRegistryKeepsItsPlugins) {
   Registry a;
   ASSERT_TRUE(a.register_plugin(
       "movable", "1", "/fake/movable.so",
-      [&log](Registry& s) { s.add_layer_model(std::make_shared<TestLayer>("movable_layer", &log)); },
+      [&log](Registrar& s) { s.add_layer_model(std::make_shared<TestLayer>("movable_layer", &log)); },
       library_handle(log, "movable")));
   Registry b(std::move(a));
   ASSERT_NE(b.find_layer_model("movable_layer"), nullptr);

@@ -11,12 +11,12 @@
 
 #include <fmt/core.h>
 
-#include <mme/config_reader.hpp>
-#include <mme/error.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_spec.hpp>
-#include <mme/pipeline.hpp>
-#include <mme/training_setup.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/model_spec.hpp>
+#include <mme/engine/pipeline.hpp>
+#include <mme/sdk/training_setup.hpp>
 
 namespace mme {
 namespace {

@@ -8,15 +8,15 @@
 #include <limits>
 #include <string>
 
-#include <mme/checked.hpp>
-#include <mme/config_reader.hpp>
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/pipeline.hpp>
-#include <mme/planner.hpp>
-#include <mme/registry.hpp>
-#include <mme/training_setup.hpp>
+#include <mme/sdk/checked.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/engine/pipeline.hpp>
+#include <mme/planner/planner.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/sdk/training_setup.hpp>
 
 #include "dense_mlp.hpp"
 #include "gqa.hpp"

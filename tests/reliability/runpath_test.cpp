@@ -1,4 +1,4 @@
-// The shipped binaries' RUNPATH (docs/reliability.md, trust model): the executable, libmme and
+// The shipped binaries' RUNPATH (docs/reliability.md, trust model): the executable, the libmme_* libraries and
 // every plugin of the staged install tree carry only $ORIGIN-relative entries, and no empty one
 // (an empty entry makes the dynamic loader search the current folder for libraries: the bug
 // fixed in 511d4e5, where CMake's build rpath came out as '$ORIGIN/../lib:' and '::::').
@@ -62,7 +62,7 @@ DynamicPaths read_dynamic_paths(const fs::path& file) {
 std::vector<fs::path> shipped_binaries() {
   std::vector<fs::path> out{test::mme_exe()};
   for (const auto& e : fs::directory_iterator(test::stage_dir() / "lib"))
-    if (e.is_regular_file() && e.path().filename().string().rfind("libmme.so", 0) == 0) out.push_back(e.path());
+    if (e.is_regular_file() && e.path().filename().string().rfind("libmme_", 0) == 0) out.push_back(e.path());
   for (const auto& e : fs::directory_iterator(test::plugin_dir()))
     if (e.is_regular_file() && e.path().extension() == ".so") out.push_back(e.path());
   return out;
@@ -70,12 +70,13 @@ std::vector<fs::path> shipped_binaries() {
 
 TEST(Runpath, ShippedBinariesHaveNoEmptyOrRelativeEntries) {
   const auto files = shipped_binaries();
-  ASSERT_GE(files.size(), 3u) << "mme, libmme and at least one plugin";
+  // mme, the six framework libraries (framework/CMakeLists.txt) and at least one plugin.
+  ASSERT_GE(files.size(), 8u) << "mme, the libmme_* libraries and at least one plugin";
   for (const auto& f : files) {
     SCOPED_TRACE(f.string());
     const DynamicPaths p = read_dynamic_paths(f);
     EXPECT_FALSE(p.rpath) << "DT_RPATH (searched before LD_LIBRARY_PATH): " << *p.rpath;
-    if (!p.runpath) continue;  // libmme: none, its dependencies are system libraries
+    if (!p.runpath) continue;
     std::string entry;
     std::stringstream entries(*p.runpath);
     int n = 0;
@@ -91,6 +92,13 @@ TEST(Runpath, ShippedBinariesHaveNoEmptyOrRelativeEntries) {
 
 TEST(Runpath, ExpectedEntries) {
   EXPECT_EQ(read_dynamic_paths(test::mme_exe()).runpath.value_or("(none)"), "$ORIGIN/../lib");
+  int libraries = 0;
+  for (const auto& e : fs::directory_iterator(test::stage_dir() / "lib")) {
+    if (e.is_symlink() || !e.is_regular_file() || e.path().filename().string().rfind("libmme_", 0) != 0) continue;
+    ++libraries;  // a framework library finds the others beside it
+    EXPECT_EQ(read_dynamic_paths(e.path()).runpath.value_or("(none)"), "$ORIGIN") << e.path();
+  }
+  EXPECT_EQ(libraries, 6);
   for (const auto& e : fs::directory_iterator(test::plugin_dir())) {
     if (e.path().extension() != ".so") continue;
     EXPECT_EQ(read_dynamic_paths(e.path()).runpath.value_or("(none)"), "$ORIGIN/../..") << e.path();

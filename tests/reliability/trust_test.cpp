@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <mme/plugin_loader.hpp>
+#include <mme/engine/plugin_loader.hpp>
 
 #include "test_support.hpp"
 

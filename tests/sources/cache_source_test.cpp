@@ -2,8 +2,8 @@
 // (models--org--name/refs/<revision> holds a commit; snapshots/<commit>/config.json).
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
-#include <mme/model_source.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "source_test_env.hpp"
 #include "test_support.hpp"

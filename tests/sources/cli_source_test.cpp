@@ -1,5 +1,5 @@
 // The `mme` executable end to end for model resolution: every failure is one line on stderr,
-// nothing on stdout, and the documented exit code (framework/include/mme/error.hpp).
+// nothing on stdout, and the documented exit code (framework/include/mme/sdk/error.hpp).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
-#include <mme/model_source.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "http_test_server.hpp"
 #include "source_test_env.hpp"

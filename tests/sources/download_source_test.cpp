@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
-#include <mme/model_source.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "http_test_server.hpp"
 #include "source_test_env.hpp"

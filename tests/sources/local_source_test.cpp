@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <mme/error.hpp>
-#include <mme/model_source.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/model_source.hpp>
 
 #include "source_test_env.hpp"
 #include "test_support.hpp"

@@ -8,11 +8,11 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/estimator.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/model_source.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/engine/estimator.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
@@ -34,7 +34,7 @@ using ::testing::StartsWith;
 const Registry& registry() {
   static const std::unique_ptr<Registry> r = [] {
     auto reg = std::make_unique<Registry>();
-    auto add = [&](const char* name, void (*fn)(Registry&)) {
+    auto add = [&](const char* name, void (*fn)(Registrar&)) {
       if (!reg->register_plugin(name, "test", "", fn)) throw std::runtime_error(std::string("cannot register ") + name);
     };
     add("layer_gqa", plugins::register_gqa);

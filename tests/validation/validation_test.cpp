@@ -5,11 +5,11 @@
 #include <cmath>
 #include <sstream>
 
-#include <mme/error.hpp>
-#include <mme/megatron_args.hpp>
-#include <mme/model_loader.hpp>
-#include <mme/units.hpp>
-#include <mme/validation.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/sdk/units.hpp>
+#include <mme/validate/validation.hpp>
 
 #include "dense_mlp.hpp"
 #include "gqa.hpp"

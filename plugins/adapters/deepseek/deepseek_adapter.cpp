@@ -32,6 +32,6 @@ ModelSpec DeepSeekAdapter::adapt(const ConfigInput& input) const {
   return deepseek::map_deepseek_config(input, style);
 }
 
-void register_deepseek_adapter(Registry& registry) { registry.add_adapter(std::make_shared<DeepSeekAdapter>()); }
+void register_deepseek_adapter(Registrar& registry) { registry.add_adapter(std::make_shared<DeepSeekAdapter>()); }
 
 }  // namespace mme::plugins

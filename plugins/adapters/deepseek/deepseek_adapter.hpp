@@ -3,8 +3,8 @@
 // dense first layers, noaux_tc expert bias and multi-token prediction.
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -23,6 +23,6 @@ class DeepSeekAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_deepseek_adapter(Registry& registry);
+void register_deepseek_adapter(Registrar& registry);
 
 }  // namespace mme::plugins

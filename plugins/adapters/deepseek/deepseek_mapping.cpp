@@ -1,6 +1,6 @@
 #include "deepseek_mapping.hpp"
 
-#include <mme/config_reader.hpp>
+#include <mme/sdk/config_reader.hpp>
 
 #include "hf_common.hpp"
 

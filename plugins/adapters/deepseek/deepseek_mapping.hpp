@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include <mme/config_adapter.hpp>
-#include <mme/model_spec.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/model_spec.hpp>
 
 namespace mme::plugins::deepseek {
 

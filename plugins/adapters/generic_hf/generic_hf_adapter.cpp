@@ -5,8 +5,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/config_reader.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "hf_common.hpp"
 
@@ -241,7 +241,7 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   return spec;
 }
 
-void register_generic_hf_adapter(Registry& registry) {
+void register_generic_hf_adapter(Registrar& registry) {
   registry.add_adapter(std::make_shared<GenericHfAdapter>());
 }
 

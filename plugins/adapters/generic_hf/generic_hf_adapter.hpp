@@ -6,8 +6,8 @@
 // without the essential keys (naming them), and warns about keys it sees but cannot honour.
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -24,6 +24,6 @@ class GenericHfAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_generic_hf_adapter(Registry& registry);
+void register_generic_hf_adapter(Registrar& registry);
 
 }  // namespace mme::plugins

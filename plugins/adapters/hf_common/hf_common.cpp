@@ -6,7 +6,7 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins::hf {
 

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <mme/config_adapter.hpp>
-#include <mme/config_reader.hpp>
-#include <mme/model_spec.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/model_spec.hpp>
 
 namespace mme::plugins::hf {
 

@@ -2,9 +2,9 @@
 
 #include <fmt/core.h>
 
-#include <mme/config_reader.hpp>
-#include <mme/error.hpp>
-#include <mme/megatron_args.hpp>
+#include <mme/sdk/config_reader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/megatron_args.hpp>
 
 namespace mme::plugins {
 
@@ -171,6 +171,6 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   return m;
 }
 
-void register_megatron_args(Registry& registry) { registry.add_adapter(std::make_shared<MegatronArgsAdapter>()); }
+void register_megatron_args(Registrar& registry) { registry.add_adapter(std::make_shared<MegatronArgsAdapter>()); }
 
 }  // namespace mme::plugins

@@ -4,8 +4,8 @@
 // positions, biases on, dropout 0.1, GPT-2 BPE vocabulary (50257), tied embeddings.
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -20,6 +20,6 @@ class MegatronArgsAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_megatron_args(Registry& registry);
+void register_megatron_args(Registrar& registry);
 
 }  // namespace mme::plugins

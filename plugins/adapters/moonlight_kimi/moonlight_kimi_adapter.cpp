@@ -35,7 +35,7 @@ ModelSpec MoonlightKimiAdapter::adapt(const ConfigInput& input) const {
   return deepseek::map_deepseek_config(input, style);
 }
 
-void register_moonlight_kimi_adapter(Registry& registry) {
+void register_moonlight_kimi_adapter(Registrar& registry) {
   registry.add_adapter(std::make_shared<MoonlightKimiAdapter>());
 }
 

@@ -8,8 +8,8 @@
 //    numbers are the same whichever adapter is loaded.
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -30,6 +30,6 @@ class MoonlightKimiAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_moonlight_kimi_adapter(Registry& registry);
+void register_moonlight_kimi_adapter(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -1,4 +1,4 @@
-#include <mme/plugin.hpp>
+#include <mme/sdk/plugin.hpp>
 
 #include "qwen_adapter.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include <mme/config_reader.hpp>
+#include <mme/sdk/config_reader.hpp>
 
 #include "hf_common.hpp"
 
@@ -91,6 +91,6 @@ ModelSpec QwenAdapter::adapt(const ConfigInput& input) const {
   return spec;
 }
 
-void register_qwen_adapter(Registry& registry) { registry.add_adapter(std::make_shared<QwenAdapter>()); }
+void register_qwen_adapter(Registrar& registry) { registry.add_adapter(std::make_shared<QwenAdapter>()); }
 
 }  // namespace mme::plugins

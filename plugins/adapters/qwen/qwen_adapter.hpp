@@ -3,8 +3,8 @@
 // (qwen3: q/k norm, explicit head_dim) and Qwen3-MoE (qwen3_moe).
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -20,6 +20,6 @@ class QwenAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_qwen_adapter(Registry& registry);
+void register_qwen_adapter(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/error.hpp>
-#include <mme/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/inputs/spec_file.hpp>
 
 namespace mme::plugins {
 
@@ -143,6 +143,6 @@ ModelSpec SpecFileAdapter::adapt(const ConfigInput& input) const {
   return m;
 }
 
-void register_spec_file_adapter(Registry& registry) { registry.add_adapter(std::make_shared<SpecFileAdapter>()); }
+void register_spec_file_adapter(Registrar& registry) { registry.add_adapter(std::make_shared<SpecFileAdapter>()); }
 
 }  // namespace mme::plugins

@@ -1,13 +1,13 @@
 // Config adapter "spec_file": builds the model from the model section of a spec file
 // (docs/spec-files.md), in Megatron-LM's TransformerConfig names with the configuration
 // guide's defaults: RMSNorm, SwiGLU (gated), rotary positions, no linear biases, untied
-// embeddings, no dropout. libmme reads the file (mme/spec_file.hpp) and hands the section over
+// embeddings, no dropout. libmme reads the file (mme/inputs/spec_file.hpp) and hands the section over
 // as a config document marked {"mme_source": "spec-file"}; every error names the file, the line
 // and the field.
 #pragma once
 
-#include <mme/config_adapter.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/config_adapter.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -22,6 +22,6 @@ class SpecFileAdapter final : public ConfigAdapter {
   ModelSpec adapt(const ConfigInput& input) const override;
 };
 
-void register_spec_file_adapter(Registry& registry);
+void register_spec_file_adapter(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -7,7 +7,7 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kReserved = 1024 * kMiB;  // HIP context + RCCL buffers
 }  // namespace
 
-void register_amd_cdna(Registry& r) {
+void register_amd_cdna(Registrar& r) {
   // AMD Instinct MI300X data sheet (2023): 192 GB HBM3 at 5.3 TB/s, BF16 dense 1,307.4
   // TFLOPS, FP8 dense 2,614.9 TFLOPS, Infinity Fabric 896 GB/s aggregate per GPU.
   // rocm-smi reports 205,822,885,888 bytes of VRAM (196288 MiB).

@@ -1,8 +1,9 @@
 // Hardware profiles of AMD Instinct CDNA GPUs (MI300X).
 #pragma once
 
-#include <mme/registry.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
-void register_amd_cdna(Registry& registry);
+void register_amd_cdna(Registrar& registry);
 }

@@ -15,10 +15,10 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/error.hpp>
-#include <mme/input_text.hpp>
-#include <mme/units.hpp>
-#include <mme/json_text.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/units.hpp>
+#include <mme/sdk/json_text.hpp>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -315,18 +315,18 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>&
   return accepted;
 }
 
-void register_json_profiles(Registry& registry) {
+void register_json_profiles(Registrar& registry) {
   auto warn = [](const std::string& message) { spdlog::warn("{}", message); };
   const auto files =
       hardware_profile_files(env_or_empty("MME_HARDWARE_PATH"), env_or_empty("MME_HARDWARE_FILES"), warn);
   if (files.empty()) return;
-  const Registry* host = registry.host();
+  const HostView* host = registry.host();
   auto taken_by = [host](const std::string& name) -> std::string {
     if (!host) return {};
     const HardwareProfile* h = host->find_hardware(name);
     if (!h) return {};
-    for (const auto& r : host->hardware())
-      if (r.object.get() == h) return fmt::format("profile '{}' of plugin {}", h->name, r.plugin);
+    if (std::string owner = host->hardware_owner(name); !owner.empty())
+      return fmt::format("profile '{}' of plugin {}", h->name, owner);
     return fmt::format("profile '{}'", h->name);
   };
   for (auto& h : load_hardware_profiles(files, taken_by, warn)) registry.add_hardware(std::move(h));

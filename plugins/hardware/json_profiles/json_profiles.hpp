@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <mme/hardware_profile.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -50,7 +50,7 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<std::files
                                                     const std::function<void(const std::string&)>& warn);
 
 // The plugin's registration: files from the environment, names checked against what the
-// host registry already holds (Registry::host()), warnings through spdlog.
-void register_json_profiles(Registry& registry);
+// host registry already holds (Registrar::host()), warnings through spdlog.
+void register_json_profiles(Registrar& registry);
 
 }  // namespace mme::plugins

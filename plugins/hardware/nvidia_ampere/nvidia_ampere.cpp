@@ -9,7 +9,7 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kReserved = 1024 * kMiB;
 }  // namespace
 
-void register_nvidia_ampere(Registry& r) {
+void register_nvidia_ampere(Registrar& r) {
   // NVIDIA A100 Tensor Core GPU datasheet (2021): A100 40GB SXM, HBM2 1,555 GB/s, BF16 dense
   // 312 TFLOPS, NVLink 600 GB/s. nvidia-smi reports 40960 MiB.
   r.add_hardware({"A100-SXM-40GB", "NVIDIA", "ampere", {"A100-40GB", "a100-40g", "A100 40GB", "A100-40"},

@@ -1,8 +1,9 @@
 // Hardware profiles of NVIDIA Ampere data-centre GPUs (A100 40GB, A100 80GB).
 #pragma once
 
-#include <mme/registry.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
-void register_nvidia_ampere(Registry& registry);
+void register_nvidia_ampere(Registrar& registry);
 }

@@ -1,4 +1,4 @@
-#include <mme/plugin.hpp>
+#include <mme/sdk/plugin.hpp>
 
 #include "nvidia_blackwell.hpp"
 

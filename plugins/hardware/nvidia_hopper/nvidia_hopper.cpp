@@ -8,7 +8,7 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kReserved = 1024 * kMiB;
 }  // namespace
 
-void register_nvidia_hopper(Registry& r) {
+void register_nvidia_hopper(Registrar& r) {
   // NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: HBM3 3.35 TB/s, BF16 dense 989
   // TFLOPS, FP8 dense 1,979 TFLOPS, NVLink 900 GB/s. nvidia-smi reports 81559 MiB.
   r.add_hardware({"H100-SXM-80GB", "NVIDIA", "hopper", {"H100", "H100-SXM", "h100-80gb", "H100 80GB", "H100-80G"},

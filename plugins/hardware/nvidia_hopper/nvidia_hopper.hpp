@@ -1,8 +1,9 @@
 // Hardware profiles of NVIDIA Hopper GPUs (H100 SXM/PCIe, H800, H20, H200).
 #pragma once
 
-#include <mme/registry.hpp>
+#include <mme/sdk/hardware_profile.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
-void register_nvidia_hopper(Registry& registry);
+void register_nvidia_hopper(Registrar& registry);
 }

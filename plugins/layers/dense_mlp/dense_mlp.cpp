@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/block_helpers.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
@@ -57,6 +57,6 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   out.transient = transient.value();
 }
 
-void register_dense_mlp(Registry& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }
+void register_dense_mlp(Registrar& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }
 
 }  // namespace mme::plugins

@@ -3,8 +3,8 @@
 // activation (SwiGLU/GeGLU gated or plain), linear_fc2, bias-dropout-add).
 #pragma once
 
-#include <mme/layer_model.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/layer_model.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -20,6 +20,6 @@ class DenseMlpModel final : public LayerMemoryModel {
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
 };
 
-void register_dense_mlp(Registry& registry);
+void register_dense_mlp(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -5,8 +5,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/block_helpers.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
@@ -100,6 +100,6 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }
 
-void register_gqa(Registry& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }
+void register_gqa(Registrar& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }
 
 }  // namespace mme::plugins

@@ -4,8 +4,8 @@
 // bias-dropout-add).
 #pragma once
 
-#include <mme/layer_model.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/layer_model.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -21,6 +21,6 @@ class GqaAttentionModel final : public LayerMemoryModel {
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
 };
 
-void register_gqa(Registry& registry);
+void register_gqa(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/block_helpers.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
@@ -97,6 +97,6 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }
 
-void register_mla(Registry& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }
+void register_mla(Registrar& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }
 
 }  // namespace mme::plugins

@@ -4,8 +4,8 @@
 // attention over n full heads, linear_proj, bias-dropout-add).
 #pragma once
 
-#include <mme/layer_model.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/layer_model.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -21,6 +21,6 @@ class MlaAttentionModel final : public LayerMemoryModel {
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
 };
 
-void register_mla(Registry& registry);
+void register_mla(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -4,8 +4,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/block_helpers.hpp>
-#include <mme/error.hpp>
+#include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
@@ -137,6 +137,6 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   out.transient = transient.value();
 }
 
-void register_moe(Registry& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }
+void register_moe(Registrar& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }
 
 }  // namespace mme::plugins

@@ -3,9 +3,9 @@
 // dispatcher, grouped routed experts (TEGroupedMLP), optional shared experts and gate).
 #pragma once
 
-#include <mme/checked.hpp>
-#include <mme/layer_model.hpp>
-#include <mme/registry.hpp>
+#include <mme/sdk/checked.hpp>
+#include <mme/sdk/layer_model.hpp>
+#include <mme/sdk/registrar.hpp>
 
 namespace mme::plugins {
 
@@ -26,6 +26,6 @@ class MoeModel final : public LayerMemoryModel {
   static CheckedInt expert_tokens(const BlockContext& ctx);
 };
 
-void register_moe(Registry& registry);
+void register_moe(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -1,12 +1,12 @@
 // MME_PLUGIN by hand, with api_version one past this SDK's.
-#include <mme/plugin.hpp>
+#include <mme/sdk/plugin.hpp>
 
 namespace {
-void register_nothing(mme::Registry&) {}
+void register_nothing(mme::Registrar&) {}
 const mme::PluginInfo* entry() {
   static const mme::PluginInfo info{mme::kPluginApiVersion + 1, MME_ABI_TAG, "wrong_api", "1.0.0", &register_nothing};
   return &info;
 }
 }  // namespace
 
-BOOST_DLL_ALIAS(entry, mme_plugin_entry)
+extern "C" __attribute__((visibility("default"))) const mme::PluginInfo* mme_plugin_info() { return entry(); }

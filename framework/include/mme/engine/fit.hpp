@@ -1,0 +1,36 @@
+// Fit verdicts: does the peak rank fit a GPU? The estimate's total is what the PyTorch
+// allocator hands out (torch.cuda.max_memory_allocated); the device needs the CUDA context and
+// NCCL buffers on top (the profile's reserved bytes) and the caching allocator's slack (the
+// headroom, a fraction of the capacity).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mme/engine/estimator.hpp"
+#include "mme/sdk/hardware_profile.hpp"
+
+namespace mme {
+
+inline constexpr double kDefaultHeadroom = 0.05;  // 5% of capacity kept free for allocator fragmentation
+
+struct FitVerdict {
+  const HardwareProfile* hardware = nullptr;
+  std::int64_t capacity_bytes = 0;
+  std::int64_t usable_bytes = 0;   // capacity - reserved - headroom
+  std::int64_t needed_bytes = 0;   // the peak stage's upper bound (or total, on the point estimate)
+  bool on_bound = true;            // judged on the upper bound (the default) or the point estimate
+  bool fits = false;
+  std::int64_t headroom_bytes = 0;  // usable - needed (negative: short by that much)
+  std::int64_t reserved_bytes = 0;  // what the CUDA context and NCCL take (the profile's, or the override)
+  std::int64_t kept_free_bytes = 0; // the headroom fraction of the capacity
+  double headroom_fraction = 0;
+};
+
+// Judges on the estimate's upper bound unless `on_bound` is false (then on the point estimate).
+// `reserved_bytes` >= 0 replaces the profile's reserved bytes (the Hugging Face Space's
+// "overhead per GPU", `mme estimate --overhead-per-gpu`).
+FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction,
+                     bool on_bound = true, std::int64_t reserved_bytes = -1);
+
+}  // namespace mme

@@ -1,0 +1,18 @@
+// The layout checks of a training setup, run by the host before any layer model sees it.
+#pragma once
+
+#include "mme/sdk/model_spec.hpp"
+#include "mme/sdk/training_setup.hpp"
+
+namespace mme {
+
+// Fills the derived fields and the defaults that depend on other knobs. Throws LayoutError
+// for sizes that are not positive or larger than the bounds above, and world sizes that do not
+// divide.
+TrainingSetup resolve_setup(TrainingSetup setup);
+
+// Checks the layout against a model the way Megatron-LM does (heads by TP, experts by EP,
+// layers over PP/VPP, sequence by CP, ...). Throws LayoutError naming the numbers.
+void validate_setup(const ModelSpec& model, const TrainingSetup& setup);
+
+}  // namespace mme

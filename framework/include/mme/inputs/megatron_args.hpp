@@ -1,0 +1,76 @@
+// Megatron-LM launch flags as input: a shell-like tokenizer for a pasted launch line or an
+// argument file (quotes, comments, line continuations, bash arrays), the flags as a config
+// document for the megatron_args adapter, and the training setup they describe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mme/sdk/training_setup.hpp"
+
+namespace mme {
+
+class MegatronArgs;
+MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
+
+class MegatronArgs {
+ public:
+  // A flag and the values that followed it ("--recompute-modules core_attn mlp" has two).
+  struct Flag {
+    std::string name;  // without the leading "--", '_' normalised to '-'
+    std::vector<std::string> values;
+  };
+
+  // Later flags override earlier ones. One call is linear in the flags already set; the
+  // parser and from_config() build the list in linear time instead (100 000 flags: docs/reliability.md).
+  void set(std::string name, std::vector<std::string> values);
+  bool has(std::string_view name) const;
+  // The value joined by spaces; nullopt if the flag is absent; "" for a bare switch.
+  std::optional<std::string> value(std::string_view name) const;
+  // A switch: present without a value, or with a true-ish value ("True", "1").
+  bool enabled(std::string_view name) const;
+  const std::vector<Flag>& flags() const { return flags_; }
+
+  // Environment variables of the run (a launch script's `export NAME=VALUE` lines, --env):
+  // later ones override earlier ones.
+  void set_env(const std::string& name, const std::string& value);
+  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+
+  // {"mme_source": "megatron-args", "args": {"num-layers": "32", "swiglu": true, ...}}
+  nlohmann::json to_config() const;
+  static MegatronArgs from_config(const nlohmann::json& config);
+
+ private:
+  friend MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
+  std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> env_;
+};
+
+// Tokenizes a launch line or file: words before the first flag (python, pretrain_gpt.py) are
+// ignored; `--flag=value` and `--flag value...` both work; '#' starts a comment; backslash-
+// newline joins lines; quotes group; bash array brackets are skipped. `export NAME=VALUE`
+// (and a bare `NAME=VALUE` of a variable mme models, such as NVTE_FLASH_ATTN) sets an
+// environment variable of the run. `source` names the text in errors (UsageError).
+MegatronArgs parse_megatron_args(std::string_view text, const std::string& source);
+
+// True if the config document came from Megatron flags.
+bool is_megatron_args_config(const nlohmann::json& config);
+
+// The training setup the flags describe, on top of `base`, with Megatron-LM's own defaults
+// where a flag is absent (no sequence parallelism, no distributed optimizer, fp32 unless
+// --bf16/--fp16, allgather dispatcher, ...). World size from --world-size or torchrun's
+// --nnodes x --nproc-per-node when present. The environment variables (args.env()) are applied
+// after the flags; --deterministic-mode sets Megatron-LM's determinism defaults
+// (NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, CUBLAS_WORKSPACE_CONFIG=:4096:8) unless env sets them.
+TrainingSetup setup_from_megatron_args(const MegatronArgs& args, TrainingSetup base);
+
+// Parses Megatron's --moe-layer-freq: an integer N (every N-th layer, i % N == 0) or a Python
+// list expression such as "([0]*3+[1]*5)". Returns one 0/1 per layer. Throws ConfigError.
+std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers);
+
+}  // namespace mme

@@ -1,0 +1,98 @@
+// Small helpers for layer-memory models (plugins): the terms every transformer block shares.
+// Sizes are CheckedInt (checked.hpp): a block model that declares its operands CheckedInt gets
+// every product checked, so config values too large for 64 bits are an error, not a wrap.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "mme/sdk/checked.hpp"
+#include "mme/sdk/layer_model.hpp"
+
+namespace mme {
+
+// Elements of one norm's weights: RMSNorm has a scale, LayerNorm a scale and a bias.
+inline CheckedInt norm_weight_count(const ModelSpec& m, CheckedInt width) {
+  return CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * width;
+}
+
+// Bytes of the 1-byte mask a bias-dropout-add keeps for its [s/TP, b, h] output
+// (fused_bias_dropout.py), zero without hidden dropout.
+inline CheckedInt bda_dropout_mask_bytes(const BlockContext& ctx) {
+  return ctx.hidden_dropout > 0 ? CheckedInt(ctx.local_tokens) * ctx.model.hidden_size : CheckedInt(0);
+}
+
+// Key length the unfused attention scores of one CP rank span.
+inline CheckedInt attention_key_length(const BlockContext& ctx) { return CheckedInt(ctx.setup.seq_length) / ctx.cp; }
+
+// Bytes per element of the unfused [b, heads/TP, s, s] score tensors kept for backward
+// (dot_product_attention.py): softmax output, plus dropout mask (1 B) and output with dropout.
+inline CheckedInt unfused_score_bytes_per_element(const BlockContext& ctx, CheckedInt heads_per_rank) {
+  const CheckedInt dropout = ctx.attention_dropout > 0 ? CheckedInt(1) + ctx.act_bytes : CheckedInt(0);
+  // Megatron's FusedScaleMaskSoftmax (fusions/fused_softmax.py) falls back to torch softmax when
+  // --no-masked-softmax-fusion is given or the fused kernel does not take the shape
+  // (is_kernel_available: 16 < s_k <= 4096, s_q and s_k divisible by 4, b * heads divisible by 4).
+  // With softmax_in_fp32 (--attention-softmax-in-fp32, forced by
+  // --apply-query-key-layer-scaling) forward_torch_softmax then keeps the fp32 softmax output,
+  // and without dropout the 16-bit cast of it too, which the bmm with V keeps.
+  const std::int64_t sk = ctx.setup.seq_length / ctx.cp;
+  const bool kernel = ctx.setup.masked_softmax_fusion && 16 < sk && sk <= 4096 && sk % 4 == 0 &&
+                      (ctx.setup.micro_batch_size * heads_per_rank.value()) % 4 == 0;
+  if (!ctx.setup.transformer_engine && ctx.act_bytes == 2 && ctx.setup.attention_softmax_in_fp32 && !kernel)
+    return CheckedInt(4) + (ctx.attention_dropout > 0 ? dropout : CheckedInt(ctx.act_bytes));
+  return CheckedInt(ctx.act_bytes) + dropout;
+}
+
+// Megatron's own DotProductAttention (--transformer-impl local) computes the raw scores with
+// baddbmm into the global memory buffer (dot_product_attention.py, get_tensor(..., "mpu")):
+// [b * n/TP, s, s_k] in the activation dtype, allocated once and kept. TE's unfused attention
+// allocates its scores per call instead. Returns 0 where no such buffer exists.
+inline CheckedInt local_attention_score_buffer(const BlockContext& ctx, CheckedInt heads_per_rank,
+                                               CheckedInt key_length) {
+  if (ctx.setup.transformer_engine || ctx.setup.attention_backend == AttentionBackend::kFlash) return 0;
+  return CheckedInt(ctx.act_bytes) * ctx.tokens * heads_per_rank * key_length;
+}
+
+// What Transformer Engine's context-parallel attention holds at its busiest moment beyond the
+// gradients of Q, K and V that a block without CP already counts in its backward transient
+// (attention/dot_product_attention/context_parallel.py). q, kv and o are the bytes of this CP
+// rank's Q, K+V and output. The tensors saved for backward are the same as without CP (the p2p
+// path saves the last KV it received instead of K and V; a2a saves the exchanged shards).
+// Zero without CP or with unfused attention (which refuses CP).
+inline CheckedInt context_parallel_attention_transient(const BlockContext& ctx, CheckedInt q, CheckedInt kv,
+                                                       CheckedInt o) {
+  if (ctx.cp <= 1 || ctx.setup.attention_backend != AttentionBackend::kFlash) return 0;
+  const CheckedInt cp = ctx.cp;
+  // AttnFuncWithCPAndKVP2P.backward: dq_buffer (one Q) and two [2, K+V] ring buffers that carry
+  // KV and dKV; the per-step dq_/dk_/dv_ are the gradients already counted. Its forward holds
+  // two KV ring buffers and the cp per-step outputs (out_per_step) until the final correction;
+  // whichever is larger.
+  const CheckedInt p2p_backward = q + 4 * kv, p2p_forward = 2 * kv + cp * o;
+  const CheckedInt p2p = std::max(p2p_backward.value(), p2p_forward.value() - (q + kv).value());
+  // AttnFuncWithCPAndKVAllGather.backward: dk/dv of the whole sequence (zeros, cp x KV) and the
+  // re-gathered k_ag/v_ag (cp x KV).
+  const CheckedInt all_gather = 2 * cp * kv;
+  // AttnFuncWithCPAndQKVOA2A.backward: dout exchanged by all-to-all (one O) and dq/dk/dv
+  // exchanged back (one Q + KV) next to the kernel's own.
+  const CheckedInt a2a = o + q + kv;
+  switch (ctx.setup.cp_comm_type) {
+    case CpCommType::kP2P: return p2p;
+    case CpCommType::kAllGather: return all_gather;
+    case CpCommType::kA2A: return a2a;
+    case CpCommType::kA2AP2P: return p2p + a2a;  // the a2a exchange inside, the ring across
+  }
+  return p2p;
+}
+
+// Adds a parameter term whose per-rank share is total / divisor.
+inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard,
+                      CheckedInt total, CheckedInt divisor, CheckedInt active = -1) {
+  out.terms.push({name, group, shard, total.value(), (total / divisor).value(),
+                  active < 0 ? total.value() : active.value()});
+}
+
+inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes) {
+  if (bytes != 0) out.saved.push({name, bytes.value()});
+}
+
+}  // namespace mme

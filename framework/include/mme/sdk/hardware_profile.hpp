@@ -1,0 +1,42 @@
+// HardwareProfile: what the fit verdict and a later time model need to know about one GPU.
+// Plugins register profiles as values (a "tiny plugin"), the json_profiles plugin reads them
+// from files, so a new GPU needs no compiler.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mme {
+
+struct HardwareProfile {
+  std::string name;                  // canonical name, e.g. "H100-SXM-80GB"
+  std::string vendor;                // "NVIDIA", "AMD", ...
+  std::string architecture;          // "ampere", "hopper", "blackwell", "cdna3", ...
+  std::vector<std::string> aliases;  // what users type: "H100", "h100-80gb", ...
+  std::int64_t memory_bytes = 0;     // capacity as the driver reports it (nvidia-smi)
+  std::int64_t reserved_bytes = 0;   // kept by the CUDA context, driver and NCCL, not allocatable
+  double hbm_bandwidth_gbps = 0;     // GB/s
+  double bf16_tflops = 0;            // dense
+  double fp8_tflops = 0;             // dense, 0 = not supported
+  double link_bandwidth_gbps = 0;    // intra-node GPU-to-GPU (NVLink / Infinity Fabric), GB/s per GPU
+  std::string source;                // datasheet the figures come from
+  // CUDA compute capability as major x 10 + minor (80 A100, 90 H100, 100 B200): what PyTorch
+  // and Transformer Engine choose workspace sizes and attention kernels by. 0 = not a CUDA
+  // device (ROCm), which takes the defaults of CUDA GPUs before Hopper.
+  int compute_capability = 0;
+};
+
+// The compute capability an estimate assumes when no GPU is named: Hopper's.
+inline constexpr int kDefaultComputeCapability = 90;
+
+// The bytes a training process can allocate on this GPU.
+// Canonical form used to compare hardware names: lower case, no '-', '_' or spaces.
+std::string normalize_hardware_name(std::string_view name);
+
+inline std::int64_t allocatable_bytes(const HardwareProfile& hw) {
+  return hw.memory_bytes - hw.reserved_bytes;
+}
+
+}  // namespace mme

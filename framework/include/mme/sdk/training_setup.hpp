@@ -1,0 +1,257 @@
+// TrainingSetup: the parallel layout and training knobs of one Megatron-LM run. A plain value
+// type; `resolve_setup` fills the defaults that depend on other knobs (ETP = TP, SP on with
+// TP > 1, DP from the world size) and `validate_setup` checks it against a model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mme {
+
+struct ModelSpec;
+
+enum class Precision { kBF16, kFP16, kFP8, kFP32 };
+enum class DType { kFP32, kBF16, kFP16, kFP8 };
+
+// Bytes per element of a tensor of dtype d.
+constexpr std::int64_t dtype_bytes(DType d) {
+  switch (d) {
+    case DType::kFP32: return 4;
+    case DType::kBF16:
+    case DType::kFP16: return 2;
+    case DType::kFP8: return 1;
+  }
+  return 4;
+}
+// --attention-backend. kFlash stands for every kernel that keeps no s^2 score tensors (flash-attn,
+// cuDNN fused attention); kAuto is Transformer Engine's own choice, resolved by
+// resolve_attention() from the GPU architecture and the NVTE_* environment.
+enum class AttentionBackend { kFlash, kUnfused, kAuto };
+enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
+// --cp-comm-type: how Transformer Engine's attention exchanges the sequence shards of a CP group
+// (attention/dot_product_attention/context_parallel.py attn_forward_func_with_cp).
+enum class CpCommType { kP2P, kAllGather, kA2A, kA2AP2P };
+enum class RecomputeGranularity { kNone, kSelective, kFull };
+enum class RecomputeMethod { kUniform, kBlock };
+
+// Selective-recompute modules (Megatron's --recompute-modules), as bit flags.
+enum RecomputeModule : std::uint32_t {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeMlp = 1u << 1,
+  kRecomputeMoe = 1u << 2,
+  kRecomputeMoeAct = 1u << 3,
+  kRecomputeLayernorm = 1u << 4,
+  kRecomputeMlaUpProj = 1u << 5,
+  kRecomputeSharedExperts = 1u << 6,
+};
+
+struct ParallelLayout {
+  std::int64_t tp = 1;   // tensor_model_parallel_size
+  std::int64_t pp = 1;   // pipeline_model_parallel_size
+  std::int64_t vpp = 1;  // virtual pipeline chunks per PP rank (1 = not interleaved)
+  std::int64_t ep = 1;   // expert_model_parallel_size
+  std::int64_t etp = 0;  // expert_tensor_parallel_size (0 = unset: Megatron uses TP)
+  std::int64_t cp = 1;   // context_parallel_size
+  std::int64_t world_size = 8;
+  std::optional<bool> sequence_parallel;  // unset: on when TP > 1
+
+  // Derived (valid after resolve_setup).
+  std::int64_t dp = 0;          // data parallel = world / (tp * pp * cp)
+  std::int64_t expert_dp = 0;   // expert data parallel = world / (etp * ep * pp)
+};
+
+struct RecomputeSettings {
+  RecomputeGranularity granularity = RecomputeGranularity::kNone;
+  RecomputeMethod method = RecomputeMethod::kUniform;
+  std::int64_t num_layers = 1;
+  std::uint32_t modules = kRecomputeCoreAttn;  // selective modules (Megatron default core_attn)
+
+  bool has(RecomputeModule m) const {
+    return granularity == RecomputeGranularity::kSelective && (modules & m) != 0;
+  }
+};
+
+struct PipelineSplit {
+  std::optional<std::int64_t> first_stage_layers;  // --num-layers-in-first-pipeline-stage
+  std::optional<std::int64_t> last_stage_layers;   // --num-layers-in-last-pipeline-stage
+  bool account_for_embedding = false;              // --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;                   // --account-for-loss-in-pipeline-split
+  std::string layout;                              // --pipeline-model-parallel-layout
+  // --num-layers-per-virtual-pipeline-stage: VPP = (layers / PP) / this (arguments.py).
+  std::optional<std::int64_t> layers_per_virtual_stage;
+  // --microbatch-group-size-per-virtual-pipeline-stage (unset: PP, Megatron's default).
+  std::optional<std::int64_t> microbatch_group_size;
+};
+
+struct OptimizerSettings {
+  bool distributed = true;                 // --use-distributed-optimizer
+  std::int64_t instances = 1;              // --num-distributed-optimizer-instances
+  // --main-grads-dtype: the gradient buffer's dtype. Unset = Megatron-LM's default: fp32 for
+  // bf16/fp8 training (accumulate_allreduce_grads_in_fp32 is switched on), fp16 for fp16.
+  std::optional<DType> main_grads;
+  bool precision_aware = false;            // --use-precision-aware-optimizer
+  DType main_params = DType::kFP32;        // --main-params-dtype
+  DType exp_avg = DType::kFP32;            // --exp-avg-dtype
+  DType exp_avg_sq = DType::kFP32;         // --exp-avg-sq-dtype
+  bool store_param_remainders = true;      // TE FusedAdam keeps a 16-bit remainder of bf16 params
+  double cpu_offload_fraction = 0.0;       // --optimizer-offload-fraction with --optimizer-cpu-offload
+  std::string name = "adam";               // --optimizer (adam | sgd | muon)
+};
+
+// Sharded data parallelism: Megatron-FSDP (--use-megatron-fsdp, distributed/fsdp/) or PyTorch
+// FSDP2 (--use-torch-fsdp2, distributed/torch_fully_sharded_data_parallel.py). What each
+// strategy shards: no_shard nothing, optim the fp32 main params and Adam states, optim_grads
+// also the gradients, optim_grads_params also the 16-bit weights (ZeRO-3).
+enum class FsdpKind { kNone, kMegatron, kTorchFsdp2 };
+enum class FsdpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
+struct FsdpSettings {
+  FsdpKind kind = FsdpKind::kNone;
+  FsdpSharding strategy = FsdpSharding::kOptimGradsParams;  // --data-parallel-sharding-strategy
+  FsdpSharding outer = FsdpSharding::kNoShard;  // --outer-dp-sharding-strategy (HSDP: no_shard or optim)
+  DType main_params = DType::kFP32;              // --megatron-fsdp-main-params-dtype
+  std::optional<DType> main_grads;               // --megatron-fsdp-main-grads-dtype (unset: auto)
+  std::optional<DType> grad_comm;                // --megatron-fsdp-grad-comm-dtype (unset: auto)
+  bool double_buffer = false;                    // --fsdp-double-buffer
+  std::int64_t communication_unit_size = 0;      // --suggested-communication-unit-size (0: unset)
+  bool reshard_after_forward = true;             // FSDP2; --torch-fsdp2-no-reshard-after-forward
+};
+
+struct TrainingSetup {
+  ParallelLayout parallel;
+  PipelineSplit pipeline;
+  RecomputeSettings recompute;
+  OptimizerSettings optimizer;
+  FsdpSettings fsdp;
+
+  std::int64_t micro_batch_size = 1;
+  std::int64_t seq_length = 4096;
+  std::int64_t global_batch_size = 0;  // 0 = not given: assume enough micro-batches to fill the pipeline
+
+  Precision precision = Precision::kBF16;
+  bool fp8_param_gather = false;  // --fp8-param-gather
+  AttentionBackend attention_backend = AttentionBackend::kAuto;  // Megatron-LM's default
+  // What Transformer Engine's get_attention_backend (attention/dot_product_attention/utils.py)
+  // reads besides the model: NVTE_FLASH_ATTN / NVTE_FUSED_ATTN (1 unless set), determinism
+  // (NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, which --deterministic-mode sets), and whether flash-attn
+  // >= 2.4.1 is installed (unset: unknown; the bound then covers the unfused fallback).
+  struct AttentionEnvironment {
+    bool flash_enabled = true;
+    bool fused_enabled = true;
+    bool deterministic = false;
+    std::optional<bool> flash_attn_installed;
+  } attention_env;
+  // --cross-entropy-fusion-impl: native (megatron/core/fusions/fused_cross_entropy.py) or te.
+  bool cross_entropy_te = false;
+  bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion turns it off
+  bool masked_softmax_fusion = true;         // --no-masked-softmax-fusion turns it off
+  // --attention-softmax-in-fp32 (set by --apply-query-key-layer-scaling): what Megatron's own
+  // attention softmax computes in when it falls back to torch softmax.
+  bool attention_softmax_in_fp32 = false;
+  // --defer-embedding-wgrad-compute and --wgrad-deferral-limit (0 = every micro-batch).
+  bool defer_embedding_wgrad = false;
+  std::int64_t wgrad_deferral_limit = 0;
+  // The share of tokens the busiest expert rank receives, relative to its even share
+  // (--moe-routing-imbalance, 1 = perfectly balanced). The point estimate uses 1; the upper
+  // bound uses this value (resolve_setup fills the documented default when unset).
+  std::optional<double> moe_routing_imbalance;
+  // Environment variables that decided something (NAME=value), for the report.
+  std::vector<std::string> environment_used;
+  std::vector<std::string> environment_ignored;  // given, but without a memory effect mme models
+  // --transformer-impl: transformer_engine (default) or local (Megatron's own layers: unfused
+  // DotProductAttention, no Transformer Engine workspaces).
+  bool transformer_engine = true;
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
+  std::optional<double> moe_capacity_factor;  // --moe-expert-capacity-factor (unset: dropless)
+  bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
+  bool moe_grouped_gemm = true;               // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
+  bool cross_entropy_fusion = false;          // --cross-entropy-loss-fusion
+  CpCommType cp_comm_type = CpCommType::kP2P;  // --cp-comm-type (Megatron-LM's default: p2p)
+  // CUBLAS_WORKSPACE_CONFIG (e.g. ":4096:8", what deterministic runs set); empty = PyTorch's
+  // default for the GPU architecture.
+  std::string cublas_workspace_config;
+  std::int64_t make_vocab_size_divisible_by = 128;
+
+  // Dropout overrides (unset: the model's own rates).
+  std::optional<double> hidden_dropout;
+  std::optional<double> attention_dropout;
+
+  // Derived (valid after resolve_setup).
+  std::int64_t num_micro_batches = 0;  // m per step (0 = unknown: pipeline assumed full)
+};
+
+// The largest sizes resolve_setup accepts (the CLI and spec files use the same bounds): far
+// beyond any real run, and small enough that products of them with model sizes stay in 64 bits.
+inline constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;  // TP, PP, VPP, EP, ETP, CP, PP x VPP
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 40;     // GPUs, global batch size
+inline constexpr std::int64_t kMaxSequenceSize = std::int64_t{1} << 24;  // sequence length, micro-batch size
+inline constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 32;  // sequence length x micro-batch size
+
+// Transformer Engine's attention choice for a run on a GPU of CUDA compute capability
+// `compute_capability` (80, 90, 100, ...; 0 = not CUDA): the backend of the point estimate, and
+// whether the run may still fall back to unfused attention (flash-attn presence unknown).
+struct AttentionChoice {
+  AttentionBackend backend = AttentionBackend::kFlash;  // kFlash or kUnfused
+  bool may_fall_back_to_unfused = false;
+  std::string reason;  // one line for the report
+};
+AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capability);
+
+// Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
+// line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,
+// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO decide memory and are recorded in
+// environment_used; any other name changes nothing and returns false. Throws UsageError for a
+// value the variable cannot take.
+bool apply_environment(TrainingSetup& setup, const std::string& name, const std::string& value);
+// --deterministic-mode: the defaults megatron/training/determinism.py apply_determinism_env
+// fills in (deterministic TE kernels, CUBLAS_WORKSPACE_CONFIG=:4096:8 unless already set).
+void apply_deterministic_mode(TrainingSetup& setup);
+// --cross-entropy-fusion-impl: "native" (false) or "te" (true); UsageError naming `flag` otherwise.
+bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag);
+// --data-parallel-sharding-strategy / --outer-dp-sharding-strategy values; UsageError naming
+// `flag` otherwise.
+FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag);
+// --megatron-fsdp-main-params-dtype / -main-grads-dtype / -grad-comm-dtype: fp32, bf16, fp16, or
+// auto (nullopt; the main params' auto, which drops the main weight buffer, is not modelled).
+std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed);
+// --cp-comm-type: p2p, all_gather, a2a or a2a+p2p (Transformer Engine's names); UsageError naming
+// `flag` otherwise.
+CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag);
+
+// True for the environment variables apply_environment models.
+bool is_modelled_environment(const std::string& name);
+// Splits "NAME=VALUE" (UsageError naming `flag` when it is not of that form).
+std::pair<std::string, std::string> split_env_assignment(const std::string& text, std::string_view flag);
+
+// The default of --moe-routing-imbalance (docs/memory-model.md, "Upper bound").
+inline constexpr double kDefaultMoeRoutingImbalance = 1.25;
+
+// The effective expert tensor parallel size (ETP unset = TP).
+inline std::int64_t effective_etp(const ParallelLayout& p) { return p.etp > 0 ? p.etp : p.tp; }
+inline bool sequence_parallel_on(const ParallelLayout& p) {
+  return p.sequence_parallel.value_or(p.tp > 1) && p.tp > 1;
+}
+
+// Names used in reports and flags.
+const char* to_string(Precision p);
+const char* to_string(DType d);
+const char* to_string(AttentionBackend b);
+const char* to_string(TokenDispatcher d);
+const char* to_string(CpCommType c);
+const char* to_string(FsdpSharding s);
+const char* to_string(FsdpKind k);
+const char* to_string(RecomputeGranularity g);
+const char* to_string(RecomputeMethod m);
+std::string recompute_modules_to_string(std::uint32_t modules);
+// Parses "core_attn,mlp" (comma or space separated, brackets allowed). Throws UsageError.
+std::uint32_t parse_recompute_modules(const std::string& text);
+DType parse_dtype(const std::string& text);  // throws UsageError
+// "auto", "flash", "fused" (kFlash), "unfused", "local" (kUnfused); `flag` names it in the UsageError.
+AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag);
+// Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
+std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError
+
+}  // namespace mme

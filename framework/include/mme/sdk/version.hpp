@@ -1,0 +1,45 @@
+// Version of the SDK and of the plugin ABI.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+// nlohmann_json's version macros (for the ABI tag below) without the library itself.
+#if __has_include(<nlohmann/detail/abi_macros.hpp>)
+#include <nlohmann/detail/abi_macros.hpp>  // nlohmann_json 3.11 and later
+#else
+#include <nlohmann/json_fwd.hpp>
+#endif
+
+#define MME_VERSION_MAJOR 0
+#define MME_VERSION_MINOR 1
+#define MME_VERSION_PATCH 0
+#define MME_VERSION_STRING "0.1.0"
+
+// The plugin API version. Bump it whenever a type that crosses the plugin boundary
+// (ModelSpec, TrainingSetup, the three interfaces, Registrar) changes layout or meaning.
+// 3: the entry is a plain extern "C" function (mme_plugin_info) and registration receives an
+//    add-only Registrar instead of the host Registry.
+#define MME_PLUGIN_API_VERSION 3
+
+#define MME_STRINGIFY_INNER(x) #x
+#define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)
+
+// The C++ ABI a plugin was built against. Objects cross the boundary as C++ types
+// (std::string, std::shared_ptr, nlohmann::json), so host and plugin must agree on the
+// standard library ABI and on the nlohmann_json major.minor version.
+#define MME_ABI_TAG                                                                     \
+  "libstdc++-cxx11abi" MME_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) "-gxxabi" MME_STRINGIFY( \
+      __GXX_ABI_VERSION) "-json" MME_STRINGIFY(NLOHMANN_JSON_VERSION_MAJOR) "." MME_STRINGIFY(NLOHMANN_JSON_VERSION_MINOR)
+
+namespace mme {
+
+inline constexpr std::uint32_t kPluginApiVersion = MME_PLUGIN_API_VERSION;
+inline constexpr std::string_view kAbiTag = MME_ABI_TAG;
+inline constexpr std::string_view kVersion = MME_VERSION_STRING;
+
+// The version of the libmme the process actually loaded (may differ from the headers a
+// plugin was compiled against; the API version is what must match).
+std::string_view library_version() noexcept;
+
+}  // namespace mme

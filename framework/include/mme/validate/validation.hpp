@@ -1,0 +1,209 @@
+// Accuracy against measured Megatron-LM runs. Two CSV formats, told apart by their columns:
+//  - functional tests (bench/accuracy/megatron_functional_test_memory.csv: test_case,
+//    max_alloc_GiB_max, ...): measured peak and static memory next to the run's Megatron-LM
+//    flags, one column per flag; compared with the rank that logged it (the last stage);
+//  - real runs (bench/accuracy/real_runs.csv: id, metric, measured_gib, mme_args, ...): one
+//    measured peak per run and the `mme estimate` arguments that reproduce it; compared with the
+//    peak stage (those sources do not say which rank they measured).
+// And a user's own training log: Megatron-LM's memory report lines, per rank.
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mme/engine/estimator.hpp"
+#include "mme/sdk/model_spec.hpp"
+#include "mme/engine/registry.hpp"
+
+namespace mme {
+
+enum class CsvFormat { kFunctionalTest, kRealRuns };
+const char* csv_format_name(CsvFormat f);  // "functional_test" / "real_runs"
+
+struct ValidationCase {
+  CsvFormat format = CsvFormat::kFunctionalTest;
+  std::string model, test_case, golden;
+  // Real-runs rows: the row id, its source, the metric ("max_allocated" or "other"), the rank
+  // note and the mme_args as written.
+  std::string id, source, metric, rank_note, mme_args;
+  std::string status;  // "ok", "skipped" or "error" (the estimate itself failed)
+  std::string reason;  // why skipped / the error
+  double measured_peak_gib = 0, measured_static_gib = 0;  // static: 0 = not measured
+  double estimated_peak_gib = 0, estimated_static_gib = 0;
+  // The engine's bound for the compared stage (StageEstimate::upper_bytes); an engine that
+  // reports no bound (0) gives the peak itself.
+  double estimated_upper_gib = 0;
+  std::int64_t stage = 0;  // pipeline rank of the compared stage
+  double megatron_theoretical_gib = 0;  // Megatron-LM's theoretical_memory_usage, for comparison
+  double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
+  std::int64_t world_size = 0;
+  int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
+
+  double peak_error() const;    // (estimated - measured) / measured, signed
+  double static_error() const;
+  double baseline_error() const;  // Megatron-LM's formula against the measured peak
+  double seed_error() const;      // the seed tool's formulas against the measured peak
+  // Counted in the headline statistics: functional-test rows and real-runs rows whose metric is
+  // max_allocated (the others are reported, not counted).
+  bool counted() const { return format == CsvFormat::kFunctionalTest || metric == "max_allocated"; }
+  bool within_bound() const { return measured_peak_gib <= estimated_upper_gib; }
+};
+
+struct ErrorStats {
+  std::size_t count = 0;
+  double median = 0, p90 = 0, max = 0;  // of the absolute relative error
+};
+
+// The peak |error| of the evaluated cases by measured peak: < 5 GiB, 5-40 GiB (5 and 40
+// included), > 40 GiB.
+struct SizeBucket {
+  std::string label;  // "<5GiB", "5-40GiB", ">40GiB"
+  double min_gib = 0, max_gib = 0;
+  ErrorStats peak;
+};
+
+// The signed peak error (estimate - measured) / measured of the evaluated cases.
+struct SignedStats {
+  std::size_t count = 0;
+  double median = 0;
+  std::size_t under = 0, over = 0;  // more than 5 % below / above the measured peak
+  double under_share = 0, over_share = 0;  // of count
+};
+
+// How often the measured peak stays at or below the estimate's bound.
+struct BoundStats {
+  std::size_t count = 0, covered = 0;
+  double share = 0;  // covered / count
+};
+
+struct ValidationSummary {
+  std::size_t total = 0, evaluated = 0, skipped = 0, errors = 0;
+  ErrorStats peak, static_mem, peak_large;  // peak_large: cases with measured peak >= 5 GiB
+  ErrorStats megatron_theoretical;          // Megatron-LM's own formula on the same cases
+  ErrorStats seed_tool;                     // the seed tool's formulas on the same cases
+  std::vector<SizeBucket> by_size;          // < 5 GiB, 5-40 GiB, > 40 GiB
+  SignedStats signed_peak;
+  BoundStats bound;
+};
+
+// What a real-runs row's mme_args estimate to: the model and the estimate, exactly as
+// `mme estimate ARGS` would (the CLI supplies the option parsing).
+struct ArgsEstimate {
+  ModelSpec model;
+  Estimate estimate;
+};
+using ArgsEstimator = std::function<ArgsEstimate(const std::vector<std::string>& args)>;
+
+// The row filter of `validate --golden/--case`: a regular expression in the ECMAScript syntax,
+// searched for in a field (unanchored unless ^ / $ say otherwise), matched in linear time.
+// Supported: literals, '.', [...] classes with ranges and negation, \d \w \s (and \D \W \S),
+// \t \n \xHH, escaped punctuation, ( ) and (?: ), '|', '*', '+', '?', {n}, {n,}, {n,m} (counts at
+// most 1000), a lazy '?' after a quantifier, and the anchors ^ $. Refused with a UsageError:
+// back-references, lookaround, \b, patterns over 256 characters or of more than 20 000 states.
+class RowFilter {
+ public:
+  RowFilter(std::string_view flag, std::string_view pattern);
+  bool search(std::string_view text) const;
+
+ private:
+  enum class Op : unsigned char { kByte, kAny, kClass, kSplit, kJmp, kBol, kEol, kMatch };
+  struct Inst {
+    Op op;
+    unsigned char c;
+    int x, y;  // kJmp: x; kSplit: x (preferred), y
+    int cls;   // kClass: the index in classes_
+  };
+  struct Parser;
+  std::vector<Inst> program_;
+  std::vector<std::bitset<256>> classes_;
+};
+
+struct ValidationOptions {
+  std::string golden_regex;  // keep rows whose golden matches (RowFilter); empty = all
+  std::string case_regex;    // keep rows whose test_case (real runs: id) matches
+  ArgsEstimator estimate_args;  // needed for real-runs files
+};
+
+// One CSV row as column -> value (empty cells omitted).
+using CsvRow = std::map<std::string, std::string>;
+struct CsvTable {
+  CsvFormat format = CsvFormat::kFunctionalTest;
+  std::vector<std::string> header;
+  std::vector<CsvRow> rows;
+};
+// Decides the format from the header; ConfigError naming the columns each format needs.
+CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where);
+// A CSV of cases is a regular file of at most kMaxCsvBytes; a training log at most kMaxLogBytes
+// (`grep 'memory (MB)\|mem-max-allocated' train.log` keeps the lines validate reads).
+inline constexpr std::uintmax_t kMaxCsvBytes = std::uintmax_t{64} << 20;
+inline constexpr std::uintmax_t kMaxLogBytes = std::uintmax_t{256} << 20;
+CsvTable read_csv_table(const std::filesystem::path& path);  // throws NotFoundError / ConfigError
+// The same from the text of the file; `where` names it in messages.
+CsvTable parse_csv_table(std::string_view text, const std::string& where);
+std::vector<CsvRow> read_csv(const std::filesystem::path& path);  // the rows of read_csv_table
+
+// Splits a shell-quoted argument string into words as a POSIX shell would (single quotes,
+// double quotes with \ \" \$ \` escapes, backslash escapes outside quotes); no expansion.
+// ConfigError on an unterminated quote.
+std::vector<std::string> split_shell_words(std::string_view text, const std::string& where);
+
+// Evaluates one functional-test row. Rows outside what mme models come back "skipped" with the reason.
+ValidationCase validate_row(const CsvRow& row, const Registry& registry);
+// Evaluates one real-runs row with `estimate_args`; a failing estimate is status "error".
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args);
+
+// Runs every row of a file of either format.
+std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,
+                                           const ValidationOptions& options = {});
+ValidationSummary summarize(const std::vector<ValidationCase>& cases);
+
+// ---- A training log: Megatron-LM's memory report lines -------------------------------------
+
+// One memory line of a log. report_memory (megatron/training/utils): "[Rank N] (after N
+// iterations) memory (MB) | allocated: X | max allocated: Y | reserved: Z | max reserved: W";
+// the TensorBoard/W&B scalars written with --log-memory-to-tensorboard as text,
+// "mem-max-allocated-bytes: V" or "mem-max-allocated-bytes V" (and mem-allocated-bytes).
+struct MemoryReport {
+  std::optional<std::int64_t> rank;  // [Rank N]; none on scalar lines (the last rank logs them)
+  std::optional<double> max_allocated_bytes, allocated_bytes;
+  std::size_t line = 0;  // 1-based line number
+  bool scalar = false;   // a mem-*-bytes scalar line, not a report_memory line
+};
+
+// Parses the memory lines of a log; other lines are ignored. ConfigError on a memory line with
+// a value that is not a non-negative number, or when no memory line is found (the message says
+// what was looked for). `source` names the log in errors.
+std::vector<MemoryReport> parse_memory_log(std::istream& in, const std::string& source);
+std::vector<MemoryReport> read_memory_log(const std::filesystem::path& path);  // + NotFoundError
+
+// Megatron-LM's default rank order (tp-cp-ep-dp-pp, pipeline outermost): pipeline rank =
+// rank / (world_size / pp). ConfigError if the rank is outside [0, world_size).
+std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, std::int64_t pp);
+
+// One rank of the log against the estimate of its stage.
+struct RankComparison {
+  std::optional<std::int64_t> rank;  // none: lines without a rank, compared with the last stage
+  std::int64_t stage = 0;
+  std::size_t reports = 0;               // memory lines of this rank
+  double measured_max_allocated_gib = 0;  // the maximum over the log
+  std::optional<double> measured_allocated_gib;  // the last "allocated" value logged, if any
+  double estimated_peak_gib = 0, estimated_upper_gib = 0, estimated_static_gib = 0;
+  double peak_error() const;  // (estimated - measured) / measured, signed
+  bool within_bound() const { return measured_max_allocated_gib <= estimated_upper_gib; }
+};
+
+// Groups the reports by rank (ascending, the rank-less group last) and compares each with its
+// stage of `estimate`. Reports without a max-allocated value are ignored; ConfigError if none
+// has one, or a rank lies beyond the world size.
+std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& reports, const Estimate& estimate,
+                                               const std::string& source);
+
+}  // namespace mme

@@ -1,0 +1,131 @@
+// The engine's internals shared by estimator.cpp (the Estimator and its bound) and
+// estimator_pass.cpp (one pass in named steps). Not part of the SDK.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mme/sdk/checked.hpp"
+#include "mme/engine/estimator.hpp"
+#include "mme/sdk/layer_model.hpp"
+#include "mme/engine/pipeline.hpp"
+
+namespace mme {
+
+inline constexpr std::int64_t kMiB = 1024 * 1024;
+// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp): a cached block of the large
+// pool (requests above 1 MiB) is split only when more than kSmallSize = 1 MiB would remain, so
+// such a tensor's block, which max_memory_allocated counts, can exceed its size by up to 1 MiB.
+inline constexpr std::int64_t kLargeAlloc = kMiB;
+
+inline CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
+
+// One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
+struct LayerType {
+  LayerSpec spec;
+  const LayerMemoryModel* attention = nullptr;
+  const LayerMemoryModel* mlp = nullptr;
+};
+
+// A layer type evaluated under one layout.
+// Sizes are CheckedInt (checked.hpp): every sum and product below is checked for overflow.
+struct TypeEval {
+  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
+  CheckedInt fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
+  CheckedInt saved = 0;          // bytes kept for backward per micro-batch
+  CheckedInt transient = 0;      // working bytes at the layer's busiest moment
+  CheckedInt global_buffer = 0;  // Megatron global memory buffer the layer gathers into
+  BlockParams attn_params, mlp_params;
+  BlockActivations attn_acts, mlp_acts;
+  std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
+  CheckedInt large_saved = 0;  // saved tensors of at least kLargeAlloc bytes (allocator rounding)
+};
+
+// Accumulates named components (only when asked for: the planner skips it).
+class ComponentSink {
+ public:
+  explicit ComponentSink(bool enabled) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+  // Names are few (tens per stage): a linear scan beats hashing or a tree here.
+  void add(MemoryCategory cat, std::string_view name, CheckedInt bytes) {
+    if (!enabled_ || bytes == 0) return;
+    for (auto& c : items_) {
+      if (c.category == cat && c.name == name) {
+        c.bytes = (bytes + c.bytes).value();
+        return;
+      }
+    }
+    items_.push_back(Component{std::string(name), cat, bytes.value()});
+  }
+  std::vector<Component> take() { return std::move(items_); }
+
+ private:
+  bool enabled_;
+  std::vector<Component> items_;
+};
+
+// The model's layer table, built once by the Estimator: its distinct layer kinds with their
+// memory models, and where each kind occurs.
+struct EngineTables {
+  ModelSpec model;
+  std::vector<LayerType> types;
+  std::vector<std::size_t> layer_type;              // per decoder layer
+  std::vector<std::vector<std::int64_t>> prefix;    // prefix[type][i]: layers of that type before i
+  std::size_t mtp_type = 0;
+  Estimator::ParamCount params;  // exact counts, computed once
+
+  std::int64_t count_in(std::size_t type, std::int64_t first, std::int64_t n) const {
+    const auto& pre = prefix[type];
+    return pre[static_cast<std::size_t>(first + n)] - pre[static_cast<std::size_t>(first)];
+  }
+};
+
+// One pass of the estimate: the resolved setup, the sizes every step shares, each layer kind
+// evaluated once, the pipeline partition, the bytes per parameter and the workspaces.
+struct Pass {
+  const EngineTables& im;
+  const EstimateOptions& options;
+  TrainingSetup s;            // resolve_setup's
+  TrainingSetup block_setup;  // what the block models see: this pass's backend and routed-token factor
+  AttentionChoice attn;
+  std::int64_t t = 1, c = 1, p = 1, v = 1;
+  CheckedInt h = 0;
+  bool sp = false;
+  CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
+  bool fp8 = false;
+  std::int64_t act_bytes = 2;  // activation dtype bytes (FP8 GEMM inputs: 1)
+  double hidden_dropout = 0, attention_dropout = 0;
+  CheckedInt norm_params = 0;
+  std::int64_t vocab = 0;  // padded
+  CheckedInt vocab_local = 0;
+  std::int64_t wgrad_bytes = 2;
+  std::vector<TypeEval> evals;  // per layer type
+  TypeEval mtp_eval;
+  PipelinePartition part;
+  bool full_recompute = false;
+  CheckedInt layer_input_bytes = 0;
+  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
+  DType param_dtype = DType::kBF16, grad_dtype = DType::kFP32;
+  std::int64_t param_b = 2, grad_b = 4;
+  std::int64_t main_param_b = 4, exp_avg_b = 4, exp_avg_sq_b = 4, main_grad_copy_b = 0;
+  bool muon = false;
+  double keep_on_gpu = 1.0;
+  std::int64_t dense_shards = 1, expert_shards = 1;
+  // Framework workspaces that live for the whole run (other_bytes).
+  std::int64_t te_workspace = 0, torch_workspace = 0;
+  bool grouped_gemm = false;
+
+  Pass(const EngineTables& tables, const EstimateOptions& opts) : im(tables), options(opts) {}
+};
+
+// The steps of a pass (estimator_pass.cpp).
+Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
+                  AttentionBackend attention, double imbalance);
+void describe_layer_kinds(const Pass& ps, Estimate& est);
+StageEstimate estimate_stage(const Pass& ps, std::int64_t pp_rank);
+void add_assumptions(const Pass& ps, Estimate& est);
+
+}  // namespace mme

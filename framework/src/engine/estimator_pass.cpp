@@ -1,0 +1,645 @@
+// One pass of the estimate in named steps: prepare_pass resolves the layout and evaluates each
+// layer kind once; per pipeline stage, stage_layers adds up its layers' parameters and the
+// activations of its micro-batches in flight, and estimate_stage its static memory and phases.
+// Each memory term names, in one comment line, the Megatron-LM behaviour it models.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "estimator_internal.hpp"
+#include "mme/sdk/error.hpp"
+#include "sharded_data_parallel.hpp"
+
+namespace mme {
+
+namespace {
+
+bool is_gemm_weight(const ParamTerm& t) { return t.group != ParamGroup::kNorms && t.group != ParamGroup::kRouter; }
+
+void add_params(TypeEval& e, const BlockParams& p) {
+  for (const auto& t : p.terms) {
+    switch (t.shard) {
+      case ShardClass::kTensorParallel:
+        e.tp_params += t.per_rank;
+        break;
+      case ShardClass::kReplicated:
+        e.rep_params += t.per_rank;
+        break;
+      case ShardClass::kExpert:
+        e.exp_params += t.per_rank;
+        break;
+    }
+    if (is_gemm_weight(t)) e.fp8_params += t.per_rank;
+  }
+}
+
+// What a block model sees of the pass.
+BlockContext make_context(const Pass& ps, const LayerType& lt, bool is_mtp) {
+  const ParallelLayout& par = ps.s.parallel;
+  BlockContext ctx{ps.im.model, lt.spec, ps.block_setup};
+  ctx.tp = ps.t;
+  ctx.cp = ps.c;
+  ctx.ep = par.ep;
+  ctx.etp = effective_etp(par);
+  ctx.sequence_parallel = ps.sp;
+  ctx.tokens = ps.tokens.value();
+  ctx.local_tokens = ps.local_tokens.value();
+  ctx.act_bytes = ps.act_bytes;
+  ctx.linear_input_bytes = ps.fp8 ? 1 : ps.act_bytes;
+  ctx.hidden_dropout = ps.hidden_dropout;
+  ctx.attention_dropout = ps.attention_dropout;
+  ctx.is_mtp = is_mtp;
+  return ctx;
+}
+
+// One layer kind under the pass's layout: its parameters, what it keeps per micro-batch and its
+// busiest moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
+void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeEval& e) {
+  const auto& s = ps.s;
+  const auto& options = ps.options;
+  const std::int64_t wgrad_bytes = ps.wgrad_bytes;
+  const BlockContext ctx = make_context(ps, lt, is_mtp);
+
+  call_plugin("layer model parameters", [&] {
+    lt.attention->parameters(ctx, e.attn_params);
+    lt.mlp->parameters(ctx, e.mlp_params);
+  });
+  add_params(e, e.attn_params);
+  add_params(e, e.mlp_params);
+  call_plugin("layer model activations", [&] {
+    lt.attention->activations(ctx, e.attn_acts);
+    lt.mlp->activations(ctx, e.mlp_acts);
+  });
+  e.saved = CheckedInt(sum_saved(e.attn_acts)) + sum_saved(e.mlp_acts);
+  for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
+    for (const auto& term : acts->saved) e.large_saved += term.bytes > kLargeAlloc ? 1 : 0;
+  if (options.components)
+    for (const auto* acts : {&e.attn_acts, &e.mlp_acts})
+      for (const auto& term : acts->saved)
+        e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
+  e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
+  if (!s.gradient_accumulation_fusion) {
+    // Without gradient accumulation fusion TE returns each weight gradient as a new tensor
+    // in the parameter dtype, which the DDP backward hook adds into main_grad and frees
+    // (distributed_data_parallel.py _make_backward_post_hook): the largest GEMM weight of
+    // the layer, once, on top of its backward working set.
+    CheckedInt largest = 0;
+    for (const auto* bp : {&e.attn_params, &e.mlp_params})
+      for (const auto& term : bp->terms)
+        if (is_gemm_weight(term)) largest = std::max(largest, CheckedInt(term.per_rank));
+    e.transient += wgrad_bytes * largest;
+  }
+  e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
+}
+
+// The layers and activations of pipeline rank r: parameters per shard class, what its
+// micro-batches in flight keep for backward, its busiest moment and the global buffer.
+struct StageLayers {
+  CheckedInt tp_params, rep_params, exp_params, fp8_params;
+  CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
+  CheckedInt saved, transient, sp_gather_buffer, large_tensors;
+};
+
+StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight,
+                         ComponentSink& comps, StageEstimate& st) {
+  // The pass's values under the names the terms below use.
+  const auto& s = ps.s;
+  const auto& t = ps.t;
+  const auto& p = ps.p;
+  const auto& v = ps.v;
+  const auto& h = ps.h;
+  const auto& sp = ps.sp;
+  const auto& tokens = ps.tokens;
+  const auto& local_tokens = ps.local_tokens;
+  const auto& act_bytes = ps.act_bytes;
+  const auto& hidden_dropout = ps.hidden_dropout;
+  const auto& norm_params = ps.norm_params;
+  const auto& vocab_local = ps.vocab_local;
+  const auto& evals = ps.evals;
+  const auto& mtp_eval = ps.mtp_eval;
+  const auto& part = ps.part;
+  const auto& full_recompute = ps.full_recompute;
+  const auto& layer_input_bytes = ps.layer_input_bytes;
+  const auto& im = ps.im;
+  const ModelSpec& m = ps.im.model;
+  const auto& rc = ps.s.recompute;
+  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
+  // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
+  CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
+  CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
+  CheckedInt large_tensors = 3;  // the transient working set: a few tensors
+  for (std::int64_t vr = 0; vr < v; ++vr) {
+    const ChunkLayout& ch = part.at(r, vr);
+    const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
+    ChunkEstimate ce;
+    ce.vpp_rank = vr;
+    ce.first_layer = ch.first_layer;
+    ce.num_layers = ch.num_layers;
+    ce.mtp_layers = ch.mtp_layers;
+    ce.embedding = ch.embedding;
+    ce.loss = ch.loss;
+    ce.inflight_microbatches = mb;
+    CheckedInt chunk_act = 0, chunk_large = 0;
+    auto act = [&](std::string_view name, CheckedInt bytes_per_mb) {
+      chunk_act += bytes_per_mb;
+      if (bytes_per_mb > kLargeAlloc) chunk_large += 1;
+      if (comps.enabled()) comps.add(MemoryCategory::kActivations, name, bytes_per_mb * mb);
+    };
+
+    // Decoder layers and MTP layers of the chunk, in order.
+    const std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
+    CheckedInt max_layer_saved = 0, max_layer_large = 0;
+    auto account_layers = [&](const TypeEval& e, CheckedInt n, CheckedInt recomputed) {
+      tp_params += n * e.tp_params;
+      rep_params += n * e.rep_params;
+      exp_params += n * e.exp_params;
+      fp8_params += n * e.fp8_params;
+      unit_dense += n * (e.tp_params + e.rep_params);
+      unit_expert += n * e.exp_params;
+      units += n;
+      largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
+      transient = std::max(transient, e.transient);
+      sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
+      max_layer_saved = std::max(max_layer_saved, e.saved);
+      max_layer_large = std::max(max_layer_large, e.large_saved);
+      const CheckedInt full = n - recomputed;
+      if (full > 0) {
+        chunk_act += full * e.saved;
+        chunk_large += full * e.large_saved;
+        if (comps.enabled())
+          for (const auto& [name, bytes] : e.named_saved)
+            comps.add(MemoryCategory::kActivations, name, full * bytes * mb);
+      }
+      if (recomputed > 0) {
+        act("activations/recompute_layer_inputs", recomputed * layer_input_bytes);
+        if (layer_input_bytes > kLargeAlloc) chunk_large += recomputed - 1;  // act() counted one
+      }
+    };
+    // How many layers of this chunk keep only their input (full recompute).
+    std::int64_t recompute_left = 0;
+    std::int64_t groups = 0;
+    if (full_recompute) {
+      if (rc.method == RecomputeMethod::kBlock) {
+        recompute_left = std::min(rc.num_layers, layers_in_chunk);
+      } else {
+        recompute_left = layers_in_chunk;
+        groups = ceil_div(layers_in_chunk, rc.num_layers).value();
+      }
+    }
+    for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
+      const std::int64_t n = im.count_in(ti, ch.first_layer, ch.num_layers);
+      if (n == 0) continue;
+      const std::int64_t rec = std::min(n, recompute_left);
+      recompute_left -= rec;
+      account_layers(evals[ti], n, rec);
+    }
+    if (ch.mtp_layers > 0) {
+      const std::int64_t rec = std::min(ch.mtp_layers, recompute_left);
+      recompute_left -= rec;
+      account_layers(mtp_eval, ch.mtp_layers, rec);
+    }
+    if (full_recompute && rc.method == RecomputeMethod::kUniform && groups > 0) {
+      // Uniform: only each group of N layers keeps its input; the per-layer inputs counted
+      // above become one per group.
+      const CheckedInt kept = groups * layer_input_bytes;
+      const CheckedInt counted = layers_in_chunk * layer_input_bytes;
+      act("activations/recompute_layer_inputs", kept - counted);
+      // The group re-materialised during backward: N layers of one micro-batch
+      // (recompute.py CheckpointFunction.backward).
+      transient = std::max(transient, std::min(rc.num_layers, layers_in_chunk) * max_layer_saved);
+      large_tensors += std::min(rc.num_layers, layers_in_chunk) * max_layer_large;
+    } else if (full_recompute && layers_in_chunk > 0) {
+      transient = std::max(transient, max_layer_saved);  // block: one layer at a time
+      large_tensors += max_layer_large;
+    }
+
+    if (ch.embedding) {
+      // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel.
+      tp_params += vocab_local * h;
+      if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) rep_params += h * m.max_position_embeddings;
+      // Embedding lookup keeps the int64 token ids of the micro-batch for backward.
+      act("activations/embedding/token_ids", 8 * tokens);
+      // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
+      if (hidden_dropout > 0) act("activations/embedding/dropout_mask", local_tokens * h);
+    }
+    if (ch.mtp_layers > 0) {
+      // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
+      tp_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
+      fp8_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
+      rep_params += CheckedInt(ch.mtp_layers) * 3 * norm_params;
+      // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
+      // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
+      act("activations/mtp/token_ids", CheckedInt(ch.mtp_layers) * 8 * tokens);
+      act("activations/mtp/norms_and_eh_proj", CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
+    }
+    if (ch.loss) {
+      // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight
+      // only when the same stage holds the embedding (gpt_model.py, pre_process).
+      rep_params += norm_params;
+      if (!(m.tie_embeddings && p == 1)) tp_params += vocab_local * h;
+      const CheckedInt heads = CheckedInt(1) + ch.mtp_layers;  // main loss + one per MTP depth
+      // Final norm keeps its input; the output layer keeps its (sequence-local) input.
+      act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
+      // Every loss path keeps an fp32 [T, V/TP] tensor for backward: the unfused
+      // tensor_parallel/cross_entropy.py and the fused native fusions/fused_cross_entropy.py
+      // (calculate_logits_max: logits.float(); the softmax saved) alike, and TE's
+      // parallel_cross_entropy (cross_entropy.py: grad_input = empty_like(fp32), saved).
+      act("activations/logits_fp32_softmax", heads * 4 * tokens * vocab_local);
+      // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
+      // logits gradient (backward): one more 2-byte copy.
+      transient = std::max(transient, act_bytes * tokens * vocab_local);
+      if (s.cross_entropy_fusion && !s.cross_entropy_te) {
+        // The native fused path runs calculate_predicted_logits through jit_fuser
+        // (torch.compile, megatron/core/jit.py): the compiled graph applies the in-place
+        // `-= max` and `exp(out=)` to its fp32 input by computing the result into a new
+        // buffer and copying it back, so the fp32 logits exist twice next to the bf16 ones.
+        transient = std::max(transient, (CheckedInt(act_bytes) + 4) * tokens * vocab_local);
+      }
+      // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into
+      // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
+      if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
+    }
+    ce.activation_bytes_per_microbatch = chunk_act.value();
+    saved += chunk_act * mb;
+    large_tensors += chunk_large * mb;
+    if (ch.loss && s.defer_embedding_wgrad) {
+      // --defer-embedding-wgrad-compute (tensor_parallel/layers.py, gpt_model.py): the last
+      // stage's output layer keeps each micro-batch's input and logits gradient in
+      // embedding_activation_buffer / grad_output_buffer until the pipeline flush
+      // (schedules.py finish_embedding_wgrad_compute), for up to --wgrad-deferral-limit of them.
+      const std::int64_t all = s.num_micro_batches > 0 ? s.num_micro_batches : p;
+      const std::int64_t k = s.wgrad_deferral_limit > 0 ? std::min(s.wgrad_deferral_limit, all) : all;
+      const CheckedInt deferred = CheckedInt(k) * act_bytes * (tokens * vocab_local + local_tokens * h);
+      saved += deferred;
+      comps.add(MemoryCategory::kActivations, "activations/deferred_output_wgrad_buffers", deferred);
+    }
+    st.layers += ch.num_layers;
+    st.mtp_layers += ch.mtp_layers;
+    st.chunks.push_back(ce);
+  }
+  return StageLayers{tp_params, rep_params,   exp_params, fp8_params, unit_dense,       unit_expert,
+                     units,     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors};
+}
+
+}  // namespace
+
+Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
+                  AttentionBackend attention, double imbalance) {
+  const ModelSpec& m = im.model;
+  TrainingSetup req = requested;
+  if (const auto& n = req.pipeline.layers_per_virtual_stage) {
+    // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
+    if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");
+    if (req.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
+    const std::int64_t per_rank = m.num_layers / req.parallel.pp;
+    if (per_rank % *n != 0)
+      throw LayoutError(
+          fmt::format("{} layers per pipeline rank are not divisible by "
+                      "--num-layers-per-virtual-pipeline-stage {}",
+                      per_rank, *n));
+    req.parallel.vpp = per_rank / *n;
+  }
+  Pass ps(im, options);
+  ps.s = resolve_setup(std::move(req));
+  const TrainingSetup& s = ps.s;
+  ps.attn = resolve_attention(s, options.compute_capability);
+  // What the block models see: this pass's backend and routed-token factor.
+  ps.block_setup = s;
+  ps.block_setup.attention_backend = attention;
+  ps.block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
+  const ParallelLayout& par = s.parallel;
+
+  const std::int64_t t = par.tp, c = par.cp, p = par.pp;
+  const CheckedInt h = m.hidden_size;
+  const bool sp = sequence_parallel_on(par);
+  const CheckedInt tokens = CheckedInt(s.seq_length) * s.micro_batch_size / c;  // T per CP rank
+  const CheckedInt local_tokens = sp ? tokens / t : tokens;
+  const bool fp8 = s.precision == Precision::kFP8;
+  // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
+  const std::int64_t act_bytes = s.precision == Precision::kFP32 ? 4 : 2;
+  const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
+  const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
+  const CheckedInt norm_params = CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const std::int64_t vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
+  const CheckedInt vocab_local = vocab / t;
+  checked_mul(checked_mul(tokens.value(), vocab_local.value(), "logits"), 8, "logits bytes");
+  ps.t = t, ps.c = c, ps.p = p, ps.h = h, ps.sp = sp, ps.tokens = tokens, ps.local_tokens = local_tokens;
+  ps.fp8 = fp8, ps.act_bytes = act_bytes, ps.hidden_dropout = hidden_dropout, ps.attention_dropout = attention_dropout;
+  ps.norm_params = norm_params, ps.vocab = vocab, ps.vocab_local = vocab_local;
+  ps.wgrad_bytes = s.precision == Precision::kFP32 ? 4 : 2;
+  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
+  for (const auto& lt : im.types) {
+    const BlockContext ctx = make_context(ps, lt, false);
+    call_plugin("layer model validate", [&] { lt.attention->validate(ctx); });
+    call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
+  }
+  validate_setup(m, s);
+  ps.evals.resize(im.types.size());
+  for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
+  if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
+
+  ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
+  ps.v = ps.part.vpp;
+
+  // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
+  // only its input hidden states, [s/TP (SP), b, h] per micro-batch.
+  const auto& rc = s.recompute;
+  const bool full_recompute = rc.granularity == RecomputeGranularity::kFull;
+  const CheckedInt layer_input_bytes = act_bytes * local_tokens * h;
+
+  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
+  const auto& opt = s.optimizer;
+  const DType param_dtype = s.precision == Precision::kFP16   ? DType::kFP16
+                            : s.precision == Precision::kFP32 ? DType::kFP32
+                                                              : DType::kBF16;
+  const DType grad_dtype = opt.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32);
+  const std::int64_t param_b = dtype_bytes(param_dtype);
+  const std::int64_t grad_b = dtype_bytes(grad_dtype);
+  // Optimizer state bytes per parameter, before sharding.
+  // fp32 training needs no separate fp32 master copy of the parameters.
+  std::int64_t main_param_b = param_dtype == DType::kFP32 ? 0 : 4, exp_avg_b = 4, exp_avg_sq_b = 4,
+               main_grad_copy_b = 0;
+  if (opt.precision_aware) {
+    // TE FusedAdam master weights: a 16-bit remainder of a bf16 param (store_param_remainders),
+    // else the chosen dtype (optimizer/__init__.py, distrib_optimizer.py).
+    main_param_b = opt.main_params == DType::kFP32 ? (opt.store_param_remainders && param_dtype == DType::kBF16 ? 2 : 4)
+                                                   : dtype_bytes(opt.main_params);
+    exp_avg_b = dtype_bytes(opt.exp_avg);
+    exp_avg_sq_b = dtype_bytes(opt.exp_avg_sq);
+  } else if (grad_dtype != DType::kFP32) {
+    // Float16 optimizers copy 16-bit main grads to fp32 (main_param.grad = main_grad.float()).
+    main_grad_copy_b = 4;
+  }
+  if (opt.name == "sgd") exp_avg_b = 4, exp_avg_sq_b = 0;  // momentum only
+  const bool muon = opt.name == "muon";
+  const double keep_on_gpu = 1.0 - opt.cpu_offload_fraction;
+  const std::int64_t dense_shards = opt.distributed ? par.dp * c / opt.instances : 1;
+  const std::int64_t expert_shards = opt.distributed ? par.expert_dp / opt.instances : 1;
+
+  // Framework workspaces that live for the whole run (other_bytes).
+  const bool hopper_or_newer = options.compute_capability >= 90;
+  // transformer_engine/pytorch/module/base.py get_workspace(): one cuBLAS workspace,
+  // 32 MiB + 1 KiB on Hopper and newer, 4 MiB before.
+  const std::int64_t te_workspace = !s.transformer_engine ? 0 : hopper_or_newer ? 32 * kMiB + 1024 : 4 * kMiB;
+  // PyTorch's own cuBLAS and cuBLASLt workspaces (CublasHandlePool.cpp), one each, sized by
+  // CUBLAS_WORKSPACE_CONFIG or the default: 4096 KiB x 8 on Hopper, else 4096 KiB x 2 +
+  // 16 KiB x 8. Recent releases give Blackwell the Hopper size too, older ones the small one
+  // (the GB200 golden files without CUBLAS_WORKSPACE_CONFIG show both, 48 MiB apart); the
+  // estimate takes the larger.
+  const std::int64_t torch_workspace = !s.cublas_workspace_config.empty()
+                                           ? parse_cublas_workspace_config(s.cublas_workspace_config)
+                                       : hopper_or_newer ? 4096 * 1024 * 8
+                                                         : 4096 * 1024 * 2 + 16 * 1024 * 8;
+  bool grouped_gemm = false;
+  for (const auto& lt : im.types)
+    grouped_gemm = grouped_gemm || (lt.spec.mlp.num_experts > 0 && s.moe_grouped_gemm && s.transformer_engine);
+  ps.full_recompute = full_recompute, ps.layer_input_bytes = layer_input_bytes;
+  ps.param_dtype = param_dtype, ps.grad_dtype = grad_dtype, ps.param_b = param_b, ps.grad_b = grad_b;
+  ps.main_param_b = main_param_b, ps.exp_avg_b = exp_avg_b, ps.exp_avg_sq_b = exp_avg_sq_b;
+  ps.main_grad_copy_b = main_grad_copy_b, ps.muon = muon, ps.keep_on_gpu = keep_on_gpu;
+  ps.dense_shards = dense_shards, ps.expert_shards = expert_shards;
+  ps.te_workspace = te_workspace, ps.torch_workspace = torch_workspace, ps.grouped_gemm = grouped_gemm;
+  return ps;
+}
+
+// The per-layer-kind breakdown (--verbose, layer_kinds).
+void describe_layer_kinds(const Pass& ps, Estimate& est) {
+  // The pass's values under the names the terms below use.
+  const auto& evals = ps.evals;
+  const auto& mtp_eval = ps.mtp_eval;
+  const auto& im = ps.im;
+  const ModelSpec& m = ps.im.model;
+  auto describe = [&](const LayerType& lt, const TypeEval& e, std::int64_t count, bool mtp) {
+    LayerKindEstimate k;
+    k.attention = lt.spec.attention.kind;
+    k.mlp = lt.spec.mlp.kind;
+    k.layers = count;
+    k.mtp = mtp;
+    k.parameters = (e.tp_params + e.rep_params + e.exp_params).value();
+    k.activation_bytes_per_microbatch = e.saved.value();
+    k.transient_bytes = e.transient.value();
+    for (const auto* bp : {&e.attn_params, &e.mlp_params})
+      for (const auto& term : bp->terms)
+        k.components.push_back({fmt::format("parameters/{}", term.name), MemoryCategory::kWeights, term.per_rank});
+    for (const auto& [name, bytes] : e.named_saved) k.components.push_back({name, MemoryCategory::kActivations, bytes});
+    est.layer_kinds.push_back(std::move(k));
+  };
+  for (std::size_t ti = 0; ti < im.types.size(); ++ti)
+    describe(im.types[ti], evals[ti], im.count_in(ti, 0, m.num_layers), false);
+  if (m.mtp_num_layers > 0) describe(im.types[im.mtp_type], mtp_eval, 0, true);
+}
+
+StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
+  // The pass's values under the names the terms below use.
+  const auto& s = ps.s;
+  const auto& c = ps.c;
+  const auto& p = ps.p;
+  const auto& v = ps.v;
+  const auto& fp8 = ps.fp8;
+  const auto& param_dtype = ps.param_dtype;
+  const auto& param_b = ps.param_b;
+  const auto& grad_b = ps.grad_b;
+  const auto& main_param_b = ps.main_param_b;
+  const auto& exp_avg_b = ps.exp_avg_b;
+  const auto& exp_avg_sq_b = ps.exp_avg_sq_b;
+  const auto& main_grad_copy_b = ps.main_grad_copy_b;
+  const auto& muon = ps.muon;
+  const auto& keep_on_gpu = ps.keep_on_gpu;
+  const auto& dense_shards = ps.dense_shards;
+  const auto& expert_shards = ps.expert_shards;
+  const auto& te_workspace = ps.te_workspace;
+  const auto& torch_workspace = ps.torch_workspace;
+  const auto& grouped_gemm = ps.grouped_gemm;
+  const auto& options = ps.options;
+  const ParallelLayout& par = ps.s.parallel;
+  const auto& opt = ps.s.optimizer;
+  StageEstimate st;
+  st.pp_rank = r;
+  ComponentSink comps(options.components);
+  const std::vector<std::int64_t> inflight =
+      inflight_microbatches(p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0));
+  auto [tp_params, rep_params, exp_params, fp8_params, unit_dense, unit_expert, units, largest_unit, saved, transient,
+        sp_gather_buffer, large_tensors] = stage_layers(ps, r, inflight, comps, st);
+  // Static memory.
+  const CheckedInt dense_params = tp_params + rep_params;
+  const CheckedInt parameters = dense_params + exp_params;
+  st.parameters = parameters.value();
+  st.expert_parameters = exp_params.value();
+  std::optional<ShardedDpMemory> fsdp;
+  if (s.fsdp.kind != FsdpKind::kNone) {
+    ShardedDpStage sd;
+    sd.unit_dense = unit_dense;
+    sd.unit_expert = unit_expert;
+    sd.other_dense = dense_params - unit_dense;
+    sd.units = units;
+    sd.largest_unit = largest_unit;
+    sd.fp8_params = fp8_params;
+    sd.dense_group = par.dp * c / opt.instances;
+    sd.expert_group = par.expert_dp / opt.instances;
+    sd.instances = opt.instances;
+    sd.param_bytes = param_b;
+    sd.fp8_param_gather = s.fp8_param_gather;
+    fsdp = sharded_data_parallel_memory(sd, s.fsdp, opt, param_dtype);
+  }
+  if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
+  if (fsdp && fsdp->transient > 0) {
+    // Gathered layers and unsharded gradient buckets at the backward's start, next to the
+    // activations and the block's own working set.
+    transient += fsdp->transient;
+    for (const auto& [name, bytes] : fsdp->transient_terms) comps.add(MemoryCategory::kActivations, name, bytes);
+  }
+
+  CheckedInt weight = param_b * parameters;
+  if (s.fp8_param_gather) weight -= (param_b - 1) * fp8_params;  // uint8 param buffer for FP8 GEMM weights
+  CheckedInt gradient_bytes = grad_b * parameters;
+  if (fsdp) weight = fsdp->weights, gradient_bytes = fsdp->gradients;
+  st.weight_bytes = weight.value();
+  st.gradient_bytes = gradient_bytes.value();
+  // HybridDeviceOptimizer (optimizer/cpu_offloading/hybrid_optimizer.py) moves the states of
+  // the offloaded share of parameters to the host. With the precision-aware optimizer the
+  // fp32 master weights go with them; without it the distributed optimizer keeps its fp32
+  // main params (and the fp32 gradient copies it makes) on the GPU and hands them over.
+  auto shard = [&](std::int64_t bytes_per_param, CheckedInt count, std::int64_t shards,
+                   bool offloadable = true) -> CheckedInt {
+    const CheckedInt bytes = ceil_div(count * bytes_per_param, shards);
+    if (keep_on_gpu >= 1.0 || !offloadable) return bytes;
+    const double kept = static_cast<double>(bytes.value()) * keep_on_gpu + 0.5;
+    return kept < 0x1p63 ? static_cast<std::int64_t>(kept) : bytes.value();
+  };
+  CheckedInt optim = 0;
+  // distrib_optimizer.py _copy_model_grads_to_main_grads: `main_grad.float()` copies 16-bit
+  // gradients in the optimizer step; they live until zero_grad(set_to_none=True) at the start
+  // of the next train_step (training.py), so never next to the activations.
+  CheckedInt step_only = 0;
+  const std::int64_t state_b = main_param_b + exp_avg_b + exp_avg_sq_b + main_grad_copy_b;
+  if (fsdp) {
+    optim = fsdp->optimizer;
+    step_only = fsdp->step_only;
+    for (const auto& [name, bytes] : fsdp->optimizer_terms) comps.add(MemoryCategory::kOptimizer, name, bytes);
+  } else if (muon) {
+    // Muon: one fp32 momentum for 2-D GEMM weights, Adam for the rest (emerging_optimizers.py).
+    const std::int64_t muon_b = main_param_b + 4 + main_grad_copy_b;
+    const CheckedInt muon_dense =
+        std::max(std::min(fp8_params, dense_params) - std::min(fp8_params, exp_params), CheckedInt(0));
+    optim = shard(muon_b, muon_dense, dense_shards) + shard(state_b, dense_params - muon_dense, dense_shards) +
+            shard(muon_b, exp_params, expert_shards);
+    step_only = shard(main_grad_copy_b, dense_params, dense_shards, false) +
+                shard(main_grad_copy_b, exp_params, expert_shards, false);
+    comps.add(MemoryCategory::kOptimizer, "optimizer/muon_and_adam_states", optim);
+  } else {
+    const bool main_offloadable = opt.precision_aware;
+    const CheckedInt main_dense = shard(main_param_b, dense_params, dense_shards, main_offloadable);
+    const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards, main_offloadable);
+    const CheckedInt moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
+    const CheckedInt moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
+    const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, false) +
+                                 shard(main_grad_copy_b, exp_params, expert_shards, false);
+    step_only = grad_copy;
+    optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
+    // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
+    comps.add(MemoryCategory::kOptimizer, "optimizer/main_params", main_dense + main_exp);
+    // Adam exp_avg and exp_avg_sq of the local shard (optimizer/__init__.py).
+    comps.add(MemoryCategory::kOptimizer, "optimizer/adam_moments", moments_dense + moments_exp);
+    comps.add(MemoryCategory::kOptimizer, "optimizer/fp32_main_grads", grad_copy);
+  }
+  st.optimizer_bytes = optim.value();
+  if (fsdp) {
+    for (const auto& [name, bytes] : fsdp->weight_terms) comps.add(MemoryCategory::kWeights, name, bytes);
+    for (const auto& [name, bytes] : fsdp->gradient_terms) comps.add(MemoryCategory::kGradients, name, bytes);
+  } else {
+    comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
+    comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
+    comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
+  }
+
+  CheckedInt other = te_workspace + 2 * CheckedInt(torch_workspace);
+  comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
+  comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * CheckedInt(torch_workspace));
+  if (grouped_gemm) {
+    // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
+    // (get_multi_stream_cublas_workspace, 4 streams).
+    other += 4 * te_workspace;
+    comps.add(MemoryCategory::kOther, "other/te_grouped_gemm_workspaces", 4 * te_workspace);
+  }
+  other += sp_gather_buffer;
+  comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", sp_gather_buffer);
+  if (fp8 && !s.fp8_param_gather) {
+    // TE caches the FP8 copy (and its transpose) of every GEMM weight across micro-batches.
+    other += 2 * fp8_params;
+    comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", 2 * fp8_params);
+  }
+  if (fsdp) {
+    other += fsdp->persistent_buffers;
+    for (const auto& [name, bytes] : fsdp->other_terms) comps.add(MemoryCategory::kOther, name, bytes);
+  }
+  st.other_bytes = other.value();
+  const CheckedInt activation_bytes = saved + transient;
+  const CheckedInt static_bytes = weight + gradient_bytes + optim + other;
+  st.activation_bytes = activation_bytes.value();
+  st.static_bytes = static_bytes.value();
+  st.step_only_bytes = step_only.value();
+  // The peak of a step is the larger of its phases, not their sum.
+  st.forward_backward_bytes = (static_bytes - step_only + activation_bytes).value();
+  st.step_transient_bytes = fsdp ? fsdp->step_transient.value() : 0;
+  st.optimizer_step_bytes = (static_bytes + st.step_transient_bytes).value();
+  st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
+  st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
+  // The blocks of the live activation tensors at the forward/backward peak can exceed their
+  // sizes (kLargeAlloc above): the bound allows the worst case.
+  st.allocator_slack_bytes = (large_tensors * kLargeAlloc).value();
+  st.inflight_microbatches = inflight.front();
+  st.components = comps.take();
+  return st;
+}
+
+// The assumptions the report lists (the planner asks for none).
+void add_assumptions(const Pass& ps, Estimate& est) {
+  // The pass's values under the names the terms below use.
+  const auto& s = ps.s;
+  const auto& attn = ps.attn;
+  const auto& p = ps.p;
+  const auto& im = ps.im;
+  auto& a = est.assumptions;
+  a.push_back(attn.backend == AttentionBackend::kFlash ? attn.reason + ": no s^2 score tensors" : attn.reason);
+  if (!s.environment_used.empty()) {
+    std::string env;
+    for (const auto& e : s.environment_used) env += (env.empty() ? "" : ", ") + e;
+    a.push_back("environment: " + env);
+  }
+  if (!s.environment_ignored.empty()) {
+    std::string env;
+    for (const auto& e : s.environment_ignored) env += (env.empty() ? "" : ", ") + e;
+    a.push_back("environment without a memory effect mme models: " + env);
+  }
+  if (s.num_micro_batches == 0 && p > 1)
+    a.push_back("global batch size not given: enough micro-batches assumed to fill the pipeline");
+  for (const auto& lt : im.types) {
+    if (lt.spec.mlp.num_experts > 0) {
+      a.push_back(s.moe_capacity_factor
+                      ? fmt::format("MoE capacity factor {}{}", *s.moe_capacity_factor,
+                                    s.moe_pad_to_capacity ? ", expert inputs padded to capacity" : "")
+                      : "dropless MoE with balanced routing (each rank receives its average share of tokens)");
+      break;
+    }
+  }
+  a.push_back(fmt::format("{} cross entropy: fp32 [tokens, vocab/TP] kept for backward",
+                          !s.cross_entropy_fusion ? "unfused"
+                          : s.cross_entropy_te    ? "fused (te)"
+                                                  : "fused (native)"));
+  if (!s.gradient_accumulation_fusion)
+    a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
+  for (const auto& st : est.stages) {
+    if (st.step_only_bytes > 0) {
+      a.push_back(
+          "16-bit gradients: their fp32 copies exist only from the optimizer step to the next zero_grad, "
+          "not next to the activations");
+      break;
+    }
+  }
+  a.push_back(
+      "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
+      "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
+}
+
+}  // namespace mme

@@ -1,0 +1,25 @@
+#include "mme/engine/fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mme {
+
+FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction, bool on_bound,
+                     std::int64_t reserved_bytes) {
+  FitVerdict v;
+  v.hardware = &hw;
+  v.capacity_bytes = hw.memory_bytes;
+  const auto headroom = static_cast<std::int64_t>(std::llround(static_cast<double>(hw.memory_bytes) * headroom_fraction));
+  v.reserved_bytes = reserved_bytes >= 0 ? reserved_bytes : hw.reserved_bytes;
+  v.kept_free_bytes = headroom;
+  v.headroom_fraction = headroom_fraction;
+  v.usable_bytes = hw.memory_bytes - v.reserved_bytes - headroom;
+  v.on_bound = on_bound;
+  v.needed_bytes = on_bound ? std::max(estimate.upper_bytes(), estimate.peak().total_bytes) : estimate.peak().total_bytes;
+  v.headroom_bytes = v.usable_bytes - v.needed_bytes;
+  v.fits = v.headroom_bytes >= 0;
+  return v;
+}
+
+}  // namespace mme

@@ -1,0 +1,289 @@
+#include "mme/engine/pipeline.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/core.h>
+
+#include "mme/sdk/error.hpp"
+
+namespace mme {
+
+namespace {
+
+// Expands "(tt|)*6" and "t*3" the way pipeline_parallel_layer_layout.py does, then splits on '|'.
+std::string expand_layout(const std::string& text, std::size_t& pos, int depth) {
+  if (depth > 16) throw LayoutError("--pipeline-layout: parentheses nested too deeply");
+  std::string out;
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (c == ')') {
+      if (depth == 0) throw LayoutError("--pipeline-layout: ')' without '('");
+      ++pos;
+      return out;
+    }
+    std::string item;
+    if (c == '(') {
+      ++pos;
+      item = expand_layout(text, pos, depth + 1);
+    } else if (c == ',' || c == ' ') {
+      ++pos;
+      continue;
+    } else if (c == 'E' || c == 't' || c == 'm' || c == 'L' || c == '|') {
+      item = std::string(1, c);
+      ++pos;
+    } else {
+      throw LayoutError(fmt::format("--pipeline-layout: unexpected character '{}' at position {} (use E, t, m, L, |, "
+                                    "(...) and *N)",
+                                    c, pos));
+    }
+    if (pos < text.size() && text[pos] == '*') {
+      ++pos;
+      std::size_t start = pos;
+      while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+      if (start == pos) throw LayoutError("--pipeline-layout: '*' must be followed by a count");
+      if (pos - start > 6) throw LayoutError("--pipeline-layout: repeat count too large");
+      const long n = std::stol(text.substr(start, pos - start));
+      if (n <= 0) throw LayoutError("--pipeline-layout: repeat count must be positive");
+      if (item.size() * static_cast<std::size_t>(n) > 1'000'000)
+        throw LayoutError("--pipeline-layout: the expanded layout is too long");
+      std::string rep;
+      for (long i = 0; i < n; ++i) rep += item;
+      item = rep;
+    }
+    out += item;
+    if (out.size() > 1'000'000) throw LayoutError("--pipeline-layout: the expanded layout is too long");
+  }
+  if (depth != 0) throw LayoutError("--pipeline-layout: '(' without ')'");
+  return out;
+}
+
+}  // namespace
+
+std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
+  std::size_t pos = 0;
+  const std::string flat = expand_layout(layout, pos, 0);
+  std::vector<LayoutStage> stages(1);
+  for (char c : flat) {
+    LayoutStage& s = stages.back();
+    switch (c) {
+      case '|': stages.emplace_back(); break;
+      case 'E':
+        if (s.embedding) throw LayoutError("--pipeline-layout: 'E' twice in one stage");
+        s.embedding = true;
+        break;
+      case 't': ++s.decoder; break;
+      case 'm': ++s.mtp; break;
+      case 'L':
+        if (s.loss) throw LayoutError("--pipeline-layout: 'L' twice in one stage");
+        s.loss = true;
+        break;
+      default: break;
+    }
+  }
+  // A trailing '|' leaves an empty last stage only if the text ends in '|'; Megatron keeps it
+  // as an empty stage, and so do we.
+  return stages;
+}
+
+PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const ParallelLayout& parallel,
+                                     const PipelineSplit& split) {
+  const std::int64_t p = parallel.pp;
+  PipelinePartition out;
+  out.pp = p;
+  // Every chunk holds a decoder layer, an MTP layer, the embedding or the loss: more chunks
+  // than that only add empty ones, whose lists (and per-stage output) would grow without limit.
+  const std::int64_t max_chunks = L + M + 2;
+  auto check_chunks = [&](std::int64_t n, const std::string& what) {
+    if (n > max_chunks)
+      throw LayoutError(fmt::format("{} is more than the model's {} layers{} plus the embedding and the loss: at "
+                                    "least one pipeline chunk would hold nothing",
+                                    what, L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
+  };
+
+  if (!split.layout.empty()) {
+    if (split.first_stage_layers || split.last_stage_layers || split.account_for_embedding || split.account_for_loss)
+      throw LayoutError("--pipeline-layout cannot be combined with first/last-stage layer counts or the "
+                        "account-for-embedding/loss options");
+    auto stages = parse_pipeline_layout(split.layout);
+    const auto n = static_cast<std::int64_t>(stages.size());
+    if (n % p != 0)
+      throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", n, p));
+    check_chunks(n, fmt::format("--pipeline-layout has {} stages, which", n));
+    const std::int64_t v = n / p;
+    if (parallel.vpp != 1 && parallel.vpp != v)
+      throw LayoutError(fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}", v,
+                                    parallel.vpp));
+    std::int64_t decoders = 0, mtps = 0, embeddings = 0, losses = 0;
+    bool seen_mtp = false;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto& s = stages[static_cast<std::size_t>(i)];
+      if (s.decoder > 0 && seen_mtp)
+        throw LayoutError("--pipeline-layout: a decoder layer 't' comes after an MTP layer 'm'");
+      if (s.mtp > 0) seen_mtp = true;
+      decoders += s.decoder;
+      mtps += s.mtp;
+      embeddings += s.embedding;
+      losses += s.loss;
+    }
+    if (!stages.front().embedding || embeddings != 1)
+      throw LayoutError("--pipeline-layout: the embedding 'E' must appear once, in the first stage");
+    if (!stages.back().loss || losses != 1)
+      throw LayoutError("--pipeline-layout: the loss 'L' must appear once, in the last stage");
+    if (decoders != L)
+      throw LayoutError(fmt::format("--pipeline-layout has {} decoder layers 't' but the model has {}", decoders, L));
+    if (mtps != M)
+      throw LayoutError(fmt::format("--pipeline-layout has {} MTP layers 'm' but the model has {}", mtps, M));
+    out.vpp = v;
+    out.chunks.resize(static_cast<std::size_t>(p * v));
+    std::int64_t offset = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto& s = stages[static_cast<std::size_t>(i)];
+      const std::int64_t vpp_rank = i / p, pp_rank = i % p;
+      ChunkLayout& c = out.chunks[static_cast<std::size_t>(pp_rank * v + vpp_rank)];
+      c.first_layer = offset;
+      c.num_layers = s.decoder;
+      c.mtp_layers = s.mtp;
+      // The word embedding lives on the first stage and on the stage that runs MTP
+      // (gpt_model.py: pre_process or mtp_process).
+      c.embedding = s.embedding || s.mtp > 0;
+      c.loss = s.loss;
+      offset += s.decoder;
+    }
+    return out;
+  }
+
+  const std::int64_t v = parallel.vpp;
+  out.vpp = v;
+  check_chunks(p * v, fmt::format("--pp {} x --vpp {} = {} pipeline chunks", p, v, p * v));
+  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(p), 0);
+  const bool uneven = split.first_stage_layers.has_value() || split.last_stage_layers.has_value();
+  if (uneven) {
+    if (split.account_for_embedding || split.account_for_loss)
+      throw LayoutError("--num-layers-in-first/last-pipeline-stage cannot be combined with "
+                        "--account-for-embedding/loss-in-pipeline-split");
+    if (p == 1) throw LayoutError("--num-layers-in-first/last-pipeline-stage need --pp > 1");
+    const std::int64_t first = split.first_stage_layers.value_or(-1);
+    const std::int64_t last = split.last_stage_layers.value_or(-1);
+    if ((split.first_stage_layers && first < 0) || (split.last_stage_layers && last < 0))
+      throw LayoutError("pipeline-stage layer counts must not be negative");
+    if (first > L || last > L)
+      throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
+                                    std::max(first, last), L));
+    std::int64_t rest = L;
+    std::int64_t others = p;
+    if (split.first_stage_layers) rest -= first, --others;
+    if (split.last_stage_layers) rest -= last, --others;
+    if (rest < 0)
+      throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
+                                    L - rest, L));
+    std::int64_t middle = 0;
+    if (others == 0) {
+      if (rest != 0)
+        throw LayoutError(fmt::format("with --pp {} the first and last stages must hold all {} layers; they hold {}", p,
+                                      L, L - rest));
+    } else {
+      if (rest % others != 0)
+        throw LayoutError(fmt::format("the {} layers left after the first/last stages do not split evenly over the "
+                                      "other {} pipeline stages",
+                                      rest, others));
+      middle = rest / others;
+    }
+    for (std::int64_t r = 0; r < p; ++r) per_rank[static_cast<std::size_t>(r)] = middle;
+    if (split.first_stage_layers) per_rank.front() = first;
+    if (split.last_stage_layers) per_rank.back() = last;
+    for (std::int64_t r = 0; r < p; ++r) {
+      if (per_rank[static_cast<std::size_t>(r)] % v != 0)
+        throw LayoutError(fmt::format("pipeline stage {} holds {} layers, which do not split into --vpp {} chunks", r,
+                                      per_rank[static_cast<std::size_t>(r)], v));
+    }
+    out.chunks.resize(static_cast<std::size_t>(p * v));
+    std::int64_t offset = 0;
+    for (std::int64_t vr = 0; vr < v; ++vr) {
+      for (std::int64_t r = 0; r < p; ++r) {
+        ChunkLayout& c = out.chunks[static_cast<std::size_t>(r * v + vr)];
+        c.first_layer = offset;
+        c.num_layers = per_rank[static_cast<std::size_t>(r)] / v;
+        offset += c.num_layers;
+      }
+    }
+  } else {
+    const std::int64_t extra = (split.account_for_embedding ? 1 : 0) + (split.account_for_loss ? 1 : 0);
+    const std::int64_t slots = L + extra;
+    if (slots % (p * v) != 0) {
+      if (v == 1) {
+        const std::int64_t base = L / p;
+        throw LayoutError(fmt::format(
+            "{} layers{} do not split evenly over --pp {}; set --num-layers-in-first-pipeline-stage and/or "
+            "--num-layers-in-last-pipeline-stage (e.g. --num-layers-in-last-pipeline-stage {} gives {} x {} + {})",
+            L, extra ? fmt::format(" (+{} for embedding/loss accounting)", extra) : "", p, L - base * (p - 1), p - 1,
+            base, L - base * (p - 1)));
+      }
+      throw LayoutError(fmt::format("{} layers{} do not split evenly over --pp {} x --vpp {} = {} chunks; set "
+                                    "--num-layers-in-first-pipeline-stage / --num-layers-in-last-pipeline-stage or "
+                                    "--pipeline-layout",
+                                    L, extra ? fmt::format(" (+{} for embedding/loss accounting)", extra) : "", p, v,
+                                    p * v));
+    }
+    const std::int64_t per_chunk = slots / (p * v);
+    out.chunks.resize(static_cast<std::size_t>(p * v));
+    std::int64_t offset = 0;
+    for (std::int64_t vr = 0; vr < v; ++vr) {
+      for (std::int64_t r = 0; r < p; ++r) {
+        ChunkLayout& c = out.chunks[static_cast<std::size_t>(r * v + vr)];
+        std::int64_t n = per_chunk;
+        if (split.account_for_embedding && r == 0 && vr == 0) --n;
+        if (split.account_for_loss && r == p - 1 && vr == v - 1) --n;
+        if (n < 0) throw LayoutError("pipeline split leaves a chunk with a negative number of layers");
+        c.first_layer = offset;
+        c.num_layers = n;
+        offset += n;
+      }
+    }
+  }
+  out.chunks.front().embedding = true;
+  ChunkLayout& last = out.chunks.back();  // pp rank p-1, vpp rank v-1
+  last.loss = true;
+  last.mtp_layers = M;
+  if (M > 0) last.embedding = true;
+  return out;
+}
+
+std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m,
+                                                std::int64_t group_size) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(v), 0);
+  if (p <= 1) {
+    // forward_backward_no_pipelining: one micro-batch at a time.
+    out[0] = 1;
+    return out;
+  }
+  if (v == 1) {
+    // 1F1B: warmup = p - r - 1 forward passes, then one more before the first backward.
+    const std::int64_t inflight = p - r;
+    out[0] = m > 0 ? std::min(inflight, m) : inflight;
+    return out;
+  }
+  // Interleaved 1F1B (schedules.py get_pp_rank_microbatches): warmup = 2 (p - r - 1) + (v - 1) G,
+  // capped by the total number of chunk forward passes; the peak follows one more forward pass.
+  const std::int64_t G = group_size > 0 ? group_size : p;
+  std::int64_t total = 2 * (p - r - 1) + (v - 1) * G + 1;
+  // m x v: m is at most the global batch size (2^40) and v at most 2^20, but a total beyond
+  // `total` needs no exact product.
+  if (m > 0 && m <= total / v) total = std::min(total, m * v);
+  // get_schedule_table: groups of G micro-batches, each run chunk by chunk (G forward passes of
+  // chunk 0, then of chunk 1, ...); the last group holds the remaining m - F G micro-batches.
+  const std::int64_t period = G * v;
+  std::int64_t full_groups = total / period;  // whole groups within the first `total` passes
+  if (m > 0) full_groups = std::min(full_groups, (m - 1) / G);  // groups before the last one
+  for (auto& x : out) x = full_groups * G;
+  std::int64_t rem = total - full_groups * period;
+  const std::int64_t last = m > 0 && (full_groups + 1) * G >= m ? m - full_groups * G : G;
+  for (std::size_t c = 0; c < out.size() && rem > 0; ++c) {
+    const std::int64_t n = std::min(rem, last);
+    out[c] += n;
+    rem -= n;
+  }
+  return out;
+}
+
+}  // namespace mme

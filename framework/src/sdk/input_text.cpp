@@ -1,0 +1,91 @@
+#include "mme/sdk/input_text.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+
+#include <fmt/core.h>
+
+#include "mme/sdk/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mme {
+
+void check_json_nesting(std::string_view text, const std::string& source, std::string_view what) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNestingDepth)
+        throw ConfigError(
+            fmt::format("{}: JSON nested more than {} levels deep; {} nests a few", source, kMaxNestingDepth, what));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::string_view what) {
+  const std::string name = printable(path.string());
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw NotFoundError(fmt::format("{}: no such file", name));
+  if (fs::is_directory(st)) throw NotFoundError(fmt::format("{}: is a folder, not {}", name, what));
+  if (!fs::is_regular_file(st))
+    throw NotFoundError(fmt::format("{}: not a regular file (a device, FIFO or socket); {} is read from a file", name,
+                                    what));
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > max_bytes)
+    throw ConfigError(fmt::format("{}: {} bytes is more than the {} bytes {} may have", name, size, max_bytes, what));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NotFoundError(fmt::format("{}: cannot open the file: {}", name, std::strerror(errno)));
+  std::string text;
+  text.reserve(static_cast<std::size_t>(ec ? 0 : size));
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes)  // it grew while it was read
+      throw ConfigError(fmt::format("{}: more than the {} bytes {} may have", name, max_bytes, what));
+  }
+  return text;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  int continuation = 0;  // UTF-8 continuation bytes still expected after a lead byte
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (continuation > 0 && c >= 0x80 && c <= 0xbf) {
+      --continuation;
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
+    continuation = 0;
+    if (c == '\t' || c == '\n' || c == '\r') {
+      out.push_back(' ');
+    } else if (c < 0x20 || c == 0x7f) {
+      out.push_back('?');
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80) {
+      out.push_back('?');  // a C1 control as UTF-8 (U+009B is CSI)
+      ++i;
+    } else if (c >= 0x80 && c <= 0x9f) {
+      out.push_back('?');  // a lone C1 byte: a control to a terminal in an 8-bit mode
+    } else {
+      if (c >= 0xc0) continuation = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace mme

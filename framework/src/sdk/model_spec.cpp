@@ -1,0 +1,84 @@
+#include "mme/sdk/model_spec.hpp"
+
+#include <fmt/core.h>
+
+#include "mme/sdk/config_reader.hpp"
+#include "mme/sdk/error.hpp"
+
+namespace mme {
+
+namespace {
+
+void require_positive(const ModelSpec& m, std::string_view field, std::int64_t v, std::int64_t max) {
+  if (v <= 0) throw ConfigError(fmt::format("{}: {} must be positive, got {}", m.name, field, v));
+  if (v > max)
+    throw ConfigError(fmt::format("{}: {} = {} is larger than {}, which no real model has", m.name, field, v, max));
+}
+
+}  // namespace
+
+LayerKinds group_layer_kinds(const ModelSpec& spec) {
+  LayerKinds out;
+  out.kind_of_layer.reserve(spec.layers.size());
+  for (const auto& layer : spec.layers) {
+    std::size_t idx = 0;
+    while (idx < out.kinds.size() && !(*out.kinds[idx] == layer)) ++idx;
+    if (idx == out.kinds.size()) out.kinds.push_back(&layer);
+    out.kind_of_layer.push_back(idx);
+  }
+  return out;
+}
+
+void validate_model_spec(const ModelSpec& m) {
+  constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
+  constexpr std::int64_t kCount = ConfigReader::kMaxCount;
+  if (m.num_layers > ConfigReader::kMaxLayers)
+    throw ConfigError(fmt::format("{}: num_layers: {}", m.name, too_many_layers(std::to_string(m.num_layers))));
+  require_positive(m, "num_layers", m.num_layers, ConfigReader::kMaxLayers);
+  require_positive(m, "hidden_size", m.hidden_size, kDim);
+  require_positive(m, "vocab_size", m.vocab_size, kDim);
+  if (m.max_position_embeddings < 0 || m.max_position_embeddings > kDim)
+    throw ConfigError(fmt::format("{}: max_position_embeddings must be between 0 and {}, got {}", m.name, kDim,
+                                  m.max_position_embeddings));
+  if (static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
+    throw ConfigError(fmt::format("{}: {} layer specs for num_layers = {}", m.name, m.layers.size(), m.num_layers));
+  if (m.mtp_num_layers < 0 || m.mtp_num_layers > ConfigReader::kMaxLayers)
+    throw ConfigError(fmt::format("{}: mtp_num_layers must be between 0 and {}, got {}", m.name,
+                                  ConfigReader::kMaxLayers, m.mtp_num_layers));
+  if (m.hidden_dropout < 0 || m.hidden_dropout >= 1 || m.attention_dropout < 0 || m.attention_dropout >= 1)
+    throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1)", m.name));
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const auto& a = m.layers[i].attention;
+    const auto& f = m.layers[i].mlp;
+    const std::string where = fmt::format("layer {}", i);
+    if (a.kind.empty()) throw ConfigError(fmt::format("{}: {}: attention kind is empty", m.name, where));
+    if (f.kind.empty()) throw ConfigError(fmt::format("{}: {}: mlp kind is empty", m.name, where));
+    require_positive(m, where + " num_attention_heads", a.num_heads, kDim);
+    if (a.num_query_groups <= 0 || a.num_query_groups > a.num_heads || a.num_heads % a.num_query_groups != 0)
+      throw ConfigError(fmt::format("{}: {}: num_query_groups = {} must divide num_attention_heads = {}", m.name,
+                                    where, a.num_query_groups, a.num_heads));
+    if (a.kind == "mla") {
+      if (a.q_lora_rank) require_positive(m, where + " q_lora_rank", *a.q_lora_rank, kDim);
+      require_positive(m, where + " kv_lora_rank", a.kv_lora_rank, kDim);
+      require_positive(m, where + " qk_head_dim", a.qk_head_dim, kDim);
+      require_positive(m, where + " qk_pos_emb_head_dim", a.qk_pos_emb_head_dim, kDim);
+      require_positive(m, where + " v_head_dim", a.v_head_dim, kDim);
+    } else {
+      require_positive(m, where + " kv_channels", a.kv_channels, kDim);
+    }
+    if (f.kind == "moe") {
+      require_positive(m, where + " num_experts", f.num_experts, kCount);
+      require_positive(m, where + " moe_router_topk", f.top_k, kCount);
+      if (f.top_k > f.num_experts)
+        throw ConfigError(fmt::format("{}: {}: moe_router_topk = {} exceeds num_experts = {}", m.name, where, f.top_k,
+                                      f.num_experts));
+      require_positive(m, where + " moe_ffn_hidden_size", f.expert_ffn_hidden_size, kDim);
+      if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > kDim)
+        throw ConfigError(fmt::format("{}: {}: shared expert size out of range", m.name, where));
+    } else {
+      require_positive(m, where + " ffn_hidden_size", f.ffn_hidden_size, kDim);
+    }
+  }
+}
+
+}  // namespace mme

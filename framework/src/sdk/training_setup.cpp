@@ -1,0 +1,336 @@
+#include "mme/sdk/training_setup.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "mme/sdk/checked.hpp"
+#include "mme/sdk/error.hpp"
+#include "mme/sdk/model_spec.hpp"
+
+namespace mme {
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kFP16: return "fp16";
+    case Precision::kFP8: return "fp8";
+    case Precision::kFP32: return "fp32";
+  }
+  return "?";
+}
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::kFP32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kFP16: return "fp16";
+    case DType::kFP8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::kFlash: return "flash";
+    case AttentionBackend::kUnfused: return "unfused";
+    case AttentionBackend::kAuto: return "auto";
+  }
+  return "?";
+}
+
+AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag) {
+  if (text == "flash" || text == "fused") return AttentionBackend::kFlash;
+  if (text == "auto") return AttentionBackend::kAuto;
+  if (text == "unfused" || text == "local") return AttentionBackend::kUnfused;
+  throw UsageError(fmt::format("{}: unknown value '{}' (auto, flash, fused, unfused, local)", flag, text));
+}
+
+namespace {
+// CUDA GPUs before sm90, where TE's deterministic filter drops cuDNN fused attention
+// (get_attention_backend: device_compute_capability < (9, 0)).
+bool before_hopper(int compute_capability) { return compute_capability > 0 && compute_capability < 90; }
+}  // namespace
+
+namespace {
+bool valid_env_name(const std::string& name) {
+  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+}
+
+bool env_switch(const std::string& name, const std::string& value) {
+  // Transformer Engine reads these as int(os.getenv(NAME, "1")).
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw UsageError(fmt::format("{}={}: expected 0 or 1", name, value));
+}
+}  // namespace
+
+std::pair<std::string, std::string> split_env_assignment(const std::string& text, std::string_view flag) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || !valid_env_name(text.substr(0, eq)))
+    throw UsageError(fmt::format("{} '{}': expected NAME=VALUE, e.g. NVTE_FLASH_ATTN=0", flag, text));
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+void apply_deterministic_mode(TrainingSetup& s) {
+  s.attention_env.deterministic = true;
+  if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
+}
+
+bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag) {
+  if (text != "native" && text != "te")
+    throw UsageError(fmt::format("{}: unknown value '{}' (native, te)", flag, text));
+  return text == "te";
+}
+
+FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag) {
+  // arguments.py: choices of --data-parallel-sharding-strategy.
+  if (text == "no_shard") return FsdpSharding::kNoShard;
+  if (text == "optim") return FsdpSharding::kOptim;
+  if (text == "optim_grads") return FsdpSharding::kOptimGrads;
+  if (text == "optim_grads_params") return FsdpSharding::kOptimGradsParams;
+  throw UsageError(
+      fmt::format("{}: unknown value '{}' (no_shard, optim, optim_grads, optim_grads_params)", flag, text));
+}
+
+std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed) {
+  if (text == "auto") {
+    if (auto_allowed) return std::nullopt;
+    throw UsageError(fmt::format("{} auto (no fp32 main weights; the optimizer steps the model weights) is not "
+                                 "modelled; give fp32, bf16 or fp16",
+                                 flag));
+  }
+  if (text == "fp32") return DType::kFP32;
+  if (text == "bf16") return DType::kBF16;
+  if (text == "fp16") return DType::kFP16;
+  throw UsageError(fmt::format("{}: unknown value '{}' (fp32, bf16, fp16{})", flag, text, auto_allowed ? ", auto" : ""));
+}
+
+const char* to_string(FsdpSharding s) {
+  switch (s) {
+    case FsdpSharding::kNoShard: return "no_shard";
+    case FsdpSharding::kOptim: return "optim";
+    case FsdpSharding::kOptimGrads: return "optim_grads";
+    case FsdpSharding::kOptimGradsParams: return "optim_grads_params";
+  }
+  return "?";
+}
+
+const char* to_string(FsdpKind k) {
+  switch (k) {
+    case FsdpKind::kNone: return "none";
+    case FsdpKind::kMegatron: return "megatron_fsdp";
+    case FsdpKind::kTorchFsdp2: return "torch_fsdp2";
+  }
+  return "?";
+}
+
+CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag) {
+  // Megatron-LM passes the value through to Transformer Engine (extensions/transformer_engine.py
+  // TEDotProductAttention), whose attn_forward_func_with_cp (context_parallel.py) takes exactly
+  // these and raises "Unsupported communication type" for anything else.
+  if (text == "p2p") return CpCommType::kP2P;
+  if (text == "all_gather") return CpCommType::kAllGather;
+  if (text == "a2a") return CpCommType::kA2A;
+  if (text == "a2a+p2p") return CpCommType::kA2AP2P;
+  if (text == "allgather")
+    throw UsageError(fmt::format("{}: 'allgather' (the spelling of Megatron-LM's help text) is rejected by Transformer "
+                                 "Engine; use all_gather",
+                                 flag));
+  throw UsageError(fmt::format("{}: unknown value '{}' (p2p, all_gather, a2a, a2a+p2p)", flag, text));
+}
+
+bool is_modelled_environment(const std::string& name) {
+  return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
+         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO";
+}
+
+bool apply_environment(TrainingSetup& s, const std::string& name, const std::string& value) {
+  auto& env = s.attention_env;
+  if (name == "CUBLAS_WORKSPACE_CONFIG") {
+    if (!value.empty()) (void)parse_cublas_workspace_config(value);
+    s.cublas_workspace_config = value;
+  } else if (name == "NVTE_FLASH_ATTN") {
+    env.flash_enabled = env_switch(name, value);
+  } else if (name == "NVTE_FUSED_ATTN") {
+    env.fused_enabled = env_switch(name, value);
+  } else if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
+    env.deterministic = !env_switch(name, value);
+  } else {
+    return false;
+  }
+  const std::string entry = name + "=" + value;
+  auto& used = s.environment_used;
+  used.erase(std::remove_if(used.begin(), used.end(),
+                            [&](const std::string& e) { return e.compare(0, name.size() + 1, name + "=") == 0; }),
+             used.end());
+  used.push_back(entry);
+  return true;
+}
+
+AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability) {
+  AttentionChoice c;
+  if (!s.transformer_engine) {
+    // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
+    c.backend = AttentionBackend::kUnfused;
+    c.reason = "unfused attention (--transformer-impl local)";
+    return c;
+  }
+  if (s.attention_backend != AttentionBackend::kAuto) {
+    c.backend = s.attention_backend;
+    c.reason = fmt::format("{} attention (--attention-backend {})", to_string(s.attention_backend),
+                           to_string(s.attention_backend));
+    return c;
+  }
+  // --attention-backend auto: TE's get_attention_backend (dot_product_attention/utils.py)
+  // prefers cuDNN fused attention, then flash-attn, then unfused. Its determinism filter drops
+  // the F16 arbitrary-seqlen fused kernel in training on GPUs before sm90.
+  const auto& env = s.attention_env;
+  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability));
+  if (fused_ok) {
+    c.backend = AttentionBackend::kFlash;
+    c.reason = "flash/fused attention (--attention-backend auto)";
+    return c;
+  }
+  const std::string why_not_fused =
+      !env.fused_enabled ? "NVTE_FUSED_ATTN=0"
+                         : fmt::format("deterministic training on sm{} disables cuDNN fused attention", compute_capability);
+  if (!env.flash_enabled || env.flash_attn_installed == false) {
+    c.backend = AttentionBackend::kUnfused;
+    c.reason = fmt::format("unfused attention: {} and {}", why_not_fused,
+                           !env.flash_enabled ? "NVTE_FLASH_ATTN=0" : "flash-attn is not installed");
+    return c;
+  }
+  c.backend = AttentionBackend::kFlash;
+  if (env.flash_attn_installed == true) {
+    c.reason = fmt::format("flash attention ({}; flash-attn installed)", why_not_fused);
+  } else {
+    c.may_fall_back_to_unfused = true;
+    c.reason = fmt::format("flash attention assumed ({}; without flash-attn >= 2.4.1 TE falls back to unfused "
+                           "attention, which the upper bound covers)", why_not_fused);
+  }
+  return c;
+}
+
+const char* to_string(CpCommType c) {
+  switch (c) {
+    case CpCommType::kP2P: return "p2p";
+    case CpCommType::kAllGather: return "all_gather";
+    case CpCommType::kA2A: return "a2a";
+    case CpCommType::kA2AP2P: return "a2a+p2p";
+  }
+  return "?";
+}
+
+const char* to_string(TokenDispatcher d) {
+  switch (d) {
+    case TokenDispatcher::kAllToAll: return "alltoall";
+    case TokenDispatcher::kAllGather: return "allgather";
+    case TokenDispatcher::kFlex: return "flex";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeGranularity g) {
+  switch (g) {
+    case RecomputeGranularity::kNone: return "none";
+    case RecomputeGranularity::kSelective: return "selective";
+    case RecomputeGranularity::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
+
+namespace {
+struct ModuleName {
+  const char* name;
+  RecomputeModule flag;
+};
+constexpr ModuleName kModuleNames[] = {
+    {"core_attn", kRecomputeCoreAttn}, {"mlp", kRecomputeMlp},
+    {"moe", kRecomputeMoe},            {"moe_act", kRecomputeMoeAct},
+    {"layernorm", kRecomputeLayernorm}, {"mla_up_proj", kRecomputeMlaUpProj},
+    {"shared_experts", kRecomputeSharedExperts},
+};
+}  // namespace
+
+std::string recompute_modules_to_string(std::uint32_t modules) {
+  std::string out;
+  for (const auto& m : kModuleNames) {
+    if (!(modules & m.flag)) continue;
+    if (!out.empty()) out += ",";
+    out += m.name;
+  }
+  return out;
+}
+
+std::uint32_t parse_recompute_modules(const std::string& text) {
+  std::string cleaned;
+  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
+  std::stringstream ss(cleaned);
+  std::string item;
+  std::uint32_t out = 0;
+  while (ss >> item) {
+    bool found = false;
+    for (const auto& m : kModuleNames) {
+      if (item == m.name) {
+        out |= m.flag;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string known;
+      for (const auto& m : kModuleNames) known += std::string(known.empty() ? "" : ", ") + m.name;
+      throw UsageError(fmt::format("unknown recompute module '{}' (known: {})", item, known));
+    }
+  }
+  return out;
+}
+
+std::int64_t parse_cublas_workspace_config(const std::string& text) {
+  // aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 8 chunks of
+  // 4096 KiB; several pairs add up.
+  std::int64_t total = 0;
+  std::stringstream ss(text);
+  std::string item;
+  std::vector<std::int64_t> nums;
+  while (std::getline(ss, item, ':')) {
+    if (item.empty()) continue;
+    try {
+      std::size_t pos = 0;
+      const long long v = std::stoll(item, &pos);
+      if (pos != item.size() || v <= 0 || v > (1 << 24)) throw std::invalid_argument("range");
+      nums.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--cublas-workspace-config '{}': expected ':SIZE_KiB:COUNT' pairs", text));
+    }
+  }
+  if (nums.empty() || nums.size() % 2 != 0)
+    throw UsageError(fmt::format("--cublas-workspace-config '{}': expected ':SIZE_KiB:COUNT' pairs", text));
+  // Each pair is at most 2^24 KiB x 2^24 = 2^58 bytes; a sum beyond 2^62 is no real setting.
+  for (std::size_t i = 0; i < nums.size(); i += 2) {
+    total += nums[i] * 1024 * nums[i + 1];
+    if (total > (std::int64_t{1} << 62))
+      throw UsageError(fmt::format("--cublas-workspace-config '{}': the workspaces add up to more than 2^62 bytes",
+                                   text.size() > 60 ? text.substr(0, 57) + "..." : text));
+  }
+  return total;
+}
+
+DType parse_dtype(const std::string& text) {
+  std::string t;
+  for (char c : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (t == "fp32" || t == "float32") return DType::kFP32;
+  if (t == "bf16" || t == "bfloat16") return DType::kBF16;
+  if (t == "fp16" || t == "float16") return DType::kFP16;
+  if (t == "fp8" || t == "uint8") return DType::kFP8;
+  throw UsageError(fmt::format("unknown dtype '{}' (use fp32, bf16, fp16 or fp8)", text));
+}
+
+}  // namespace mme

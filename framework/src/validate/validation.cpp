@@ -1,0 +1,970 @@
+#include "mme/validate/validation.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <istream>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "mme/validate/baselines.hpp"
+#include "mme/sdk/error.hpp"
+#include "mme/engine/estimator.hpp"
+#include "mme/inputs/megatron_args.hpp"
+#include "mme/inputs/model_loader.hpp"
+#include "mme/sdk/units.hpp"
+#include "mme/sdk/input_text.hpp"
+#include "mme/sdk/training_setup.hpp"
+
+namespace mme {
+
+const char* csv_format_name(CsvFormat f) {
+  return f == CsvFormat::kRealRuns ? "real_runs" : "functional_test";
+}
+
+double ValidationCase::peak_error() const {
+  return measured_peak_gib > 0 ? (estimated_peak_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::baseline_error() const {
+  return measured_peak_gib > 0 ? (megatron_theoretical_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::seed_error() const {
+  return measured_peak_gib > 0 ? (seed_tool_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::static_error() const {
+  return measured_static_gib > 0 ? (estimated_static_gib - measured_static_gib) / measured_static_gib : 0.0;
+}
+
+namespace {
+
+std::vector<std::string> split_csv_line(const std::string& line, const std::string& where) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur.push_back(c);
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(std::move(cur));
+      cur.clear();
+    } else if (c != '\r') {
+      cur.push_back(c);
+    }
+  }
+  if (quoted) throw ConfigError(fmt::format("{}: unterminated quote", where));
+  out.push_back(std::move(cur));
+  return out;
+}
+
+// Columns that describe the measurement, not Megatron flags.
+bool is_meta_column(const std::string& c) {
+  static const char* kMeta[] = {"model", "test_case", "golden", "n_iters", "max_alloc_GiB_max", "max_alloc_GiB_last",
+                                "alloc_GiB_median", "alloc_GiB_first", "nodes_gpus"};
+  return std::any_of(std::begin(kMeta), std::end(kMeta), [&](const char* m) { return c == m; });
+}
+
+double number(const CsvRow& row, const char* col) {
+  auto it = row.find(col);
+  if (it == row.end()) return 0.0;
+  try {
+    return std::stod(it->second);
+  } catch (const std::exception&) {
+    throw ConfigError(fmt::format("column {}: '{}' is not a number", col, it->second));
+  }
+}
+
+std::string get(const CsvRow& row, const char* col) {
+  auto it = row.find(col);
+  return it == row.end() ? "" : it->second;
+}
+
+// nodes_gpus like "gb200:2x4;h100:1x8": the launch size of the platform the golden ran on.
+std::int64_t world_size_of(const std::string& nodes_gpus, const std::string& golden) {
+  std::int64_t fallback = 8;
+  std::stringstream ss(nodes_gpus);
+  std::string entry;
+  std::int64_t first = 0;
+  while (std::getline(ss, entry, ';')) {
+    const auto colon = entry.find(':');
+    const auto x = entry.find('x', colon == std::string::npos ? 0 : colon);
+    if (colon == std::string::npos || x == std::string::npos) continue;
+    const std::string platform = entry.substr(0, colon);
+    std::int64_t nodes = 0, gpus = 0;
+    try {
+      nodes = std::stoll(entry.substr(colon + 1, x - colon - 1));
+      gpus = std::stoll(entry.substr(x + 1));
+    } catch (const std::exception&) {
+      continue;
+    }
+    // A product beyond any launch (or one that would not fit in 64 bits) is an error of the row,
+    // never a wrapped number (4611686018427387906x4 once became 8 GPUs).
+    std::int64_t n = 0;
+    if (nodes < 1 || gpus < 1 || __builtin_mul_overflow(nodes, gpus, &n) || n > kMaxWorldSize)
+      throw ConfigError(fmt::format("nodes_gpus '{}': {} nodes x {} GPUs is not a launch size (1 to {} GPUs)", entry,
+                                    nodes, gpus, kMaxWorldSize));
+    if (first == 0) first = n;
+    if (golden.find(platform) != std::string::npos) return n;
+  }
+  // H100 and A100 recipes default to 1 node x 8 GPUs.
+  return first > 0 && golden.find("gb200") != std::string::npos ? first : fallback;
+}
+
+// The CUDA compute capability of a golden file's platform: A100 sm80, GB200 sm100, H100 sm90.
+int compute_capability_of(const std::string& golden) {
+  if (golden.find("a100") != std::string::npos) return 80;
+  if (golden.find("gb200") != std::string::npos || golden.find("b200") != std::string::npos) return 100;
+  return 90;
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// Why a row is outside what mme models (empty: it is modelled).
+std::string skip_reason(const CsvRow& row) {
+  const std::string model = get(row, "model");
+  const std::string tc = get(row, "test_case");
+  if (model == "t5") return "T5 encoder-decoder models are not modelled (decoder-only GPT/MoE only)";
+  if (model == "bert") return "BERT encoder models are not modelled (decoder-only GPT/MoE only)";
+  if (model == "hybrid") return "hybrid Mamba/attention models are not modelled";
+  if (model.rfind("multimodal", 0) == 0) return "multimodal models (vision encoder + LM) are not modelled";
+  if (model != "gpt" && model != "moe") return fmt::format("model kind '{}' is not modelled", model);
+  if (contains(tc, "grpo") || contains(tc, "_rl_") || contains(tc, "inference"))
+    return "RL / inference loops (generation engine next to training) are not modelled";
+  if (!get(row, "fine-grained-activation-offloading").empty() || !get(row, "cpu-offloading").empty())
+    return "activation offloading to the host is not modelled";
+  const std::string tokenizer = get(row, "tokenizer-type");
+  if (get(row, "vocab-size").empty() && !tokenizer.empty() && tokenizer != "GPT2BPETokenizer" &&
+      tokenizer != "NullTokenizer" && tokenizer != "TikTokenizer")
+    return fmt::format("the row does not record the vocabulary size of {}", tokenizer);
+  return {};
+}
+
+}  // namespace
+
+namespace {
+constexpr const char* kFunctionalColumns[] = {"test_case", "max_alloc_GiB_max", "model", "alloc_GiB_median"};
+constexpr const char* kRealRunsColumns[] = {"id", "metric", "measured_gib", "mme_args"};
+
+bool has_column(const std::vector<std::string>& header, const char* name) {
+  return std::find(header.begin(), header.end(), name) != header.end();
+}
+
+template <std::size_t N>
+std::string column_list(const char* const (&cols)[N]) {
+  std::string out;
+  for (const char* c : cols) out += (out.empty() ? "" : ", ") + std::string(c);
+  return out;
+}
+}  // namespace
+
+CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where) {
+  const CsvFormat format = has_column(header, "test_case") || has_column(header, "max_alloc_GiB_max")
+                               ? CsvFormat::kFunctionalTest
+                           : has_column(header, "mme_args") || has_column(header, "measured_gib")
+                               ? CsvFormat::kRealRuns
+                               : [&]() -> CsvFormat {
+    std::string got;
+    for (const auto& h : header) got += (got.empty() ? "" : ", ") + h;
+    throw ConfigError(fmt::format("{}: unknown set of columns ({}); expected a functional-test file (columns {}, then "
+                                  "one per Megatron-LM flag) or a real-runs file (columns {})",
+                                  where, got, column_list(kFunctionalColumns), column_list(kRealRunsColumns)));
+  }();
+  if (format == CsvFormat::kFunctionalTest) {
+    for (const char* required : kFunctionalColumns)
+      if (!has_column(header, required))
+        throw ConfigError(fmt::format("{}: missing column '{}' (a functional-test file has the columns {})", where,
+                                      required, column_list(kFunctionalColumns)));
+  } else {
+    for (const char* required : kRealRunsColumns)
+      if (!has_column(header, required))
+        throw ConfigError(fmt::format("{}: missing column '{}' (a real-runs file has the columns {})", where, required,
+                                      column_list(kRealRunsColumns)));
+  }
+  return format;
+}
+
+CsvTable read_csv_table(const std::filesystem::path& path) {
+  // Regular files only, with a size cap (a folder once gave "internal error", /dev/zero grew
+  // until memory ran out); the project's own file is 0.5 MiB.
+  return parse_csv_table(read_text_file(path, kMaxCsvBytes, "a CSV of measured cases"), path.string());
+}
+
+CsvTable parse_csv_table(std::string_view text, const std::string& where) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  if (!std::getline(in, line)) throw ConfigError(fmt::format("{}: empty file", where));
+  CsvTable table;
+  table.header = split_csv_line(line, where + ":1");
+  table.format = detect_csv_format(table.header, where);
+  std::size_t lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line == "\r") continue;
+    const auto cells = split_csv_line(line, fmt::format("{}:{}", where, lineno));
+    if (cells.size() != table.header.size())
+      throw ConfigError(fmt::format("{}:{}: {} cells for {} columns", where, lineno, cells.size(),
+                                    table.header.size()));
+    CsvRow row;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      if (!cells[i].empty()) row[table.header[i]] = cells[i];
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+std::vector<CsvRow> read_csv(const std::filesystem::path& path) { return read_csv_table(path).rows; }
+
+std::vector<std::string> split_shell_words(std::string_view text, const std::string& where) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\'') {
+      const auto end = text.find('\'', i + 1);
+      if (end == std::string_view::npos) throw ConfigError(fmt::format("{}: unterminated single quote", where));
+      cur.append(text.substr(i + 1, end - i - 1));
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      in_word = true;
+      for (++i;; ++i) {
+        if (i >= text.size()) throw ConfigError(fmt::format("{}: unterminated double quote", where));
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() &&
+            (text[i + 1] == '"' || text[i + 1] == '\\' || text[i + 1] == '$' || text[i + 1] == '`')) {
+          cur.push_back(text[++i]);
+        } else if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+          ++i;  // a line continuation inside double quotes
+        } else {
+          cur.push_back(text[i]);
+        }
+      }
+    } else if (c == '\\') {
+      if (i + 1 < text.size() && text[i + 1] == '\n') {
+        ++i;  // a line continuation
+      } else if (i + 1 < text.size()) {
+        cur.push_back(text[++i]);
+        in_word = true;
+      }
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
+namespace {
+// The estimate of one stage into the case.
+void take_stage(ValidationCase& c, const StageEstimate& stage) {
+  c.stage = stage.pp_rank;
+  c.estimated_peak_gib = to_gib(stage.total_bytes);
+  c.estimated_static_gib = to_gib(stage.static_bytes);
+  c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
+}
+}  // namespace
+
+ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
+  ValidationCase c;
+  c.model = printable(get(row, "model"));  // printed in the report
+  c.test_case = printable(get(row, "test_case"));  // printed in the report
+  c.golden = printable(get(row, "golden"));  // printed in the report
+  c.compute_capability = compute_capability_of(c.golden);
+  // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
+  // peak once counted as 0 % error).
+  std::string invalid;
+  try {
+    c.measured_peak_gib = number(row, "max_alloc_GiB_max");
+    c.measured_static_gib = number(row, "alloc_GiB_median");
+    if (!std::isfinite(c.measured_peak_gib) || !(c.measured_peak_gib > 0))
+      throw ConfigError(fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB",
+                                    get(row, "max_alloc_GiB_max")));
+    if (!std::isfinite(c.measured_static_gib) || c.measured_static_gib < 0)
+      throw ConfigError(fmt::format("alloc_GiB_median '{}' is not a number of GiB", get(row, "alloc_GiB_median")));
+    c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
+  } catch (const ConfigError& e) {
+    invalid = printable(e.what());
+  }
+  if (std::string why = skip_reason(row); !why.empty()) {
+    c.status = "skipped";
+    c.reason = why;
+    return c;
+  }
+  if (!invalid.empty()) {
+    c.measured_peak_gib = c.measured_static_gib = 0;
+    c.status = "error";
+    c.reason = invalid;
+    return c;
+  }
+  MegatronArgs args;
+  for (const auto& [col, value] : row) {
+    if (is_meta_column(col)) continue;
+    // env:NAME columns: the case's ENV_VARS (attention kernels, cuBLAS workspaces).
+    if (col.rfind("env:", 0) == 0) {
+      args.set_env(col.substr(4), value);
+      continue;
+    }
+    if (value == "True" || value == "true") args.set(col, {});
+    else if (value == "False" || value == "false") continue;
+    else args.set(col, {value});
+  }
+  try {
+    const ModelSpec model = adapt_config(args.to_config(), c.test_case, "ground-truth row " + c.test_case, registry);
+    TrainingSetup base;
+    base.parallel.world_size = c.world_size;
+    // The container: Megatron-LM's `lts` images carry no flash-attn >= 2.4.1 and the `dev`
+    // images do (TE's deterministic filter then decides between flash and unfused attention
+    // on GPUs before sm90; training_setup.cpp resolve_attention).
+    base.attention_env.flash_attn_installed = c.golden.rfind("lts", 0) != 0;
+    const TrainingSetup setup = setup_from_megatron_args(args, base);
+    const Estimator estimator(model, registry);
+    EstimateOptions options;
+    options.compute_capability = c.compute_capability;
+    options.components = false;
+    const Estimate est = estimator.run(setup, options);
+    take_stage(c, est.stages.back());  // the last rank logs the memory
+    c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(model, est.setup));
+    c.seed_tool_gib = to_gib(seed_tool_peak(model, est.setup));
+    c.status = "ok";
+  } catch (const Error& e) {
+    c.status = "error";
+    c.reason = printable(e.what());
+  }
+  return c;
+}
+
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
+  ValidationCase c;
+  c.format = CsvFormat::kRealRuns;
+  c.id = printable(get(row, "id"));  // printed in the report
+  c.test_case = c.id;
+  c.model = printable(get(row, "model"));  // printed in the report
+  c.source = printable(get(row, "source"));  // printed in the report
+  c.metric = get(row, "metric");
+  c.rank_note = printable(get(row, "rank_note"));  // printed in the report
+  c.mme_args = get(row, "mme_args");
+  const std::string where = fmt::format("real-runs row '{}'", c.id);
+  if (c.id.empty()) throw ConfigError("a real-runs row has no id");
+  if (c.metric != "max_allocated" && c.metric != "other")
+    throw ConfigError(fmt::format("{}: metric '{}' is neither max_allocated nor other", where, c.metric));
+  try {
+    c.measured_peak_gib = number(row, "measured_gib");
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+  }
+  if (!(c.measured_peak_gib > 0) || !std::isfinite(c.measured_peak_gib))
+    throw ConfigError(fmt::format("{}: measured_gib must be a positive number of GiB", where));
+  try {
+    const auto args = split_shell_words(c.mme_args, where + ": mme_args");
+    if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
+    if (!estimate_args) throw ConfigError(fmt::format("{}: no estimator for mme_args was given", where));
+    const ArgsEstimate r = estimate_args(args);
+    take_stage(c, r.estimate.peak());  // the rank is not stated: compare with the peak stage
+    c.world_size = r.estimate.setup.parallel.world_size;
+    c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(r.model, r.estimate.setup));
+    c.seed_tool_gib = to_gib(seed_tool_peak(r.model, r.estimate.setup));
+    c.status = "ok";
+  } catch (const Error& e) {
+    c.status = "error";
+    c.reason = printable(e.what());
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RowFilter: a regular-expression matcher in linear time (a Pike VM over a compiled program,
+// no backtracking): the text is read once, each step advancing every live state together, so
+// `(\w+)+!` or `(.)*$` against a long field costs pattern x text, never more, and nothing
+// recurses on the text.
+
+namespace {
+
+constexpr std::size_t kMaxFilterLength = 256;
+constexpr std::size_t kMaxFilterStates = 20000;
+constexpr int kMaxFilterCount = 1000;
+
+}  // namespace
+
+struct RowFilter::Parser {
+  using Fragment = std::vector<RowFilter::Inst>;  // jumps relative to the instruction
+  std::string_view flag;
+  std::string_view p;
+  std::size_t i = 0;
+  std::vector<std::bitset<256>>& classes;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw UsageError(fmt::format("{}: invalid regular expression: {} (at offset {})", flag, what, i));
+  }
+  void check(const Fragment& f) const {
+    if (f.size() > kMaxFilterStates)
+      throw UsageError(fmt::format("{}: the regular expression expands to more than {} states; use smaller repeat "
+                                   "counts",
+                                   flag, kMaxFilterStates));
+  }
+  static RowFilter::Inst inst(RowFilter::Op op, int x = 0, int y = 0) { return {op, 0, x, y, 0}; }
+  static void append(Fragment& to, const Fragment& f) { to.insert(to.end(), f.begin(), f.end()); }
+
+  Fragment alternation() {
+    Fragment left = sequence();
+    while (i < p.size() && p[i] == '|') {
+      ++i;
+      Fragment right = sequence();
+      Fragment f;
+      f.push_back(inst(Op::kSplit, 1, static_cast<int>(left.size()) + 2));
+      append(f, left);
+      f.push_back(inst(Op::kJmp, static_cast<int>(right.size()) + 1));
+      append(f, right);
+      check(f);
+      left = std::move(f);
+    }
+    return left;
+  }
+
+  Fragment sequence() {
+    Fragment f;
+    while (i < p.size() && p[i] != '|' && p[i] != ')') {
+      append(f, repeat());
+      check(f);
+    }
+    return f;
+  }
+
+  // {n}, {n,}, {n,m} at i; false (nothing consumed) when the braces are not a quantifier, which
+  // ECMAScript (Annex B) then reads as literal characters.
+  bool counts(int& lo, int& hi) {
+    std::size_t j = i + 1;
+    auto number = [&](int& out) {
+      const std::size_t start = j;
+      long v = 0;
+      while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && j - start < 5) v = v * 10 + (p[j++] - '0');
+      if (j == start) return false;
+      if (v > kMaxFilterCount)
+        throw UsageError(fmt::format("{}: a repeat count of {} in the regular expression is more than {}", flag, v,
+                                     kMaxFilterCount));
+      out = static_cast<int>(v);
+      return true;
+    };
+    if (!number(lo)) return false;
+    hi = lo;
+    if (j < p.size() && p[j] == ',') {
+      ++j;
+      hi = -1;
+      if (j < p.size() && p[j] != '}' && !number(hi)) return false;
+    }
+    if (j >= p.size() || p[j] != '}') return false;
+    if (hi >= 0 && hi < lo) fail("a repeat count {n,m} with m < n");
+    i = j + 1;
+    return true;
+  }
+
+  Fragment repeat() {
+    Fragment e = atom();
+    if (i >= p.size()) return e;
+    int lo = 0, hi = -1;
+    const char q = p[i];
+    if (q == '*') {
+      ++i;
+    } else if (q == '+') {
+      ++i, lo = 1;
+    } else if (q == '?') {
+      ++i, hi = 1;
+    } else if (q == '{' && counts(lo, hi)) {
+    } else {
+      return e;
+    }
+    if (i < p.size() && p[i] == '?') ++i;  // lazy: the same rows match
+    if (i < p.size() && (p[i] == '*' || p[i] == '+' || p[i] == '?')) fail("nothing to repeat");
+    if (!e.empty() && (e.front().op == Op::kBol || e.front().op == Op::kEol) && e.size() == 1) return e;
+    Fragment f;
+    for (int k = 0; k < lo; ++k) {
+      append(f, e);
+      check(f);
+    }
+    const int n = static_cast<int>(e.size());
+    if (hi < 0) {  // a loop: split into e or past it, e jumps back
+      f.push_back(inst(Op::kSplit, 1, n + 2));
+      append(f, e);
+      f.push_back(inst(Op::kJmp, -(n + 1)));
+    } else {  // hi - lo optional copies, nested: (e(e(e)?)?)?
+      Fragment tail;
+      for (int k = lo; k < hi; ++k) {
+        Fragment t;
+        t.push_back(inst(Op::kSplit, 1, n + static_cast<int>(tail.size()) + 1));
+        append(t, e);
+        append(t, tail);
+        check(t);
+        tail = std::move(t);
+      }
+      append(f, tail);
+    }
+    check(f);
+    return f;
+  }
+
+  int add_class(const std::bitset<256>& set) {
+    classes.push_back(set);
+    return static_cast<int>(classes.size()) - 1;
+  }
+  static std::bitset<256> named(char c) {
+    std::bitset<256> s;
+    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (int b = 0; b < 256; ++b) {
+      const bool in = lower == 'd'   ? std::isdigit(b) != 0
+                      : lower == 'w' ? (std::isalnum(b) != 0 && b < 128) || b == '_'
+                                     : b == ' ' || (b >= '\t' && b <= '\r');
+      s[static_cast<std::size_t>(b)] = in;
+    }
+    if (std::isupper(static_cast<unsigned char>(c))) s.flip();
+    return s;
+  }
+  // The character of an escape \c that stands for one character; -1 for a class (\d ...).
+  int escaped(char c) {
+    switch (c) {
+      case 'd': case 'D': case 'w': case 'W': case 's': case 'S': return -1;
+      case 't': return '\t';
+      case 'n': return '\n';
+      case 'r': return '\r';
+      case 'f': return '\f';
+      case 'v': return '\v';
+      case '0': return '\0';
+      case 'x': {
+        if (i + 2 > p.size() || !std::isxdigit(static_cast<unsigned char>(p[i])) ||
+            !std::isxdigit(static_cast<unsigned char>(p[i + 1])))
+          fail("\\x needs two hexadecimal digits");
+        const int v = std::stoi(std::string(p.substr(i, 2)), nullptr, 16);
+        i += 2;
+        return v;
+      }
+      default: break;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)))
+      fail("back-references are not supported (the matcher runs in linear time)");
+    if (c == 'b' || c == 'B') fail("word boundaries (\\b, \\B) are not supported");
+    if (std::isalnum(static_cast<unsigned char>(c))) fail(fmt::format("unknown escape '\\{}'", c));
+    return static_cast<unsigned char>(c);  // \. \* \\ \( ...
+  }
+
+  Fragment atom() {
+    const char c = p[i++];
+    Fragment f;
+    switch (c) {
+      case '(': {
+        if (i < p.size() && p[i] == '?') {
+          if (i + 1 < p.size() && p[i + 1] == ':') {
+            i += 2;
+          } else {
+            fail("lookahead and lookbehind are not supported");
+          }
+        }
+        f = alternation();
+        if (i >= p.size() || p[i] != ')') fail("a '(' without its ')'");
+        ++i;
+        return f;
+      }
+      case ')': fail("a ')' without its '('");
+      case '*': case '+': case '?': fail("nothing to repeat");
+      case '^': f.push_back(inst(Op::kBol)); return f;
+      case '$': f.push_back(inst(Op::kEol)); return f;
+      case '.': f.push_back(inst(Op::kAny)); return f;
+      case '[': {
+        std::bitset<256> set;
+        const bool negate = i < p.size() && p[i] == '^';
+        if (negate) ++i;
+        bool first = true;
+        while (true) {
+          if (i >= p.size()) fail("a '[' without its ']'");
+          char a = p[i++];
+          if (a == ']' && !first) break;
+          first = false;
+          int lo = static_cast<unsigned char>(a);
+          if (a == '\\') {
+            if (i >= p.size()) fail("a '\\' at the end");
+            const char e = p[i++];
+            if (e == 'b') {
+              lo = '\b';
+            } else {
+              lo = escaped(e);
+              if (lo < 0) {
+                set |= named(e);
+                continue;
+              }
+            }
+          }
+          int hi = lo;
+          if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
+            ++i;
+            const char b = p[i++];
+            hi = static_cast<unsigned char>(b);
+            if (b == '\\') {
+              if (i >= p.size()) fail("a '\\' at the end");
+              hi = escaped(p[i++]);
+              if (hi < 0) fail("a class escape cannot end a range");
+            }
+            if (hi < lo) fail("a range out of order in [...]");
+          }
+          for (int b = lo; b <= hi; ++b) set[static_cast<std::size_t>(b)] = true;
+        }
+        if (negate) set.flip();
+        RowFilter::Inst in = inst(Op::kClass);
+        in.cls = add_class(set);
+        f.push_back(in);
+        return f;
+      }
+      case '\\': {
+        if (i >= p.size()) fail("a '\\' at the end");
+        const char e = p[i++];
+        const int v = escaped(e);
+        RowFilter::Inst in = inst(v < 0 ? Op::kClass : Op::kByte);
+        if (v < 0) in.cls = add_class(named(e));
+        else in.c = static_cast<unsigned char>(v);
+        f.push_back(in);
+        return f;
+      }
+      default: {
+        RowFilter::Inst in = inst(Op::kByte);
+        in.c = static_cast<unsigned char>(c);
+        f.push_back(in);
+        return f;
+      }
+    }
+  }
+};
+
+RowFilter::RowFilter(std::string_view flag, std::string_view pattern) {
+  if (pattern.size() > kMaxFilterLength)
+    throw UsageError(fmt::format("{}: the regular expression is longer than {} characters", flag, kMaxFilterLength));
+  Parser parser{flag, pattern, 0, classes_};
+  Parser::Fragment f = parser.alternation();
+  if (parser.i < pattern.size()) parser.fail("a ')' without its '('");
+  f.push_back(Parser::inst(Op::kMatch));
+  // Relative jumps to absolute ones.
+  for (std::size_t k = 0; k < f.size(); ++k) {
+    if (f[k].op == Op::kJmp || f[k].op == Op::kSplit) {
+      f[k].x += static_cast<int>(k);
+      f[k].y += static_cast<int>(k);
+    }
+  }
+  program_ = std::move(f);
+}
+
+bool RowFilter::search(std::string_view text) const {
+  const std::size_t n = program_.size();
+  std::vector<int> current, next, stack;
+  std::vector<std::size_t> mark(n, static_cast<std::size_t>(-1));
+  // Adds the state `start` and every state reachable from it without reading a character
+  // (jumps, splits, anchors that hold at `pos`) to `list`, each once per position; true when
+  // the match state is among them.
+  auto add = [&](std::vector<int>& list, int start, std::size_t pos) {
+    stack.assign(1, start);
+    while (!stack.empty()) {
+      const int pc = stack.back();
+      stack.pop_back();
+      if (mark[static_cast<std::size_t>(pc)] == pos) continue;
+      mark[static_cast<std::size_t>(pc)] = pos;
+      const Inst& in = program_[static_cast<std::size_t>(pc)];
+      switch (in.op) {
+        case Op::kMatch: return true;
+        case Op::kJmp: stack.push_back(in.x); break;
+        case Op::kSplit:
+          stack.push_back(in.y);
+          stack.push_back(in.x);
+          break;
+        case Op::kBol:
+          if (pos == 0) stack.push_back(pc + 1);
+          break;
+        case Op::kEol:
+          if (pos == text.size()) stack.push_back(pc + 1);
+          break;
+        default: list.push_back(pc);
+      }
+    }
+    return false;
+  };
+  for (std::size_t pos = 0;; ++pos) {
+    if (add(current, 0, pos)) return true;  // a match may start anywhere
+    if (pos == text.size()) return false;
+    const auto c = static_cast<unsigned char>(text[pos]);
+    next.clear();
+    for (const int pc : current) {
+      const Inst& in = program_[static_cast<std::size_t>(pc)];
+      const bool step = in.op == Op::kByte  ? in.c == c
+                        : in.op == Op::kAny ? c != '\n' && c != '\r'
+                                            : classes_[static_cast<std::size_t>(in.cls)][c];
+      if (step && add(next, pc + 1, pos + 1)) return true;
+    }
+    std::swap(current, next);
+  }
+}
+
+std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,
+                                           const ValidationOptions& options) {
+  std::optional<RowFilter> golden_re, case_re;
+  if (!options.golden_regex.empty()) golden_re.emplace("--golden", options.golden_regex);
+  if (!options.case_regex.empty()) case_re.emplace("--case", options.case_regex);
+  const CsvTable table = read_csv_table(csv);
+  const bool real = table.format == CsvFormat::kRealRuns;
+  std::vector<ValidationCase> out;
+  for (const auto& row : table.rows) {
+    if (golden_re && !golden_re->search(get(row, "golden"))) continue;
+    if (case_re && !case_re->search(get(row, real ? "id" : "test_case"))) continue;
+    out.push_back(real ? validate_real_run_row(row, options.estimate_args) : validate_row(row, registry));
+  }
+  return out;
+}
+
+namespace {
+// Linear interpolation between closest ranks (numpy's default) of sorted values.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+ErrorStats stats(std::vector<double> errs) {
+  ErrorStats s;
+  s.count = errs.size();
+  if (errs.empty()) return s;
+  for (auto& e : errs) e = std::fabs(e);
+  std::sort(errs.begin(), errs.end());
+  s.median = quantile(errs, 0.5);
+  s.p90 = quantile(errs, 0.9);
+  s.max = errs.back();
+  return s;
+}
+
+constexpr double kSignedThreshold = 0.05;  // "under" / "over" the measured peak by more than 5 %
+
+SignedStats signed_stats(std::vector<double> errs) {
+  SignedStats s;
+  s.count = errs.size();
+  if (errs.empty()) return s;
+  std::sort(errs.begin(), errs.end());
+  s.median = quantile(errs, 0.5);
+  for (const double e : errs) {
+    if (e < -kSignedThreshold) ++s.under;
+    if (e > kSignedThreshold) ++s.over;
+  }
+  s.under_share = static_cast<double>(s.under) / static_cast<double>(s.count);
+  s.over_share = static_cast<double>(s.over) / static_cast<double>(s.count);
+  return s;
+}
+}  // namespace
+
+ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
+  ValidationSummary s;
+  s.total = cases.size();
+  std::vector<double> peak, stat, large, baseline, seed;
+  struct Bucket {
+    const char* label;
+    double min, max;
+    std::vector<double> errs;
+  };
+  Bucket buckets[] = {{"<5GiB", 0.0, 5.0, {}}, {"5-40GiB", 5.0, 40.0, {}}, {">40GiB", 40.0, HUGE_VAL, {}}};
+  for (const auto& c : cases) {
+    if (c.status == "skipped") {
+      ++s.skipped;
+      continue;
+    }
+    if (c.status != "ok") {
+      ++s.errors;
+      continue;
+    }
+    ++s.evaluated;
+    peak.push_back(c.peak_error());
+    if (c.measured_static_gib > 0) stat.push_back(c.static_error());  // real runs measure no static memory
+    // < 5 GiB, 5-40 GiB (both ends included), > 40 GiB.
+    const std::size_t bucket = c.measured_peak_gib < 5.0 ? 0 : c.measured_peak_gib <= 40.0 ? 1 : 2;
+    buckets[bucket].errs.push_back(c.peak_error());
+    ++s.bound.count;
+    if (c.within_bound()) ++s.bound.covered;
+    baseline.push_back(c.baseline_error());
+    seed.push_back(c.seed_error());
+    if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
+  }
+  s.peak = stats(peak);
+  s.static_mem = stats(stat);
+  s.peak_large = stats(large);
+  s.megatron_theoretical = stats(baseline);
+  s.seed_tool = stats(seed);
+  for (auto& b : buckets) s.by_size.push_back({b.label, b.min, b.max, stats(b.errs)});
+  s.signed_peak = signed_stats(peak);
+  s.bound.share = s.bound.count ? static_cast<double>(s.bound.covered) / static_cast<double>(s.bound.count) : 0.0;
+  return s;
+}
+
+// ---- Training logs ----------------------------------------------------------------------------
+
+namespace {
+
+
+// The value token after `key` in `line`: up to white space, '|', ',' or '}'. Empty if none.
+std::string token_after(const std::string& line, std::size_t at) {
+  std::size_t b = at;
+  while (b < line.size() && (line[b] == ' ' || line[b] == '\t' || line[b] == ':' || line[b] == '=' ||
+                             line[b] == '\'' || line[b] == '"'))
+    ++b;
+  std::size_t e = b;
+  while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '|' && line[e] != ',' && line[e] != '}' &&
+         line[e] != '\r')
+    ++e;
+  return line.substr(b, e - b);
+}
+
+double log_number(const std::string& token, const char* what, const std::string& where) {
+  if (token.empty()) throw ConfigError(fmt::format("{}: no value after '{}'", where, what));
+  const char* begin = token.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end != begin + token.size() || !std::isfinite(v) || v < 0)
+    throw ConfigError(fmt::format("{}: '{}' after '{}' is not a non-negative number", where, token, what));
+  return v;
+}
+
+// "[Rank N]" anywhere in the line.
+std::optional<std::int64_t> rank_of(const std::string& line, const std::string& where) {
+  const auto at = line.find("[Rank ");
+  if (at == std::string::npos) return std::nullopt;
+  std::size_t b = at + 6, e = b;
+  while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
+  if (e == b || e >= line.size() || line[e] != ']')
+    throw ConfigError(fmt::format("{}: '[Rank' is not followed by a rank number and ']'", where));
+  if (e - b > 18) throw ConfigError(fmt::format("{}: the rank {} is beyond any world size", where, line.substr(b, e - b)));
+  return std::stoll(line.substr(b, e - b));
+}
+
+// The position right after `key` where it stands as a whole word (not inside a longer name).
+std::size_t find_key(const std::string& line, const std::string& key) {
+  for (std::size_t at = line.find(key); at != std::string::npos; at = line.find(key, at + 1)) {
+    const bool start_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(line[at - 1])) || line[at - 1] == '-' ||
+                                       line[at - 1] == '_');
+    if (start_ok) return at + key.size();
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+std::vector<MemoryReport> parse_memory_log(std::istream& in, const std::string& source) {
+  std::vector<MemoryReport> out;
+  std::string line;
+  std::size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string where = fmt::format("{}:{}", source, lineno);
+    MemoryReport r;
+    r.line = lineno;
+    if (line.find("memory (MB)") != std::string::npos &&
+        (line.find("max allocated:") != std::string::npos || line.find("| allocated:") != std::string::npos)) {
+      // report_memory: values in MB (2^20 bytes).
+      if (const auto at = find_key(line, "max allocated:"); at != std::string::npos)
+        r.max_allocated_bytes = kMiB * log_number(token_after(line, at), "max allocated:", where);
+      if (const auto at = line.find("| allocated:"); at != std::string::npos)
+        r.allocated_bytes = kMiB * log_number(token_after(line, at + 12), "allocated:", where);
+      r.rank = rank_of(line, where);
+      out.push_back(r);
+      continue;
+    }
+    const auto max_at = find_key(line, "mem-max-allocated-bytes");
+    const auto cur_at = find_key(line, "mem-allocated-bytes");
+    if (max_at == std::string::npos && cur_at == std::string::npos) continue;
+    // A scalar written as text: "mem-max-allocated-bytes: V", "mem-max-allocated-bytes V",
+    // also quoted in a printed dict ('mem-max-allocated-bytes': V); values in bytes.
+    r.scalar = true;
+    if (max_at != std::string::npos)
+      r.max_allocated_bytes = log_number(token_after(line, max_at), "mem-max-allocated-bytes", where);
+    if (cur_at != std::string::npos)
+      r.allocated_bytes = log_number(token_after(line, cur_at), "mem-allocated-bytes", where);
+    r.rank = rank_of(line, where);
+    out.push_back(r);
+  }
+  const bool any_peak =
+      std::any_of(out.begin(), out.end(), [](const MemoryReport& r) { return r.max_allocated_bytes.has_value(); });
+  if (!any_peak)
+    throw ConfigError(fmt::format(
+        "{}: no memory lines found: looked for Megatron-LM's report_memory lines ('[Rank N] (after N iterations) "
+        "memory (MB) | allocated: X | max allocated: Y | ...') and mem-max-allocated-bytes scalars "
+        "('mem-max-allocated-bytes: V'); Megatron-LM prints the first after the first iterations (and with "
+        "--log-memory-interval), the second with --log-memory-to-tensorboard",
+        source));
+  return out;
+}
+
+std::vector<MemoryReport> read_memory_log(const std::filesystem::path& path) {
+  // Regular files only, with a size cap: a whole log is read (a single line may be all of it).
+  const std::string text = read_text_file(path, kMaxLogBytes, "a training log");
+  std::istringstream in(text);
+  return parse_memory_log(in, path.string());
+}
+
+std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, std::int64_t pp) {
+  if (world_size < 1 || pp < 1 || world_size % pp != 0)
+    throw ConfigError(fmt::format("a world size of {} GPUs does not split into {} pipeline stages", world_size, pp));
+  if (rank < 0 || rank >= world_size)
+    throw ConfigError(fmt::format("rank {} is beyond the world size of {} GPUs (ranks 0 to {}); give the run's "
+                                  "--num-gpus",
+                                  rank, world_size, world_size - 1));
+  return rank / (world_size / pp);
+}
+
+double RankComparison::peak_error() const {
+  return measured_max_allocated_gib > 0
+             ? (estimated_peak_gib - measured_max_allocated_gib) / measured_max_allocated_gib
+             : 0.0;
+}
+
+std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& reports, const Estimate& estimate,
+                                               const std::string& source) {
+  if (estimate.stages.empty()) throw ConfigError("the estimate has no pipeline stage");
+  // Key: the rank, or -1 for lines without one (sorted last below).
+  std::map<std::int64_t, RankComparison> by_rank;
+  for (const auto& r : reports) {
+    if (!r.max_allocated_bytes) continue;
+    const std::int64_t key = r.rank.value_or(-1);
+    auto [it, fresh] = by_rank.try_emplace(key);
+    RankComparison& c = it->second;
+    if (fresh) {
+      c.rank = r.rank;
+      try {
+        c.stage = r.rank ? pipeline_stage_of_rank(*r.rank, estimate.setup.parallel.world_size,
+                                                  estimate.setup.parallel.pp)
+                         : static_cast<std::int64_t>(estimate.stages.size()) - 1;
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}:{}: {}", source, r.line, e.what()));
+      }
+      const StageEstimate& st = estimate.stages.at(static_cast<std::size_t>(c.stage));
+      c.estimated_peak_gib = to_gib(st.total_bytes);
+      c.estimated_upper_gib = st.upper_bytes > 0 ? to_gib(st.upper_bytes) : c.estimated_peak_gib;
+      c.estimated_static_gib = to_gib(st.static_bytes);
+    }
+    ++c.reports;
+    c.measured_max_allocated_gib = std::max(c.measured_max_allocated_gib, *r.max_allocated_bytes / kGiB);
+    if (r.allocated_bytes) c.measured_allocated_gib = *r.allocated_bytes / kGiB;
+  }
+  if (by_rank.empty()) throw ConfigError(fmt::format("{}: no max-allocated value in the memory lines", source));
+  std::vector<RankComparison> out;
+  for (auto& [key, c] : by_rank)
+    if (key >= 0) out.push_back(c);
+  if (auto it = by_rank.find(-1); it != by_rank.end()) out.push_back(it->second);
+  return out;
+}
+
+}  // namespace mme

@@ -1,5 +1,0 @@
-#include "mme/version.hpp"
-
-namespace mme {
-std::string_view library_version() noexcept { return MME_VERSION_STRING; }
-}  // namespace mme
