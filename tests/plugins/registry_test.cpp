@@ -57,6 +57,7 @@ class TestLayer final : public LayerMemoryModel {
   std::string_view kind() const override { return kind_; }
   BlockRole role() const override { return BlockRole::kAttention; }
   std::string_view description() const override { return "test layer"; }
+  void validate_spec(const ModelSpec&, const LayerSpec&, std::size_t) const override {}
   void validate(const BlockContext&) const override {}
   void parameters(const BlockContext&, BlockParams&) const override {}
   void activations(const BlockContext&, BlockActivations&) const override {}

@@ -36,7 +36,7 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
 struct Estimator::Impl : EngineTables {};
 
 Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(std::make_unique<Impl>()) {
-  validate_model_spec(model);
+  validate_model_blocks(model, registry);
   impl_->model = model;
   auto& im = *impl_;
   const LayerKinds grouped = group_layer_kinds(im.model);

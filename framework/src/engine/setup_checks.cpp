@@ -13,6 +13,19 @@
 
 namespace mme {
 
+void validate_model_blocks(const ModelSpec& model, const Registry& registry) {
+  validate_model_spec(model);
+  const LayerKinds grouped = group_layer_kinds(model);
+  std::vector<std::size_t> first_layer(grouped.kinds.size(), model.layers.size());
+  for (std::size_t i = model.layers.size(); i-- > 0;) first_layer[grouped.kind_of_layer[i]] = i;
+  for (std::size_t k = 0; k < grouped.kinds.size(); ++k) {
+    const LayerSpec& layer = *grouped.kinds[k];
+    for (const std::string* kind : {&layer.attention.kind, &layer.mlp.kind})
+      if (const LayerMemoryModel* block = registry.find_layer_model(*kind))
+        call_plugin("checking a model's layers", [&] { block->validate_spec(model, layer, first_layer[k]); });
+  }
+}
+
 namespace {
 
 void require_positive(std::string_view flag, std::int64_t v, std::int64_t max) {
@@ -192,12 +205,6 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
     throw LayoutError(fmt::format("--seq-length {} exceeds the learned position table of {} positions "
                                   "(max_position_embeddings)",
                                   s.seq_length, model.max_position_embeddings));
-  if (s.recompute.granularity == RecomputeGranularity::kSelective) {
-    const bool mla = std::any_of(model.layers.begin(), model.layers.end(),
-                                 [](const LayerSpec& l) { return l.attention.kind == "mla"; });
-    if ((s.recompute.modules & kRecomputeMlaUpProj) && !mla)
-      throw LayoutError("--recompute-modules mla_up_proj needs a model with multi-latent attention");
-  }
 }
 
 }  // namespace mme

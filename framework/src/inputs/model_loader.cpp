@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include "mme/engine/setup_checks.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
 
@@ -45,7 +46,7 @@ ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, co
   for (auto& w : spec.warnings) w = printable(w);
   if (log_warnings)
     for (const auto& w : spec.warnings) spdlog::warn("{}: {}", source, w);
-  validate_model_spec(spec);
+  validate_model_blocks(spec, registry);
   return spec;
 }
 

@@ -17,6 +17,11 @@ void require_positive(const ModelSpec& m, std::string_view field, std::int64_t v
 
 }  // namespace
 
+void require_layer_field(const ModelSpec& model, std::size_t index, std::string_view field, std::int64_t value,
+                         std::int64_t max) {
+  require_positive(model, fmt::format("layer {} {}", index, field), value, max);
+}
+
 LayerKinds group_layer_kinds(const ModelSpec& spec) {
   LayerKinds out;
   out.kind_of_layer.reserve(spec.layers.size());
@@ -31,7 +36,6 @@ LayerKinds group_layer_kinds(const ModelSpec& spec) {
 
 void validate_model_spec(const ModelSpec& m) {
   constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
-  constexpr std::int64_t kCount = ConfigReader::kMaxCount;
   if (m.num_layers > ConfigReader::kMaxLayers)
     throw ConfigError(fmt::format("{}: num_layers: {}", m.name, too_many_layers(std::to_string(m.num_layers))));
   require_positive(m, "num_layers", m.num_layers, ConfigReader::kMaxLayers);
@@ -57,27 +61,6 @@ void validate_model_spec(const ModelSpec& m) {
     if (a.num_query_groups <= 0 || a.num_query_groups > a.num_heads || a.num_heads % a.num_query_groups != 0)
       throw ConfigError(fmt::format("{}: {}: num_query_groups = {} must divide num_attention_heads = {}", m.name,
                                     where, a.num_query_groups, a.num_heads));
-    if (a.kind == "mla") {
-      if (a.q_lora_rank) require_positive(m, where + " q_lora_rank", *a.q_lora_rank, kDim);
-      require_positive(m, where + " kv_lora_rank", a.kv_lora_rank, kDim);
-      require_positive(m, where + " qk_head_dim", a.qk_head_dim, kDim);
-      require_positive(m, where + " qk_pos_emb_head_dim", a.qk_pos_emb_head_dim, kDim);
-      require_positive(m, where + " v_head_dim", a.v_head_dim, kDim);
-    } else {
-      require_positive(m, where + " kv_channels", a.kv_channels, kDim);
-    }
-    if (f.kind == "moe") {
-      require_positive(m, where + " num_experts", f.num_experts, kCount);
-      require_positive(m, where + " moe_router_topk", f.top_k, kCount);
-      if (f.top_k > f.num_experts)
-        throw ConfigError(fmt::format("{}: {}: moe_router_topk = {} exceeds num_experts = {}", m.name, where, f.top_k,
-                                      f.num_experts));
-      require_positive(m, where + " moe_ffn_hidden_size", f.expert_ffn_hidden_size, kDim);
-      if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > kDim)
-        throw ConfigError(fmt::format("{}: {}: shared expert size out of range", m.name, where));
-    } else {
-      require_positive(m, where + " ffn_hidden_size", f.ffn_hidden_size, kDim);
-    }
   }
 }
 

@@ -3,9 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
+
+void DenseMlpModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
+  require_layer_field(model, index, "ffn_hidden_size", layer.mlp.ffn_hidden_size, ConfigReader::kMaxDimension);
+}
 
 void DenseMlpModel::validate(const BlockContext& ctx) const {
   const std::int64_t f = ctx.layer.mlp.ffn_hidden_size;

@@ -15,6 +15,7 @@ class DenseMlpModel final : public LayerMemoryModel {
   std::string_view description() const override {
     return "dense MLP block (pre-MLP norm, fc1, gated or plain activation, fc2)";
   }
+  void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const override;
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;

@@ -6,11 +6,21 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
+void GqaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
+  require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, ConfigReader::kMaxDimension);
+}
+
 void GqaAttentionModel::validate(const BlockContext& ctx) const {
+  // megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__: "mla_up_proj"
+  // in recompute_modules without multi_latent_attention is refused; this block has no MLA.
+  if (ctx.setup.recompute.granularity == RecomputeGranularity::kSelective &&
+      (ctx.setup.recompute.modules & kRecomputeMlaUpProj))
+    throw LayoutError("--recompute-modules mla_up_proj needs a model with multi-latent attention");
   const auto& a = ctx.layer.attention;
   // Megatron splits whole heads and whole query groups over TP (attention.py divide()).
   if (a.num_heads % ctx.tp != 0)

@@ -16,6 +16,7 @@ class GqaAttentionModel final : public LayerMemoryModel {
   std::string_view description() const override {
     return "multi-head / grouped-query attention block (input norm, QKV, core attention, output projection)";
   }
+  void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const override;
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;

@@ -3,9 +3,20 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
+#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
+
+void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
+  constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
+  const auto& a = layer.attention;
+  if (a.q_lora_rank) require_layer_field(model, index, "q_lora_rank", *a.q_lora_rank, kDim);
+  require_layer_field(model, index, "kv_lora_rank", a.kv_lora_rank, kDim);
+  require_layer_field(model, index, "qk_head_dim", a.qk_head_dim, kDim);
+  require_layer_field(model, index, "qk_pos_emb_head_dim", a.qk_pos_emb_head_dim, kDim);
+  require_layer_field(model, index, "v_head_dim", a.v_head_dim, kDim);
+}
 
 void MlaAttentionModel::validate(const BlockContext& ctx) const {
   const auto& a = ctx.layer.attention;

@@ -16,6 +16,7 @@ class MlaAttentionModel final : public LayerMemoryModel {
   std::string_view description() const override {
     return "multi-latent attention block (q/kv down-projections, latent norms, up-projections, core attention)";
   }
+  void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const override;
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;

@@ -16,6 +16,7 @@ class MoeModel final : public LayerMemoryModel {
   std::string_view description() const override {
     return "mixture-of-experts block (router, token dispatcher, routed and shared experts)";
   }
+  void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const override;
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;

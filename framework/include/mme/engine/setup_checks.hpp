@@ -1,6 +1,7 @@
 // The layout checks of a training setup, run by the host before any layer model sees it.
 #pragma once
 
+#include "mme/engine/registry.hpp"
 #include "mme/sdk/model_spec.hpp"
 #include "mme/sdk/training_setup.hpp"
 
@@ -14,5 +15,10 @@ TrainingSetup resolve_setup(TrainingSetup setup);
 // Checks the layout against a model the way Megatron-LM does (heads by TP, experts by EP,
 // layers over PP/VPP, sequence by CP, ...). Throws LayoutError naming the numbers.
 void validate_setup(const ModelSpec& model, const TrainingSetup& setup);
+
+// validate_model_spec, then each block's own fields through its layer-memory model
+// (LayerMemoryModel::validate_spec, through call_plugin). A block kind no loaded model handles
+// is skipped here: the Estimator names it (PluginError). Throws ConfigError naming the field.
+void validate_model_blocks(const ModelSpec& model, const Registry& registry);
 
 }  // namespace mme

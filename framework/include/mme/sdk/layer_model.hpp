@@ -87,6 +87,11 @@ class LayerMemoryModel {
   virtual std::string_view kind() const = 0;  // "gqa", "mla", "dense", "moe", ...
   virtual BlockRole role() const = 0;
   virtual std::string_view description() const = 0;
+  // Checks this block's own fields of decoder layer `index` (e.g. MLA's ranks, a MoE's expert
+  // counts), before any layout: throws ConfigError naming the model, the layer and the field
+  // (require_layer_field). The host runs it for every layer when a model is loaded and when an
+  // Estimator is built; validate_model_spec checks only what every block kind shares.
+  virtual void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const = 0;
   // Throws LayoutError when the layout cannot split this block (e.g. heads % TP != 0).
   virtual void validate(const BlockContext& ctx) const = 0;
   virtual void parameters(const BlockContext& ctx, BlockParams& out) const = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mme {
@@ -102,7 +103,14 @@ struct LayerKinds {
 LayerKinds group_layer_kinds(const ModelSpec& spec);
 
 // Checks a spec for internal consistency (sizes positive, layer count matches, kinds
-// named, heads divide). Throws ConfigError naming the field.
+// named, heads divide): what every block kind shares. A block's own fields are checked by its
+// layer-memory model (LayerMemoryModel::validate_spec). Throws ConfigError naming the field.
 void validate_model_spec(const ModelSpec& spec);
+
+// For LayerMemoryModel::validate_spec: `value` of layer `index`'s `field` must be in [1, max].
+// Throws ConfigError "<model>: layer <index> <field> must be positive, got <value>" (or "is larger
+// than <max>, which no real model has").
+void require_layer_field(const ModelSpec& model, std::size_t index, std::string_view field, std::int64_t value,
+                         std::int64_t max);
 
 }  // namespace mme
