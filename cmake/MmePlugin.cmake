@@ -1,15 +1,20 @@
-# mme_add_plugin(<name> SOURCES <files...> [ENTRY <file>] [LIBRARIES <libs...>])
+# mme_add_plugin(<name> SOURCES <files...> [ENTRY <file>] [LIBRARIES <libs...>]
+#                [TESTS <files...>] [TEST_LIBRARIES <libs...>])
 #
 # Builds one plugin twice from the same sources:
 #   mme_plugin_<name>  a static archive (position independent) that unit tests link directly;
 #   mme_<name>         the loadable module the `mme` executable finds in lib/mme/plugins.
 # ENTRY is the file holding MME_PLUGIN(...) (the exported entry); it goes into the module only,
 # so the static archive can be linked next to other plugins without clashing entry symbols.
+# TESTS are the plugin's own GoogleTest sources, kept in its folder (usually tests/): they become
+# the test program plugin_<name>_tests, linked with the static archive, mme's test support and
+# TEST_LIBRARIES, and run by CTest like every other test (tests/CMakeLists.txt builds them, once
+# the test support exists). So a new model family or GPU is one folder, tests included.
 # The module is built the way DESIGN.md asks: hidden visibility, no undefined symbols, and no
 # STB_GNU_UNIQUE symbols (which would silently keep the library from ever unloading).
 # (-fno-gnu-unique is GCC's: clang, which the fuzz preset uses, emits no STB_GNU_UNIQUE symbols.)
 function(mme_add_plugin name)
-  cmake_parse_arguments(P "" "ENTRY" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(P "" "ENTRY" "SOURCES;LIBRARIES;TESTS;TEST_LIBRARIES" ${ARGN})
   if(NOT P_SOURCES)
     message(FATAL_ERROR "mme_add_plugin(${name}): SOURCES is required")
   endif()
@@ -24,6 +29,16 @@ function(mme_add_plugin name)
   # the plugin is the adapter of a host-side format (spec files, Megatron-LM flags).
   target_link_libraries(${static_target} PUBLIC mme::sdk ${P_LIBRARIES} PRIVATE fmt::fmt mme_warnings)
   target_include_directories(${static_target} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+
+  if(P_TESTS)
+    set(tests "")
+    foreach(t IN LISTS P_TESTS)
+      list(APPEND tests "${CMAKE_CURRENT_SOURCE_DIR}/${t}")
+    endforeach()
+    set_property(GLOBAL APPEND PROPERTY MME_PLUGIN_TEST_NAMES ${name})
+    set_property(GLOBAL PROPERTY MME_PLUGIN_TESTS_${name} ${tests})
+    set_property(GLOBAL PROPERTY MME_PLUGIN_TEST_LIBRARIES_${name} ${P_TEST_LIBRARIES})
+  endif()
 
   # The fuzz build links the static archives into its targets and needs no loadable module.
   if(P_ENTRY AND NOT MME_BUILD_FUZZ)

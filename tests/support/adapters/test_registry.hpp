@@ -25,4 +25,17 @@ nlohmann::json bundled_json(const std::string& model);
 ModelSpec adapt(const nlohmann::json& config, const std::string& source = "config.json",
                 const Registry& registry = full_registry());
 
+// Per decoder layer: whether its MLP block is the MoE kind.
+inline std::vector<bool> moe_pattern(const ModelSpec& spec) {
+  std::vector<bool> out;
+  for (const auto& l : spec.layers) out.push_back(l.mlp.kind == "moe");
+  return out;
+}
+
+inline bool any_warning_contains(const ModelSpec& spec, const std::string& text) {
+  for (const auto& w : spec.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace mme::test
