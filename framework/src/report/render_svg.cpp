@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string_view>
 
@@ -161,45 +162,29 @@ std::string xml_escape(std::string_view s) {
   return out;
 }
 
-std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
-                                const SvgOptions& options) {
-  (void)model;
-  const double W = std::max(options.width, 480);
-  const std::size_t n = est.stages.size();
-  std::int64_t peak = 1;
-  for (const auto& s : est.stages) peak = std::max(peak, s.total_bytes);
+namespace {
 
-  // Which lines are drawn: those within reach of the bars; a profile far larger than the peak
-  // would squash them, so it is only named below the axis.
-  const auto lines = capacity_lines(fits, options.chosen_gpu);
-  std::vector<const FitVerdict*> drawn, off_scale;
-  if (!lines.empty()) {
-    std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
-    for (const auto* l : lines) smallest = std::min(smallest, l->usable_bytes);
-    const double reach = std::max(static_cast<double>(peak) * 1.6, static_cast<double>(smallest));
-    for (const auto* l : lines) (static_cast<double>(l->usable_bytes) <= reach ? drawn : off_scale).push_back(l);
-    std::sort(drawn.begin(), drawn.end(), [](const auto* a, const auto* b) { return a->usable_bytes < b->usable_bytes; });
-  }
-  double max_v = gib(peak);
-  for (const auto* l : drawn) max_v = std::max(max_v, gib(l->usable_bytes));
-  const double step = nice_step(max_v * 1.02, 6);
-  const double axis_max = std::ceil(max_v * 1.02 / step) * step;
+// A capacity line and its label above the plot.
+struct PlacedLine {
+  const FitVerdict* verdict;
+  std::string text;
+  double x;
+  Label span;
+  std::size_t row;
+  bool anchor_end;
+};
 
-  const double L = 96, R = W - 104;
-  auto x_of = [&](double g) { return L + std::clamp(g, 0.0, axis_max) / axis_max * (R - L); };
+struct PlacedLabels {
+  std::vector<PlacedLine> lines;
+  std::size_t rows = 0;
+};
 
+PlacedLabels place_capacity_labels(const std::vector<const FitVerdict*>& drawn,
+                                   const std::function<double(double)>& x_of, double W) {
   // Labels of the capacity lines, in rows above the plot (row 0 at the top); a line runs from
   // its label down through the rows below it. Left to right, each label takes the first row,
   // and side of its line, where it overlaps no label and crosses no line and no line crosses
   // it; else a new row at the bottom. (Labels have a white halo for what still crosses.)
-  struct PlacedLine {
-    const FitVerdict* verdict;
-    std::string text;
-    double x;
-    Label span;
-    std::size_t row;
-    bool anchor_end;
-  };
   std::vector<PlacedLine> placed;
   std::size_t label_rows = 0;
   auto inside = [](const Label& a, double x) { return x >= a.x0 - 3 && x <= a.x1 + 3; };
@@ -232,6 +217,57 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
     label_rows = std::max(label_rows, p.row + 1);
     placed.push_back(std::move(p));
   }
+  return {std::move(placed), label_rows};
+}
+
+// "Also fits, off the scale: ...": as many profiles as the width holds, smallest first, then
+// how many more.
+std::string off_scale_names(const std::vector<const FitVerdict*>& off_scale, double W) {
+  std::string names;
+  std::size_t shown = 0;
+  for (const auto* l : off_scale) {
+    const std::string item = fmt::format("{} ({:.1f} GiB)", l->hardware->name, gib(l->usable_bytes));
+    const std::size_t rest = off_scale.size() - shown - 1;
+    const std::string more = rest > 0 ? fmt::format(" and {} more", rest) : "";
+    if (shown > 0 && text_width("Also fits, off the scale: " + names + ", " + item + more, 12) > W - 32) break;
+    names += (shown++ > 0 ? ", " : "") + item;
+  }
+  if (shown < off_scale.size()) names += fmt::format(" and {} more", off_scale.size() - shown);
+  return names;
+}
+
+}  // namespace
+
+std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,
+                                const SvgOptions& options) {
+  (void)model;
+  const double W = std::max(options.width, 480);
+  const std::size_t n = est.stages.size();
+  std::int64_t peak = 1;
+  for (const auto& s : est.stages) peak = std::max(peak, s.total_bytes);
+
+  // Which lines are drawn: those within reach of the bars; a profile far larger than the peak
+  // would squash them, so it is only named below the axis.
+  const auto lines = capacity_lines(fits, options.chosen_gpu);
+  std::vector<const FitVerdict*> drawn, off_scale;
+  if (!lines.empty()) {
+    std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
+    for (const auto* l : lines) smallest = std::min(smallest, l->usable_bytes);
+    const double reach = std::max(static_cast<double>(peak) * 1.6, static_cast<double>(smallest));
+    for (const auto* l : lines) (static_cast<double>(l->usable_bytes) <= reach ? drawn : off_scale).push_back(l);
+    std::sort(drawn.begin(), drawn.end(), [](const auto* a, const auto* b) { return a->usable_bytes < b->usable_bytes; });
+  }
+  double max_v = gib(peak);
+  for (const auto* l : drawn) max_v = std::max(max_v, gib(l->usable_bytes));
+  const double step = nice_step(max_v * 1.02, 6);
+  const double axis_max = std::ceil(max_v * 1.02 / step) * step;
+
+  const double L = 96, R = W - 104;
+  auto x_of = [&](double g) { return L + std::clamp(g, 0.0, axis_max) / axis_max * (R - L); };
+
+  const PlacedLabels labels = place_capacity_labels(drawn, x_of, W);
+  const std::vector<PlacedLine>& placed = labels.lines;
+  const std::size_t label_rows = labels.rows;
 
   const double row_h = n <= 16 ? 30 : n <= 48 ? 20 : 12;
   const double bar_h = std::round(row_h * 0.68);
@@ -353,19 +389,8 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
                      pl.verdict->fits ? kFitLine : kMissLine, kHalo, xml_escape(pl.text));
   o += "</g>\n";
   if (!off_scale.empty()) {
-    // As many as the width holds, smallest first, then how many more.
-    std::string names;
-    std::size_t shown = 0;
-    for (const auto* l : off_scale) {
-      const std::string item = fmt::format("{} ({:.1f} GiB)", l->hardware->name, gib(l->usable_bytes));
-      const std::size_t rest = off_scale.size() - shown - 1;
-      const std::string more = rest > 0 ? fmt::format(" and {} more", rest) : "";
-      if (shown > 0 && text_width("Also fits, off the scale: " + names + ", " + item + more, 12) > W - 32) break;
-      names += (shown++ > 0 ? ", " : "") + item;
-    }
-    if (shown < off_scale.size()) names += fmt::format(" and {} more", off_scale.size() - shown);
     o += fmt::format("<text x=\"16\" y=\"{}\" fill=\"{}\">Also fits, off the scale: {}</text>\n", plot_bottom + 56,
-                     kMuted, xml_escape(names));
+                     kMuted, xml_escape(off_scale_names(off_scale, W)));
   }
   o += "</svg>\n";
   return o;
