@@ -11,6 +11,7 @@
 #include "mme/error.hpp"
 #include "mme/model_spec.hpp"
 #include "mme/pipeline.hpp"
+#include "mme/setup_schema.hpp"
 
 namespace mme {
 
@@ -21,9 +22,25 @@ void require_positive(std::string_view flag, std::int64_t v, std::int64_t max) {
   if (v > max) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, v, max));
 }
 
+// A number knob's range (setup_schema.cpp): the flags and spec files check the same one.
+struct Range {
+  const SetupKnob& k;
+  bool holds(double v) const {
+    return (k.lo_open ? v > k.lo : v >= k.lo) && (k.hi_open ? v < k.hi : v <= k.hi);
+  }
+  std::string text() const {
+    return fmt::format("{}{}, {}{}", k.lo_open ? "(" : "[", k.lo, k.hi, k.hi_open ? ")" : "]");
+  }
+};
+
 }  // namespace
 
 TrainingSetup resolve_setup(TrainingSetup s) {
+  // The ranges of the number knobs: those of the flags and spec files (setup_schema.cpp).
+  static const Range offload{*find_knob("optimizer-cpu-offload-fraction")};
+  static const Range imbalance{*find_knob("moe-routing-imbalance")};
+  static const Range capacity{*find_knob("moe-capacity-factor")};
+  static const Range dropout{*find_knob("hidden-dropout")};
   auto& p = s.parallel;
   require_positive("--tp", p.tp, kMaxParallelSize);
   require_positive("--pp", p.pp, kMaxParallelSize);
@@ -113,14 +130,17 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     throw LayoutError("--use-precision-aware-optimizer needs the distributed optimizer");
   if (!o.precision_aware && (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
     throw LayoutError("--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
-  if (o.cpu_offload_fraction < 0 || o.cpu_offload_fraction > 1)
-    throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in [0, 1], got {}", o.cpu_offload_fraction));
+  if (!offload.holds(o.cpu_offload_fraction))
+    throw LayoutError(
+        fmt::format("--optimizer-cpu-offload-fraction must be in {}, got {}", offload.text(),
+                    o.cpu_offload_fraction));
   if (o.cpu_offload_fraction > 0 && !o.distributed)
     throw LayoutError("--optimizer-cpu-offload-fraction needs the distributed optimizer");
   if (!s.transformer_engine && s.precision == Precision::kFP8)
     throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
-  if (s.moe_routing_imbalance && (!(*s.moe_routing_imbalance >= 1.0) || *s.moe_routing_imbalance > 1024.0))
-    throw LayoutError(fmt::format("--moe-routing-imbalance must be in [1, 1024], got {}", *s.moe_routing_imbalance));
+  if (s.moe_routing_imbalance && !imbalance.holds(*s.moe_routing_imbalance))
+    throw LayoutError(
+        fmt::format("--moe-routing-imbalance must be in {}, got {}", imbalance.text(), *s.moe_routing_imbalance));
   const auto& f = s.fsdp;
   if (f.kind == FsdpKind::kMegatron) {
     if (!o.distributed) throw LayoutError("--use-megatron-fsdp runs with the distributed optimizer (arguments.py forces it)");
@@ -150,12 +170,13 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   if (s.fp8_param_gather && s.precision != Precision::kFP8)
     throw LayoutError("--fp8-param-gather needs --precision fp8");
   if (!s.cublas_workspace_config.empty()) (void)parse_cublas_workspace_config(s.cublas_workspace_config);
-  if (s.moe_capacity_factor && *s.moe_capacity_factor <= 0)
-    throw LayoutError(fmt::format("--moe-capacity-factor must be positive, got {}", *s.moe_capacity_factor));
+  if (s.moe_capacity_factor && !capacity.holds(*s.moe_capacity_factor))
+    throw LayoutError(
+        fmt::format("--moe-capacity-factor must be in {}, got {}", capacity.text(), *s.moe_capacity_factor));
   if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
     throw LayoutError("--moe-pad-expert-input-to-capacity needs --moe-capacity-factor");
   for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
-    if (d < 0 || d >= 1) throw LayoutError(fmt::format("dropout rates must be in [0, 1), got {}", d));
+    if (!dropout.holds(d)) throw LayoutError(fmt::format("dropout rates must be in {}, got {}", dropout.text(), d));
   return s;
 }
 
@@ -201,40 +222,28 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
   }
 }
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP8: return "fp8";
-    case Precision::kFP32: return "fp32";
-  }
-  return "?";
-}
+// The names of every enum: one table each, in setup_schema.cpp.
+const char* to_string(Precision p) { return enum_name(kPrecisionNames, static_cast<int>(p)); }
+const char* to_string(DType d) { return enum_name(kDTypeNames, static_cast<int>(d)); }
+const char* to_string(AttentionBackend b) { return enum_name(kAttentionBackendNames, static_cast<int>(b)); }
+const char* to_string(TokenDispatcher d) { return enum_name(kTokenDispatcherNames, static_cast<int>(d)); }
+const char* to_string(CpCommType c) { return enum_name(kCpCommTypeNames, static_cast<int>(c)); }
+const char* to_string(FsdpSharding s) { return enum_name(kFsdpShardingNames, static_cast<int>(s)); }
+const char* to_string(FsdpKind k) { return enum_name(kFsdpKindNames, static_cast<int>(k)); }
+const char* to_string(RecomputeGranularity g) { return enum_name(kRecomputeGranularityNames, static_cast<int>(g)); }
+const char* to_string(RecomputeMethod m) { return enum_name(kRecomputeMethodNames, static_cast<int>(m)); }
 
-const char* to_string(DType d) {
-  switch (d) {
-    case DType::kFP32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kFP16: return "fp16";
-    case DType::kFP8: return "fp8";
-  }
-  return "?";
+namespace {
+// The enum value a knob's flag text names (parse_knob_text: UsageError naming `flag`).
+template <class E>
+E knob_enum(const char* knob, EnumTable table, const std::string& text, std::string_view flag) {
+  const nlohmann::json v = parse_knob_text(*find_knob(knob), flag, text);
+  return static_cast<E>(*enum_value(table, v.get<std::string>()));
 }
-
-const char* to_string(AttentionBackend b) {
-  switch (b) {
-    case AttentionBackend::kFlash: return "flash";
-    case AttentionBackend::kUnfused: return "unfused";
-    case AttentionBackend::kAuto: return "auto";
-  }
-  return "?";
-}
+}  // namespace
 
 AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag) {
-  if (text == "flash" || text == "fused") return AttentionBackend::kFlash;
-  if (text == "auto") return AttentionBackend::kAuto;
-  if (text == "unfused" || text == "local") return AttentionBackend::kUnfused;
-  throw UsageError(fmt::format("{}: unknown value '{}' (auto, flash, fused, unfused, local)", flag, text));
+  return knob_enum<AttentionBackend>("attention-backend", kAttentionBackendNames, text, flag);
 }
 
 namespace {
@@ -271,66 +280,25 @@ void apply_deterministic_mode(TrainingSetup& s) {
 }
 
 bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag) {
-  if (text != "native" && text != "te")
-    throw UsageError(fmt::format("{}: unknown value '{}' (native, te)", flag, text));
-  return text == "te";
+  return knob_enum<int>("cross-entropy-fusion-impl", kCrossEntropyImplNames, text, flag) == 1;
 }
 
 FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag) {
-  // arguments.py: choices of --data-parallel-sharding-strategy.
-  if (text == "no_shard") return FsdpSharding::kNoShard;
-  if (text == "optim") return FsdpSharding::kOptim;
-  if (text == "optim_grads") return FsdpSharding::kOptimGrads;
-  if (text == "optim_grads_params") return FsdpSharding::kOptimGradsParams;
-  throw UsageError(
-      fmt::format("{}: unknown value '{}' (no_shard, optim, optim_grads, optim_grads_params)", flag, text));
+  // Every strategy; --outer-dp-sharding-strategy takes no_shard and optim only (its knob).
+  return knob_enum<FsdpSharding>("data-parallel-sharding-strategy", kFsdpShardingNames, text, flag);
 }
 
 std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed) {
-  if (text == "auto") {
-    if (auto_allowed) return std::nullopt;
-    throw UsageError(fmt::format("{} auto (no fp32 main weights; the optimizer steps the model weights) is not "
-                                 "modelled; give fp32, bf16 or fp16",
-                                 flag));
+  if (auto_allowed) {
+    const nlohmann::json v = parse_knob_text(*find_knob("megatron-fsdp-main-grads-dtype"), flag, text);
+    if (v.is_null()) return std::nullopt;
+    return static_cast<DType>(*enum_value(kDTypeNames, v.get<std::string>()));
   }
-  if (text == "fp32") return DType::kFP32;
-  if (text == "bf16") return DType::kBF16;
-  if (text == "fp16") return DType::kFP16;
-  throw UsageError(fmt::format("{}: unknown value '{}' (fp32, bf16, fp16{})", flag, text, auto_allowed ? ", auto" : ""));
-}
-
-const char* to_string(FsdpSharding s) {
-  switch (s) {
-    case FsdpSharding::kNoShard: return "no_shard";
-    case FsdpSharding::kOptim: return "optim";
-    case FsdpSharding::kOptimGrads: return "optim_grads";
-    case FsdpSharding::kOptimGradsParams: return "optim_grads_params";
-  }
-  return "?";
-}
-
-const char* to_string(FsdpKind k) {
-  switch (k) {
-    case FsdpKind::kNone: return "none";
-    case FsdpKind::kMegatron: return "megatron_fsdp";
-    case FsdpKind::kTorchFsdp2: return "torch_fsdp2";
-  }
-  return "?";
+  return knob_enum<DType>("megatron-fsdp-main-params-dtype", kDTypeNames, text, flag);
 }
 
 CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag) {
-  // Megatron-LM passes the value through to Transformer Engine (extensions/transformer_engine.py
-  // TEDotProductAttention), whose attn_forward_func_with_cp (context_parallel.py) takes exactly
-  // these and raises "Unsupported communication type" for anything else.
-  if (text == "p2p") return CpCommType::kP2P;
-  if (text == "all_gather") return CpCommType::kAllGather;
-  if (text == "a2a") return CpCommType::kA2A;
-  if (text == "a2a+p2p") return CpCommType::kA2AP2P;
-  if (text == "allgather")
-    throw UsageError(fmt::format("{}: 'allgather' (the spelling of Megatron-LM's help text) is rejected by Transformer "
-                                 "Engine; use all_gather",
-                                 flag));
-  throw UsageError(fmt::format("{}: unknown value '{}' (p2p, all_gather, a2a, a2a+p2p)", flag, text));
+  return knob_enum<CpCommType>("cp-comm-type", kCpCommTypeNames, text, flag);
 }
 
 bool is_modelled_environment(const std::string& name) {
@@ -405,35 +373,6 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   return c;
 }
 
-const char* to_string(CpCommType c) {
-  switch (c) {
-    case CpCommType::kP2P: return "p2p";
-    case CpCommType::kAllGather: return "all_gather";
-    case CpCommType::kA2A: return "a2a";
-    case CpCommType::kA2AP2P: return "a2a+p2p";
-  }
-  return "?";
-}
-
-const char* to_string(TokenDispatcher d) {
-  switch (d) {
-    case TokenDispatcher::kAllToAll: return "alltoall";
-    case TokenDispatcher::kAllGather: return "allgather";
-    case TokenDispatcher::kFlex: return "flex";
-  }
-  return "?";
-}
-
-const char* to_string(RecomputeGranularity g) {
-  switch (g) {
-    case RecomputeGranularity::kNone: return "none";
-    case RecomputeGranularity::kSelective: return "selective";
-    case RecomputeGranularity::kFull: return "full";
-  }
-  return "?";
-}
-
-const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
 
 namespace {
 struct ModuleName {
@@ -512,12 +451,7 @@ std::int64_t parse_cublas_workspace_config(const std::string& text) {
 }
 
 DType parse_dtype(const std::string& text) {
-  std::string t;
-  for (char c : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (t == "fp32" || t == "float32") return DType::kFP32;
-  if (t == "bf16" || t == "bfloat16") return DType::kBF16;
-  if (t == "fp16" || t == "float16") return DType::kFP16;
-  if (t == "fp8" || t == "uint8") return DType::kFP8;
+  if (const auto d = enum_value(kDTypeNames, text)) return static_cast<DType>(*d);
   throw UsageError(fmt::format("unknown dtype '{}' (use fp32, bf16, fp16 or fp8)", text));
 }
 
