@@ -20,6 +20,7 @@
 #include "mme/hardware_profile.hpp"
 #include "mme/model_spec.hpp"
 #include "mme/registry.hpp"
+#include "mme/setup_schema.hpp"  // setup_to_args is setup_to_mme_args
 #include "mme/training_setup.hpp"
 
 namespace mme {
@@ -185,7 +186,7 @@ class Planner {
 };
 
 // The `mme estimate` flags that give `setup` (its layout and every field that differs from
-// TrainingSetup's defaults).
+// TrainingSetup's defaults): setup_to_mme_args, the setup schema's printer.
 std::vector<std::string> setup_to_args(const TrainingSetup& setup);
 
 }  // namespace mme
