@@ -5,6 +5,7 @@
 #include <iostream>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +17,7 @@
 #include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/units.hpp>
 
@@ -130,6 +132,19 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     megatron = parse_megatron_args(text, r.megatron_source);
   }
   if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  if (megatron) {
+    // The flags that are neither settings nor the model's: known without a memory effect
+    // (silent), with one mme does not model (the assumptions), or unknown (one warning).
+    const MegatronFlagReview review = review_megatron_flags(*megatron);
+    r.assumptions = review.not_modelled;
+    if (!review.unknown.empty()) {
+      std::string names;
+      for (const auto& n : review.unknown) names += (names.empty() ? "" : ", ") + n;
+      r.unknown_flags = printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}",
+                                              r.megatron_source, review.unknown.size(),
+                                              review.unknown.size() == 1 ? "" : "s", names));
+    }
+  }
   // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
   auto& spec = r.spec;
   if (vm.count("config")) {
@@ -212,6 +227,11 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   const auto& spec = request.spec;
   EstimateInputs in;
   in.setup = request.setup;
+  in.assumptions = request.assumptions;
+  // Once per run (logging is set up by now): `mme compare` resolves the flags once per layout.
+  static std::set<std::string> warned;
+  if (!request.unknown_flags.empty() && warned.insert(request.unknown_flags).second)
+    spdlog::warn("{}", request.unknown_flags);
   if (vm.count("gpu") || (spec && spec->gpu)) {
     const bool from_file = !vm.count("gpu");
     const std::string name = from_file ? *spec->gpu : vm["gpu"].as<std::string>();

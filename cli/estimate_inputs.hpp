@@ -37,6 +37,10 @@ struct EstimateRequest {
   // --num-gpus is not given (8, or the smallest count the layout allows).
   bool etp_defaulted = false;
   bool gpus_defaulted = false;
+  // Megatron-LM flags with a memory effect mme does not model, one line each, for the report's
+  // assumptions (review_megatron_flags; unknown flags are one warning instead).
+  std::vector<std::string> assumptions;
+  std::string unknown_flags;  // the warning naming the Megatron-LM flags mme does not know ("" if none)
 };
 // The GPU count when --num-gpus is not given: the seed's 8 when TP x PP x CP and
 // ETP x EP x PP divide it, else the smallest count both divide.
@@ -63,6 +67,7 @@ struct EstimateInputs {
   // What resolving the inputs assumed (a vocabulary taken from --tokenizer-model's config);
   // run_estimator adds them to the estimate's assumptions.
   std::vector<std::string> assumptions;
+  std::string unknown_flags;  // the warning naming the Megatron-LM flags mme does not know ("" if none)
 };
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
                                        const Registry& registry);

@@ -25,7 +25,7 @@
 
 namespace mme::fuzz {
 
-void register_all_plugins(Registrar& r) {
+void register_all_plugins(Registry& r) {
   struct Entry {
     const char* name;
     void (*fn)(Registrar&);

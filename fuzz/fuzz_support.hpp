@@ -21,7 +21,7 @@ namespace mme::fuzz {
 
 // Every in-tree plugin: config adapters, layer-memory models and hardware profiles
 // (json_profiles included: it reads MME_HARDWARE_FILES / MME_HARDWARE_PATH when registered).
-void register_all_plugins(Registrar& registry);
+void register_all_plugins(Registry& registry);
 // A registry built once with register_all_plugins.
 const Registry& registry();
 

@@ -397,3 +397,84 @@ TEST(EstimateCli, UsageErrorsExitTwo) {
 
 }  // namespace
 }  // namespace mme
+
+namespace mme {
+namespace {
+
+const std::string kTinyLaunch =
+    "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+    "--micro-batch-size 1 --vocab-size 1000 --tokenizer-type NullTokenizer --bf16 --world-size 8 ";
+
+// The flags of a launch line that are neither settings nor the model's: the unknown ones in one
+// warning, those mme does not model in the assumptions, the ones without a memory effect
+// nowhere (issue 15: they used to vanish silently, all alike).
+TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
+  const auto r = run_mme({"estimate", "--megatron-args",
+                          kTinyLaunch + "--lr 3e-4 --save /ckpt --log-interval 10 --made-up-flag 3 --tp-comm-overlap "
+                                        "--another-made-up",
+                          "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "mme: warning: --megatron-args: 2 Megatron-LM flags mme does not know, ignored: --made-up-flag, "
+                   "--another-made-up\n");
+  const auto j = nlohmann::json::parse(r.out);
+  bool named = false;
+  for (const auto& a : j["assumptions"]) {
+    const std::string text = a.get<std::string>();
+    named = named || text.rfind("--tp-comm-overlap is not modelled", 0) == 0;
+    EXPECT_EQ(text.find("--lr"), std::string::npos) << text;
+  }
+  EXPECT_TRUE(named) << j["assumptions"].dump();
+  // A launch line of known flags only: no warning at all.
+  const auto clean = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--lr 3e-4 --train-iters 10", "--json"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_EQ(clean.err, "");
+}
+
+// An unknown value of a known flag: exit 2 (a flag) or 3 (a spec field), naming the flag and
+// the values it takes, on every path.
+TEST(EstimateCli, UnknownValuesOfKnownFlagsNameTheFlagAndTheValues) {
+  const auto flag = run_mme({"estimate", "Qwen/Qwen3-8B", "--main-grads-dtype", "fp64"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.err, "mme: error: --main-grads-dtype: unknown value 'fp64' (fp32, bf16, fp16)\n");
+  const auto megatron = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--exp-avg-dtype fp64"});
+  EXPECT_EQ(megatron.exit_code, 2);
+  EXPECT_EQ(megatron.err, "mme: error: --exp-avg-dtype: unknown value 'fp64' (fp32, fp16, bf16, fp8)\n");
+  const auto modules = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--recompute-modules attn"});
+  EXPECT_EQ(modules.exit_code, 2);
+  EXPECT_NE(modules.err.find("--recompute-modules: unknown recompute module 'attn'"), std::string::npos) << modules.err;
+  const auto fp8 = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--fp8-format e5m2"});
+  EXPECT_EQ(fp8.exit_code, 2);
+  EXPECT_EQ(fp8.err, "mme: error: --fp8-format: unknown value 'e5m2' (e4m3, hybrid)\n");
+  test::TempDir dir;
+  test::write_file(dir.path() / "s.yaml", "training:\n  moe_token_dispatcher_type: deepep\n");
+  const auto spec = run_mme({"estimate", "Qwen/Qwen3-8B", "--config", (dir.path() / "s.yaml").string()});
+  EXPECT_EQ(spec.exit_code, 3);
+  EXPECT_NE(spec.err.find("s.yaml:2: training.moe_token_dispatcher_type: expected alltoall, allgather or flex, got "
+                          "\"deepep\""),
+            std::string::npos)
+      << spec.err;
+}
+
+// --dump-config keeps every knob: the Megatron-LM switches without a spec field before (the
+// softmax, wgrad deferral, determinism) now read back into the same estimate.
+TEST(EstimateCli, DumpConfigKeepsEveryKnob) {
+  const std::string launch = kTinyLaunch +
+                             "--pipeline-model-parallel-size 2 --transformer-impl local --no-masked-softmax-fusion "
+                             "--apply-query-key-layer-scaling --defer-embedding-wgrad-compute --wgrad-deferral-limit 2 "
+                             "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te --deterministic-mode "
+                             "--no-gradient-accumulation-fusion --use-distributed-optimizer";
+  const auto direct = run_mme({"estimate", "--megatron-args", launch, "--json"});
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  const auto dumped = run_mme({"estimate", "--megatron-args", launch, "--dump-config"});
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
+  test::TempDir dir;
+  test::write_file(dir.path() / "run.yaml", dumped.out);
+  const auto again = run_mme({"estimate", "--config", (dir.path() / "run.yaml").string(), "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  auto a = nlohmann::json::parse(direct.out), b = nlohmann::json::parse(again.out);
+  EXPECT_EQ(a["setup"], b["setup"]);
+  EXPECT_EQ(a["stages"], b["stages"]);
+}
+
+}  // namespace
+}  // namespace mme

@@ -125,14 +125,16 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     throw LayoutError("--use-precision-aware-optimizer needs the distributed optimizer");
   if (!o.precision_aware && (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
     throw LayoutError("--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
-  if (o.cpu_offload_fraction < 0 || o.cpu_offload_fraction > 1)
-    throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in [0, 1], got {}", o.cpu_offload_fraction));
+  if (!kOffloadFractionRange.holds(o.cpu_offload_fraction))
+    throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in {}, got {}",
+                                  to_string(kOffloadFractionRange), o.cpu_offload_fraction));
   if (o.cpu_offload_fraction > 0 && !o.distributed)
     throw LayoutError("--optimizer-cpu-offload-fraction needs the distributed optimizer");
   if (!s.transformer_engine && s.precision == Precision::kFP8)
     throw LayoutError("FP8 training needs --transformer-impl transformer_engine");
-  if (s.moe_routing_imbalance && (!(*s.moe_routing_imbalance >= 1.0) || *s.moe_routing_imbalance > 1024.0))
-    throw LayoutError(fmt::format("--moe-routing-imbalance must be in [1, 1024], got {}", *s.moe_routing_imbalance));
+  if (s.moe_routing_imbalance && !kRoutingImbalanceRange.holds(*s.moe_routing_imbalance))
+    throw LayoutError(fmt::format("--moe-routing-imbalance must be in {}, got {}", to_string(kRoutingImbalanceRange),
+                                  *s.moe_routing_imbalance));
   const auto& f = s.fsdp;
   if (f.kind == FsdpKind::kMegatron) {
     if (!o.distributed) throw LayoutError("--use-megatron-fsdp runs with the distributed optimizer (arguments.py forces it)");
@@ -162,12 +164,14 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   if (s.fp8_param_gather && s.precision != Precision::kFP8)
     throw LayoutError("--fp8-param-gather needs --precision fp8");
   if (!s.cublas_workspace_config.empty()) (void)parse_cublas_workspace_config(s.cublas_workspace_config);
-  if (s.moe_capacity_factor && *s.moe_capacity_factor <= 0)
-    throw LayoutError(fmt::format("--moe-capacity-factor must be positive, got {}", *s.moe_capacity_factor));
+  if (s.moe_capacity_factor && !kCapacityFactorRange.holds(*s.moe_capacity_factor))
+    throw LayoutError(fmt::format("--moe-capacity-factor must be in {}, got {}", to_string(kCapacityFactorRange),
+                                  *s.moe_capacity_factor));
   if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
     throw LayoutError("--moe-pad-expert-input-to-capacity needs --moe-capacity-factor");
   for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
-    if (d < 0 || d >= 1) throw LayoutError(fmt::format("dropout rates must be in [0, 1), got {}", d));
+    if (!kDropoutRange.holds(d))
+      throw LayoutError(fmt::format("dropout rates must be in {}, got {}", to_string(kDropoutRange), d));
   return s;
 }
 

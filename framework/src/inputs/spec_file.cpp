@@ -21,6 +21,7 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/model_loader.hpp"
 #include "mme/engine/pipeline.hpp"
+#include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/json_text.hpp"
 
 namespace mme {
@@ -32,9 +33,6 @@ using OJ = nlohmann::ordered_json;
 namespace {
 
 constexpr const char* kMarker = "spec-file";
-constexpr std::int64_t kMaxParallel = std::int64_t{1} << 20;
-constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
-constexpr std::int64_t kMaxGpus = std::int64_t{1} << 40;
 constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
 // A spec file has a few hundred values; YAML aliases can expand a few bytes into billions
 // (`a: &a [*a]` is a cycle), so the expanded tree is bounded, as is its depth (input_text.hpp).
@@ -401,8 +399,11 @@ Node parse_json(std::string_view text, const std::string& source) {
 // ---------------------------------------------------------------------------------------------
 // The fields.
 
-enum class Ty { kInt, kNumber, kBool, kEnum, kString, kModules, kLayerFreq, kFp8 };
+enum class Ty { kInt, kNumber, kBool, kEnum, kString, kModules, kLayerFreq, kFp8, kEnvList };
 
+// One field of the format. The model section's fields are defined here; the fields of the
+// other sections are the setup schema's knobs (setup_schema.cpp), plus infrastructure.gpu
+// and precision.fp8, which only spec files have.
 struct FieldDef {
   const char* section;
   const char* name;
@@ -415,25 +416,49 @@ struct FieldDef {
   const char* default_text = "";
   const char* summary = "";
   const char* flag = "";
-  void (*apply)(TrainingSetup&, const J&) = nullptr;  // setup fields
-  J (*get)(const TrainingSetup&) = nullptr;           // setup fields: the value a setup has
+  J (*get)(const TrainingSetup&) = nullptr;  // spec-only setup fields: the value a setup has
+  const SetupKnob* knob = nullptr;           // the setup schema's knob of the field
 };
 
-J opt_int(const std::optional<std::int64_t>& v) { return v ? J(*v) : J(); }
+// The value of a setup field in `s` as the file writes it (null for model fields).
+J setup_value(const FieldDef& f, const TrainingSetup& s) {
+  if (f.knob) return knob_spec_value(*f.knob, s);
+  return f.get ? f.get(s) : J();
+}
+bool has_setup_value(const FieldDef& f) { return f.knob || f.get; }
 
-DType dtype_of(const J& v) { return parse_dtype(v.get<std::string>()); }
-
-std::string params_dtype_name(Precision p) {
-  switch (p) {
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP32: return "fp32";
-    default: return "bf16";
+Ty type_of(KnobKind k) {
+  switch (k) {
+    case KnobKind::kInt: return Ty::kInt;
+    case KnobKind::kNumber: return Ty::kNumber;
+    case KnobKind::kBool: return Ty::kBool;
+    case KnobKind::kEnum: return Ty::kEnum;
+    case KnobKind::kString: return Ty::kString;
+    case KnobKind::kModules: return Ty::kModules;
+    case KnobKind::kEnv: return Ty::kEnvList;
   }
+  return Ty::kString;
+}
+
+FieldDef field_of(const SetupKnob& k) {
+  FieldDef f{.section = k.spec_section, .name = k.spec_name, .type = type_of(k.kind)};
+  f.required = k.spec_required;
+  f.min = k.spec_min.value_or(k.min);
+  f.max = k.max;
+  f.lo = k.lo;
+  f.hi = k.hi;
+  f.lo_open = k.lo_open;
+  f.hi_open = k.hi_open;
+  for (const char* v : k.spec_values.empty() ? k.values : k.spec_values) f.values.emplace_back(v);
+  f.default_text = k.spec_default;
+  f.summary = k.spec_summary;
+  f.flag = k.flag ? k.flag : k.off_flag ? k.off_flag : "";
+  f.knob = &k;
+  return f;
 }
 
 const std::vector<FieldDef>& field_defs() {
-  static const std::vector<FieldDef> defs = {
-      // model ---------------------------------------------------------------------------------
+  static const std::vector<FieldDef> model = {
       {.section = "model", .name = "hf", .type = Ty::kString, .default_text = "null",
        .summary = "base the model on this Hugging Face model (hub id, config.json, folder or bundled model); the "
                   "other model fields override it"},
@@ -515,319 +540,24 @@ const std::vector<FieldDef>& field_defs() {
       {.section = "model", .name = "mtp_num_layers", .type = Ty::kInt, .min = 0, .max = ConfigReader::kMaxLayers,
        .default_text = "0", .summary = "multi-token-prediction layers (DeepSeek-V3), on the last stage"},
 
-      // parallelism ---------------------------------------------------------------------------
-      {.section = "parallelism", .name = "tensor_model_parallel_size", .type = Ty::kInt, .required = true,
-       .max = kMaxParallel, .default_text = "required", .summary = "TP: splits weights across GPUs", .flag = "tp",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.tp = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.parallel.tp); }},
-      {.section = "parallelism", .name = "pipeline_model_parallel_size", .type = Ty::kInt, .required = true,
-       .max = kMaxParallel, .default_text = "required", .summary = "PP: splits layers across stages", .flag = "pp",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.pp = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.parallel.pp); }},
-      {.section = "parallelism", .name = "virtual_pipeline_model_parallel_size", .type = Ty::kInt,
-       .max = kMaxParallel, .default_text = "null", .summary = "interleaved schedule: model chunks per pipeline rank",
-       .flag = "vpp", .apply = [](TrainingSetup& s, const J& v) { s.parallel.vpp = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return s.parallel.vpp > 1 ? J(s.parallel.vpp) : J(); }},
-      {.section = "parallelism", .name = "num_layers_per_virtual_pipeline_stage", .type = Ty::kInt,
-       .max = kMaxParallel, .default_text = "null",
-       .summary = "the other way to set the interleaved schedule: layers per model chunk",
-       .flag = "num-layers-per-virtual-pipeline-stage",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.layers_per_virtual_stage = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return opt_int(s.pipeline.layers_per_virtual_stage); }},
-      {.section = "parallelism", .name = "num_layers_in_first_pipeline_stage", .type = Ty::kInt, .min = 0,
-       .max = kMaxParallel, .default_text = "null", .summary = "layers of the first stage (uneven split)",
-       .flag = "num-layers-in-first-pipeline-stage",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.first_stage_layers = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return opt_int(s.pipeline.first_stage_layers); }},
-      {.section = "parallelism", .name = "num_layers_in_last_pipeline_stage", .type = Ty::kInt, .min = 0,
-       .max = kMaxParallel, .default_text = "null", .summary = "layers of the last stage (uneven split)",
-       .flag = "num-layers-in-last-pipeline-stage",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.last_stage_layers = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return opt_int(s.pipeline.last_stage_layers); }},
-      {.section = "parallelism", .name = "pipeline_model_parallel_layout", .type = Ty::kString,
-       .default_text = "null", .summary = "Megatron pipeline layout, e.g. \"Et*3|(tt|)*6mL\"",
-       .flag = "pipeline-layout",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.layout = v.get<std::string>(); },
-       .get = [](const TrainingSetup& s) { return s.pipeline.layout.empty() ? J() : J(s.pipeline.layout); }},
-      {.section = "parallelism", .name = "account_for_embedding_in_pipeline_split", .type = Ty::kBool,
-       .default_text = "false", .summary = "count the embedding as a layer when splitting the pipeline",
-       .flag = "account-for-embedding-in-pipeline-split",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.account_for_embedding = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.pipeline.account_for_embedding); }},
-      {.section = "parallelism", .name = "account_for_loss_in_pipeline_split", .type = Ty::kBool,
-       .default_text = "false", .summary = "count the loss as a layer when splitting the pipeline",
-       .flag = "account-for-loss-in-pipeline-split",
-       .apply = [](TrainingSetup& s, const J& v) { s.pipeline.account_for_loss = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.pipeline.account_for_loss); }},
-      {.section = "parallelism", .name = "expert_model_parallel_size", .type = Ty::kInt, .max = kMaxParallel,
-       .default_text = "1", .summary = "EP: splits the experts; num_experts must be divisible by it", .flag = "ep",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.ep = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.parallel.ep); }},
-      {.section = "parallelism", .name = "expert_tensor_parallel_size", .type = Ty::kInt, .max = kMaxParallel,
-       .default_text = "1", .summary = "ETP: tensor parallelism within each expert", .flag = "etp",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.etp = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(effective_etp(s.parallel)); }},
-      {.section = "parallelism", .name = "context_parallel_size", .type = Ty::kInt, .max = kMaxParallel,
-       .default_text = "1", .summary = "CP: splits the sequence", .flag = "cp",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.cp = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.parallel.cp); }},
-      {.section = "parallelism", .name = "cp_comm_type", .type = Ty::kEnum,
-       .values = {"p2p", "all_gather", "a2a", "a2a+p2p"}, .default_text = "p2p",
-       .summary = "with CP: how Transformer Engine exchanges the sequence shards", .flag = "cp-comm-type",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.cp_comm_type = parse_cp_comm_type(v.get<std::string>(), "cp_comm_type"); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.cp_comm_type)); }},
-
-      // training ------------------------------------------------------------------------------
-      {.section = "training", .name = "micro_batch_size", .type = Ty::kInt, .required = true, .max = kMaxTokens,
-       .default_text = "required", .summary = "sequences per GPU per forward pass", .flag = "micro-batch-size",
-       .apply = [](TrainingSetup& s, const J& v) { s.micro_batch_size = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.micro_batch_size); }},
-      {.section = "training", .name = "seq_length", .type = Ty::kInt, .required = true, .max = kMaxTokens,
-       .default_text = "required", .summary = "training sequence length; must be <= max_position_embeddings",
-       .flag = "seq-length", .apply = [](TrainingSetup& s, const J& v) { s.seq_length = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.seq_length); }},
-      {.section = "training", .name = "global_batch_size", .type = Ty::kInt, .max = kMaxGpus, .default_text = "null",
-       .summary = "sets the micro-batches per step; null = enough to fill the pipeline", .flag = "global-batch-size",
-       .apply = [](TrainingSetup& s, const J& v) { s.global_batch_size = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return s.global_batch_size > 0 ? J(s.global_batch_size) : J(); }},
-      {.section = "training", .name = "sequence_parallel", .type = Ty::kBool, .default_text = "false",
-       .summary = "shard activations along the sequence; requires tensor_model_parallel_size > 1",
-       .flag = "sequence-parallel",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.sequence_parallel = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(sequence_parallel_on(s.parallel)); }},
-      {.section = "training", .name = "use_distributed_optimizer", .type = Ty::kBool, .default_text = "true",
-       .summary = "shard optimizer state across data-parallel ranks", .flag = "use-distributed-optimizer",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.distributed = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.optimizer.distributed); }},
-      {.section = "training", .name = "use_megatron_fsdp", .type = Ty::kBool, .default_text = "false",
-       .summary = "Megatron-FSDP: shard over data parallel per data_parallel_sharding_strategy",
-       .flag = "use-megatron-fsdp",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.fsdp.kind = v.get<bool>() ? FsdpKind::kMegatron : s.fsdp.kind; },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.kind == FsdpKind::kMegatron); }},
-      {.section = "training", .name = "use_torch_fsdp2", .type = Ty::kBool, .default_text = "false",
-       .summary = "PyTorch FSDP2 (needs use_distributed_optimizer: false; implies no gradient accumulation fusion)",
-       .flag = "use-torch-fsdp2",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             if (!v.get<bool>()) return;
-             if (s.fsdp.kind == FsdpKind::kMegatron)
-               throw LayoutError("use_torch_fsdp2 and use_megatron_fsdp exclude each other");
-             s.fsdp.kind = FsdpKind::kTorchFsdp2;
-             s.gradient_accumulation_fusion = false;  // arguments.py refuses FSDP2 with it
-           },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.kind == FsdpKind::kTorchFsdp2); }},
-      {.section = "training", .name = "data_parallel_sharding_strategy", .type = Ty::kEnum,
-       .values = {"no_shard", "optim", "optim_grads", "optim_grads_params"}, .default_text = "optim_grads_params",
-       .summary = "Megatron-FSDP: what is sharded", .flag = "data-parallel-sharding-strategy",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.fsdp.strategy = parse_fsdp_sharding(v.get<std::string>(), "sharding"); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.fsdp.strategy)); }},
-      {.section = "training", .name = "outer_dp_sharding_strategy", .type = Ty::kEnum, .values = {"no_shard", "optim"},
-       .default_text = "no_shard", .summary = "Megatron-FSDP with optimizer instances (HSDP): the outer sharding",
-       .flag = "outer-dp-sharding-strategy",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.fsdp.outer = parse_fsdp_sharding(v.get<std::string>(), "outer sharding"); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.fsdp.outer)); }},
-      {.section = "training", .name = "megatron_fsdp_main_params_dtype", .type = Ty::kEnum,
-       .values = {"fp32", "bf16", "fp16"}, .default_text = "fp32", .summary = "Megatron-FSDP main weights",
-       .flag = "megatron-fsdp-main-params-dtype",
-       .apply = [](TrainingSetup& s, const J& v) { s.fsdp.main_params = parse_dtype(v.get<std::string>()); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.fsdp.main_params)); }},
-      {.section = "training", .name = "megatron_fsdp_main_grads_dtype", .type = Ty::kEnum,
-       .values = {"auto", "fp32", "bf16", "fp16"}, .default_text = "auto",
-       .summary = "Megatron-FSDP gradient buffer; auto = the param dtype", .flag = "megatron-fsdp-main-grads-dtype",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.fsdp.main_grads = parse_fsdp_dtype(v.get<std::string>(), "main grads", true); },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.main_grads ? to_string(*s.fsdp.main_grads) : "auto"); }},
-      {.section = "training", .name = "megatron_fsdp_grad_comm_dtype", .type = Ty::kEnum,
-       .values = {"auto", "fp32", "bf16", "fp16"}, .default_text = "auto",
-       .summary = "Megatron-FSDP reduce-scatter dtype; auto = the gradients'", .flag = "megatron-fsdp-grad-comm-dtype",
-       .apply = [](TrainingSetup& s,
-                   const J& v) { s.fsdp.grad_comm = parse_fsdp_dtype(v.get<std::string>(), "grad comm", true); },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.grad_comm ? to_string(*s.fsdp.grad_comm) : "auto"); }},
-      {.section = "training", .name = "fsdp_double_buffer", .type = Ty::kBool, .default_text = "false",
-       .summary = "Megatron-FSDP: two persistent slots of the largest layer", .flag = "fsdp-double-buffer",
-       .apply = [](TrainingSetup& s, const J& v) { s.fsdp.double_buffer = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.double_buffer); }},
-      {.section = "training", .name = "suggested_communication_unit_size", .type = Ty::kInt, .max = kMaxGpus,
-       .default_text = "null", .summary = "Megatron-FSDP: parameters per communication unit",
-       .flag = "suggested-communication-unit-size",
-       .apply = [](TrainingSetup& s, const J& v) { s.fsdp.communication_unit_size = v.get<std::int64_t>(); },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.fsdp.communication_unit_size > 0 ? J(s.fsdp.communication_unit_size) : J();
-           }},
-      {.section = "training", .name = "torch_fsdp2_reshard_after_forward", .type = Ty::kBool, .default_text = "true",
-       .summary = "FSDP2: free each layer's gathered weights after its forward",
-       .flag = "torch-fsdp2-no-reshard-after-forward",
-       .apply = [](TrainingSetup& s, const J& v) { s.fsdp.reshard_after_forward = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.fsdp.reshard_after_forward); }},
-      {.section = "training", .name = "num_distributed_optimizer_instances", .type = Ty::kInt, .max = kMaxParallel,
-       .default_text = "1", .summary = "distributed optimizer instances", .flag = "num-distributed-optimizer-instances",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.instances = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.optimizer.instances); }},
-      {.section = "training", .name = "optimizer", .type = Ty::kEnum, .values = {"adam", "sgd", "muon"},
-       .default_text = "adam", .summary = "optimizer", .flag = "optimizer",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.name = v.get<std::string>(); },
-       .get = [](const TrainingSetup& s) { return J(s.optimizer.name); }},
-      {.section = "training", .name = "use_precision_aware_optimizer", .type = Ty::kBool, .default_text = "false",
-       .summary = "TE FusedAdam with the dtypes of the precision section", .flag = "use-precision-aware-optimizer",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.precision_aware = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.optimizer.precision_aware); }},
-      {.section = "training", .name = "optimizer_cpu_offload_fraction", .type = Ty::kNumber, .lo = 0, .hi = 1,
-       .default_text = "0.0", .summary = "share of optimizer state kept on the host",
-       .flag = "optimizer-cpu-offload-fraction",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.cpu_offload_fraction = v.get<double>(); },
-       .get = [](const TrainingSetup& s) { return J(s.optimizer.cpu_offload_fraction); }},
-      {.section = "training", .name = "recompute_granularity", .type = Ty::kEnum, .values = {"full", "selective"},
-       .default_text = "null", .summary = "activation recomputation: null (none), full or selective",
-       .flag = "recompute-granularity",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             s.recompute.granularity =
-                 v.get<std::string>() == "full" ? RecomputeGranularity::kFull : RecomputeGranularity::kSelective;
-           },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.recompute.granularity == RecomputeGranularity::kNone ? J()
-                                                                            : J(to_string(s.recompute.granularity));
-           }},
-      {.section = "training", .name = "recompute_method", .type = Ty::kEnum, .values = {"uniform", "block"},
-       .default_text = "null (uniform)", .summary = "full recompute: uniform groups, or the first N layers per chunk",
-       .flag = "recompute-method",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             s.recompute.method = v.get<std::string>() == "block" ? RecomputeMethod::kBlock : RecomputeMethod::kUniform;
-           },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.recompute.granularity == RecomputeGranularity::kFull ? J(to_string(s.recompute.method)) : J();
-           }},
-      {.section = "training", .name = "recompute_num_layers", .type = Ty::kInt, .min = 0, .max = kMaxParallel,
-       .default_text = "null (1)", .summary = "full recompute: layers per group (uniform) or per chunk (block)",
-       .flag = "recompute-num-layers",
-       .apply = [](TrainingSetup& s, const J& v) { s.recompute.num_layers = v.get<std::int64_t>(); },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.recompute.granularity == RecomputeGranularity::kFull ? J(s.recompute.num_layers) : J();
-           }},
-      {.section = "training", .name = "recompute_modules", .type = Ty::kModules, .default_text = "[core_attn]",
-       .summary = "selective recompute: core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, shared_experts",
-       .flag = "recompute-modules",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             std::string text;
-             for (const auto& m : v) text += m.get<std::string>() + ",";
-             s.recompute.modules = parse_recompute_modules(text);
-           },
-       .get =
-           [](const TrainingSetup& s) {
-             if (s.recompute.granularity != RecomputeGranularity::kSelective) return J();
-             J list = J::array();
-             std::stringstream ss(recompute_modules_to_string(s.recompute.modules));
-             std::string item;
-             while (std::getline(ss, item, ',')) list.push_back(item);
-             return list;
-           }},
-      {.section = "training", .name = "make_vocab_size_divisible_by", .type = Ty::kInt, .max = kMaxTokens,
-       .default_text = "128", .summary = "vocabulary padding multiple (times TP)",
-       .flag = "make-vocab-size-divisible-by",
-       .apply = [](TrainingSetup& s, const J& v) { s.make_vocab_size_divisible_by = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.make_vocab_size_divisible_by); }},
-      {.section = "training", .name = "moe_token_dispatcher_type", .type = Ty::kEnum,
-       .values = {"alltoall", "allgather", "flex"}, .default_text = "alltoall", .summary = "MoE token dispatcher",
-       .flag = "moe-token-dispatcher",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             const auto t = v.get<std::string>();
-             s.dispatcher = t == "allgather" ? TokenDispatcher::kAllGather
-                            : t == "flex"    ? TokenDispatcher::kFlex
-                                             : TokenDispatcher::kAllToAll;
-           },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.dispatcher)); }},
-      {.section = "training", .name = "moe_expert_capacity_factor", .type = Ty::kNumber, .lo = 0, .hi = 1e6,
-       .lo_open = true, .default_text = "null", .summary = "MoE capacity factor; null = dropless",
-       .flag = "moe-capacity-factor",
-       .apply = [](TrainingSetup& s, const J& v) { s.moe_capacity_factor = v.get<double>(); },
-       .get = [](const TrainingSetup& s) { return s.moe_capacity_factor ? J(*s.moe_capacity_factor) : J(); }},
-      {.section = "training", .name = "moe_pad_expert_input_to_capacity", .type = Ty::kBool, .default_text = "false",
-       .summary = "pad every expert's input to its capacity", .flag = "moe-pad-expert-input-to-capacity",
-       .apply = [](TrainingSetup& s, const J& v) { s.moe_pad_to_capacity = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.moe_pad_to_capacity); }},
-      {.section = "training", .name = "moe_grouped_gemm", .type = Ty::kBool, .default_text = "true",
-       .summary = "grouped GEMM experts (TEGroupedMLP); false = SequentialMLP", .flag = "moe-grouped-gemm",
-       .apply = [](TrainingSetup& s, const J& v) { s.moe_grouped_gemm = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.moe_grouped_gemm); }},
-      {.section = "training", .name = "cross_entropy_loss_fusion", .type = Ty::kBool, .default_text = "false",
-       .summary = "fused cross entropy (it still keeps the fp32 softmax)", .flag = "cross-entropy-loss-fusion",
-       .apply = [](TrainingSetup& s, const J& v) { s.cross_entropy_fusion = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.cross_entropy_fusion); }},
-      {.section = "training", .name = "attention_backend", .type = Ty::kEnum,
-       .values = {"auto", "flash", "fused", "unfused", "local"}, .default_text = "auto",
-       .summary = "auto (Transformer Engine's choice), flash (also fused) or unfused (also local)",
-       .flag = "attention-backend",
-       .apply =
-           [](TrainingSetup& s, const J& v) {
-             s.attention_backend = parse_attention_backend(v.get<std::string>(), "training.attention_backend");
-           },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.attention_backend)); }},
-      {.section = "training", .name = "transformer_impl", .type = Ty::kEnum, .values = {"transformer_engine", "local"},
-       .default_text = "transformer_engine", .summary = "Transformer Engine layers, or Megatron's own (local)",
-       .flag = "transformer-impl",
-       .apply = [](TrainingSetup& s, const J& v) { s.transformer_engine = v.get<std::string>() != "local"; },
-       .get = [](const TrainingSetup& s) { return J(s.transformer_engine ? "transformer_engine" : "local"); }},
-
-      // infrastructure ------------------------------------------------------------------------
-      {.section = "infrastructure", .name = "world_size", .type = Ty::kInt, .required = true, .max = kMaxGpus,
-       .default_text = "required", .summary = "total GPUs; must satisfy the parallelism constraints",
-       .flag = "num-gpus",
-       .apply = [](TrainingSetup& s, const J& v) { s.parallel.world_size = v.get<std::int64_t>(); },
-       .get = [](const TrainingSetup& s) { return J(s.parallel.world_size); }},
-      {.section = "infrastructure", .name = "gpu", .type = Ty::kString, .default_text = "null",
-       .summary = "judge the fit on this GPU only (see `mme hardware`); null = every known GPU", .flag = "gpu"},
-      {.section = "infrastructure", .name = "cublas_workspace_config", .type = Ty::kString, .default_text = "null",
-       .summary = "CUBLAS_WORKSPACE_CONFIG of the run, e.g. \":4096:8\"", .flag = "cublas-workspace-config",
-       .apply = [](TrainingSetup& s, const J& v) { s.cublas_workspace_config = v.get<std::string>(); },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.cublas_workspace_config.empty() ? J() : J(s.cublas_workspace_config);
-           }},
-
-      // precision -----------------------------------------------------------------------------
-      {.section = "precision", .name = "params_dtype", .type = Ty::kEnum, .values = {"bf16", "fp16", "fp32"},
-       .default_text = "bf16", .summary = "parameter and activation dtype", .flag = "precision",
-       .get = [](const TrainingSetup& s) { return J(params_dtype_name(s.precision)); }},
-      {.section = "precision", .name = "fp8", .type = Ty::kFp8, .default_text = "false",
-       .summary = "FP8 GEMMs (true, or Megatron's e4m3 / hybrid) with bf16 parameters", .flag = "precision",
-       .get = [](const TrainingSetup& s) { return J(s.precision == Precision::kFP8); }},
-      {.section = "precision", .name = "fp8_param_gather", .type = Ty::kBool, .default_text = "false",
-       .summary = "keep FP8 GEMM weights as 1-byte parameters", .flag = "fp8-param-gather",
-       .apply = [](TrainingSetup& s, const J& v) { s.fp8_param_gather = v.get<bool>(); },
-       .get = [](const TrainingSetup& s) { return J(s.fp8_param_gather); }},
-      {.section = "precision", .name = "main_grads_dtype", .type = Ty::kEnum, .values = {"fp32", "bf16", "fp16"},
-       .default_text = "null (fp32; fp16 with params_dtype fp16)", .summary = "gradient buffer dtype",
-       .flag = "main-grads-dtype",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.main_grads = dtype_of(v); },
-       .get =
-           [](const TrainingSetup& s) {
-             return s.optimizer.main_grads ? J(to_string(*s.optimizer.main_grads)) : J();
-           }},
-      {.section = "precision", .name = "main_params_dtype", .type = Ty::kEnum, .values = {"fp32", "fp16"},
-       .default_text = "fp32", .summary = "precision-aware optimizer: master weights", .flag = "main-params-dtype",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.main_params = dtype_of(v); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.optimizer.main_params)); }},
-      {.section = "precision", .name = "exp_avg_dtype", .type = Ty::kEnum, .values = {"fp32", "fp16", "bf16", "fp8"},
-       .default_text = "fp32", .summary = "precision-aware optimizer: first moment", .flag = "exp-avg-dtype",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.exp_avg = dtype_of(v); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.optimizer.exp_avg)); }},
-      {.section = "precision", .name = "exp_avg_sq_dtype", .type = Ty::kEnum,
-       .values = {"fp32", "fp16", "bf16", "fp8"}, .default_text = "fp32",
-       .summary = "precision-aware optimizer: second moment", .flag = "exp-avg-sq-dtype",
-       .apply = [](TrainingSetup& s, const J& v) { s.optimizer.exp_avg_sq = dtype_of(v); },
-       .get = [](const TrainingSetup& s) { return J(to_string(s.optimizer.exp_avg_sq)); }},
   };
+  static const std::vector<FieldDef> defs = [] {
+    std::vector<FieldDef> all = model;
+    for (const auto& k : setup_knobs()) {
+      if (!k.spec_section) continue;
+      all.push_back(field_of(k));
+      if (std::string_view(k.spec_name) == "world_size")
+        all.push_back({.section = "infrastructure", .name = "gpu", .type = Ty::kString, .default_text = "null",
+                       .summary = "judge the fit on this GPU only (see `mme hardware`); null = every known GPU",
+                       .flag = "gpu"});
+      if (std::string_view(k.spec_name) == "params_dtype")
+        all.push_back({.section = "precision", .name = "fp8", .type = Ty::kFp8, .default_text = "false",
+                       .summary = "FP8 GEMMs (true, or Megatron's e4m3 / hybrid) with bf16 parameters",
+                       .flag = "precision",
+                       .get = [](const TrainingSetup& s) { return J(s.precision == Precision::kFP8); }});
+    }
+    return all;
+  }();
   return defs;
 }
 
@@ -863,6 +593,7 @@ std::string type_text(const FieldDef& f) {
     case Ty::kModules: return "list of module names";
     case Ty::kLayerFreq: return "integer, list of 0/1, or string";
     case Ty::kFp8: return "true, false, e4m3 or hybrid";
+    case Ty::kEnvList: return "list of NAME=VALUE";
   }
   return "";
 }
@@ -941,6 +672,13 @@ J check_value(const FieldDef& f, const J& v, const std::function<void(const std:
         const std::string t = lower(v.get<std::string>());
         for (const auto& c : f.values)
           if (lower(c) == t) return J(c);
+        // The knob's other spellings ("alltoall_seq", "bfloat16", "none"): its canonical value.
+        if (f.knob && f.knob->spec_values.empty()) {
+          try {
+            return parse_knob_text(*f.knob, f.name, v.get<std::string>());
+          } catch (const UsageError&) {
+          }
+        }
       }
       std::vector<std::string> quoted;
       for (const auto& c : f.values) quoted.push_back(c);
@@ -992,6 +730,20 @@ J check_value(const FieldDef& f, const J& v, const std::function<void(const std:
       fail(fmt::format("expected an integer, a list of 0/1 or a string such as \"([0]*3+[1]*58)\", got {}",
                        describe(v)));
       return J();
+    case Ty::kEnvList: {
+      if (!v.is_array()) fail(fmt::format("expected a list of NAME=VALUE, got {}", describe(v)));
+      for (const auto& item : v) {
+        if (!item.is_string()) fail(fmt::format("expected a list of NAME=VALUE, got {} in the list", describe(item)));
+        try {
+          const auto [name, value] = split_env_assignment(item.get<std::string>(), "environment");
+          TrainingSetup scratch;
+          (void)apply_environment(scratch, name, value);  // the values the variable can take
+        } catch (const UsageError& e) {
+          fail(e.what());
+        }
+      }
+      return v;
+    }
     case Ty::kFp8:
       if (v.is_boolean()) return v;
       if (v.is_string()) {
@@ -1244,7 +996,7 @@ class SpecParser {
         }
         continue;
       }
-      if (f.apply) f.apply(s, *v);
+      if (f.knob) (f.knob->spec_set ? f.knob->spec_set : f.knob->set)(s, *v);
     }
     if (const J* g = value("infrastructure.gpu")) out_.gpu = g->get<std::string>();
 
@@ -1690,7 +1442,7 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
   auto where = [&](const std::string& key) -> std::string {
     if (!spec) return key;
     const FieldDef& f = def(key);
-    const bool same = !f.get || f.get(spec->setup) == f.get(s);
+    const bool same = !has_setup_value(f) || setup_value(f, spec->setup) == setup_value(f, s);
     const int line = spec->line_of(key);
     if (line > 0 && same) return fmt::format("{}:{}: {}", spec->path, line, key);
     if (!same && *f.flag) return fmt::format("{}: {} (--{} on the command line)", spec->path, key, f.flag);
@@ -1937,7 +1689,7 @@ std::vector<OutField> section_fields(const std::string& section, const TrainingS
       out.push_back({f.name, o.gpu ? OJ(*o.gpu) : OJ()});
       continue;
     }
-    out.push_back({f.name, OJ::parse(json_text(f.get(s)))});
+    out.push_back({f.name, OJ::parse(json_text(setup_value(f, s)))});
   }
   return out;
 }

@@ -27,6 +27,7 @@
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/layer_model.hpp"
 #include "mme/engine/pipeline.hpp"
+#include "mme/inputs/setup_schema.hpp"
 
 namespace mme {
 
@@ -68,91 +69,7 @@ PlanSortKey parse_plan_sort_key(std::string_view text) {
   throw UsageError(fmt::format("--sort: unknown key '{}' (score, peak, bubble, comm)", text));
 }
 
-std::vector<std::string> setup_to_args(const TrainingSetup& s) {
-  const TrainingSetup d;
-  const auto& p = s.parallel;
-  std::vector<std::string> a;
-  auto add = [&a](const char* flag, const auto& value) {
-    a.emplace_back(flag);
-    a.push_back(fmt::format("{}", value));
-  };
-  add("--tp", p.tp);
-  add("--pp", p.pp);
-  if (p.vpp != 1) add("--vpp", p.vpp);
-  if (p.ep != 1) add("--ep", p.ep);
-  // Always spelled out: `mme estimate`'s flags default ETP to the seed's 1, Megatron-LM's to TP.
-  add("--etp", effective_etp(p));
-  if (p.cp != 1) add("--cp", p.cp);
-  if (s.cp_comm_type != d.cp_comm_type) add("--cp-comm-type", to_string(s.cp_comm_type));
-  add("--num-gpus", p.world_size);
-  if (p.sequence_parallel) a.emplace_back(*p.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
-  add("--micro-batch-size", s.micro_batch_size);
-  if (s.seq_length != d.seq_length) add("--seq-length", s.seq_length);
-  if (s.global_batch_size > 0) add("--global-batch-size", s.global_batch_size);
-
-  const auto& pl = s.pipeline;
-  if (pl.first_stage_layers) add("--num-layers-in-first-pipeline-stage", *pl.first_stage_layers);
-  if (pl.last_stage_layers) add("--num-layers-in-last-pipeline-stage", *pl.last_stage_layers);
-  if (pl.account_for_embedding) a.emplace_back("--account-for-embedding-in-pipeline-split");
-  if (pl.account_for_loss) a.emplace_back("--account-for-loss-in-pipeline-split");
-  if (!pl.layout.empty()) add("--pipeline-layout", pl.layout);
-  if (pl.layers_per_virtual_stage) add("--num-layers-per-virtual-pipeline-stage", *pl.layers_per_virtual_stage);
-
-  const auto& r = s.recompute;
-  if (r.granularity != RecomputeGranularity::kNone) {
-    add("--recompute-granularity", to_string(r.granularity));
-    if (r.granularity == RecomputeGranularity::kFull) {
-      if (r.method != d.recompute.method) add("--recompute-method", to_string(r.method));
-      if (r.num_layers != d.recompute.num_layers) add("--recompute-num-layers", r.num_layers);
-    } else if (r.modules != d.recompute.modules) {
-      add("--recompute-modules", recompute_modules_to_string(r.modules));
-    }
-  }
-
-  const auto& o = s.optimizer;
-  if (!o.distributed) a.emplace_back("--no-distributed-optimizer");
-  if (o.instances != d.optimizer.instances) add("--num-distributed-optimizer-instances", o.instances);
-  if (o.main_grads) add("--main-grads-dtype", to_string(*o.main_grads));
-  if (o.precision_aware) a.emplace_back("--use-precision-aware-optimizer");
-  if (o.main_params != d.optimizer.main_params) add("--main-params-dtype", to_string(o.main_params));
-  if (o.exp_avg != d.optimizer.exp_avg) add("--exp-avg-dtype", to_string(o.exp_avg));
-  if (o.exp_avg_sq != d.optimizer.exp_avg_sq) add("--exp-avg-sq-dtype", to_string(o.exp_avg_sq));
-  if (o.cpu_offload_fraction != d.optimizer.cpu_offload_fraction)
-    add("--optimizer-cpu-offload-fraction", o.cpu_offload_fraction);
-  if (o.name != d.optimizer.name) add("--optimizer", o.name);
-
-  if (s.precision != d.precision) add("--precision", to_string(s.precision));
-  if (s.fp8_param_gather) a.emplace_back("--fp8-param-gather");
-  if (s.attention_backend != d.attention_backend) add("--attention-backend", to_string(s.attention_backend));
-  if (!s.transformer_engine) add("--transformer-impl", "local");
-  if (s.dispatcher != d.dispatcher) add("--moe-token-dispatcher", to_string(s.dispatcher));
-  if (s.moe_capacity_factor) add("--moe-capacity-factor", *s.moe_capacity_factor);
-  if (s.moe_pad_to_capacity) a.emplace_back("--moe-pad-expert-input-to-capacity");
-  if (!s.moe_grouped_gemm) a.emplace_back("--no-moe-grouped-gemm");
-  if (s.cross_entropy_fusion) a.emplace_back("--cross-entropy-loss-fusion");
-  if (!s.cublas_workspace_config.empty()) add("--cublas-workspace-config", s.cublas_workspace_config);
-  if (s.make_vocab_size_divisible_by != d.make_vocab_size_divisible_by)
-    add("--make-vocab-size-divisible-by", s.make_vocab_size_divisible_by);
-  if (s.hidden_dropout) add("--hidden-dropout", *s.hidden_dropout);
-  if (s.attention_dropout) add("--attention-dropout", *s.attention_dropout);
-  if (!s.gradient_accumulation_fusion && s.fsdp.kind != FsdpKind::kTorchFsdp2)
-    a.emplace_back("--no-gradient-accumulation-fusion");
-  const auto& f = s.fsdp;
-  if (f.kind == FsdpKind::kTorchFsdp2) {
-    a.emplace_back("--use-torch-fsdp2");
-    if (!f.reshard_after_forward) a.emplace_back("--torch-fsdp2-no-reshard-after-forward");
-  } else if (f.kind == FsdpKind::kMegatron) {
-    a.emplace_back("--use-megatron-fsdp");
-    if (f.strategy != d.fsdp.strategy) add("--data-parallel-sharding-strategy", to_string(f.strategy));
-    if (f.outer != d.fsdp.outer) add("--outer-dp-sharding-strategy", to_string(f.outer));
-    if (f.main_params != d.fsdp.main_params) add("--megatron-fsdp-main-params-dtype", to_string(f.main_params));
-    if (f.main_grads) add("--megatron-fsdp-main-grads-dtype", to_string(*f.main_grads));
-    if (f.grad_comm) add("--megatron-fsdp-grad-comm-dtype", to_string(*f.grad_comm));
-    if (f.double_buffer) a.emplace_back("--fsdp-double-buffer");
-    if (f.communication_unit_size > 0) add("--suggested-communication-unit-size", f.communication_unit_size);
-  }
-  return a;
-}
+std::vector<std::string> setup_to_args(const TrainingSetup& s) { return setup_to_mme_args(s); }
 
 namespace {
 

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/units.hpp>
 
 #include <mme/report/render_svg.hpp>
@@ -124,70 +125,8 @@ std::string bar_legend(const FitVerdict* marker, bool on_scale, double scale, bo
 
 }  // namespace
 
-nlohmann::json setup_to_json(const TrainingSetup& s) {
-  const auto& p = s.parallel;
-  nlohmann::json j{
-      {"tp", p.tp},
-      {"pp", p.pp},
-      {"vpp", p.vpp},
-      {"ep", p.ep},
-      {"etp", effective_etp(p)},
-      {"cp", p.cp},
-      {"cp_comm_type", to_string(s.cp_comm_type)},
-      {"dp", p.dp},
-      {"expert_dp", p.expert_dp},
-      {"num_gpus", p.world_size},
-      {"sequence_parallel", sequence_parallel_on(p)},
-      {"micro_batch_size", s.micro_batch_size},
-      {"seq_length", s.seq_length},
-      {"global_batch_size", s.global_batch_size > 0 ? nlohmann::json(s.global_batch_size) : nlohmann::json()},
-      {"num_micro_batches", s.num_micro_batches > 0 ? nlohmann::json(s.num_micro_batches) : nlohmann::json()},
-      {"precision", to_string(s.precision)},
-      {"fp8_param_gather", s.fp8_param_gather},
-      {"attention_backend", to_string(s.attention_backend)},
-      {"moe_token_dispatcher", to_string(s.dispatcher)},
-      {"moe_capacity_factor", s.moe_capacity_factor ? nlohmann::json(*s.moe_capacity_factor) : nlohmann::json()},
-      {"moe_pad_expert_input_to_capacity", s.moe_pad_to_capacity},
-      {"cross_entropy_loss_fusion", s.cross_entropy_fusion},
-      {"make_vocab_size_divisible_by", s.make_vocab_size_divisible_by},
-      {"recompute_granularity", to_string(s.recompute.granularity)},
-      {"recompute_method", to_string(s.recompute.method)},
-      {"recompute_num_layers", s.recompute.num_layers},
-      {"recompute_modules", recompute_modules_to_string(s.recompute.modules)},
-      {"num_layers_in_first_pipeline_stage",
-       s.pipeline.first_stage_layers ? nlohmann::json(*s.pipeline.first_stage_layers) : nlohmann::json()},
-      {"num_layers_in_last_pipeline_stage",
-       s.pipeline.last_stage_layers ? nlohmann::json(*s.pipeline.last_stage_layers) : nlohmann::json()},
-      {"pipeline_layout", s.pipeline.layout.empty() ? nlohmann::json() : nlohmann::json(s.pipeline.layout)},
-      {"account_for_embedding_in_pipeline_split", s.pipeline.account_for_embedding},
-      {"account_for_loss_in_pipeline_split", s.pipeline.account_for_loss},
-      {"distributed_optimizer", s.optimizer.distributed},
-      {"num_distributed_optimizer_instances", s.optimizer.instances},
-      {"optimizer", s.optimizer.name},
-      {"main_grads_dtype",
-       to_string(s.optimizer.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32))},
-      {"use_precision_aware_optimizer", s.optimizer.precision_aware},
-      {"main_params_dtype", to_string(s.optimizer.main_params)},
-      {"exp_avg_dtype", to_string(s.optimizer.exp_avg)},
-      {"exp_avg_sq_dtype", to_string(s.optimizer.exp_avg_sq)},
-      {"optimizer_cpu_offload_fraction", s.optimizer.cpu_offload_fraction},
-      {"sharded_data_parallel", to_string(s.fsdp.kind)},
-  };
-  if (s.fsdp.kind == FsdpKind::kMegatron) {
-    const auto& f = s.fsdp;
-    j["data_parallel_sharding_strategy"] = to_string(f.strategy);
-    j["outer_dp_sharding_strategy"] = to_string(f.outer);
-    j["megatron_fsdp_main_params_dtype"] = to_string(f.main_params);
-    j["megatron_fsdp_main_grads_dtype"] = f.main_grads ? nlohmann::json(to_string(*f.main_grads)) : "auto";
-    j["megatron_fsdp_grad_comm_dtype"] = f.grad_comm ? nlohmann::json(to_string(*f.grad_comm)) : "auto";
-    j["fsdp_double_buffer"] = f.double_buffer;
-    j["suggested_communication_unit_size"] =
-        f.communication_unit_size > 0 ? nlohmann::json(f.communication_unit_size) : nlohmann::json();
-  } else if (s.fsdp.kind == FsdpKind::kTorchFsdp2) {
-    j["torch_fsdp2_reshard_after_forward"] = s.fsdp.reshard_after_forward;
-  }
-  return j;
-}
+// The setup schema's JSON block (framework/src/inputs/setup_schema.cpp).
+nlohmann::json setup_to_json(const TrainingSetup& s) { return setup_to_json_block(s); }
 
 nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits) {
   nlohmann::json j;

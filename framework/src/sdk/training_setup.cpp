@@ -8,46 +8,25 @@
 #include <spdlog/spdlog.h>
 
 #include "mme/sdk/checked.hpp"
+#include "mme/sdk/enum_names.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/model_spec.hpp"
 
 namespace mme {
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP8: return "fp8";
-    case Precision::kFP32: return "fp32";
-  }
-  return "?";
+std::string to_string(const NumberRange& r) {
+  return fmt::format("{}{}, {}{}", r.lo_open ? "(" : "[", r.lo, r.hi, r.hi_open ? ")" : "]");
 }
 
-const char* to_string(DType d) {
-  switch (d) {
-    case DType::kFP32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kFP16: return "fp16";
-    case DType::kFP8: return "fp8";
-  }
-  return "?";
-}
-
-const char* to_string(AttentionBackend b) {
-  switch (b) {
-    case AttentionBackend::kFlash: return "flash";
-    case AttentionBackend::kUnfused: return "unfused";
-    case AttentionBackend::kAuto: return "auto";
-  }
-  return "?";
-}
-
-AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag) {
-  if (text == "flash" || text == "fused") return AttentionBackend::kFlash;
-  if (text == "auto") return AttentionBackend::kAuto;
-  if (text == "unfused" || text == "local") return AttentionBackend::kUnfused;
-  throw UsageError(fmt::format("{}: unknown value '{}' (auto, flash, fused, unfused, local)", flag, text));
-}
+const char* to_string(Precision p) { return enum_name(kPrecisionNames, static_cast<int>(p)); }
+const char* to_string(DType d) { return enum_name(kDTypeNames, static_cast<int>(d)); }
+const char* to_string(AttentionBackend b) { return enum_name(kAttentionBackendNames, static_cast<int>(b)); }
+const char* to_string(TokenDispatcher d) { return enum_name(kTokenDispatcherNames, static_cast<int>(d)); }
+const char* to_string(CpCommType c) { return enum_name(kCpCommTypeNames, static_cast<int>(c)); }
+const char* to_string(FsdpSharding s) { return enum_name(kFsdpShardingNames, static_cast<int>(s)); }
+const char* to_string(FsdpKind k) { return enum_name(kFsdpKindNames, static_cast<int>(k)); }
+const char* to_string(RecomputeGranularity g) { return enum_name(kRecomputeGranularityNames, static_cast<int>(g)); }
+const char* to_string(RecomputeMethod m) { return enum_name(kRecomputeMethodNames, static_cast<int>(m)); }
 
 namespace {
 // CUDA GPUs before sm90, where TE's deterministic filter drops cuDNN fused attention
@@ -80,69 +59,6 @@ std::pair<std::string, std::string> split_env_assignment(const std::string& text
 void apply_deterministic_mode(TrainingSetup& s) {
   s.attention_env.deterministic = true;
   if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
-}
-
-bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag) {
-  if (text != "native" && text != "te")
-    throw UsageError(fmt::format("{}: unknown value '{}' (native, te)", flag, text));
-  return text == "te";
-}
-
-FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag) {
-  // arguments.py: choices of --data-parallel-sharding-strategy.
-  if (text == "no_shard") return FsdpSharding::kNoShard;
-  if (text == "optim") return FsdpSharding::kOptim;
-  if (text == "optim_grads") return FsdpSharding::kOptimGrads;
-  if (text == "optim_grads_params") return FsdpSharding::kOptimGradsParams;
-  throw UsageError(
-      fmt::format("{}: unknown value '{}' (no_shard, optim, optim_grads, optim_grads_params)", flag, text));
-}
-
-std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed) {
-  if (text == "auto") {
-    if (auto_allowed) return std::nullopt;
-    throw UsageError(fmt::format("{} auto (no fp32 main weights; the optimizer steps the model weights) is not "
-                                 "modelled; give fp32, bf16 or fp16",
-                                 flag));
-  }
-  if (text == "fp32") return DType::kFP32;
-  if (text == "bf16") return DType::kBF16;
-  if (text == "fp16") return DType::kFP16;
-  throw UsageError(fmt::format("{}: unknown value '{}' (fp32, bf16, fp16{})", flag, text, auto_allowed ? ", auto" : ""));
-}
-
-const char* to_string(FsdpSharding s) {
-  switch (s) {
-    case FsdpSharding::kNoShard: return "no_shard";
-    case FsdpSharding::kOptim: return "optim";
-    case FsdpSharding::kOptimGrads: return "optim_grads";
-    case FsdpSharding::kOptimGradsParams: return "optim_grads_params";
-  }
-  return "?";
-}
-
-const char* to_string(FsdpKind k) {
-  switch (k) {
-    case FsdpKind::kNone: return "none";
-    case FsdpKind::kMegatron: return "megatron_fsdp";
-    case FsdpKind::kTorchFsdp2: return "torch_fsdp2";
-  }
-  return "?";
-}
-
-CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag) {
-  // Megatron-LM passes the value through to Transformer Engine (extensions/transformer_engine.py
-  // TEDotProductAttention), whose attn_forward_func_with_cp (context_parallel.py) takes exactly
-  // these and raises "Unsupported communication type" for anything else.
-  if (text == "p2p") return CpCommType::kP2P;
-  if (text == "all_gather") return CpCommType::kAllGather;
-  if (text == "a2a") return CpCommType::kA2A;
-  if (text == "a2a+p2p") return CpCommType::kA2AP2P;
-  if (text == "allgather")
-    throw UsageError(fmt::format("{}: 'allgather' (the spelling of Megatron-LM's help text) is rejected by Transformer "
-                                 "Engine; use all_gather",
-                                 flag));
-  throw UsageError(fmt::format("{}: unknown value '{}' (p2p, all_gather, a2a, a2a+p2p)", flag, text));
 }
 
 bool is_modelled_environment(const std::string& name) {
@@ -217,35 +133,6 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   return c;
 }
 
-const char* to_string(CpCommType c) {
-  switch (c) {
-    case CpCommType::kP2P: return "p2p";
-    case CpCommType::kAllGather: return "all_gather";
-    case CpCommType::kA2A: return "a2a";
-    case CpCommType::kA2AP2P: return "a2a+p2p";
-  }
-  return "?";
-}
-
-const char* to_string(TokenDispatcher d) {
-  switch (d) {
-    case TokenDispatcher::kAllToAll: return "alltoall";
-    case TokenDispatcher::kAllGather: return "allgather";
-    case TokenDispatcher::kFlex: return "flex";
-  }
-  return "?";
-}
-
-const char* to_string(RecomputeGranularity g) {
-  switch (g) {
-    case RecomputeGranularity::kNone: return "none";
-    case RecomputeGranularity::kSelective: return "selective";
-    case RecomputeGranularity::kFull: return "full";
-  }
-  return "?";
-}
-
-const char* to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
 
 namespace {
 struct ModuleName {
@@ -324,12 +211,7 @@ std::int64_t parse_cublas_workspace_config(const std::string& text) {
 }
 
 DType parse_dtype(const std::string& text) {
-  std::string t;
-  for (char c : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (t == "fp32" || t == "float32") return DType::kFP32;
-  if (t == "bf16" || t == "bfloat16") return DType::kBF16;
-  if (t == "fp16" || t == "float16") return DType::kFP16;
-  if (t == "fp8" || t == "uint8") return DType::kFP8;
+  if (const auto d = enum_value(kDTypeNames, text)) return static_cast<DType>(*d);
   throw UsageError(fmt::format("unknown dtype '{}' (use fp32, bf16, fp16 or fp8)", text));
 }
 

@@ -92,7 +92,10 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   if (pos == "rope" || pos == "yarn" || pos == "mrope") m.position_embedding = PositionEmbedding::kRope;
   else if (pos == "learned_absolute") m.position_embedding = PositionEmbedding::kLearnedAbsolute;
   else if (pos == "none" || pos == "relative") m.position_embedding = PositionEmbedding::kNone;
-  else throw ConfigError(fmt::format("{}: --position-embedding-type: unknown value '{}'", src, pos));
+  else
+    throw ConfigError(fmt::format(
+        "{}: --position-embedding-type: unknown value '{}' (learned_absolute, rope, yarn, mrope, relative, none)", src,
+        pos));
   const std::int64_t seq = size_flag(a, src, "seq-length", 4096);
   m.max_position_embeddings = size_flag(a, src, "max-position-embeddings", seq);
   m.tie_embeddings = !a.enabled("untie-embeddings-and-output-weights");
@@ -150,7 +153,11 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     moe.shared_expert_ffn_hidden_size = size_flag(a, src, "moe-shared-expert-intermediate-size", 0, 0);
     moe.shared_expert_gate = a.enabled("moe-shared-expert-gate");
     moe.router_expert_bias = a.enabled("moe-router-enable-expert-bias");
-    moe.router_fp32 = a.value("moe-router-dtype").value_or("") == "fp32";
+    // arguments.py: --moe-router-dtype choices fp32, fp64 (unset: the training dtype).
+    const std::string router = a.value("moe-router-dtype").value_or("");
+    if (!router.empty() && router != "fp32" && router != "fp64")
+      throw ConfigError(fmt::format("{}: --moe-router-dtype: unknown value '{}' (fp32, fp64)", src, router));
+    moe.router_fp32 = router == "fp32";
   }
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has("moe-layer-freq")) {

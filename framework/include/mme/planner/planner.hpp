@@ -185,7 +185,7 @@ class Planner {
 };
 
 // The `mme estimate` flags that give `setup` (its layout and every field that differs from
-// TrainingSetup's defaults).
+// TrainingSetup's defaults): setup_to_mme_args, the setup schema's printer.
 std::vector<std::string> setup_to_args(const TrainingSetup& setup);
 
 }  // namespace mme

@@ -209,17 +209,6 @@ bool apply_environment(TrainingSetup& setup, const std::string& name, const std:
 // --deterministic-mode: the defaults megatron/training/determinism.py apply_determinism_env
 // fills in (deterministic TE kernels, CUBLAS_WORKSPACE_CONFIG=:4096:8 unless already set).
 void apply_deterministic_mode(TrainingSetup& setup);
-// --cross-entropy-fusion-impl: "native" (false) or "te" (true); UsageError naming `flag` otherwise.
-bool parse_cross_entropy_fusion_impl(const std::string& text, std::string_view flag);
-// --data-parallel-sharding-strategy / --outer-dp-sharding-strategy values; UsageError naming
-// `flag` otherwise.
-FsdpSharding parse_fsdp_sharding(const std::string& text, std::string_view flag);
-// --megatron-fsdp-main-params-dtype / -main-grads-dtype / -grad-comm-dtype: fp32, bf16, fp16, or
-// auto (nullopt; the main params' auto, which drops the main weight buffer, is not modelled).
-std::optional<DType> parse_fsdp_dtype(const std::string& text, std::string_view flag, bool auto_allowed);
-// --cp-comm-type: p2p, all_gather, a2a or a2a+p2p (Transformer Engine's names); UsageError naming
-// `flag` otherwise.
-CpCommType parse_cp_comm_type(const std::string& text, std::string_view flag);
 
 // True for the environment variables apply_environment models.
 bool is_modelled_environment(const std::string& name);
@@ -228,6 +217,20 @@ std::pair<std::string, std::string> split_env_assignment(const std::string& text
 
 // The default of --moe-routing-imbalance (docs/memory-model.md, "Upper bound").
 inline constexpr double kDefaultMoeRoutingImbalance = 1.25;
+
+// The range of a number knob: the flags, spec files (setup schema) and resolve_setup check the
+// same one.
+struct NumberRange {
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;
+  constexpr bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
+};
+inline constexpr NumberRange kOffloadFractionRange{0, 1};           // --optimizer-cpu-offload-fraction
+inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};       // --moe-routing-imbalance
+inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};    // --moe-capacity-factor
+inline constexpr NumberRange kDropoutRange{0, 1, false, true};      // --hidden-dropout, --attention-dropout
+// "[0, 1]", "(0, 1e+06]", "[0, 1)".
+std::string to_string(const NumberRange& range);
 
 // The effective expert tensor parallel size (ETP unset = TP).
 inline std::int64_t effective_etp(const ParallelLayout& p) { return p.etp > 0 ? p.etp : p.tp; }
@@ -249,8 +252,6 @@ std::string recompute_modules_to_string(std::uint32_t modules);
 // Parses "core_attn,mlp" (comma or space separated, brackets allowed). Throws UsageError.
 std::uint32_t parse_recompute_modules(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
-// "auto", "flash", "fused" (kFlash), "unfused", "local" (kUnfused); `flag` names it in the UsageError.
-AttentionBackend parse_attention_backend(const std::string& text, std::string_view flag);
 // Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
 std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError
 

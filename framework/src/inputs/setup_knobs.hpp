@@ -1,0 +1,260 @@
+// The helpers of the setup schema's knob table (setup_schema.cpp, setup_knobs_*.cpp): values in
+// and out of a TrainingSetup, the Megatron-LM readers of knobs it spells in several flags, and
+// the rules of the mme command line. Private to mme::inputs.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "mme/inputs/megatron_args.hpp"
+#include "mme/inputs/setup_schema.hpp"
+#include "mme/sdk/error.hpp"
+
+namespace mme::setup_knobs_detail {
+
+using J = nlohmann::json;
+
+inline std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+
+inline J opt(const std::optional<std::int64_t>& v) { return v ? J(*v) : J(); }
+inline J opt(const std::optional<double>& v) { return v ? J(*v) : J(); }
+inline J positive_or_null(std::int64_t v) { return v > 0 ? J(v) : J(); }
+inline J text_or_null(const std::string& v) { return v.empty() ? J() : J(v); }
+
+template <class E>
+inline J name(EnumTable t, E v) {
+  return J(enum_name(t, static_cast<int>(v)));
+}
+// The enum value of a (checked) name; nullopt for null and the knob's "auto"/"none".
+template <class E>
+inline std::optional<E> value_of(EnumTable t, const J& v, const char* null_name = nullptr) {
+  if (v.is_null()) return std::nullopt;
+  const std::string text = v.get<std::string>();
+  if (null_name && lower(text) == null_name) return std::nullopt;
+  const auto n = enum_value(t, text);
+  if (!n) throw std::logic_error("unchecked enum value " + text);
+  return static_cast<E>(*n);
+}
+template <class E>
+inline E must(EnumTable t, const J& v) {
+  return *value_of<E>(t, v);
+}
+inline J opt_dtype(const std::optional<DType>& d) { return d ? name(kDTypeNames, *d) : J(); }
+
+inline std::int64_t as_int(const J& v) { return v.get<std::int64_t>(); }
+inline std::optional<std::int64_t> as_opt_int(const J& v) {
+  return v.is_null() ? std::nullopt : std::optional<std::int64_t>(v.get<std::int64_t>());
+}
+inline std::optional<double> as_opt_double(const J& v) {
+  return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
+}
+
+// Recompute modules as a list (spec files) and as text ("core_attn,mlp").
+inline J modules_list(std::uint32_t modules) {
+  J list = J::array();
+  std::stringstream ss(recompute_modules_to_string(modules));
+  std::string item;
+  while (std::getline(ss, item, ',')) list.push_back(item);
+  return list;
+}
+inline std::uint32_t modules_of(const J& v) {
+  if (v.is_string()) return parse_recompute_modules(v.get<std::string>());
+  std::string text;
+  for (const auto& m : v) text += m.get<std::string>() + ",";
+  return parse_recompute_modules(text);
+}
+
+inline bool megatron_fsdp(const TrainingSetup& s) { return s.fsdp.kind == FsdpKind::kMegatron; }
+inline bool torch_fsdp2(const TrainingSetup& s) { return s.fsdp.kind == FsdpKind::kTorchFsdp2; }
+inline bool full_recompute(const TrainingSetup& s) { return s.recompute.granularity == RecomputeGranularity::kFull; }
+inline bool selective_recompute(const TrainingSetup& s) {
+  return s.recompute.granularity == RecomputeGranularity::kSelective;
+}
+// NVTE_ALLOW_NONDETERMINISTIC_ALGO among the run's variables: it decides determinism itself.
+inline bool env_decides_determinism(const TrainingSetup& s) {
+  return std::any_of(s.environment_used.begin(), s.environment_used.end(), [](const std::string& e) {
+    return e.rfind("NVTE_ALLOW_NONDETERMINISTIC_ALGO=", 0) == 0;
+  });
+}
+
+inline std::string params_dtype_name(Precision p) {
+  switch (p) {
+    case Precision::kFP16: return "fp16";
+    case Precision::kFP32: return "fp32";
+    default: return "bf16";
+  }
+}
+
+// --env / `export NAME=VALUE`: a modelled variable changes the setup, any other is listed.
+inline void add_environment(TrainingSetup& s, const std::string& name, const std::string& value) {
+  if (!apply_environment(s, name, value)) s.environment_ignored.push_back(name + "=" + value);
+}
+
+// ---- Megatron-LM readers of the knobs it spells in several flags ----------------------------------
+
+inline std::optional<std::string> given(const MegatronArgs& a, const char* flag) { return a.value(flag); }
+
+inline void megatron_world_size(const MegatronArgs& a, TrainingSetup& s) {
+  const SetupKnob& k = *find_knob("num-gpus");
+  if (auto v = given(a, "world-size")) s.parallel.world_size = as_int(parse_knob_text(k, "--world-size", *v, true));
+  if (a.has("nnodes") && a.has("nproc-per-node")) {
+    SetupKnob count = k;  // torchrun's counts: at least 1 each
+    count.max = std::numeric_limits<std::int64_t>::max();
+    const std::int64_t nodes = as_int(parse_knob_text(count, "--nnodes", a.value("nnodes").value_or(""), true));
+    const std::int64_t per_node =
+        as_int(parse_knob_text(count, "--nproc-per-node", a.value("nproc-per-node").value_or(""), true));
+    if (__builtin_mul_overflow(nodes, per_node, &s.parallel.world_size) || s.parallel.world_size > kMaxWorldSize)
+      throw UsageError(fmt::format("--nnodes {} x --nproc-per-node {} is more than {} GPUs, which no real run uses",
+                                   nodes, per_node, kMaxWorldSize));
+  }
+}
+
+// Precision: fp32 unless --bf16/--fp16; --fp8-format on top of bf16 = FP8 GEMMs.
+inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
+  s.precision = Precision::kFP32;
+  if (a.enabled("bf16")) s.precision = Precision::kBF16;
+  if (a.enabled("fp16")) s.precision = Precision::kFP16;
+  if (auto v = given(a, "fp8-format")) {
+    // arguments.py: --fp8-format choices e4m3, hybrid.
+    if (lower(*v) != "e4m3" && lower(*v) != "hybrid")
+      throw UsageError(fmt::format("--fp8-format: unknown value '{}' (e4m3, hybrid)", *v));
+    s.precision = Precision::kFP8;
+  }
+  if (a.has("fp8")) s.precision = Precision::kFP8;
+}
+
+inline void megatron_main_grads(const MegatronArgs& a, TrainingSetup& s) {
+  if (s.precision == Precision::kFP16 && a.enabled("accumulate-allreduce-grads-in-fp32"))
+    s.optimizer.main_grads = DType::kFP32;
+  if (a.enabled("grad-reduce-in-bf16")) s.optimizer.main_grads = DType::kBF16;
+  if (auto v = given(a, "main-grads-dtype"))
+    s.optimizer.main_grads =
+        value_of<DType>(kDTypeNames, parse_knob_text(*find_knob("main-grads-dtype"), "--main-grads-dtype", *v, true));
+}
+
+inline void megatron_use_megatron_fsdp(const MegatronArgs& a, TrainingSetup& s) {
+  if (!a.enabled("use-megatron-fsdp")) return;
+  s.fsdp.kind = FsdpKind::kMegatron;
+  s.optimizer.distributed = true;  // arguments.py: Megatron-FSDP forces the distributed optimizer
+}
+
+inline void megatron_use_torch_fsdp2(const MegatronArgs& a, TrainingSetup& s) {
+  if (!a.enabled("use-torch-fsdp2")) return;
+  if (s.fsdp.kind == FsdpKind::kMegatron) throw UsageError("--use-torch-fsdp2 and --use-megatron-fsdp exclude each other");
+  // arguments.py: "--use-torch-fsdp2 is not supported with MCore's distributed optimizer".
+  if (s.optimizer.distributed)
+    throw UsageError("--use-torch-fsdp2 is not supported with --use-distributed-optimizer (Megatron-LM refuses it)");
+  s.fsdp.kind = FsdpKind::kTorchFsdp2;
+}
+
+// Without Megatron-FSDP, Megatron-LM checks the value (argparse choices) and ignores it: so
+// is `auto`, which mme does not model.
+inline void megatron_fsdp_main_params(const MegatronArgs& a, TrainingSetup& s) {
+  const auto v = given(a, "megatron-fsdp-main-params-dtype");
+  if (!v) return;
+  if (lower(*v) == "auto" && s.fsdp.kind != FsdpKind::kMegatron) return;
+  s.fsdp.main_params =
+      must<DType>(kDTypeNames, parse_knob_text(*find_knob("megatron-fsdp-main-params-dtype"),
+                                               "--megatron-fsdp-main-params-dtype", *v, true));
+}
+
+inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
+  if (!a.enabled("optimizer-cpu-offload")) return;
+  const SetupKnob& k = *find_knob("optimizer-cpu-offload-fraction");
+  const auto v = given(a, "optimizer-offload-fraction");
+  s.optimizer.cpu_offload_fraction = v ? parse_knob_text(k, "--optimizer-offload-fraction", *v, true).get<double>() : 1.0;
+}
+
+inline void megatron_recompute_granularity(const MegatronArgs& a, TrainingSetup& s) {
+  auto& r = s.recompute;
+  if (a.enabled("recompute-activations")) r.granularity = RecomputeGranularity::kSelective;
+  if (auto v = given(a, "recompute-granularity"))
+    r.granularity = value_of<RecomputeGranularity>(
+                        kRecomputeGranularityNames,
+                        parse_knob_text(*find_knob("recompute-granularity"), "--recompute-granularity", *v, true), "none")
+                        .value_or(RecomputeGranularity::kNone);
+}
+
+inline void megatron_recompute_modules(const MegatronArgs& a, TrainingSetup& s) {
+  auto& r = s.recompute;
+  if (auto v = given(a, "recompute-modules"))
+    r.modules = modules_of(parse_knob_text(*find_knob("recompute-modules"), "--recompute-modules", *v, true));
+  if (a.enabled("moe-layer-recompute")) {
+    r.granularity = RecomputeGranularity::kSelective;
+    r.modules |= kRecomputeMoe;
+  }
+}
+
+inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
+  const auto v = given(a, "cp-comm-type");
+  if (!v) return;
+  // nargs='+' (arguments.py): one type for every layer, or one per layer.
+  std::vector<std::string> types;
+  for (std::size_t pos = 0; pos < v->size();) {
+    const std::size_t end = std::min(v->find(' ', pos), v->size());
+    if (end > pos) types.push_back(v->substr(pos, end - pos));
+    pos = end + 1;
+  }
+  const SetupKnob& k = *find_knob("cp-comm-type");
+  if (types.empty()) throw UsageError(fmt::format("--cp-comm-type: expected a type ({})", knob_values_text(k)));
+  s.cp_comm_type = must<CpCommType>(kCpCommTypeNames, parse_knob_text(k, "--cp-comm-type", types.front(), true));
+  for (const auto& t : types)
+    if (must<CpCommType>(kCpCommTypeNames, parse_knob_text(k, "--cp-comm-type", t, true)) != s.cp_comm_type)
+      throw UsageError(fmt::format("--cp-comm-type: per-layer lists of different types ('{}' and '{}') are not "
+                                   "modelled; give one type for every layer",
+                                   types.front(), t));
+}
+
+inline void megatron_env(const MegatronArgs& a, TrainingSetup& s) {
+  for (const auto& [n, v] : a.env()) add_environment(s, n, v);
+}
+
+// ---- mme command-line rules -------------------------------------------------------------------------
+
+inline void mme_recompute_method(TrainingSetup& s, const J& v, const MmeFlags&) {
+  s.recompute.method = must<RecomputeMethod>(kRecomputeMethodNames, v);
+  if (!full_recompute(s)) throw UsageError("--recompute-method needs --recompute-granularity full");
+}
+
+inline void mme_recompute_modules(TrainingSetup& s, const J& v, const MmeFlags&) {
+  auto& r = s.recompute;
+  r.modules = modules_of(v);
+  if (r.granularity == RecomputeGranularity::kNone) r.granularity = RecomputeGranularity::kSelective;
+  if (r.granularity == RecomputeGranularity::kFull)
+    throw UsageError("--recompute-modules applies to --recompute-granularity selective, not full");
+}
+
+inline void mme_use_torch_fsdp2(TrainingSetup& s, const J& v, const MmeFlags& flags) {
+  if (!v.get<bool>()) return;
+  if (flags.on("use-megatron-fsdp")) throw UsageError("--use-megatron-fsdp and --use-torch-fsdp2 exclude each other");
+  if (flags.on("use-distributed-optimizer"))
+    throw UsageError("--use-torch-fsdp2 is not supported with --use-distributed-optimizer (Megatron-LM refuses it)");
+  // FSDP2 replaces the distributed optimizer and needs separate weight gradients (arguments.py).
+  s.fsdp.kind = FsdpKind::kTorchFsdp2;
+  s.optimizer.distributed = false;
+  s.gradient_accumulation_fusion = false;
+}
+
+inline void check_cublas(const std::string& text, std::string_view) { (void)parse_cublas_workspace_config(text); }
+
+// The sections of the table, in spec-file order (setup_knobs_layout.cpp, setup_knobs_training.cpp).
+void add_parallelism_knobs(std::vector<SetupKnob>& k);
+void add_batch_and_sharding_knobs(std::vector<SetupKnob>& k);
+void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k);
+void add_moe_and_kernel_knobs(std::vector<SetupKnob>& k);
+void add_infrastructure_knobs(std::vector<SetupKnob>& k);
+void add_precision_knobs(std::vector<SetupKnob>& k);
+void add_model_override_knobs(std::vector<SetupKnob>& k);
+
+}  // namespace mme::setup_knobs_detail

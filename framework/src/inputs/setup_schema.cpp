@@ -1,0 +1,592 @@
+// The training-setup schema (setup_schema.hpp): the table of knobs, and the readers and writers
+// every input and output of a TrainingSetup is derived from.
+#include "mme/inputs/setup_schema.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include <fmt/core.h>
+
+#include "mme/sdk/error.hpp"
+#include "mme/inputs/megatron_args.hpp"
+#include "setup_knobs.hpp"
+
+namespace mme {
+
+using J = nlohmann::json;
+using setup_knobs_detail::env_decides_determinism;
+using setup_knobs_detail::lower;
+using setup_knobs_detail::must;
+
+namespace {
+
+std::vector<SetupKnob> build_knobs() {
+  using namespace setup_knobs_detail;
+  std::vector<SetupKnob> k;
+  add_parallelism_knobs(k);
+  add_batch_and_sharding_knobs(k);
+  add_optimizer_and_recompute_knobs(k);
+  add_moe_and_kernel_knobs(k);
+  add_infrastructure_knobs(k);
+  add_precision_knobs(k);
+  add_model_override_knobs(k);
+  return k;
+}
+
+// The order of flags on a command line: --help, docs/cli.md and the planner's printed
+// commands (the layout first, then batch, pipeline split, recompute, optimizer, precision,
+// kernels, MoE, environment, FSDP).
+constexpr const char* kFlagOrder[] = {
+    "tp", "pp", "vpp", "ep", "etp", "cp", "cp-comm-type", "num-gpus", "sequence-parallel", "micro-batch-size",
+    "seq-length", "global-batch-size", "num-layers-in-first-pipeline-stage", "num-layers-in-last-pipeline-stage",
+    "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split", "pipeline-layout",
+    "num-layers-per-virtual-pipeline-stage", "microbatch-group-size-per-virtual-pipeline-stage",
+    "recompute-granularity", "recompute-method", "recompute-num-layers", "recompute-modules",
+    "use-distributed-optimizer", "num-distributed-optimizer-instances", "main-grads-dtype",
+    "use-precision-aware-optimizer", "main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype",
+    "optimizer-cpu-offload-fraction", "optimizer", "precision", "fp8-param-gather", "attention-backend",
+    "transformer-impl", "moe-token-dispatcher", "moe-capacity-factor", "moe-pad-expert-input-to-capacity",
+    "moe-routing-imbalance", "moe-grouped-gemm", "cross-entropy-loss-fusion", "cross-entropy-fusion-impl",
+    "cublas-workspace-config", "deterministic-mode", "env", "make-vocab-size-divisible-by", "hidden-dropout",
+    "attention-dropout", "gradient-accumulation-fusion", "masked-softmax-fusion", "attention-softmax-in-fp32",
+    "defer-embedding-wgrad-compute", "wgrad-deferral-limit", "use-torch-fsdp2", "torch-fsdp2-reshard-after-forward",
+    "use-megatron-fsdp", "data-parallel-sharding-strategy", "outer-dp-sharding-strategy",
+    "megatron-fsdp-main-params-dtype", "megatron-fsdp-main-grads-dtype", "megatron-fsdp-grad-comm-dtype",
+    "fsdp-double-buffer", "suggested-communication-unit-size",
+};
+
+}  // namespace
+
+const std::vector<SetupKnob>& setup_knobs() {
+  static const std::vector<SetupKnob> knobs = build_knobs();
+  return knobs;
+}
+
+const std::vector<const SetupKnob*>& setup_knobs_in_flag_order() {
+  static const std::vector<const SetupKnob*> order = [] {
+    std::vector<const SetupKnob*> out;
+    for (const char* id : kFlagOrder) {
+      const auto& all = setup_knobs();
+      const auto it = std::find_if(all.begin(), all.end(), [&](const SetupKnob& k) { return id == std::string_view(k.id); });
+      if (it == all.end()) throw std::logic_error(std::string("kFlagOrder names no knob ") + id);
+      out.push_back(&*it);
+    }
+    if (out.size() != setup_knobs().size()) throw std::logic_error("kFlagOrder misses a knob");
+    return out;
+  }();
+  return order;
+}
+
+const SetupKnob* find_knob(std::string_view name) {
+  for (const auto& k : setup_knobs()) {
+    if (name == k.id || (k.flag && name == k.flag) || (k.off_flag && name == k.off_flag)) return &k;
+    for (const char* a : k.aliases)
+      if (name == a) return &k;
+    for (const auto* list : {&k.megatron, &k.megatron_off, &k.megatron_extra})
+      for (const char* m : *list)
+        if (name == m) return &k;
+    for (const auto& sw : k.switches)
+      if (name == sw.flag) return &k;
+  }
+  return nullptr;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Values as text.
+
+namespace {
+
+std::string number_text(double d) { return fmt::format("{}", d); }
+
+std::string range_text(const SetupKnob& k) {
+  return fmt::format("{}{}, {}{}", k.lo_open ? "(" : "[", number_text(k.lo), number_text(k.hi), k.hi_open ? ")" : "]");
+}
+
+// The canonical JSON value of an enum knob's text, or nullopt when the knob does not take it.
+std::optional<J> enum_choice(const SetupKnob& k, const std::string& text) {
+  const std::string t = lower(text);
+  if (k.null_name && t == k.null_name) return J();
+  const auto v = enum_value(*k.table, t);
+  if (!v) return std::nullopt;
+  for (const char* listed : k.values)
+    if (enum_value(*k.table, listed) == v) return J(enum_name(*k.table, *v));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string knob_values_text(const SetupKnob& k) {
+  std::string out;
+  for (const char* v : k.values) out += (out.empty() ? "" : ", ") + std::string(v);
+  return out;
+}
+
+J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& text, bool megatron) {
+  switch (k.kind) {
+    case KnobKind::kInt: {
+      const char* begin = text.c_str();
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(begin, &end, 10);
+      if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
+        throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
+      if (errno == ERANGE || v > k.max) {
+        if (megatron)
+          throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, text, k.max));
+        throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, k.max));
+      }
+      if (v < k.min) {
+        if (k.min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
+        throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, k.min, text));
+      }
+      return J(static_cast<std::int64_t>(v));
+    }
+    case KnobKind::kNumber: {
+      const char* begin = text.c_str();
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(begin, &end);
+      if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
+        throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+      const bool low = k.lo_open ? v <= k.lo : v < k.lo;
+      const bool high = k.hi_open ? v >= k.hi : v > k.hi;
+      if (low || high) throw UsageError(fmt::format("{}: {} is out of range {}", flag, text, range_text(k)));
+      return J(v);
+    }
+    case KnobKind::kEnum: {
+      for (const auto& [spelling, why] : k.refused)
+        if (lower(text) == spelling) throw UsageError(fmt::format(fmt::runtime(why), flag));
+      if (auto v = enum_choice(k, text)) return *v;
+      throw UsageError(fmt::format("{}: unknown value '{}' ({})", flag, text, knob_values_text(k)));
+    }
+    case KnobKind::kString:
+      if (k.check) k.check(text, flag);
+      return J(text);
+    case KnobKind::kModules:
+      try {
+        return J(recompute_modules_to_string(parse_recompute_modules(text)));
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", flag, e.what()));
+      }
+    case KnobKind::kEnv:
+      (void)split_env_assignment(text, flag);
+      return J::array({text});
+    case KnobKind::kBool: break;
+  }
+  throw std::logic_error(fmt::format("{}: a switch has no value text", flag));
+}
+
+std::string knob_text(const SetupKnob&, const J& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  if (v.is_number()) return number_text(v.get<double>());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.dump();
+}
+
+J knob_spec_value(const SetupKnob& k, const TrainingSetup& s) { return k.spec_get ? k.spec_get(s) : k.get(s); }
+
+// -------------------------------------------------------------------------------------------------
+// mme flags.
+
+TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
+  for (const auto& k : setup_knobs()) {
+    auto apply = [&](const J& v) {
+      if (k.mme_set) k.mme_set(s, v, flags);
+      else k.set(s, v);
+    };
+    if (k.kind == KnobKind::kBool) {
+      const bool on = k.flag && flags.on(k.flag), off = k.off_flag && flags.on(k.off_flag);
+      if (on && off) throw UsageError(fmt::format("--{} and --{} contradict each other", k.flag, k.off_flag));
+      if (on) apply(J(true));
+      if (off) apply(J(false));
+      continue;
+    }
+    if (k.kind == KnobKind::kEnv) {
+      for (const auto& text : flags.values(k.flag)) apply(parse_knob_text(k, "--" + std::string(k.flag), text));
+      continue;
+    }
+    // A value flag given under its name or an alias; two spellings must agree.
+    std::optional<std::string> value;
+    const char* first = nullptr;
+    std::vector<const char*> names{k.flag};
+    names.insert(names.end(), k.aliases.begin(), k.aliases.end());
+    for (const char* n : names) {
+      const auto v = flags.value(n);
+      if (!v) continue;
+      if (value && *value != *v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, *v));
+      value = v;
+      first = n;
+    }
+    if (value) apply(parse_knob_text(k, "--" + std::string(k.flag), *value));
+    const SetupKnob::ValueSwitch* chosen = nullptr;
+    for (const auto& sw : k.switches) {
+      if (!flags.on(sw.flag)) continue;
+      if (chosen) throw UsageError(fmt::format("--{} and --{} contradict each other", chosen->flag, sw.flag));
+      chosen = &sw;
+    }
+    if (chosen) apply(J(chosen->value));
+  }
+  return s;
+}
+
+std::vector<std::string> setup_to_mme_args(const TrainingSetup& s) {
+  const TrainingSetup d;
+  std::vector<std::string> a;
+  for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+    if (k->args_when && !k->args_when(s)) continue;
+    const auto value = [&](const TrainingSetup& x) { return k->args_get ? k->args_get(x) : k->get(x); };
+    const J v = value(s);
+    if (!k->args_always && v == value(d)) continue;
+    if (v.is_null()) continue;
+    switch (k->kind) {
+      case KnobKind::kBool:
+        if (const char* f = v.get<bool>() ? k->flag : k->off_flag) a.push_back(fmt::format("--{}", f));
+        break;
+      case KnobKind::kEnv:
+        for (const auto& e : v) {
+          a.push_back(fmt::format("--{}", k->flag));
+          a.push_back(e.get<std::string>());
+        }
+        break;
+      default:
+        a.push_back(fmt::format("--{}", k->flag));
+        a.push_back(knob_text(*k, v));
+    }
+  }
+  return a;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The JSON `setup` block.
+
+J setup_to_json_block(const TrainingSetup& s) {
+  J j = J::object();
+  for (const auto& k : setup_knobs()) {
+    if (!k.json_key || (k.json_when && !k.json_when(s))) continue;
+    j[k.json_key] = k.json_get ? k.json_get(s) : k.get(s);
+  }
+  // Derived by resolve_setup, not knobs.
+  j["dp"] = s.parallel.dp;
+  j["expert_dp"] = s.parallel.expert_dp;
+  j["num_micro_batches"] = s.num_micro_batches > 0 ? J(s.num_micro_batches) : J();
+  return j;
+}
+
+TrainingSetup setup_from_json_block(const J& block, TrainingSetup s) {
+  for (const auto& k : setup_knobs()) {
+    if (!k.json_key) continue;
+    const auto it = block.find(k.json_key);
+    if (it == block.end()) continue;
+    if (std::string_view(k.json_key) == "sharded_data_parallel") {
+      s.fsdp.kind = must<FsdpKind>(kFsdpKindNames, *it);
+      continue;
+    }
+    if (k.kind != KnobKind::kEnum || it->is_null()) {
+      k.set(s, *it);
+      continue;
+    }
+    // The JSON spells enums by name, "none" and "auto" included.
+    k.set(s, enum_choice(k, it->get<std::string>()).value_or(J()));
+  }
+  return s;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Megatron-LM flags.
+
+TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
+  const FsdpSettings base_fsdp = s.fsdp;
+  for (const auto& k : setup_knobs()) {
+    if (k.megatron_read) {
+      k.megatron_read(a, s);
+      continue;
+    }
+    if (k.megatron_default) k.set(s, *k.megatron_default);
+    if (k.kind == KnobKind::kBool) {
+      for (const char* f : k.megatron)
+        if (a.enabled(f)) k.set(s, J(true));
+      for (const char* f : k.megatron_off)
+        if (a.enabled(f)) k.set(s, J(false));
+      continue;
+    }
+    std::optional<std::string> value;
+    const char* first = nullptr;
+    for (const char* f : k.megatron) {
+      const auto v = a.value(f);
+      if (!v) continue;
+      if (value && *value != *v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, f, *v));
+      value = v;
+      first = f;
+    }
+    if (value) k.set(s, parse_knob_text(k, "--" + std::string(first), *value, true));
+  }
+  // The Megatron-FSDP / FSDP2 settings count only with their kind of sharding: Megatron-LM
+  // checks the values (argparse choices) and ignores them otherwise.
+  if (s.fsdp.kind == FsdpKind::kNone) {
+    s.fsdp = base_fsdp;
+  } else if (s.fsdp.kind == FsdpKind::kTorchFsdp2) {
+    const bool reshard = s.fsdp.reshard_after_forward;
+    s.fsdp = base_fsdp;
+    s.fsdp.kind = FsdpKind::kTorchFsdp2;
+    s.fsdp.reshard_after_forward = reshard;
+  } else {
+    s.fsdp.reshard_after_forward = true;
+  }
+  return s;
+}
+
+std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
+  std::vector<std::string> a;
+  auto flag = [&](std::string f) { a.push_back("--" + f); };
+  for (const auto& k : setup_knobs()) {
+    const std::string_view id = k.id;
+    if (id == "precision") {
+      if (s.precision == Precision::kFP16) flag("fp16");
+      if (s.precision == Precision::kBF16 || s.precision == Precision::kFP8) flag("bf16");
+      if (s.precision == Precision::kFP8) {
+        flag("fp8-format");
+        a.push_back("e4m3");
+      }
+      continue;
+    }
+    if (id == "optimizer-cpu-offload-fraction") {
+      if (s.optimizer.cpu_offload_fraction > 0) {
+        flag("optimizer-cpu-offload");
+        flag("optimizer-offload-fraction");
+        a.push_back(knob_text(k, J(s.optimizer.cpu_offload_fraction)));
+      }
+      continue;
+    }
+    if (k.kind == KnobKind::kEnv) {
+      for (const auto& e : s.environment_used) a.insert(a.end(), {"export", e});
+      for (const auto& e : s.environment_ignored) a.insert(a.end(), {"export", e});
+      continue;
+    }
+    // Determinism the environment decides is printed as its variable (--deterministic-mode
+    // would add the cuBLAS default).
+    if (id == "deterministic-mode" && env_decides_determinism(s)) continue;
+    const J v = k.get(s);
+    if (v.is_null()) continue;
+    if (k.kind == KnobKind::kBool) {
+      if (v.get<bool>() && !k.megatron.empty()) flag(k.megatron.front());
+      if (!v.get<bool>() && !k.megatron_off.empty()) flag(k.megatron_off.front());
+      continue;
+    }
+    if (k.megatron.empty()) continue;
+    flag(k.megatron.front());
+    a.push_back(knob_text(k, v));
+  }
+  return a;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The other flags of a Megatron-LM launch line.
+
+namespace {
+
+// What the megatron_args adapter reads (plugins/adapters/megatron_args).
+constexpr std::string_view kModelFlags[] = {
+    "num-layers", "hidden-size", "num-attention-heads", "group-query-attention", "num-query-groups", "kv-channels",
+    "swiglu", "ffn-hidden-size", "normalization", "squared-relu", "disable-bias-linear", "position-embedding-type",
+    "use-rotary-position-embeddings", "max-position-embeddings", "untie-embeddings-and-output-weights",
+    "hidden-dropout", "attention-dropout", "tokenizer-type", "vocab-size", "tokenizer-model", "add-qkv-bias",
+    "qk-layernorm", "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim",
+    "v-head-dim", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
+    "moe-shared-expert-gate", "moe-router-enable-expert-bias", "moe-router-dtype", "moe-layer-freq", "mtp-num-layers"};
+
+// Flags without an effect on the memory of a training step (optimizer hyper-parameters,
+// schedules, data, checkpoints, logging, numerics), and the launcher's own.
+constexpr std::string_view kNoEffectFlags[] = {
+    "adam-beta1", "adam-beta2", "adam-eps", "apply-layernorm-1p", "auto-detect-ckpt-format", "bias-dropout-fusion",
+    "calculate-per-token-loss", "check-weight-hash-across-dp-replicas-interval", "clip-grad", "dataloader-type",
+    "ddp-average-in-collective", "decoupled-lr", "decoupled-min-lr", "disable-gloo-process-groups",
+    "distributed-backend", "distributed-timeout-minutes", "finetune", "init-method-std", "init-method-xavier-uniform",
+    "load", "logging-level", "lr", "min-lr", "manual-gc", "manual-gc-interval", "merge-file", "mock-data",
+    "moe-aux-loss-coeff", "moe-router-bias-update-rate", "moe-router-load-balancing-type", "moe-router-pre-softmax",
+    "moe-router-score-function", "moe-router-topk-scaling-factor", "moe-z-loss-coeff", "moe-router-num-groups",
+    "moe-router-group-topk", "moe-input-jitter-eps", "moe-token-drop-policy", "mtp-loss-scaling-factor",
+    "no-check-for-nan-in-loss-and-grad", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng",
+    "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "no-use-tokenizer-model-from-checkpoint-args",
+    "no-persist-layer-norm", "norm-epsilon", "num-workers", "override-opt_param-scheduler", "rerun-mode",
+    "rotary-base", "rotary-interleaved", "rotary-percent", "rotary-scaling-factor", "rotary-seq-len-interpolation-factor",
+    "mscale", "mscale-all-dim", "save", "save-interval", "save-retain-interval", "seed", "split", "tiktoken-pattern",
+    "train-iters", "train-samples", "use-checkpoint-args", "use-checkpoint-opt_param-scheduler", "use-mcore-models",
+    "use-persistent-ckpt-worker", "verify-integrity", "vocab-extra-ids", "vocab-file", "weight-decay",
+    "weight-decay-incr-style", "start-weight-decay", "end-weight-decay", "straggler-minmax-count", "test-mode",
+    "muon-momentum", "muon-scale-mode", "muon-extra-scale-factor", "te-rng-tracker", "use-tp-pp-dp-mapping",
+    "sgd-momentum", "loss-scale", "initial-loss-scale", "min-loss-scale", "loss-scale-window", "hysteresis",
+    "no-async-tensor-model-parallel-allreduce", "use-legacy-models", "deprecated-use-mcore-models",
+    "exit-on-missing-checkpoint", "ckpt-step", "pretrained-checkpoint", "eod-mask-loss", "reset-position-ids",
+    "reset-attention-mask", "micro-batch-size-schedule", "rampup-batch-size", "dataloader-seq-length",
+    "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "standalone",
+    "num-dataset-builder-threads", "data-args-path", "per-split-data-args-path", "train-data-path",
+    "valid-data-path", "test-data-path", "object-storage-cache-path", "s3-cache-path"};
+// Prefixes of such flags (checkpoints, logging, schedules, evaluation, data).
+constexpr std::string_view kNoEffectPrefixes[] = {"log-", "wandb-", "tensorboard-", "ckpt-", "dist-ckpt-", "async-",
+                                                  "lr-", "eval-", "exit-", "timing-", "data-", "one-logger-",
+                                                  "non-persistent-", "profile", "record-memory-history",
+                                                  "memory-snapshot-path", "num-tokens-to-generate"};
+
+struct NotModelled {
+  std::string_view flag;
+  std::string_view what;
+};
+// Flags with a memory effect mme does not model: the report's assumptions name them.
+constexpr NotModelled kNotModelled[] = {
+    {"tp-comm-overlap", "the userbuffers of tensor-parallel communication overlap"},
+    {"tp-comm-overlap-cfg", "the userbuffers of tensor-parallel communication overlap"},
+    {"overlap-grad-reduce", "the gradient buckets of overlapped reduce-scatter (the buffers are modelled, not the "
+                            "bucketing)"},
+    {"overlap-param-gather", "the parameter buckets of overlapped all-gather (the buffers are modelled, not the "
+                             "bucketing)"},
+    {"overlap-param-gather-with-optimizer-step", "overlapped parameter all-gather"},
+    {"overlap-p2p-communication-warmup-flush", "overlapped pipeline send/receive buffers"},
+    {"cuda-graph-impl", "the memory pools of CUDA graphs"},
+    {"cuda-graph-modules", "the memory pools of CUDA graphs"},
+    {"cuda-graph-scope", "the memory pools of CUDA graphs"},
+    {"cuda-graph-warmup-steps", "the memory pools of CUDA graphs"},
+    {"enable-cuda-graph", "the memory pools of CUDA graphs"},
+    {"external-cuda-graph", "the memory pools of CUDA graphs"},
+    {"delay-wgrad-compute", "weight gradients delayed for overlap"},
+    {"overlap-moe-expert-parallel-comm", "the buffers of overlapped expert-parallel communication"},
+    {"moe-shared-expert-overlap", "the shared experts' overlapped communication"},
+    {"moe-permute-fusion", "the fused token permutation's buffers"},
+    {"moe-router-fusion", "the fused router's buffers"},
+    {"no-rope-fusion", "the unfused rotary embedding's activations"},
+    {"no-bias-gelu-fusion", "the unfused bias-GeLU's activations"},
+    {"no-bias-swiglu-fusion", "the unfused bias-SwiGLU's activations"},
+    {"no-bias-dropout-fusion", "the unfused bias-dropout-add's activations"},
+    {"use-transformer-engine-op-fuser", "Transformer Engine's operation fuser"},
+    {"cpu-offloading", "activation offloading to the host"},
+    {"cpu-offloading-num-layers", "activation offloading to the host"},
+    {"fine-grained-activation-offloading", "activation offloading to the host"},
+    {"offload-modules", "activation offloading to the host"},
+    {"empty-unused-memory-level", "the caching allocator's behaviour"},
+    {"fp8-recipe", "the FP8 recipe's scaling buffers (FP8 GEMMs are modelled)"},
+    {"fp8-amax-history-len", "the FP8 amax history"},
+    {"first-last-layers-bf16", "bf16 first and last layers under FP8"},
+    {"num-layers-at-start-in-bf16", "bf16 first layers under FP8"},
+    {"num-layers-at-end-in-bf16", "bf16 last layers under FP8"},
+    {"use-flash-attn", "the deprecated flash-attention switch (give --attention-backend flash)"},
+    {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
+    {"use-packed-sequence", "packed sequences"},
+    {"distribute-saved-activations", "saved activations distributed over TP"},
+    {"spec", "a custom layer spec"},
+    {"hybrid-override-pattern", "hybrid Mamba models"},
+    {"hybrid-layer-pattern", "hybrid Mamba models"},
+    {"is-hybrid-model", "hybrid Mamba models"},
+    {"mamba-head-dim", "hybrid Mamba models"},
+    {"mamba-num-heads", "hybrid Mamba models"},
+    {"mamba-state-dim", "hybrid Mamba models"},
+    {"encoder-num-layers", "encoder-decoder models"},
+    {"decoder-num-layers", "encoder-decoder models"},
+    {"encoder-seq-length", "encoder-decoder models"},
+    {"decoder-seq-length", "encoder-decoder models"},
+    {"bert-no-binary-head", "BERT models"},
+    {"img-h", "vision models"},
+    {"img-w", "vision models"},
+    {"patch-dim", "vision models"},
+    {"disable-vision-class-token", "vision models"},
+    {"export-kd-teacher-load", "knowledge distillation (a teacher model)"},
+    {"export-kd-cfg", "knowledge distillation (a teacher model)"},
+    {"perform-rl-step", "RL loops (a generation engine next to training)"},
+    {"inference-max-seq-length", "inference"},
+    {"moe-pad-experts-for-cuda-graph-inference", "inference"},
+};
+constexpr NotModelled kNotModelledPrefixes[] = {
+    {"rl-", "RL loops (a generation engine next to training)"},
+    {"grpo-", "RL loops (a generation engine next to training)"},
+    {"inference-", "inference"},
+    {"export-", "model export and distillation"},
+};
+
+}  // namespace
+
+const std::vector<std::string_view>& megatron_model_flags() {
+  static const std::vector<std::string_view> v(std::begin(kModelFlags), std::end(kModelFlags));
+  return v;
+}
+
+MegatronFlagReview review_megatron_flags(const MegatronArgs& args) {
+  static const std::set<std::string_view> known = [] {
+    std::set<std::string_view> k(std::begin(kModelFlags), std::end(kModelFlags));
+    k.insert(std::begin(kNoEffectFlags), std::end(kNoEffectFlags));
+    for (const auto& knob : setup_knobs())
+      for (const auto* list : {&knob.megatron, &knob.megatron_off, &knob.megatron_extra})
+        for (const char* f : *list) k.insert(f);
+    return k;
+  }();
+  MegatronFlagReview r;
+  for (const auto& f : args.flags()) {
+    const std::string_view name = f.name;
+    if (known.count(name)) continue;
+    std::string_view what;
+    for (const auto& n : kNotModelled)
+      if (n.flag == name) what = n.what;
+    for (const auto& n : kNotModelledPrefixes)
+      if (what.empty() && name.rfind(n.flag, 0) == 0) what = n.what;
+    if (!what.empty()) {
+      r.not_modelled.push_back(fmt::format("--{} is not modelled: {} (its memory is not in the estimate)", name, what));
+      continue;
+    }
+    if (std::any_of(std::begin(kNoEffectPrefixes), std::end(kNoEffectPrefixes),
+                    [&](std::string_view p) { return name.rfind(p, 0) == 0; }))
+      continue;
+    r.unknown.push_back("--" + f.name);
+  }
+  return r;
+}
+
+// -------------------------------------------------------------------------------------------------
+// docs/cli.md.
+
+namespace {
+std::string row(std::initializer_list<std::string> cells) {
+  std::string out = "|";
+  for (const auto& c : cells) out += c.empty() ? " |" : " " + c + " |";
+  return out + "\n";
+}
+std::string code(std::string_view flag, std::string_view value = "") {
+  return fmt::format("`--{}{}{}`", flag, value.empty() ? "" : " ", value);
+}
+}  // namespace
+
+std::string setup_flags_markdown() {
+  std::string out = "| flag | Megatron-LM alias | meaning | default |\n|---|---|---|---|\n";
+  for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+    if (k->kind == KnobKind::kBool || !k->flag) continue;
+    std::string aliases;
+    for (const char* a : k->aliases) aliases += (aliases.empty() ? "" : ", ") + code(a);
+    out += row({code(k->flag, k->doc_value), aliases, k->doc, k->doc_default});
+  }
+  return out;
+}
+
+std::string setup_switches_markdown() {
+  std::string out = "| switch | meaning |\n|---|---|\n";
+  for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+    if (k->kind == KnobKind::kBool) {
+      if (k->flag && k->off_flag)
+        out += row({code(k->flag) + " / " + code(k->off_flag), std::string(k->doc) + " / " + k->off_doc});
+      else if (k->flag)
+        out += row({code(k->flag), k->doc});
+      else
+        out += row({code(k->off_flag), k->off_doc});
+    } else if (!k->switches.empty()) {
+      std::string names;
+      for (const auto& sw : k->switches) names += (names.empty() ? "" : ", ") + code(sw.flag);
+      out += row({names, k->off_doc});
+    }
+  }
+  return out;
+}
+
+}  // namespace mme
