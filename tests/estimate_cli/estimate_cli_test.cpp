@@ -250,7 +250,9 @@ TEST(EstimateCli, BreakdownTreePerStage) {
       EXPECT_NE(block.find(run_line(fmt::format("layers {}-{}", first, last), kinds[1], n)), std::string::npos) << block;
     }
     EXPECT_EQ(block.find("MTP: ") != std::string::npos, st["mtp_layers"] == 1) << block;
-    if (st["mtp_layers"] == 1) EXPECT_NE(block.find(run_line("MTP", kinds[2], 1)), std::string::npos) << block;
+    if (st["mtp_layers"] == 1) {
+      EXPECT_NE(block.find(run_line("MTP", kinds[2], 1)), std::string::npos) << block;
+    }
     EXPECT_EQ(block.find("embedding (word embedding") != std::string::npos, ch["embedding"].get<bool>()) << block;
     EXPECT_EQ(block.find("output layer and loss") != std::string::npos, ch["loss"].get<bool>()) << block;
     EXPECT_NE(block.find(fmt::format("└─ activations of the chunk: {} per micro-batch\n",

@@ -256,8 +256,11 @@ TEST(ValidateRows, InvalidMeasurementsAreRowErrors) {
   EXPECT_EQ(status["good"], "ok");
   for (const char* bad : {"nan", "zero", "negative", "inf", "overflow"}) EXPECT_EQ(status[bad], "error") << bad;
   EXPECT_EQ(j["summary"]["peak"]["count"], 1);
-  for (const auto& c : j["cases"])
-    if (c["test_case"] == "overflow") EXPECT_NE(c["reason"].get<std::string>().find("is not a launch size"), std::string::npos);
+  for (const auto& c : j["cases"]) {
+    if (c["test_case"] == "overflow") {
+      EXPECT_NE(c["reason"].get<std::string>().find("is not a launch size"), std::string::npos);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,7 +269,9 @@ TEST(ValidateRows, InvalidMeasurementsAreRowErrors) {
 TEST(InputFiles, DevicesAndFifosAreRefused) {
   test::TempDir dir;
   const fs::path special = dir.path() / "zero";
-  if (!make_char_device(special, 5)) ASSERT_EQ(::mkfifo(special.c_str(), 0600), 0);
+  if (!make_char_device(special, 5)) {
+    ASSERT_EQ(::mkfifo(special.c_str(), 0600), 0);
+  }
   expect_one_error_line(run_mme({"estimate", "--megatron-args-file", special.string()}), 6, "not a regular file");
   expect_one_error_line(run_mme({"validate", special.string()}), 6, "not a regular file");
   expect_one_error_line(run_mme({"validate", "--from-log", special.string(), "--megatron-args", kTiny}), 6,
