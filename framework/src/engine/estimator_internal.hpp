@@ -1,5 +1,7 @@
-// The engine's internals shared by estimator.cpp (the Estimator and its bound) and
-// estimator_pass.cpp (one pass in named steps). Not part of the SDK.
+// The engine's internals shared by estimator.cpp (the Estimator and its bound),
+// estimator_pass.cpp (one pass in named steps) and the planner (framework/src/planner/), which
+// reads the same layer table, block contexts, element sizes and stage extras instead of
+// rebuilding them. Not part of the SDK.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +25,27 @@ inline constexpr std::int64_t kLargeAlloc = kMiB;
 
 inline CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
+// A layer kind's parameter terms as its block models report them on one GPU (no
+// parallelism): each term's unsharded total and what one token uses.
+struct KindParams {
+  BlockParams attention, mlp;
+};
+
+// The attention core of a layer kind, per token (the speed proxy's attention FLOPs and the K/V
+// that context parallelism exchanges; the block models keep their own memory terms).
+struct AttentionCore {
+  double width = 0;     // heads x (d_qk + d_v): the core's multiply-adds per token and key
+  double kv_width = 0;  // K and V elements per token
+};
+
 // One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
 struct LayerType {
   LayerSpec spec;
   const LayerMemoryModel* attention = nullptr;
   const LayerMemoryModel* mlp = nullptr;
+  bool moe = false;        // routed experts
+  KindParams single_gpu;   // the decoder layer's terms (is_mtp false)
+  AttentionCore core;
 };
 
 // A layer type evaluated under one layout.
@@ -75,6 +93,8 @@ struct EngineTables {
   std::vector<std::size_t> layer_type;              // per decoder layer
   std::vector<std::vector<std::int64_t>> prefix;    // prefix[type][i]: layers of that type before i
   std::size_t mtp_type = 0;
+  KindParams mtp_single_gpu;  // an MTP layer's terms (of the mtp_type kind, is_mtp true); empty without MTP
+  bool any_moe = false;
   Estimator::ParamCount params;  // exact counts, computed once
 
   std::int64_t count_in(std::size_t type, std::int64_t first, std::int64_t n) const {
@@ -82,6 +102,34 @@ struct EngineTables {
     return pre[static_cast<std::size_t>(first + n)] - pre[static_cast<std::size_t>(first)];
   }
 };
+
+// The tables of an Estimator (the planner evaluates the same ones).
+const EngineTables& engine_tables(const Estimator& estimator);
+
+// Bytes per element of what a step holds, from the precision and the optimizer's dtypes.
+struct ElementBytes {
+  bool fp8 = false;
+  std::int64_t act = 2;          // activations: the training dtype (bf16/fp16 2, fp32 4)
+  std::int64_t linear_input = 2;  // a saved GEMM input (FP8 GEMM inputs: 1)
+  std::int64_t wgrad = 2;        // a weight gradient as TE returns it, in the parameter dtype
+  DType param_dtype = DType::kBF16, grad_dtype = DType::kFP32;
+  std::int64_t param = 2, grad = 4;
+};
+ElementBytes element_bytes(const TrainingSetup& s);
+
+// Parameters (elements per rank) a pipeline chunk holds beyond its decoder layers.
+struct ExtraParams {
+  CheckedInt tp = 0, rep = 0;  // by shard class (TP-split, replicated)
+  CheckedInt fp8 = 0;          // of which GEMM weights (FP8-castable)
+  CheckedInt dense() const { return tp + rep; }
+};
+struct StageExtras {
+  ExtraParams embedding;  // on the chunk that holds the embedding
+  ExtraParams mtp_depth;  // per MTP depth, beyond the depth's transformer layer
+  ExtraParams loss;       // on the chunk that holds the output layer and the loss
+};
+// `tp` and `pp` of the layout, `vocab_local` the padded vocabulary per TP rank.
+StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local);
 
 // One pass of the estimate: the resolved setup, the sizes every step shares, each layer kind
 // evaluated once, the pipeline partition, the bytes per parameter and the workspaces.
@@ -96,12 +144,14 @@ struct Pass {
   bool sp = false;
   CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
   bool fp8 = false;
-  std::int64_t act_bytes = 2;  // activation dtype bytes (FP8 GEMM inputs: 1)
+  std::int64_t act_bytes = 2;           // activation dtype bytes
+  std::int64_t linear_input_bytes = 2;  // a saved GEMM input (FP8: 1)
   double hidden_dropout = 0, attention_dropout = 0;
   CheckedInt norm_params = 0;
   std::int64_t vocab = 0;  // padded
   CheckedInt vocab_local = 0;
   std::int64_t wgrad_bytes = 2;
+  StageExtras extras;
   std::vector<TypeEval> evals;  // per layer type
   TypeEval mtp_eval;
   PipelinePartition part;
@@ -121,7 +171,12 @@ struct Pass {
   Pass(const EngineTables& tables, const EstimateOptions& opts) : im(tables), options(opts) {}
 };
 
-// The steps of a pass (estimator_pass.cpp).
+// The steps of a pass (estimator_pass.cpp). begin_pass resolves the setup and the sizes every
+// block context shares; validate_blocks runs the block models' own checks on it; prepare_pass
+// is both, then the layout's checks, each layer kind evaluated, the partition and the bytes.
+Pass begin_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
+                AttentionBackend attention, double imbalance);
+void validate_blocks(const Pass& ps);
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance);
 void describe_layer_kinds(const Pass& ps, Estimate& est);
