@@ -131,22 +131,36 @@ struct StageExtras {
 // `tp` and `pp` of the layout, `vocab_local` the padded vocabulary per TP rank.
 StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local);
 
+// What the block models of a layout see: the setup with the pass's attention backend and
+// routed-token factor, and the sizes every block context shares (make_context).
+struct BlockLayout {
+  TrainingSetup setup;
+  std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
+  bool sp = false;                          // sequence parallelism, as the setup resolves it
+  CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
+  std::int64_t act_bytes = 2;               // activation dtype bytes
+  std::int64_t linear_input_bytes = 2;      // a saved GEMM input (FP8: 1)
+  double hidden_dropout = 0, attention_dropout = 0;
+};
+// The setup of a pass: --num-layers-per-virtual-pipeline-stage as VPP, then resolve_setup.
+TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested);
+// `resolved` is resolve_pass_setup's; `attention` the backend the blocks are evaluated with.
+BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& resolved, AttentionBackend attention,
+                         double imbalance);
+// The block models' own checks (heads, widths by TP/ETP, CP under the backend): LayoutError.
+void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
+
 // One pass of the estimate: the resolved setup, the sizes every step shares, each layer kind
 // evaluated once, the pipeline partition, the bytes per parameter and the workspaces.
 struct Pass {
   const EngineTables& im;
   const EstimateOptions& options;
-  TrainingSetup s;            // resolve_setup's
-  TrainingSetup block_setup;  // what the block models see: this pass's backend and routed-token factor
+  TrainingSetup s;     // resolve_pass_setup's
+  BlockLayout blocks;  // what the block models see
   AttentionChoice attn;
-  std::int64_t t = 1, c = 1, p = 1, v = 1;
+  std::int64_t p = 1, v = 1;
   CheckedInt h = 0;
-  bool sp = false;
-  CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
   bool fp8 = false;
-  std::int64_t act_bytes = 2;           // activation dtype bytes
-  std::int64_t linear_input_bytes = 2;  // a saved GEMM input (FP8: 1)
-  double hidden_dropout = 0, attention_dropout = 0;
   CheckedInt norm_params = 0;
   std::int64_t vocab = 0;  // padded
   CheckedInt vocab_local = 0;
@@ -171,12 +185,8 @@ struct Pass {
   Pass(const EngineTables& tables, const EstimateOptions& opts) : im(tables), options(opts) {}
 };
 
-// The steps of a pass (estimator_pass.cpp). begin_pass resolves the setup and the sizes every
-// block context shares; validate_blocks runs the block models' own checks on it; prepare_pass
-// is both, then the layout's checks, each layer kind evaluated, the partition and the bytes.
-Pass begin_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                AttentionBackend attention, double imbalance);
-void validate_blocks(const Pass& ps);
+// The steps of a pass (estimator_pass.cpp): prepare_pass resolves the setup, checks the blocks
+// and the layout, evaluates each layer kind once, partitions the pipeline and sets the bytes.
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance);
 void describe_layer_kinds(const Pass& ps, Estimate& est);

@@ -35,21 +35,20 @@ void add_params(TypeEval& e, const BlockParams& p) {
   }
 }
 
-// What a block model sees of the pass.
-BlockContext make_context(const Pass& ps, const LayerType& lt, bool is_mtp) {
-  const ParallelLayout& par = ps.s.parallel;
-  BlockContext ctx{ps.im.model, lt.spec, ps.block_setup};
-  ctx.tp = ps.t;
-  ctx.cp = ps.c;
-  ctx.ep = par.ep;
-  ctx.etp = effective_etp(par);
-  ctx.sequence_parallel = ps.sp;
-  ctx.tokens = ps.tokens.value();
-  ctx.local_tokens = ps.local_tokens.value();
-  ctx.act_bytes = ps.act_bytes;
-  ctx.linear_input_bytes = ps.linear_input_bytes;
-  ctx.hidden_dropout = ps.hidden_dropout;
-  ctx.attention_dropout = ps.attention_dropout;
+// What a block model sees of the layout.
+BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerType& lt, bool is_mtp) {
+  BlockContext ctx{m, lt.spec, b.setup};
+  ctx.tp = b.tp;
+  ctx.cp = b.cp;
+  ctx.ep = b.ep;
+  ctx.etp = b.etp;
+  ctx.sequence_parallel = b.sp;
+  ctx.tokens = b.tokens.value();
+  ctx.local_tokens = b.local_tokens.value();
+  ctx.act_bytes = b.act_bytes;
+  ctx.linear_input_bytes = b.linear_input_bytes;
+  ctx.hidden_dropout = b.hidden_dropout;
+  ctx.attention_dropout = b.attention_dropout;
   ctx.is_mtp = is_mtp;
   return ctx;
 }
@@ -60,7 +59,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
   const auto& s = ps.s;
   const auto& options = ps.options;
   const std::int64_t wgrad_bytes = ps.wgrad_bytes;
-  const BlockContext ctx = make_context(ps, lt, is_mtp);
+  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt, is_mtp);
 
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, e.attn_params);
@@ -109,11 +108,11 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   const auto& p = ps.p;
   const auto& v = ps.v;
   const auto& h = ps.h;
-  const auto& sp = ps.sp;
-  const auto& tokens = ps.tokens;
-  const auto& local_tokens = ps.local_tokens;
-  const auto& act_bytes = ps.act_bytes;
-  const auto& hidden_dropout = ps.hidden_dropout;
+  const auto& sp = ps.blocks.sp;
+  const auto& tokens = ps.blocks.tokens;
+  const auto& local_tokens = ps.blocks.local_tokens;
+  const auto& act_bytes = ps.blocks.act_bytes;
+  const auto& hidden_dropout = ps.blocks.hidden_dropout;
   const auto& vocab_local = ps.vocab_local;
   const auto& evals = ps.evals;
   const auto& mtp_eval = ps.mtp_eval;
@@ -317,58 +316,46 @@ ElementBytes element_bytes(const TrainingSetup& s) {
   return b;
 }
 
-Pass begin_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                AttentionBackend attention, double imbalance) {
-  const ModelSpec& m = im.model;
-  TrainingSetup req = requested;
-  if (const auto& n = req.pipeline.layers_per_virtual_stage) {
+TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested) {
+  if (const auto& n = requested.pipeline.layers_per_virtual_stage) {
     // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
     if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");
-    if (req.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
-    const std::int64_t per_rank = m.num_layers / req.parallel.pp;
+    if (requested.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
+    const std::int64_t per_rank = m.num_layers / requested.parallel.pp;
     if (per_rank % *n != 0)
       throw LayoutError(
           fmt::format("{} layers per pipeline rank are not divisible by "
                       "--num-layers-per-virtual-pipeline-stage {}",
                       per_rank, *n));
+    TrainingSetup req = requested;
     req.parallel.vpp = per_rank / *n;
+    return resolve_setup(std::move(req));
   }
-  Pass ps(im, options);
-  ps.s = resolve_setup(std::move(req));
-  const TrainingSetup& s = ps.s;
-  ps.attn = resolve_attention(s, options.compute_capability);
-  // What the block models see: this pass's backend and routed-token factor.
-  ps.block_setup = s;
-  ps.block_setup.attention_backend = attention;
-  ps.block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
-  const ParallelLayout& par = s.parallel;
+  return resolve_setup(requested);
+}
 
-  const std::int64_t t = par.tp, c = par.cp, p = par.pp;
-  const CheckedInt h = m.hidden_size;
-  const bool sp = sequence_parallel_on(par);
-  const CheckedInt tokens = CheckedInt(s.seq_length) * s.micro_batch_size / c;  // T per CP rank
-  const CheckedInt local_tokens = sp ? tokens / t : tokens;
+BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBackend attention, double imbalance) {
+  BlockLayout b;
+  b.setup = s;
+  b.setup.attention_backend = attention;
+  b.setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
+  const ParallelLayout& par = s.parallel;
+  b.tp = par.tp, b.cp = par.cp, b.ep = par.ep, b.etp = effective_etp(par);
+  b.sp = sequence_parallel_on(par);
+  b.tokens = CheckedInt(s.seq_length) * s.micro_batch_size / b.cp;  // T per CP rank
+  b.local_tokens = b.sp ? b.tokens / b.tp : b.tokens;
   const ElementBytes bytes = element_bytes(s);
-  const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
-  const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
-  const std::int64_t vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
-  const CheckedInt vocab_local = vocab / t;
-  checked_mul(checked_mul(tokens.value(), vocab_local.value(), "logits"), 8, "logits bytes");
-  ps.t = t, ps.c = c, ps.p = p, ps.h = h, ps.sp = sp, ps.tokens = tokens, ps.local_tokens = local_tokens;
-  ps.fp8 = bytes.fp8, ps.act_bytes = bytes.act, ps.linear_input_bytes = bytes.linear_input;
-  ps.hidden_dropout = hidden_dropout;
-  ps.attention_dropout = attention_dropout;
-  ps.norm_params = norm_weight_count(m, h), ps.vocab = vocab, ps.vocab_local = vocab_local;
-  ps.wgrad_bytes = bytes.wgrad;
-  ps.param_dtype = bytes.param_dtype, ps.grad_dtype = bytes.grad_dtype, ps.param_b = bytes.param;
-  ps.grad_b = bytes.grad;
-  return ps;
+  b.act_bytes = bytes.act;
+  b.linear_input_bytes = bytes.linear_input;
+  b.hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
+  b.attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
+  return b;
 }
 
 // Block-level checks (heads, widths by TP/ETP), before the layout as a whole.
-void validate_blocks(const Pass& ps) {
-  for (const auto& lt : ps.im.types) {
-    const BlockContext ctx = make_context(ps, lt, false);
+void validate_blocks(const EngineTables& im, const BlockLayout& blocks) {
+  for (const auto& lt : im.types) {
+    const BlockContext ctx = make_context(im.model, blocks, lt, false);
     call_plugin("layer model validate", [&] { lt.attention->validate(ctx); });
     call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
   }
@@ -377,16 +364,31 @@ void validate_blocks(const Pass& ps) {
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance) {
   const ModelSpec& m = im.model;
-  Pass ps = begin_pass(im, requested, options, attention, imbalance);
+  Pass ps(im, options);
+  ps.s = resolve_pass_setup(m, requested);
   const TrainingSetup& s = ps.s;
+  ps.attn = resolve_attention(s, options.compute_capability);
+  ps.blocks = block_layout(m, s, attention, imbalance);
   const ParallelLayout& par = s.parallel;
-  const std::int64_t c = ps.c;
-  validate_blocks(ps);
+  const std::int64_t t = par.tp, c = par.cp;
+  ps.p = par.pp;
+  ps.h = m.hidden_size;
+  const ElementBytes bytes = element_bytes(s);
+  ps.fp8 = bytes.fp8;
+  ps.norm_params = norm_weight_count(m, ps.h);
+  ps.vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
+  ps.vocab_local = ps.vocab / t;
+  checked_mul(checked_mul(ps.blocks.tokens.value(), ps.vocab_local.value(), "logits"), 8, "logits bytes");
+  ps.wgrad_bytes = bytes.wgrad;
+  ps.param_dtype = bytes.param_dtype, ps.grad_dtype = bytes.grad_dtype, ps.param_b = bytes.param;
+  ps.grad_b = bytes.grad;
+  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
+  validate_blocks(im, ps.blocks);
   validate_setup(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
-  ps.extras = stage_extras(m, ps.t, ps.p, ps.vocab_local);
+  ps.extras = stage_extras(m, t, ps.p, ps.vocab_local);
 
   ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   ps.v = ps.part.vpp;
@@ -395,7 +397,7 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   // only its input hidden states, [s/TP (SP), b, h] per micro-batch.
   const auto& rc = s.recompute;
   const bool full_recompute = rc.granularity == RecomputeGranularity::kFull;
-  const CheckedInt layer_input_bytes = ps.act_bytes * ps.local_tokens * ps.h;
+  const CheckedInt layer_input_bytes = ps.blocks.act_bytes * ps.blocks.local_tokens * ps.h;
 
   // Bytes per parameter (element_bytes) and of the optimizer state.
   const auto& opt = s.optimizer;
@@ -474,7 +476,7 @@ void describe_layer_kinds(const Pass& ps, Estimate& est) {
 StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   // The pass's values under the names the terms below use.
   const auto& s = ps.s;
-  const auto& c = ps.c;
+  const auto& c = ps.blocks.cp;
   const auto& p = ps.p;
   const auto& v = ps.v;
   const auto& fp8 = ps.fp8;
