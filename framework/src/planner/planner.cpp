@@ -24,6 +24,7 @@
 
 #include <fmt/core.h>
 
+#include "engine/estimator_internal.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/layer_model.hpp"
 #include "mme/engine/pipeline.hpp"
@@ -118,11 +119,9 @@ std::vector<std::int64_t> divisors_of(std::int64_t n, std::int64_t limit) {
   return small;
 }
 
-// One distinct decoder-layer kind with the figures of the speed proxy (elements, unsharded).
-struct LayerType {
-  LayerSpec spec;
-  const LayerMemoryModel* attention = nullptr;
-  const LayerMemoryModel* mlp = nullptr;
+// The speed proxy's figures of one layer kind (elements, unsharded), read from the block models'
+// single-GPU parameter terms in the engine's layer table.
+struct LayerFigures {
   double attn_active = 0;    // attention-block GEMM weights one token uses
   double mlp_active = 0;     // dense MLP, shared experts and router weights one token uses
   double shared_active = 0;  // of which shared experts
@@ -161,6 +160,7 @@ struct SlicePp {
 // come together because they share its weight, gradient and optimizer bytes.
 struct Slice {
   std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
+  bool sequence_parallel = false;  // as the engine resolves the slice's setups
   std::vector<SlicePp> pps;
   std::uint64_t count = 0;
   std::uint64_t first_ordinal = 0;
@@ -175,7 +175,7 @@ struct Space {
 // Per-slice figures of the speed proxy: seconds per layer of each type and micro-batch.
 struct LayerTime {
   double compute = 0, recompute = 0, tp = 0, ep = 0, cp = 0;
-  double dense_params = 0, expert_params = 0;  // per rank
+  double dense_params = 0, expert_params = 0;  // per rank, the layer's blocks
   double total() const { return compute + recompute + tp + ep + cp; }
 };
 
@@ -192,7 +192,7 @@ struct SliceCost {
   std::vector<LayerTime> types;
   LayerTime output;  // output layer + loss (last rank)
   LayerTime mtp;     // one MTP depth, its eh_proj and its output head
-  double embedding_params = 0;
+  CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank (the engine's stage extras)
   double sync_bytes_per_param = 0;
   double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
 };
@@ -201,18 +201,19 @@ struct SliceCost {
 
 struct Planner::Impl {
   Estimator estimator;
-  std::vector<LayerType> types;
-  std::vector<std::size_t> layer_type;
-  std::size_t mtp_type = 0;
-  bool any_moe = false;
+  const EngineTables& tables;  // the estimator's: its layer kinds and their block models
+  std::vector<LayerFigures> figures;  // per layer kind of `tables`
+  LayerFigures mtp_figures;           // an MTP layer's (the engine's is_mtp terms)
 
-  explicit Impl(const ModelSpec& model, const Registry& registry) : estimator(model, registry) {}
+  explicit Impl(const ModelSpec& model, const Registry& registry)
+      : estimator(model, registry), tables(engine_tables(estimator)) {}
 
   const ModelSpec& model() const { return estimator.model(); }
 
   TrainingSetup setup_for(const PlanLayout& l, const PlanOptions& o) const;
   Space build_space(const PlanOptions& o, bool allow_empty) const;
   PpSplits build_splits(std::int64_t pp, const PlanOptions& o) const;
+  bool blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const;
   SliceCost slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanOptions& o) const;
   PlanScore score_of(const SliceCost& c, const PpSplits& ps, std::size_t split, const PlanLayout& l,
                      const PlanOptions& o) const;
@@ -233,8 +234,11 @@ Figures figures_of(const PlanOptions& o) {
   f.hbm = std::max(hw.hbm_bandwidth_gbps, 1e-3) * 1e9;
   f.link = std::max(hw.link_bandwidth_gbps, 1e-3) * 1e9;
   f.inter = std::max(o.inter_node_bandwidth_gbps, 1e-3) * 1e9;
-  f.act_bytes = o.base.precision == Precision::kFP32 ? 4 : 2;
-  f.weight_bytes = o.base.precision == Precision::kFP32 ? 4 : o.base.precision == Precision::kFP8 ? 1 : 2;
+  const ElementBytes bytes = element_bytes(o.base);
+  f.act_bytes = static_cast<double>(bytes.act);
+  // Weights as the GEMMs read them: the parameters' dtype, or under FP8 the 1-byte copies TE
+  // casts them to (the engine's other/te_fp8_weight_cache).
+  f.weight_bytes = static_cast<double>(bytes.fp8 ? 1 : bytes.param);
   return f;
 }
 
@@ -258,63 +262,41 @@ std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_
 
 double plan_global_batch(const PlanOptions& o) { return nominal_sequences(o); }
 
+namespace {
+
+LayerFigures figures_of(const LayerType& lt, const KindParams& kp) {
+  LayerFigures f;
+  for (const BlockParams* bp : {&kp.attention, &kp.mlp}) {
+    for (const auto& term : bp->terms) {
+      const auto total = static_cast<double>(term.total);
+      const auto active = static_cast<double>(term.active);
+      switch (term.shard) {
+        case ShardClass::kTensorParallel: f.w_tp += total; break;
+        case ShardClass::kReplicated: f.w_rep += total; break;
+        case ShardClass::kExpert: f.w_exp += total; break;
+      }
+      if (term.group == ParamGroup::kNorms) continue;  // no GEMM
+      if (term.shard == ShardClass::kExpert) f.expert_active += active;
+      else if (bp == &kp.attention) f.attn_active += active;
+      else f.mlp_active += active;
+      if (term.group == ParamGroup::kSharedExperts) f.shared_active += active;
+    }
+  }
+  f.core_width = lt.core.width;
+  f.kv_width = lt.core.kv_width;
+  f.moe = lt.moe;
+  f.top_k = static_cast<double>(lt.spec.mlp.top_k);
+  return f;
+}
+
+}  // namespace
+
 Planner::Planner(const ModelSpec& model, const Registry& registry)
     : impl_(std::make_unique<Impl>(model, registry)) {
   auto& im = *impl_;
-  const ModelSpec& m = im.model();
-  TrainingSetup base;
-  base.parallel.world_size = 1;
-  base = resolve_setup(base);
-  const LayerKinds grouped = group_layer_kinds(m);
-  for (const LayerSpec* kind : grouped.kinds) {
-    const LayerSpec& layer = *kind;
-    LayerType t;
-    t.spec = layer;
-    // The estimator has checked that both kinds are loaded.
-    t.attention = registry.find_layer_model(layer.attention.kind);
-    t.mlp = registry.find_layer_model(layer.mlp.kind);
-    BlockContext ctx{m, t.spec, base};
-    BlockParams bp;
-    for (const LayerMemoryModel* block : {t.attention, t.mlp}) {
-      bp.terms.clear();
-      block->parameters(ctx, bp);
-      for (const auto& term : bp.terms) {
-        const auto total = static_cast<double>(term.total);
-        const auto active = static_cast<double>(term.active);
-        switch (term.shard) {
-          case ShardClass::kTensorParallel: t.w_tp += total; break;
-          case ShardClass::kReplicated: t.w_rep += total; break;
-          case ShardClass::kExpert: t.w_exp += total; break;
-        }
-        if (term.group == ParamGroup::kNorms) continue;  // no GEMM
-        if (term.shard == ShardClass::kExpert) t.expert_active += active;
-        else if (block == t.attention) t.attn_active += active;
-        else t.mlp_active += active;
-        if (term.group == ParamGroup::kSharedExperts) t.shared_active += active;
-      }
-    }
-    const auto& a = layer.attention;
-    const double heads = static_cast<double>(a.num_heads);
-    if (a.qk_head_dim + a.qk_pos_emb_head_dim > 0 && a.v_head_dim > 0) {
-      // Multi-latent attention's head dims: K and V are expanded per head before the core.
-      const double dqk = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
-      const double dv = static_cast<double>(a.v_head_dim);
-      t.core_width = heads * (dqk + dv);
-      t.kv_width = heads * (dqk + dv);
-    } else {
-      const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels
-                                                              : (a.num_heads > 0 ? m.hidden_size / a.num_heads : 0));
-      const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
-      t.core_width = heads * 2 * d;
-      t.kv_width = groups * 2 * d;
-    }
-    t.moe = layer.mlp.num_experts > 0;
-    t.top_k = static_cast<double>(layer.mlp.top_k);
-    im.types.push_back(std::move(t));
-    im.any_moe = im.any_moe || layer.mlp.num_experts > 0;
-  }
-  im.layer_type = grouped.kind_of_layer;
-  im.mtp_type = im.layer_type.back();
+  for (const LayerType& lt : im.tables.types) im.figures.push_back(figures_of(lt, lt.single_gpu));
+  if (im.model().mtp_num_layers > 0)
+    im.mtp_figures = figures_of(im.tables.types[im.tables.mtp_type], im.tables.mtp_single_gpu);
 }
 
 Planner::~Planner() = default;
@@ -437,7 +419,7 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
     }
   }
   // Layers of each type per pipeline rank, as the engine partitions them.
-  const std::size_t nt = types.size();
+  const std::size_t nt = tables.types.size();
   const auto np = static_cast<std::size_t>(p);
   out.counts.assign(out.splits.size() * np * nt, 0);
   out.loss.assign(out.splits.size() * np, 0);
@@ -461,8 +443,8 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
       for (std::int64_t v = 0; v < s.vpp; ++v) {
         const ChunkLayout& c = part.at(r, v);
         const std::size_t rank = si * np + static_cast<std::size_t>(r);
-        for (std::int64_t i = c.first_layer; i < c.first_layer + c.num_layers; ++i)
-          ++out.counts[rank * nt + layer_type[static_cast<std::size_t>(i)]];
+        for (std::size_t ti = 0; ti < nt; ++ti)
+          out.counts[rank * nt + ti] += static_cast<std::int32_t>(tables.count_in(ti, c.first_layer, c.num_layers));
         out.loss[rank] |= c.loss ? 1 : 0;
         out.embed[rank] |= c.embedding ? 1 : 0;
         out.mtp[rank] += static_cast<std::int32_t>(c.mtp_layers);
@@ -517,8 +499,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
     if (seq % c == 0 && (c == 1 || seq % (2 * c) == 0)) cps.push_back(c);
   std::vector<std::int64_t> eps;
   for (auto e : fixed_or(o.ep, divisors_of(N, N))) {
-    bool ok = any_moe || e == 1;
-    for (const auto& t : types)
+    bool ok = tables.any_moe || e == 1;
+    for (const auto& t : tables.types)
       if (t.moe && t.spec.mlp.num_experts % e != 0) ok = false;
     if (ok) eps.push_back(e);
   }
@@ -532,21 +514,34 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
     sp.pp_splits.push_back(std::move(ps));
   }
 
-  // TP, CP, EP, ETP that the layer models and Megatron's rules accept.
+  // TP, CP, EP, ETP that the layer models and Megatron's rules accept, judged on the setup of
+  // the layout with PP 1, the smallest micro-batch and no recompute (the blocks' rules read none
+  // of them; the global batch is left to the micro-batch filter below).
   const std::int64_t min_mbs = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  TrainingSetup probe = o.base;
-  probe.micro_batch_size = min_mbs;
+  // Transformer Engine's attention choice, as Estimator::run makes it (it reads only the
+  // backend, the implementation and the environment: the same for every layout).
+  const AttentionBackend attention = resolve_attention(o.base, o.gpu->compute_capability).backend;
   for (auto tp : tps) {
     for (auto cp : cps) {
-      if (tp > 1 && (seq / cp) % tp != 0) continue;  // sequence parallelism splits the CP chunk over TP
+      PlanLayout pl;
+      pl.tp = tp;
+      pl.cp = cp;
+      pl.first_stage_layers = pl.middle_stage_layers = pl.last_stage_layers = L;
+      pl.micro_batch_size = min_mbs;
+      TrainingSetup probe = setup_for(pl, o);
+      probe.global_batch_size = 0;
+      // Sequence parallelism (as the setup has it) splits the CP chunk over TP (validate_setup).
+      const bool sequence_parallel = sequence_parallel_on(probe.parallel);
+      if (sequence_parallel && (seq / cp) % tp != 0) continue;
       for (auto ep : eps) {
-        const std::vector<std::int64_t> etps = any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
+        const std::vector<std::int64_t> etps = tables.any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
         for (auto etp : etps) {
           Slice q;
           q.tp = tp;
           q.cp = cp;
           q.ep = ep;
           q.etp = etp;
+          q.sequence_parallel = sequence_parallel;
           for (std::size_t i = 0; i < sp.pp_splits.size(); ++i) {
             const std::int64_t p = sp.pp_splits[i].pp;
             const auto model_parallel = product3(tp, cp, p), expert_parallel = product3(etp, ep, p);
@@ -567,31 +562,9 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
             q.pps.push_back(std::move(spp));
           }
           if (q.pps.empty()) continue;
-          // The blocks' own rules (heads, query groups, widths by TP / ETP, CP and backend).
-          probe.parallel.tp = tp;
-          probe.parallel.cp = cp;
           probe.parallel.ep = ep;
           probe.parallel.etp = etp;
-          const std::int64_t tokens = seq * min_mbs / cp;
-          bool ok = true;
-          for (const auto& t : types) {
-            BlockContext ctx{m, t.spec, probe};
-            ctx.tp = tp;
-            ctx.cp = cp;
-            ctx.ep = ep;
-            ctx.etp = etp;
-            ctx.sequence_parallel = tp > 1;
-            ctx.tokens = tokens;
-            ctx.local_tokens = tp > 1 ? tokens / tp : tokens;
-            try {
-              t.attention->validate(ctx);
-              t.mlp->validate(ctx);
-            } catch (const LayoutError&) {
-              ok = false;
-              break;
-            }
-          }
-          if (!ok) continue;
+          if (!blocks_accept(probe, attention)) continue;
           q.first_ordinal = sp.total;
           sp.total += q.count;
           sp.slices.push_back(std::move(q));
@@ -610,6 +583,25 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
             ? fmt::format(", and micro-batch x DP the global batch size {}", o.base.global_batch_size)
             : ""));
   return sp;
+}
+
+// Whether the block models accept a layout's TP, CP, EP and ETP (heads, query groups, widths,
+// CP under the attention backend), asked with the block contexts the engine builds for it. A
+// setup the engine rejects as a whole (a base flag) is left to probe_base, which names the flag.
+bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const {
+  TrainingSetup resolved;
+  try {
+    resolved = resolve_pass_setup(model(), setup);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kBadLayout && e.code() != ExitCode::kBadModel) throw;
+    return true;
+  }
+  try {
+    validate_blocks(tables, block_layout(model(), resolved, attention, 1.0));
+  } catch (const LayoutError&) {
+    return false;
+  }
+  return true;
 }
 
 SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc,
@@ -638,20 +630,18 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   SliceCost c;
   c.figures = f;
   for (std::size_t i = 0; i < static_cast<std::size_t>(m.num_layers); ++i) {
-    const LayerType& t = types[layer_type[i]];
+    const LayerFigures& t = figures[tables.layer_type[i]];
     c.ideal_flops_per_token += 6 * (t.attn_active + t.mlp_active + t.expert_active) + 3 * t.core_width * seq;
   }
   c.ideal_flops_per_token += 6 * h * static_cast<double>(m.vocab_size);
   if (m.mtp_num_layers > 0) {
-    const LayerType& t = types[mtp_type];
+    const LayerFigures& t = mtp_figures;
     c.ideal_flops_per_token +=
         static_cast<double>(m.mtp_num_layers) * (6 * (t.attn_active + t.mlp_active + t.expert_active) +
                                                  3 * t.core_width * seq + 12 * h * h + 6 * h * static_cast<double>(m.vocab_size));
   }
-  c.types.resize(types.size());
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    const LayerType& t = types[i];
-    LayerTime& lt = c.types[i];
+  auto layer_time = [&](const LayerFigures& t) {
+    LayerTime lt;
     const double core = 3 * t.core_width * seq * Tg;  // causal: each token attends to seq/2 keys on average
     const double dense_flops = 6 * (t.attn_active + t.mlp_active) * Tg + core;
     const double dense_bytes = 3 * wb * (t.w_tp / tp + t.w_rep);
@@ -677,36 +667,42 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
     if (q.cp > 1) lt.cp = c_cp * (cp - 1) * (T / cp) * (t.kv_width / tp) * ab / bw_cp;
     lt.dense_params = t.w_tp / tp + t.w_rep;
     lt.expert_params = t.w_exp / (ep * etp);
-  }
-  // Output layer [V/TP, h] and loss on the last rank; the word embedding on the first.
-  const double vocab =
-      static_cast<double>(padded_vocab_size(m.vocab_size, o.base.make_vocab_size_divisible_by, q.tp));
+    return lt;
+  };
+  c.types.reserve(figures.size());
+  for (const LayerFigures& t : figures) c.types.push_back(layer_time(t));
+  // Output layer [V/TP, h] and loss on the last rank; their parameters, and the word
+  // embedding's, are the engine's stage extras (score_of).
+  const std::int64_t padded = padded_vocab_size(m.vocab_size, o.base.make_vocab_size_divisible_by, q.tp);
+  const double vocab = static_cast<double>(padded);
+  c.vocab_local = CheckedInt(padded) / q.tp;
   c.output.compute = roofline(6 * h * vocab * Tg, 3 * wb * h * vocab / tp);
   if (q.tp > 1) c.output.tp = 2 * (tp - 1) / tp * (T / cp) * h * ab / bw_tp;
-  c.output.dense_params = h * vocab / tp + h;
-  c.embedding_params = h * vocab / tp;
   // An MTP depth: a decoder layer of the last kind, eh_proj [2h -> h] and its own output head.
   if (m.mtp_num_layers > 0) {
-    const LayerTime& lt = c.types[mtp_type];
-    c.mtp = lt;
+    c.mtp = layer_time(mtp_figures);
     c.mtp.compute += roofline(6 * 2 * h * h * Tg, 3 * wb * 2 * h * h / tp) + c.output.compute;
     c.mtp.tp += c.output.tp;
-    c.mtp.dense_params += 2 * h * h / tp;
   }
-  const DType grad = o.base.optimizer.main_grads.value_or(o.base.precision == Precision::kFP16 ? DType::kFP16
-                                                                                               : DType::kFP32);
-  c.sync_bytes_per_param = static_cast<double>(dtype_bytes(grad)) + wb;
+  // The distributed optimizer's gradient reduce-scatter (the gradient buffer's dtype) and
+  // parameter all-gather.
+  c.sync_bytes_per_param = static_cast<double>(element_bytes(o.base).grad) + wb;
   // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h].
-  c.p2p_bytes = T / (cp * tp) * h * ab;
+  c.p2p_bytes = T / (cp * (q.sequence_parallel ? tp : 1)) * h * ab;
   return c;
 }
 
 PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::size_t split, const PlanLayout& l,
                                   const PlanOptions& o) const {
-  const ModelSpec& m = model();
   const Figures& f = c.figures;
-  const std::size_t nt = types.size();
+  const std::size_t nt = figures.size();
   const auto np = static_cast<std::size_t>(ps.pp);
+  // The parameters of the embedding, output layer and MTP beyond their layers, with the
+  // tied-output rule, as the engine counts them on each stage.
+  const StageExtras x = stage_extras(model(), l.tp, l.pp, c.vocab_local);
+  const auto embedding_params = static_cast<double>(x.embedding.dense().value());
+  const auto loss_params = static_cast<double>(x.loss.dense().value());
+  const auto mtp_params = c.mtp.dense_params + static_cast<double>(x.mtp_depth.dense().value());
   const std::int32_t* counts = &ps.counts[split * np * nt];
   const std::int64_t N = o.num_gpus;
   const double dcp = static_cast<double>(l.dp * l.cp);
@@ -727,13 +723,12 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
     const std::size_t ri = split * np + r;
     if (ps.loss[ri]) {
       t += c.output.total();
-      dense += c.output.dense_params;
+      dense += loss_params;
     }
-    // A tied output layer shares the embedding's weight only on a single stage (gpt_model.py).
-    if (ps.embed[ri] && !(m.tie_embeddings && l.pp == 1)) dense += c.embedding_params;
+    if (ps.embed[ri]) dense += embedding_params;
     if (ps.mtp[ri] > 0) {
       t += ps.mtp[ri] * c.mtp.total();
-      dense += ps.mtp[ri] * c.mtp.dense_params;
+      dense += ps.mtp[ri] * mtp_params;
       expert += ps.mtp[ri] * c.mtp.expert_params;
     }
     if (t > worst) {
@@ -864,9 +859,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   const Space space = build_space(o, stop_at_first_fit);
   PlanResult result;
   const HardwareProfile& hw = *o.gpu;
-  const auto reserve_headroom =
-      static_cast<std::int64_t>(std::llround(static_cast<double>(hw.memory_bytes) * o.headroom_fraction));
-  const std::int64_t usable = hw.memory_bytes - hw.reserved_bytes - reserve_headroom;
+  const std::int64_t usable = usable_memory_bytes(hw, o.headroom_fraction);  // as `mme estimate` judges a fit
   result.usable_bytes = usable;
   if (space.total == 0) return result;
   probe_base(o);
@@ -1213,6 +1206,7 @@ PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
       q.cp = l.cp;
       q.ep = l.ep;
       q.etp = l.etp;
+      q.sequence_parallel = sequence_parallel_on(im.setup_for(l, o).parallel);
       return im.score_of(im.slice_cost(q, l.micro_batch_size, l.recompute, o), ps, si, l, o);
     }
   }
