@@ -292,9 +292,7 @@ int run_plan(const std::vector<std::string>& args) {
       PlanOptions go = o;
       go.gpu = g;
       go.top_k = 1;
-      const std::int64_t usable =
-          g->memory_bytes - g->reserved_bytes -
-          static_cast<std::int64_t>(std::llround(static_cast<double>(g->memory_bytes) * o.headroom_fraction));
+      const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
       if (last_key != std::make_pair(usable, g->compute_capability)) {
         const PlanResult gr = planner.run(go);
         if (gr.valid == 0)

@@ -3,11 +3,11 @@
 #include "mme/engine/estimator.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 
 #include <fmt/core.h>
 
+#include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/error.hpp"
 #include "estimator_internal.hpp"
@@ -35,6 +35,47 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
 
 struct Estimator::Impl : EngineTables {};
 
+const EngineTables& engine_tables(const Estimator& estimator) { return *estimator.impl_; }
+
+namespace {
+
+// The attention core's widths from the layer's head dimensions. Multi-latent attention expands
+// K and V per head before the core (multi_latent_attention.py): Q and K of d_qk + d_rope, V of
+// d_v per head, all exchanged by context parallelism. MHA/GQA (attention.py) keeps K and V of
+// the query groups, of the head dim (kv_channels, else hidden / heads).
+AttentionCore attention_core(const ModelSpec& m, const AttentionSpec& a) {
+  AttentionCore core;
+  const double heads = static_cast<double>(a.num_heads);
+  if (a.qk_head_dim + a.qk_pos_emb_head_dim > 0 && a.v_head_dim > 0) {
+    const double dqk = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
+    const double dv = static_cast<double>(a.v_head_dim);
+    core.width = heads * (dqk + dv);
+    core.kv_width = heads * (dqk + dv);
+  } else {
+    const double d =
+        static_cast<double>(a.kv_channels > 0 ? a.kv_channels : (a.num_heads > 0 ? m.hidden_size / a.num_heads : 0));
+    const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
+    core.width = heads * 2 * d;
+    core.kv_width = groups * 2 * d;
+  }
+  return core;
+}
+
+// A layer kind's parameter terms on one GPU: what `params` counts and the planner's speed proxy
+// reads (unsharded totals and the elements one token uses).
+KindParams single_gpu_params(const EngineTables& im, const LayerType& lt, const TrainingSetup& single, bool is_mtp) {
+  BlockContext ctx{im.model, lt.spec, single};
+  ctx.is_mtp = is_mtp;
+  KindParams kp;
+  call_plugin("layer model parameters", [&] {
+    lt.attention->parameters(ctx, kp.attention);
+    lt.mlp->parameters(ctx, kp.mlp);
+  });
+  return kp;
+}
+
+}  // namespace
+
 Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(std::make_unique<Impl>()) {
   validate_model_blocks(model, registry);
   impl_->model = model;
@@ -52,6 +93,9 @@ Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(s
     if (!t.mlp || t.mlp->role() != BlockRole::kMlp)
       throw PluginError(
           fmt::format("no layer-memory model for MLP kind '{}' is loaded (check `mme plugins`)", layer.mlp.kind));
+    t.moe = layer.mlp.num_experts > 0;
+    t.core = attention_core(im.model, layer.attention);
+    im.any_moe = im.any_moe || t.moe;
     im.types.push_back(std::move(t));
   }
   im.layer_type = grouped.kind_of_layer;
@@ -60,6 +104,11 @@ Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(s
     for (std::size_t i = 0; i < model.layers.size(); ++i)
       im.prefix[t][i + 1] = im.prefix[t][i] + (im.layer_type[i] == t ? 1 : 0);
   im.mtp_type = im.layer_type.back();
+  TrainingSetup single;
+  single.parallel.world_size = 1;
+  single = resolve_setup(single);
+  for (auto& t : im.types) t.single_gpu = single_gpu_params(im, t, single, false);
+  if (im.model.mtp_num_layers > 0) im.mtp_single_gpu = single_gpu_params(im, im.types[im.mtp_type], single, true);
   im.params = count_parameters_uncached();
 }
 
@@ -74,9 +123,6 @@ Estimator::ParamCount Estimator::count_parameters() const { return impl_->params
 Estimator::ParamCount Estimator::count_parameters_uncached() const {
   const auto& im = *impl_;
   const auto& m = im.model;
-  TrainingSetup setup;
-  setup.parallel.world_size = 1;
-  setup = resolve_setup(setup);
   std::map<std::string, CheckedInt> total, active;
   std::vector<std::string> order;
   auto add = [&](const std::string& group, CheckedInt t, CheckedInt a) {
@@ -85,7 +131,7 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
     active[group] += a;
   };
   const CheckedInt h = m.hidden_size;
-  const CheckedInt norm = CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const CheckedInt norm = norm_weight_count(m, h);
   ParamCount out;
   // Word embedding (HF checkpoints store the unpadded vocabulary) and, untied, the output head.
   add("embedding", h * m.vocab_size, h * m.vocab_size);
@@ -93,28 +139,12 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
     add("position_embedding", h * m.max_position_embeddings, h * m.max_position_embeddings);
   if (!m.tie_embeddings) add("output_layer", h * m.vocab_size, h * m.vocab_size);
   add("norms", norm, norm);  // final norm
-  auto layer_params = [&](const LayerType& lt, bool is_mtp, CheckedInt& t, CheckedInt& a,
-                          const std::function<void(const ParamTerm&)>& each) {
-    BlockContext ctx{m, lt.spec, setup};
-    ctx.is_mtp = is_mtp;
-    BlockParams bp;
-    for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
-      bp.terms.clear();
-      call_plugin("layer model parameters", [&] { block->parameters(ctx, bp); });
-      for (const auto& term : bp.terms) {
-        t += term.total;
-        a += term.active;
-        each(term);
-      }
-    }
-  };
   // Identical layers count alike: once per layer kind, times the number of layers of that kind.
   for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
     const CheckedInt n = im.count_in(ti, 0, m.num_layers);
-    CheckedInt t = 0, a = 0;
-    layer_params(im.types[ti], false, t, a, [&](const ParamTerm& term) {
-      add(to_string(term.group), n * term.total, n * term.active);
-    });
+    const KindParams& kp = im.types[ti].single_gpu;
+    for (const BlockParams* bp : {&kp.attention, &kp.mlp})
+      for (const auto& term : bp->terms) add(to_string(term.group), n * term.total, n * term.active);
   }
   CheckedInt sum_total = 0, sum_active = 0;
   for (const auto& g : order) {
@@ -126,13 +156,13 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
   out.total = sum_total.value();
   out.active = sum_active.value();
   // MTP depth: a transformer layer of the last layer's kind + enorm, hnorm, eh_proj (2h -> h)
-  // and its own final norm (multi_token_prediction.py MultiTokenPredictionLayer); the
-  // embedding and output head are shared with the main model.
-  // Every depth is alike: one depth's count times the depth.
+  // and its own final norm (stage_extras); the embedding and output head are shared with the
+  // main model. Every depth is alike: one depth's count times the depth.
   if (m.mtp_num_layers > 0) {
-    CheckedInt t = 0, a = 0;
-    layer_params(im.types[im.mtp_type], true, t, a, [](const ParamTerm&) {});
-    out.mtp = ((t + 3 * norm + 2 * h * h) * m.mtp_num_layers).value();
+    CheckedInt t = stage_extras(m, 1, 1, 0).mtp_depth.dense();
+    for (const BlockParams* bp : {&im.mtp_single_gpu.attention, &im.mtp_single_gpu.mlp})
+      for (const auto& term : bp->terms) t += term.total;
+    out.mtp = (t * m.mtp_num_layers).value();
   }
   if (out.mtp > 0) out.breakdown.emplace_back("mtp", out.mtp);
   return out;
@@ -150,10 +180,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // The upper bound: what the point estimate cannot pin down, each a named mechanism
   // (docs/memory-model.md, "Upper bound").
   const TrainingSetup& s = est.setup;
-  bool moe = false;
-  for (const auto& kind : impl_->types) moe = moe || kind.spec.mlp.num_experts > 0;
   double imbalance = 1.0;
-  if (moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
+  if (impl_->any_moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
     // Routing imbalance: the busiest expert rank receives more than its even share (most of
     // all early in training); a capacity factor drops tokens beyond it (moe_utils.py
     // get_capacity), so it caps the excess.

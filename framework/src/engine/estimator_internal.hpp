@@ -1,5 +1,7 @@
-// The engine's internals shared by estimator.cpp (the Estimator and its bound) and
-// estimator_pass.cpp (one pass in named steps). Not part of the SDK.
+// The engine's internals shared by estimator.cpp (the Estimator and its bound),
+// estimator_pass.cpp (one pass in named steps) and the planner (framework/src/planner/), which
+// reads the same layer table, block contexts, element sizes and stage extras instead of
+// rebuilding them. Not part of the SDK.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +25,27 @@ inline constexpr std::int64_t kLargeAlloc = kMiB;
 
 inline CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
+// A layer kind's parameter terms as its block models report them on one GPU (no
+// parallelism): each term's unsharded total and what one token uses.
+struct KindParams {
+  BlockParams attention, mlp;
+};
+
+// The attention core of a layer kind, per token (the speed proxy's attention FLOPs and the K/V
+// that context parallelism exchanges; the block models keep their own memory terms).
+struct AttentionCore {
+  double width = 0;     // heads x (d_qk + d_v): the core's multiply-adds per token and key
+  double kv_width = 0;  // K and V elements per token
+};
+
 // One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
 struct LayerType {
   LayerSpec spec;
   const LayerMemoryModel* attention = nullptr;
   const LayerMemoryModel* mlp = nullptr;
+  bool moe = false;        // routed experts
+  KindParams single_gpu;   // the decoder layer's terms (is_mtp false)
+  AttentionCore core;
 };
 
 // A layer type evaluated under one layout.
@@ -75,6 +93,8 @@ struct EngineTables {
   std::vector<std::size_t> layer_type;              // per decoder layer
   std::vector<std::vector<std::int64_t>> prefix;    // prefix[type][i]: layers of that type before i
   std::size_t mtp_type = 0;
+  KindParams mtp_single_gpu;  // an MTP layer's terms (of the mtp_type kind, is_mtp true); empty without MTP
+  bool any_moe = false;
   Estimator::ParamCount params;  // exact counts, computed once
 
   std::int64_t count_in(std::size_t type, std::int64_t first, std::int64_t n) const {
@@ -83,25 +103,69 @@ struct EngineTables {
   }
 };
 
+// The tables of an Estimator (the planner evaluates the same ones).
+const EngineTables& engine_tables(const Estimator& estimator);
+
+// Bytes per element of what a step holds, from the precision and the optimizer's dtypes.
+struct ElementBytes {
+  bool fp8 = false;
+  std::int64_t act = 2;          // activations: the training dtype (bf16/fp16 2, fp32 4)
+  std::int64_t linear_input = 2;  // a saved GEMM input (FP8 GEMM inputs: 1)
+  std::int64_t wgrad = 2;        // a weight gradient as TE returns it, in the parameter dtype
+  DType param_dtype = DType::kBF16, grad_dtype = DType::kFP32;
+  std::int64_t param = 2, grad = 4;
+};
+ElementBytes element_bytes(const TrainingSetup& s);
+
+// Parameters (elements per rank) a pipeline chunk holds beyond its decoder layers.
+struct ExtraParams {
+  CheckedInt tp = 0, rep = 0;  // by shard class (TP-split, replicated)
+  CheckedInt fp8 = 0;          // of which GEMM weights (FP8-castable)
+  CheckedInt dense() const { return tp + rep; }
+};
+struct StageExtras {
+  ExtraParams embedding;  // on the chunk that holds the embedding
+  ExtraParams mtp_depth;  // per MTP depth, beyond the depth's transformer layer
+  ExtraParams loss;       // on the chunk that holds the output layer and the loss
+};
+// `tp` and `pp` of the layout, `vocab_local` the padded vocabulary per TP rank.
+StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local);
+
+// What the block models of a layout see: the setup with the pass's attention backend and
+// routed-token factor, and the sizes every block context shares (make_context).
+struct BlockLayout {
+  TrainingSetup setup;
+  std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
+  bool sp = false;                          // sequence parallelism, as the setup resolves it
+  CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
+  std::int64_t act_bytes = 2;               // activation dtype bytes
+  std::int64_t linear_input_bytes = 2;      // a saved GEMM input (FP8: 1)
+  double hidden_dropout = 0, attention_dropout = 0;
+};
+// The setup of a pass: --num-layers-per-virtual-pipeline-stage as VPP, then resolve_setup.
+TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested);
+// `resolved` is resolve_pass_setup's; `attention` the backend the blocks are evaluated with.
+BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& resolved, AttentionBackend attention,
+                         double imbalance);
+// The block models' own checks (heads, widths by TP/ETP, CP under the backend): LayoutError.
+void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
+
 // One pass of the estimate: the resolved setup, the sizes every step shares, each layer kind
 // evaluated once, the pipeline partition, the bytes per parameter and the workspaces.
 struct Pass {
   const EngineTables& im;
   const EstimateOptions& options;
-  TrainingSetup s;            // resolve_setup's
-  TrainingSetup block_setup;  // what the block models see: this pass's backend and routed-token factor
+  TrainingSetup s;     // resolve_pass_setup's
+  BlockLayout blocks;  // what the block models see
   AttentionChoice attn;
-  std::int64_t t = 1, c = 1, p = 1, v = 1;
+  std::int64_t p = 1, v = 1;
   CheckedInt h = 0;
-  bool sp = false;
-  CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
   bool fp8 = false;
-  std::int64_t act_bytes = 2;  // activation dtype bytes (FP8 GEMM inputs: 1)
-  double hidden_dropout = 0, attention_dropout = 0;
   CheckedInt norm_params = 0;
   std::int64_t vocab = 0;  // padded
   CheckedInt vocab_local = 0;
   std::int64_t wgrad_bytes = 2;
+  StageExtras extras;
   std::vector<TypeEval> evals;  // per layer type
   TypeEval mtp_eval;
   PipelinePartition part;
@@ -121,7 +185,8 @@ struct Pass {
   Pass(const EngineTables& tables, const EstimateOptions& opts) : im(tables), options(opts) {}
 };
 
-// The steps of a pass (estimator_pass.cpp).
+// The steps of a pass (estimator_pass.cpp): prepare_pass resolves the setup, checks the blocks
+// and the layout, evaluates each layer kind once, partitions the pipeline and sets the bytes.
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance);
 void describe_layer_kinds(const Pass& ps, Estimate& est);

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "estimator_internal.hpp"
+#include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/error.hpp"
 #include "sharded_data_parallel.hpp"
 
@@ -34,21 +35,20 @@ void add_params(TypeEval& e, const BlockParams& p) {
   }
 }
 
-// What a block model sees of the pass.
-BlockContext make_context(const Pass& ps, const LayerType& lt, bool is_mtp) {
-  const ParallelLayout& par = ps.s.parallel;
-  BlockContext ctx{ps.im.model, lt.spec, ps.block_setup};
-  ctx.tp = ps.t;
-  ctx.cp = ps.c;
-  ctx.ep = par.ep;
-  ctx.etp = effective_etp(par);
-  ctx.sequence_parallel = ps.sp;
-  ctx.tokens = ps.tokens.value();
-  ctx.local_tokens = ps.local_tokens.value();
-  ctx.act_bytes = ps.act_bytes;
-  ctx.linear_input_bytes = ps.fp8 ? 1 : ps.act_bytes;
-  ctx.hidden_dropout = ps.hidden_dropout;
-  ctx.attention_dropout = ps.attention_dropout;
+// What a block model sees of the layout.
+BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerType& lt, bool is_mtp) {
+  BlockContext ctx{m, lt.spec, b.setup};
+  ctx.tp = b.tp;
+  ctx.cp = b.cp;
+  ctx.ep = b.ep;
+  ctx.etp = b.etp;
+  ctx.sequence_parallel = b.sp;
+  ctx.tokens = b.tokens.value();
+  ctx.local_tokens = b.local_tokens.value();
+  ctx.act_bytes = b.act_bytes;
+  ctx.linear_input_bytes = b.linear_input_bytes;
+  ctx.hidden_dropout = b.hidden_dropout;
+  ctx.attention_dropout = b.attention_dropout;
   ctx.is_mtp = is_mtp;
   return ctx;
 }
@@ -59,7 +59,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
   const auto& s = ps.s;
   const auto& options = ps.options;
   const std::int64_t wgrad_bytes = ps.wgrad_bytes;
-  const BlockContext ctx = make_context(ps, lt, is_mtp);
+  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt, is_mtp);
 
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, e.attn_params);
@@ -105,16 +105,14 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
                          ComponentSink& comps, StageEstimate& st) {
   // The pass's values under the names the terms below use.
   const auto& s = ps.s;
-  const auto& t = ps.t;
   const auto& p = ps.p;
   const auto& v = ps.v;
   const auto& h = ps.h;
-  const auto& sp = ps.sp;
-  const auto& tokens = ps.tokens;
-  const auto& local_tokens = ps.local_tokens;
-  const auto& act_bytes = ps.act_bytes;
-  const auto& hidden_dropout = ps.hidden_dropout;
-  const auto& norm_params = ps.norm_params;
+  const auto& sp = ps.blocks.sp;
+  const auto& tokens = ps.blocks.tokens;
+  const auto& local_tokens = ps.blocks.local_tokens;
+  const auto& act_bytes = ps.blocks.act_bytes;
+  const auto& hidden_dropout = ps.blocks.hidden_dropout;
   const auto& vocab_local = ps.vocab_local;
   const auto& evals = ps.evals;
   const auto& mtp_eval = ps.mtp_eval;
@@ -122,7 +120,6 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   const auto& full_recompute = ps.full_recompute;
   const auto& layer_input_bytes = ps.layer_input_bytes;
   const auto& im = ps.im;
-  const ModelSpec& m = ps.im.model;
   const auto& rc = ps.s.recompute;
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
   // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
@@ -214,30 +211,27 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       large_tensors += max_layer_large;
     }
 
+    auto add_extra = [&](const ExtraParams& x, CheckedInt n) {
+      tp_params += n * x.tp;
+      rep_params += n * x.rep;
+      fp8_params += n * x.fp8;
+    };
     if (ch.embedding) {
-      // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel.
-      tp_params += vocab_local * h;
-      if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) rep_params += h * m.max_position_embeddings;
+      add_extra(ps.extras.embedding, 1);
       // Embedding lookup keeps the int64 token ids of the micro-batch for backward.
       act("activations/embedding/token_ids", 8 * tokens);
       // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
       if (hidden_dropout > 0) act("activations/embedding/dropout_mask", local_tokens * h);
     }
     if (ch.mtp_layers > 0) {
-      // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
-      tp_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
-      fp8_params += CheckedInt(ch.mtp_layers) * 2 * h * h / t;
-      rep_params += CheckedInt(ch.mtp_layers) * 3 * norm_params;
+      add_extra(ps.extras.mtp_depth, ch.mtp_layers);
       // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
       // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
       act("activations/mtp/token_ids", CheckedInt(ch.mtp_layers) * 8 * tokens);
       act("activations/mtp/norms_and_eh_proj", CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
     }
     if (ch.loss) {
-      // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight
-      // only when the same stage holds the embedding (gpt_model.py, pre_process).
-      rep_params += norm_params;
-      if (!(m.tie_embeddings && p == 1)) tp_params += vocab_local * h;
+      add_extra(ps.extras.loss, 1);
       const CheckedInt heads = CheckedInt(1) + ch.mtp_layers;  // main loss + one per MTP depth
       // Final norm keeps its input; the output layer keeps its (sequence-local) input.
       act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
@@ -284,60 +278,117 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
 
 }  // namespace
 
-Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                  AttentionBackend attention, double imbalance) {
-  const ModelSpec& m = im.model;
-  TrainingSetup req = requested;
-  if (const auto& n = req.pipeline.layers_per_virtual_stage) {
+StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local) {
+  const CheckedInt h = m.hidden_size, t = tp;
+  const CheckedInt norm_params = norm_weight_count(m, h);
+  StageExtras x;
+  // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel; a learned absolute
+  // position embedding [max_positions, h], replicated.
+  x.embedding.tp = vocab_local * h;
+  if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) x.embedding.rep = h * m.max_position_embeddings;
+  // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
+  x.mtp_depth.tp = 2 * h * h / t;
+  x.mtp_depth.fp8 = 2 * h * h / t;
+  x.mtp_depth.rep = 3 * norm_params;
+  // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight only
+  // when the same stage holds the embedding (gpt_model.py, pre_process).
+  x.loss.rep = norm_params;
+  if (!(m.tie_embeddings && pp == 1)) x.loss.tp = vocab_local * h;
+  return x;
+}
+
+ElementBytes element_bytes(const TrainingSetup& s) {
+  ElementBytes b;
+  b.fp8 = s.precision == Precision::kFP8;
+  // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
+  b.act = s.precision == Precision::kFP32 ? 4 : 2;
+  b.linear_input = b.fp8 ? 1 : b.act;
+  b.wgrad = s.precision == Precision::kFP32 ? 4 : 2;
+  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py): the model's
+  // parameters in the training dtype (bf16 under FP8), the gradient buffer in --main-grads-dtype
+  // (fp32 unless fp16 training).
+  b.param_dtype = s.precision == Precision::kFP16   ? DType::kFP16
+                  : s.precision == Precision::kFP32 ? DType::kFP32
+                                                    : DType::kBF16;
+  b.grad_dtype = s.optimizer.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32);
+  b.param = dtype_bytes(b.param_dtype);
+  b.grad = dtype_bytes(b.grad_dtype);
+  return b;
+}
+
+TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested) {
+  if (const auto& n = requested.pipeline.layers_per_virtual_stage) {
     // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
     if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");
-    if (req.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
-    const std::int64_t per_rank = m.num_layers / req.parallel.pp;
+    if (requested.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
+    const std::int64_t per_rank = m.num_layers / requested.parallel.pp;
     if (per_rank % *n != 0)
       throw LayoutError(
           fmt::format("{} layers per pipeline rank are not divisible by "
                       "--num-layers-per-virtual-pipeline-stage {}",
                       per_rank, *n));
+    TrainingSetup req = requested;
     req.parallel.vpp = per_rank / *n;
+    return resolve_setup(std::move(req));
   }
-  Pass ps(im, options);
-  ps.s = resolve_setup(std::move(req));
-  const TrainingSetup& s = ps.s;
-  ps.attn = resolve_attention(s, options.compute_capability);
-  // What the block models see: this pass's backend and routed-token factor.
-  ps.block_setup = s;
-  ps.block_setup.attention_backend = attention;
-  ps.block_setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
-  const ParallelLayout& par = s.parallel;
+  return resolve_setup(requested);
+}
 
-  const std::int64_t t = par.tp, c = par.cp, p = par.pp;
-  const CheckedInt h = m.hidden_size;
-  const bool sp = sequence_parallel_on(par);
-  const CheckedInt tokens = CheckedInt(s.seq_length) * s.micro_batch_size / c;  // T per CP rank
-  const CheckedInt local_tokens = sp ? tokens / t : tokens;
-  const bool fp8 = s.precision == Precision::kFP8;
-  // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
-  const std::int64_t act_bytes = s.precision == Precision::kFP32 ? 4 : 2;
-  const double hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
-  const double attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
-  const CheckedInt norm_params = CheckedInt(m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
-  const std::int64_t vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
-  const CheckedInt vocab_local = vocab / t;
-  checked_mul(checked_mul(tokens.value(), vocab_local.value(), "logits"), 8, "logits bytes");
-  ps.t = t, ps.c = c, ps.p = p, ps.h = h, ps.sp = sp, ps.tokens = tokens, ps.local_tokens = local_tokens;
-  ps.fp8 = fp8, ps.act_bytes = act_bytes, ps.hidden_dropout = hidden_dropout, ps.attention_dropout = attention_dropout;
-  ps.norm_params = norm_params, ps.vocab = vocab, ps.vocab_local = vocab_local;
-  ps.wgrad_bytes = s.precision == Precision::kFP32 ? 4 : 2;
-  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
+BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBackend attention, double imbalance) {
+  BlockLayout b;
+  b.setup = s;
+  b.setup.attention_backend = attention;
+  b.setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
+  const ParallelLayout& par = s.parallel;
+  b.tp = par.tp, b.cp = par.cp, b.ep = par.ep, b.etp = effective_etp(par);
+  b.sp = sequence_parallel_on(par);
+  b.tokens = CheckedInt(s.seq_length) * s.micro_batch_size / b.cp;  // T per CP rank
+  b.local_tokens = b.sp ? b.tokens / b.tp : b.tokens;
+  const ElementBytes bytes = element_bytes(s);
+  b.act_bytes = bytes.act;
+  b.linear_input_bytes = bytes.linear_input;
+  b.hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
+  b.attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
+  return b;
+}
+
+// Block-level checks (heads, widths by TP/ETP), before the layout as a whole.
+void validate_blocks(const EngineTables& im, const BlockLayout& blocks) {
   for (const auto& lt : im.types) {
-    const BlockContext ctx = make_context(ps, lt, false);
+    const BlockContext ctx = make_context(im.model, blocks, lt, false);
     call_plugin("layer model validate", [&] { lt.attention->validate(ctx); });
     call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
   }
+}
+
+Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
+                  AttentionBackend attention, double imbalance) {
+  const ModelSpec& m = im.model;
+  Pass ps(im, options);
+  ps.s = resolve_pass_setup(m, requested);
+  const TrainingSetup& s = ps.s;
+  ps.attn = resolve_attention(s, options.compute_capability);
+  ps.blocks = block_layout(m, s, attention, imbalance);
+  const ParallelLayout& par = s.parallel;
+  const std::int64_t t = par.tp, c = par.cp;
+  ps.p = par.pp;
+  ps.h = m.hidden_size;
+  const ElementBytes bytes = element_bytes(s);
+  ps.fp8 = bytes.fp8;
+  ps.norm_params = norm_weight_count(m, ps.h);
+  ps.vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
+  ps.vocab_local = ps.vocab / t;
+  checked_mul(checked_mul(ps.blocks.tokens.value(), ps.vocab_local.value(), "logits"), 8, "logits bytes");
+  ps.wgrad_bytes = bytes.wgrad;
+  ps.param_dtype = bytes.param_dtype, ps.grad_dtype = bytes.grad_dtype, ps.param_b = bytes.param;
+  ps.grad_b = bytes.grad;
+  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
+  validate_blocks(im, ps.blocks);
   validate_setup(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
+  ps.extras = stage_extras(m, t, ps.p, ps.vocab_local);
 
   ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   ps.v = ps.part.vpp;
@@ -346,16 +397,11 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   // only its input hidden states, [s/TP (SP), b, h] per micro-batch.
   const auto& rc = s.recompute;
   const bool full_recompute = rc.granularity == RecomputeGranularity::kFull;
-  const CheckedInt layer_input_bytes = act_bytes * local_tokens * h;
+  const CheckedInt layer_input_bytes = ps.blocks.act_bytes * ps.blocks.local_tokens * ps.h;
 
-  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
+  // Bytes per parameter (element_bytes) and of the optimizer state.
   const auto& opt = s.optimizer;
-  const DType param_dtype = s.precision == Precision::kFP16   ? DType::kFP16
-                            : s.precision == Precision::kFP32 ? DType::kFP32
-                                                              : DType::kBF16;
-  const DType grad_dtype = opt.main_grads.value_or(s.precision == Precision::kFP16 ? DType::kFP16 : DType::kFP32);
-  const std::int64_t param_b = dtype_bytes(param_dtype);
-  const std::int64_t grad_b = dtype_bytes(grad_dtype);
+  const DType param_dtype = ps.param_dtype, grad_dtype = ps.grad_dtype;
   // Optimizer state bytes per parameter, before sharding.
   // fp32 training needs no separate fp32 master copy of the parameters.
   std::int64_t main_param_b = param_dtype == DType::kFP32 ? 0 : 4, exp_avg_b = 4, exp_avg_sq_b = 4,
@@ -391,11 +437,8 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
                                            ? parse_cublas_workspace_config(s.cublas_workspace_config)
                                        : hopper_or_newer ? 4096 * 1024 * 8
                                                          : 4096 * 1024 * 2 + 16 * 1024 * 8;
-  bool grouped_gemm = false;
-  for (const auto& lt : im.types)
-    grouped_gemm = grouped_gemm || (lt.spec.mlp.num_experts > 0 && s.moe_grouped_gemm && s.transformer_engine);
+  const bool grouped_gemm = im.any_moe && s.moe_grouped_gemm && s.transformer_engine;
   ps.full_recompute = full_recompute, ps.layer_input_bytes = layer_input_bytes;
-  ps.param_dtype = param_dtype, ps.grad_dtype = grad_dtype, ps.param_b = param_b, ps.grad_b = grad_b;
   ps.main_param_b = main_param_b, ps.exp_avg_b = exp_avg_b, ps.exp_avg_sq_b = exp_avg_sq_b;
   ps.main_grad_copy_b = main_grad_copy_b, ps.muon = muon, ps.keep_on_gpu = keep_on_gpu;
   ps.dense_shards = dense_shards, ps.expert_shards = expert_shards;
@@ -433,7 +476,7 @@ void describe_layer_kinds(const Pass& ps, Estimate& est) {
 StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   // The pass's values under the names the terms below use.
   const auto& s = ps.s;
-  const auto& c = ps.c;
+  const auto& c = ps.blocks.cp;
   const auto& p = ps.p;
   const auto& v = ps.v;
   const auto& fp8 = ps.fp8;
@@ -614,15 +657,11 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   }
   if (s.num_micro_batches == 0 && p > 1)
     a.push_back("global batch size not given: enough micro-batches assumed to fill the pipeline");
-  for (const auto& lt : im.types) {
-    if (lt.spec.mlp.num_experts > 0) {
-      a.push_back(s.moe_capacity_factor
-                      ? fmt::format("MoE capacity factor {}{}", *s.moe_capacity_factor,
-                                    s.moe_pad_to_capacity ? ", expert inputs padded to capacity" : "")
-                      : "dropless MoE with balanced routing (each rank receives its average share of tokens)");
-      break;
-    }
-  }
+  if (im.any_moe)
+    a.push_back(s.moe_capacity_factor
+                    ? fmt::format("MoE capacity factor {}{}", *s.moe_capacity_factor,
+                                  s.moe_pad_to_capacity ? ", expert inputs padded to capacity" : "")
+                    : "dropless MoE with balanced routing (each rank receives its average share of tokens)");
   a.push_back(fmt::format("{} cross entropy: fp32 [tokens, vocab/TP] kept for backward",
                           !s.cross_entropy_fusion ? "unfused"
                           : s.cross_entropy_te    ? "fused (te)"

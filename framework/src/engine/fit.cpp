@@ -5,16 +5,28 @@
 
 namespace mme {
 
+namespace {
+
+std::int64_t kept_free_bytes(const HardwareProfile& hw, double headroom_fraction) {
+  return static_cast<std::int64_t>(std::llround(static_cast<double>(hw.memory_bytes) * headroom_fraction));
+}
+
+}  // namespace
+
+std::int64_t usable_memory_bytes(const HardwareProfile& hw, double headroom_fraction, std::int64_t reserved_bytes) {
+  return hw.memory_bytes - (reserved_bytes >= 0 ? reserved_bytes : hw.reserved_bytes) -
+         kept_free_bytes(hw, headroom_fraction);
+}
+
 FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double headroom_fraction, bool on_bound,
                      std::int64_t reserved_bytes) {
   FitVerdict v;
   v.hardware = &hw;
   v.capacity_bytes = hw.memory_bytes;
-  const auto headroom = static_cast<std::int64_t>(std::llround(static_cast<double>(hw.memory_bytes) * headroom_fraction));
   v.reserved_bytes = reserved_bytes >= 0 ? reserved_bytes : hw.reserved_bytes;
-  v.kept_free_bytes = headroom;
+  v.kept_free_bytes = kept_free_bytes(hw, headroom_fraction);
   v.headroom_fraction = headroom_fraction;
-  v.usable_bytes = hw.memory_bytes - v.reserved_bytes - headroom;
+  v.usable_bytes = usable_memory_bytes(hw, headroom_fraction, reserved_bytes);
   v.on_bound = on_bound;
   v.needed_bytes = on_bound ? std::max(estimate.upper_bytes(), estimate.peak().total_bytes) : estimate.peak().total_bytes;
   v.headroom_bytes = v.usable_bytes - v.needed_bytes;

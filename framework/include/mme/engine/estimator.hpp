@@ -119,6 +119,8 @@ struct EstimateOptions {
 // Megatron-LM's padded vocabulary: ceil(V / (divisor * TP)) * divisor * TP.
 std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::int64_t tp);
 
+struct EngineTables;  // libmme's own (not part of the SDK)
+
 class Estimator {
  public:
   // Resolves the layer-memory model of every block kind; throws PluginError if one is missing.
@@ -148,6 +150,8 @@ class Estimator {
                     double imbalance) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // The planner (libmme) evaluates layouts with the same tables.
+  friend const EngineTables& engine_tables(const Estimator& estimator);
 };
 
 }  // namespace mme

@@ -27,6 +27,11 @@ struct FitVerdict {
   double headroom_fraction = 0;
 };
 
+// What a run may allocate on one GPU: the capacity less the reserved bytes (the profile's, or
+// `reserved_bytes` when >= 0) and the headroom share of the capacity. judge_fit's usable_bytes;
+// the planner judges every layout against it.
+std::int64_t usable_memory_bytes(const HardwareProfile& hw, double headroom_fraction, std::int64_t reserved_bytes = -1);
+
 // Judges on the estimate's upper bound unless `on_bound` is false (then on the point estimate).
 // `reserved_bytes` >= 0 replaces the profile's reserved bytes (the Hugging Face Space's
 // "overhead per GPU", `mme estimate --overhead-per-gpu`).

@@ -1,0 +1,153 @@
+// The planner's internals, shared by its files (not part of the SDK):
+//   planner.cpp (framework/src)  the public names, setup_to_args and the Planner facade;
+//   search_space.cpp             the layouts: setups, PP splits, the TP/CP/EP/ETP slices;
+//   cost_model.cpp               the speed proxy (docs/planner.md);
+//   search.cpp                   the engine call, the top plans, the threaded search;
+//   suggestions.cpp              the changes that make a layout fit when none does;
+//   ordered_parallel_map.hpp     the thread pool the search runs on.
+// The memory side is the engine's own (estimator_internal.hpp): the planner reads its layer
+// table, block checks, element sizes and stage extras, and every peak is Estimator::run's.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/estimator_internal.hpp"
+#include "mme/planner/planner.hpp"
+
+namespace mme {
+
+namespace planning {
+
+using Clock = std::chrono::steady_clock;
+
+// What the planner needs from the engine for one setup.
+struct EngineResult {
+  std::int64_t peak_bytes = 0;   // the peak stage's total
+  std::int64_t upper_bytes = 0;  // the upper bound (what fits are judged on)
+  // The largest weight + gradient + optimizer bytes of a stage: a floor of the peak that does
+  // not depend on the micro-batch size or recompute (tests/planner checks that it does not).
+  std::int64_t static_floor_bytes = 0;
+};
+
+// The one place the planner asks the engine (search.cpp). Throws what Estimator::run throws
+// (LayoutError for a layout Megatron rejects).
+EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options);
+
+// The speed proxy's figures of one layer kind (elements, unsharded), read from the block models'
+// single-GPU parameter terms in the engine's layer table.
+struct LayerFigures {
+  double attn_active = 0;    // attention-block GEMM weights one token uses
+  double mlp_active = 0;     // dense MLP, shared experts and router weights one token uses
+  double shared_active = 0;  // of which shared experts
+  double expert_active = 0;  // routed-expert weights one token uses (top-k)
+  double w_tp = 0, w_rep = 0, w_exp = 0;  // weights by shard class
+  double core_width = 0;     // heads x (d_qk + d_v): attention-core FLOPs per token and key
+  double kv_width = 0;       // K and V elements per token that context parallelism exchanges
+  double top_k = 0;
+  bool moe = false;
+};
+LayerFigures figures_of(const LayerType& kind, const KindParams& params);  // cost_model.cpp
+
+// A (split, VPP) of one PP size, with the decoder layers of each type per pipeline rank.
+struct Split {
+  std::int64_t first = 0, middle = 0, last = 0;
+  bool even = true;
+  std::int64_t vpp = 1;
+};
+
+struct PpSplits {
+  std::int64_t pp = 1;
+  std::vector<Split> splits;
+  std::vector<std::int32_t> counts;  // [split][rank][type]
+  std::vector<std::uint8_t> loss;    // [split][rank]: holds the output layer and loss
+  std::vector<std::uint8_t> embed;   // [split][rank]: holds the word embedding (first, MTP)
+  std::vector<std::int32_t> mtp;     // [split][rank]: MTP depths
+};
+
+// A PP size of a slice and the micro-batch sizes whose DP divides the global batch.
+struct SlicePp {
+  std::uint32_t splits = 0;  // index into Space::pp_splits
+  std::vector<std::uint32_t> mbs;  // indices into PlanOptions::micro_batch_sizes
+};
+
+// The unit of work: a fixed (TP, CP, EP, ETP). Its candidates run over PP sizes, their splits
+// and VPP sizes, then micro-batch sizes and recompute variants: the variants of one layout
+// come together because they share its weight, gradient and optimizer bytes.
+struct Slice {
+  std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
+  bool sequence_parallel = false;  // as the engine resolves the slice's setups
+  std::vector<SlicePp> pps;
+  std::uint64_t count = 0;
+  std::uint64_t first_ordinal = 0;
+};
+
+struct Space {
+  std::vector<PpSplits> pp_splits;
+  std::vector<Slice> slices;
+  std::uint64_t total = 0;
+};
+
+// Per-slice figures of the speed proxy: seconds per layer of each type and micro-batch.
+struct LayerTime {
+  double compute = 0, recompute = 0, tp = 0, ep = 0, cp = 0;
+  double dense_params = 0, expert_params = 0;  // per rank, the layer's blocks
+  double total() const { return compute + recompute + tp + ep + cp; }
+};
+
+struct Figures {
+  double flops = 0;  // FLOP/s
+  double hbm = 0;    // bytes/s
+  double link = 0, inter = 0;
+  double act_bytes = 2, weight_bytes = 2;
+};
+
+struct SliceCost {
+  Figures figures;
+  double ideal_flops_per_token = 0;  // the whole model, forward and backward
+  std::vector<LayerTime> types;
+  LayerTime output;  // output layer + loss (last rank)
+  LayerTime mtp;     // one MTP depth, its eh_proj and its output head
+  CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank (the engine's stage extras)
+  double sync_bytes_per_param = 0;
+  double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
+};
+
+// The PP size, VPP size and first/last-stage flags of a layout (search_space.cpp).
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l);
+// The sequences per step the speed proxy assumes (cost_model.cpp; plan_global_batch).
+double nominal_sequences(const PlanOptions& o);
+
+}  // namespace planning
+
+struct Planner::Impl {
+  Estimator estimator;
+  const EngineTables& tables;  // the estimator's: its layer kinds and their block models
+  std::vector<planning::LayerFigures> figures;  // per layer kind of `tables`
+  planning::LayerFigures mtp_figures;           // an MTP layer's (the engine's is_mtp terms)
+
+  Impl(const ModelSpec& model, const Registry& registry);
+
+  const ModelSpec& model() const { return estimator.model(); }
+
+  // search_space.cpp
+  TrainingSetup setup_for(const PlanLayout& l, const PlanOptions& o) const;
+  void check_options(const PlanOptions& o) const;
+  planning::PpSplits build_splits(std::int64_t pp, const PlanOptions& o) const;
+  bool blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const;
+  planning::Space build_space(const PlanOptions& o, bool allow_empty) const;
+  // cost_model.cpp
+  planning::SliceCost slice_cost(const planning::Slice& q, std::int64_t mbs, RecomputeVariant rc,
+                                 const PlanOptions& o) const;
+  PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split,
+                     const PlanLayout& l, const PlanOptions& o) const;
+  // search.cpp
+  void probe_base(const PlanOptions& o) const;
+  PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;
+  class SliceJudge;  // one worker's judge of slices
+};
+
+}  // namespace mme

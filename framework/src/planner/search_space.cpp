@@ -1,0 +1,345 @@
+// The planner's search space (docs/planner.md, "The search space"): the engine setup of a
+// layout, the PP splits and VPP sizes that partition the layers, and the slices of TP, CP, EP
+// and ETP that Megatron's divisibility rules and the block models (through the engine's own
+// block checks) accept, in enumeration order.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include <fmt/core.h>
+
+#include "mme/sdk/error.hpp"
+#include "mme/engine/pipeline.hpp"
+#include "planner/planner_internal.hpp"
+
+namespace mme {
+
+using namespace planning;
+
+namespace {
+
+std::int64_t gcd64(std::int64_t a, std::int64_t b) { return std::gcd(a, b); }
+
+std::vector<std::int64_t> divisors_up_to(std::int64_t n, std::int64_t limit) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= limit && d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Divisors of n (n up to 2^62), ascending, at most `limit`.
+std::vector<std::int64_t> divisors_of(std::int64_t n, std::int64_t limit) {
+  std::vector<std::int64_t> small, large;
+  for (std::int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    if (d <= limit) small.push_back(d);
+    const std::int64_t e = n / d;
+    if (e != d && e <= limit) large.push_back(e);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+std::int64_t max_tp_of(const PlanOptions& o) { return o.max_tp > 0 ? o.max_tp : o.gpus_per_node; }
+
+// a x b x c, or nullopt when it does not fit in 64 bits (then it divides no GPU count).
+std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t ab = 0, abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) return std::nullopt;
+  return abc;
+}
+
+}  // namespace
+
+namespace planning {
+
+// The PP size, VPP size and first/last-stage flags of a layout.
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l) {
+  s.parallel.pp = l.pp;
+  s.parallel.vpp = l.vpp;
+  s.pipeline.first_stage_layers.reset();
+  s.pipeline.last_stage_layers.reset();
+  if (l.pp > 1 && !l.even_split) {
+    if (l.pp == 2 || l.first_stage_layers != l.middle_stage_layers) s.pipeline.first_stage_layers = l.first_stage_layers;
+    if (l.pp == 2 || l.last_stage_layers != l.middle_stage_layers) s.pipeline.last_stage_layers = l.last_stage_layers;
+  }
+}
+
+}  // namespace planning
+
+TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o) const {
+  TrainingSetup s = o.base;
+  auto& p = s.parallel;
+  p.tp = l.tp;
+  p.ep = l.ep;
+  p.etp = l.etp;
+  p.cp = l.cp;
+  p.world_size = o.num_gpus;
+  p.sequence_parallel.reset();  // on with TP > 1
+  s.pipeline = PipelineSplit{};
+  apply_pipeline(s, l);
+  s.micro_batch_size = l.micro_batch_size;
+  const std::uint32_t modules = o.base.recompute.modules;
+  s.recompute = RecomputeSettings{};
+  switch (l.recompute) {
+    case RecomputeVariant::kNone: break;
+    case RecomputeVariant::kSelective:
+      s.recompute.granularity = RecomputeGranularity::kSelective;
+      s.recompute.modules = modules;
+      break;
+    case RecomputeVariant::kFull:
+      s.recompute.granularity = RecomputeGranularity::kFull;
+      s.recompute.method = RecomputeMethod::kUniform;
+      s.recompute.num_layers = 1;
+      break;
+  }
+  s.optimizer.distributed = true;
+  return s;
+}
+
+void Planner::Impl::check_options(const PlanOptions& o) const {
+  if (o.num_gpus <= 0) throw UsageError(fmt::format("--num-gpus must be a positive integer, got {}", o.num_gpus));
+  if (!o.gpu) throw UsageError("plan needs a GPU profile (--gpu)");
+  if (o.micro_batch_sizes.empty()) throw UsageError("--micro-batch-size: give at least one size");
+  for (auto b : o.micro_batch_sizes)
+    if (b <= 0) throw UsageError(fmt::format("--micro-batch-size: expected positive sizes, got {}", b));
+  if (o.recompute.empty()) throw UsageError("--recompute: give at least one variant");
+  if (o.gpus_per_node <= 0) throw UsageError("--gpus-per-node must be positive");
+  if (o.max_tp < 0) throw UsageError("--max-tp must be positive");
+  if (o.headroom_fraction < 0 || o.headroom_fraction >= 1) throw UsageError("--headroom must be in [0, 1)");
+  if (o.top_k == 0) throw UsageError("--top must be positive");
+  for (const auto* v : {&o.tp, &o.pp, &o.vpp, &o.ep, &o.etp, &o.cp})
+    if (*v && **v <= 0) throw UsageError("fixed layout sizes must be positive");
+}
+
+PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const {
+  const ModelSpec& m = model();
+  const std::int64_t L = m.num_layers;
+  PpSplits out;
+  out.pp = p;
+  std::vector<Split> base;
+  if (p == 1) {
+    base.push_back({L, L, L, true, 1});
+  } else if (p == 2) {
+    // Both stages are "first/last": every split with a layer on each.
+    if (L % 2 == 0) base.push_back({L / 2, L / 2, L / 2, true, 1});
+    for (std::int64_t f = L - 1; f >= 1; --f)
+      if (2 * f != L) base.push_back({f, 0, L - f, false, 1});
+  } else {
+    // Middle stages hold m layers; the first and last stages hold at least one layer and at
+    // most c = max(m, ceil(L / p)): never more than the busiest middle stage or the even share.
+    const std::int64_t share = (L + p - 1) / p;
+    for (std::int64_t mid = 1; mid <= (L - 2) / (p - 2); ++mid) {
+      const std::int64_t rest = L - (p - 2) * mid;
+      const std::int64_t cap = std::max(mid, share);
+      for (std::int64_t f = std::min(cap, rest - 1); f >= std::max<std::int64_t>(1, rest - cap); --f) {
+        const std::int64_t l = rest - f;
+        base.push_back({f, mid, l, f == mid && l == mid, 1});
+      }
+    }
+  }
+  for (const Split& b : base) {
+    std::int64_t g = p == 1 ? 1 : p == 2 ? gcd64(b.first, b.last) : gcd64(gcd64(b.first, b.middle), b.last);
+    for (std::int64_t v : divisors_up_to(g, g)) {
+      if (o.vpp && *o.vpp != v) continue;
+      Split s = b;
+      s.vpp = v;
+      out.splits.push_back(s);
+    }
+  }
+  // Layers of each type per pipeline rank, as the engine partitions them.
+  const std::size_t nt = tables.types.size();
+  const auto np = static_cast<std::size_t>(p);
+  out.counts.assign(out.splits.size() * np * nt, 0);
+  out.loss.assign(out.splits.size() * np, 0);
+  out.embed.assign(out.splits.size() * np, 0);
+  out.mtp.assign(out.splits.size() * np, 0);
+  for (std::size_t si = 0; si < out.splits.size(); ++si) {
+    const Split& s = out.splits[si];
+    PlanLayout l;
+    l.pp = p;
+    l.vpp = s.vpp;
+    l.first_stage_layers = s.first;
+    l.middle_stage_layers = s.middle;
+    l.last_stage_layers = s.last;
+    l.even_split = s.even;
+    const TrainingSetup setup = setup_for(l, o);
+    ParallelLayout par;
+    par.pp = p;
+    par.vpp = s.vpp;
+    const PipelinePartition part = partition_pipeline(L, m.mtp_num_layers, par, setup.pipeline);
+    for (std::int64_t r = 0; r < p; ++r) {
+      for (std::int64_t v = 0; v < s.vpp; ++v) {
+        const ChunkLayout& c = part.at(r, v);
+        const std::size_t rank = si * np + static_cast<std::size_t>(r);
+        for (std::size_t ti = 0; ti < nt; ++ti)
+          out.counts[rank * nt + ti] += static_cast<std::int32_t>(tables.count_in(ti, c.first_layer, c.num_layers));
+        out.loss[rank] |= c.loss ? 1 : 0;
+        out.embed[rank] |= c.embedding ? 1 : 0;
+        out.mtp[rank] += static_cast<std::int32_t>(c.mtp_layers);
+      }
+    }
+  }
+  return out;
+}
+
+// Whether the block models accept a layout's TP, CP, EP and ETP (heads, query groups, widths,
+// CP under the attention backend), asked with the block contexts the engine builds for it. A
+// setup the engine rejects as a whole (a base flag) is left to probe_base, which names the flag.
+bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const {
+  TrainingSetup resolved;
+  try {
+    resolved = resolve_pass_setup(model(), setup);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kBadLayout && e.code() != ExitCode::kBadModel) throw;
+    return true;
+  }
+  try {
+    validate_blocks(tables, block_layout(model(), resolved, attention, 1.0));
+  } catch (const LayoutError&) {
+    return false;
+  }
+  return true;
+}
+
+Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
+  check_options(o);
+  const ModelSpec& m = model();
+  const std::int64_t N = o.num_gpus, L = m.num_layers, seq = o.base.seq_length;
+  const std::int64_t max_tp = max_tp_of(o);
+  Space sp;
+
+  auto fixed_or = [](const std::optional<std::int64_t>& fixed, std::vector<std::int64_t> values) {
+    if (!fixed) return values;
+    std::vector<std::int64_t> out;
+    for (auto v : values)
+      if (v == *fixed) out.push_back(v);
+    return out;
+  };
+  const std::vector<std::int64_t> tps = fixed_or(o.tp, divisors_of(N, max_tp));
+  std::vector<std::int64_t> cps;
+  for (auto c : fixed_or(o.cp, divisors_of(N, seq)))
+    if (seq % c == 0 && (c == 1 || seq % (2 * c) == 0)) cps.push_back(c);
+  std::vector<std::int64_t> eps;
+  for (auto e : fixed_or(o.ep, divisors_of(N, N))) {
+    bool ok = tables.any_moe || e == 1;
+    for (const auto& t : tables.types)
+      if (t.moe && t.spec.mlp.num_experts % e != 0) ok = false;
+    if (ok) eps.push_back(e);
+  }
+  const std::vector<std::int64_t> etps_all = fixed_or(o.etp, divisors_of(N, max_tp));
+  const std::vector<std::int64_t> pps_all = fixed_or(o.pp, divisors_of(N, L));
+
+  // PP splits, per PP size.
+  for (auto p : pps_all) {
+    PpSplits ps = build_splits(p, o);
+    if (ps.splits.empty()) continue;
+    sp.pp_splits.push_back(std::move(ps));
+  }
+
+  // TP, CP, EP, ETP that the layer models and Megatron's rules accept, judged on the setup of
+  // the layout with PP 1, the smallest micro-batch and no recompute (the blocks' rules read none
+  // of them; the global batch is left to the micro-batch filter below).
+  const std::int64_t min_mbs = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+  // Transformer Engine's attention choice, as Estimator::run makes it (it reads only the
+  // backend, the implementation and the environment: the same for every layout).
+  const AttentionBackend attention = resolve_attention(o.base, o.gpu->compute_capability).backend;
+  for (auto tp : tps) {
+    for (auto cp : cps) {
+      PlanLayout pl;
+      pl.tp = tp;
+      pl.cp = cp;
+      pl.first_stage_layers = pl.middle_stage_layers = pl.last_stage_layers = L;
+      pl.micro_batch_size = min_mbs;
+      TrainingSetup probe = setup_for(pl, o);
+      probe.global_batch_size = 0;
+      // Sequence parallelism (as the setup has it) splits the CP chunk over TP (validate_setup).
+      const bool sequence_parallel = sequence_parallel_on(probe.parallel);
+      if (sequence_parallel && (seq / cp) % tp != 0) continue;
+      for (auto ep : eps) {
+        const std::vector<std::int64_t> etps = tables.any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
+        for (auto etp : etps) {
+          Slice q;
+          q.tp = tp;
+          q.cp = cp;
+          q.ep = ep;
+          q.etp = etp;
+          q.sequence_parallel = sequence_parallel;
+          for (std::size_t i = 0; i < sp.pp_splits.size(); ++i) {
+            const std::int64_t p = sp.pp_splits[i].pp;
+            const auto model_parallel = product3(tp, cp, p), expert_parallel = product3(etp, ep, p);
+            if (!model_parallel || !expert_parallel || N % *model_parallel != 0 || N % *expert_parallel != 0) continue;
+            SlicePp spp;
+            spp.splits = static_cast<std::uint32_t>(i);
+            const std::int64_t dp = N / *model_parallel;
+            for (std::size_t b = 0; b < o.micro_batch_sizes.size(); ++b) {
+              const std::int64_t mbs = o.micro_batch_sizes[b];
+              std::int64_t per_step = 0;
+              if (o.base.global_batch_size > 0 && (__builtin_mul_overflow(mbs, dp, &per_step) ||
+                                                   o.base.global_batch_size % per_step != 0))
+                continue;
+              spp.mbs.push_back(static_cast<std::uint32_t>(b));
+            }
+            if (spp.mbs.empty()) continue;
+            q.count += sp.pp_splits[i].splits.size() * spp.mbs.size() * o.recompute.size();
+            q.pps.push_back(std::move(spp));
+          }
+          if (q.pps.empty()) continue;
+          probe.parallel.ep = ep;
+          probe.parallel.etp = etp;
+          if (!blocks_accept(probe, attention)) continue;
+          q.first_ordinal = sp.total;
+          sp.total += q.count;
+          sp.slices.push_back(std::move(q));
+        }
+      }
+    }
+  }
+
+  if (sp.total == 0 && !allow_empty)
+    throw LayoutError(fmt::format(
+        "no layout of {} GPUs suits {}: TP (at most {}) must divide the attention heads and query groups, "
+        "EP the experts, CP the sequence ({}), PP at most the {} layers, TP x CP x PP and ETP x EP x PP the GPU "
+        "count{}",
+        N, m.name, max_tp, seq, L,
+        o.base.global_batch_size > 0
+            ? fmt::format(", and micro-batch x DP the global batch size {}", o.base.global_batch_size)
+            : ""));
+  return sp;
+}
+
+void Planner::enumerate(const PlanOptions& o, const std::function<void(const PlanLayout&)>& visit) const {
+  const Space space = impl_->build_space(o, true);
+  for (const Slice& sl : space.slices) {
+    PlanLayout l;
+    l.tp = sl.tp;
+    l.cp = sl.cp;
+    l.ep = sl.ep;
+    l.etp = sl.etp;
+    for (const SlicePp& spp : sl.pps) {
+      const PpSplits& ps = space.pp_splits[spp.splits];
+      l.pp = ps.pp;
+      l.dp = o.num_gpus / (sl.tp * sl.cp * ps.pp);
+      for (const Split& s : ps.splits) {
+        l.vpp = s.vpp;
+        l.first_stage_layers = s.first;
+        l.middle_stage_layers = s.middle;
+        l.last_stage_layers = s.last;
+        l.even_split = s.even;
+        for (auto mi : spp.mbs) {
+          l.micro_batch_size = o.micro_batch_sizes[mi];
+          for (RecomputeVariant rc : o.recompute) {
+            l.recompute = rc;
+            visit(l);
+          }
+        }
+      }
+    }
+  }
+}
+
+std::uint64_t Planner::count_candidates(const PlanOptions& options) const {
+  return impl_->build_space(options, true).total;
+}
+
+}  // namespace mme
