@@ -35,7 +35,7 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
   // Sizes that are not positive are resolve_setup's to report (naming the flag).
   if (p.tp <= 0 || p.pp <= 0 || p.cp <= 0 || p.ep <= 0 || etp <= 0 || p.world_size <= 0) return;
   bool any_moe = false;
-  for (const auto& l : model.layers) any_moe = any_moe || l.mlp.kind == "moe" || l.mlp.num_experts > 0;
+  for (const auto& l : model.layers) any_moe = any_moe || l.mlp.num_experts > 0;
 
   // world_size = pp x tp x cp x dp
   using LD = long double;
@@ -76,7 +76,8 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
                        "tensor_model_parallel_size {})",
                        where("parallelism.tensor_model_parallel_size"), a.num_heads,
                        model_value("num_attention_heads"), p.tp));
-    if (a.kind == "gqa" && a.num_query_groups % p.tp != 0)
+    // Only attention with fewer KV heads than heads (GQA) can fail here: MLA has one per head.
+    if (a.num_query_groups != a.num_heads && a.num_query_groups % p.tp != 0)
       fail(fmt::format("{}: num_query_groups must be divisible by tensor_model_parallel_size ({} query groups {}, "
                        "tensor_model_parallel_size {}); Megatron-LM does not replicate KV heads",
                        where("parallelism.tensor_model_parallel_size"), a.num_query_groups,

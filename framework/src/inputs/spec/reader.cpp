@@ -413,109 +413,11 @@ namespace {
   }
 }
 
-std::string activation_for(const std::string& activation_func) {
-  return activation_func == "swiglu" ? "silu" : activation_func;
-}
-
-void apply_hf_overrides(ModelSpec& m, SpecModelReader& r, const std::string& hf) {
-  for (const char* fixed : {"multi_latent_attention", "moe_layer_freq"})
-    if (r.given(fixed))
-      r.fail(fixed, fmt::format("cannot be overridden on a Hugging Face base (hf: {}); write the model out in full "
-                                "(`mme init {}` prints every field)",
-                                hf, hf));
-  bool any_gqa = false, any_mla = false, any_dense = false, any_moe = false;
-  for (const auto& l : m.layers) {
-    any_gqa = any_gqa || l.attention.kind == "gqa";
-    any_mla = any_mla || l.attention.kind == "mla";
-    any_dense = any_dense || l.mlp.kind == "dense";
-    any_moe = any_moe || l.mlp.kind == "moe";
-  }
-  auto need = [&](std::string_view field, bool ok, const char* what) {
-    if (r.has(field) && !ok) r.fail(field, fmt::format("{} has no {} to override", hf, what));
-  };
-  for (const char* f : {"num_query_groups", "kv_channels"}) need(f, any_gqa, "GQA attention layers");
-  for (const char* f : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"})
-    need(f, any_mla, "multi-latent attention layers");
-  if (r.given("q_lora_rank") && !any_mla)
-    r.fail("q_lora_rank", fmt::format("{} has no multi-latent attention layers to override", hf));
-  need("ffn_hidden_size", any_dense, "dense MLP layers");
-  for (const char* f : {"num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-                        "moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_router_dtype"})
-    need(f, any_moe, "MoE layers");
-
-  if (auto n = r.optional_int("num_layers")) {
-    const auto count = static_cast<std::size_t>(*n);
-    if (count < m.layers.size()) m.layers.resize(count);
-    while (m.layers.size() < count) m.layers.push_back(m.layers.back());
-    m.num_layers = *n;
-  }
-  m.hidden_size = r.int_or("hidden_size", m.hidden_size);
-  m.vocab_size = r.int_or("vocab_size", m.vocab_size);
-  m.max_position_embeddings = r.int_or("max_position_embeddings", m.max_position_embeddings);
-  m.mtp_num_layers = r.int_or("mtp_num_layers", m.mtp_num_layers);
-  m.tie_embeddings = r.bool_or("share_embeddings_and_output_weights", m.tie_embeddings);
-  m.add_bias_linear = r.bool_or("add_bias_linear", m.add_bias_linear);
-  m.hidden_dropout = r.number_or("hidden_dropout", m.hidden_dropout);
-  m.attention_dropout = r.number_or("attention_dropout", m.attention_dropout);
-  (void)r.number_or("layernorm_epsilon", 1e-5);
-  if (r.has("normalization"))
-    m.normalization =
-        r.string_or("normalization", "") == "LayerNorm" ? Normalization::kLayerNorm : Normalization::kRMSNorm;
-  if (r.has("position_embedding_type")) {
-    const std::string p = r.string_or("position_embedding_type", "rope");
-    m.position_embedding = p == "learned_absolute" ? PositionEmbedding::kLearnedAbsolute
-                           : p == "none"           ? PositionEmbedding::kNone
-                                                   : PositionEmbedding::kRope;
-  }
-  m.gated_linear_unit = r.bool_or("gated_linear_unit", m.gated_linear_unit);
-  if (r.has("activation_func")) {
-    const std::string act = r.string_or("activation_func", "swiglu");
-    if (act == "swiglu" && !m.gated_linear_unit)
-      r.fail(r.given("gated_linear_unit") ? "gated_linear_unit" : "activation_func",
-             "SwiGLU requires gated_linear_unit: true");
-    m.activation = activation_for(act);
-  }
-  for (auto& l : m.layers) {
-    auto& a = l.attention;
-    a.num_heads = r.int_or("num_attention_heads", a.num_heads);
-    a.qk_norm = r.bool_or("qk_layernorm", a.qk_norm);
-    a.qkv_bias = r.bool_or("add_qkv_bias", a.qkv_bias);
-    if (a.kind == "gqa") {
-      a.num_query_groups = r.int_or("num_query_groups", a.num_query_groups);
-      a.kv_channels = r.int_or("kv_channels", a.kv_channels);
-    } else if (a.kind == "mla") {
-      a.num_query_groups = a.num_heads;
-      if (r.given("q_lora_rank")) a.q_lora_rank = r.optional_int("q_lora_rank");
-      a.kv_lora_rank = r.int_or("kv_lora_rank", a.kv_lora_rank);
-      a.qk_head_dim = r.int_or("qk_head_dim", a.qk_head_dim);
-      a.qk_pos_emb_head_dim = r.int_or("qk_pos_emb_head_dim", a.qk_pos_emb_head_dim);
-      a.v_head_dim = r.int_or("v_head_dim", a.v_head_dim);
-    }
-    if (a.kind == "gqa" && (a.num_query_groups > a.num_heads || a.num_heads % a.num_query_groups != 0))
-      r.fail(r.has("num_query_groups") ? "num_query_groups" : "num_attention_heads",
-             fmt::format("num_query_groups must divide num_attention_heads (num_query_groups {}, "
-                         "num_attention_heads {})",
-                         a.num_query_groups, a.num_heads));
-    auto& f = l.mlp;
-    if (f.kind == "dense") {
-      f.ffn_hidden_size = r.int_or("ffn_hidden_size", f.ffn_hidden_size);
-    } else if (f.kind == "moe") {
-      f.num_experts = r.int_or("num_experts", f.num_experts);
-      f.top_k = r.int_or("moe_router_topk", f.top_k);
-      f.expert_ffn_hidden_size = r.int_or("moe_ffn_hidden_size", f.expert_ffn_hidden_size);
-      if (r.given("moe_shared_expert_intermediate_size"))
-        f.shared_expert_ffn_hidden_size = r.optional_int("moe_shared_expert_intermediate_size").value_or(0);
-      f.shared_expert_gate = r.bool_or("moe_shared_expert_gate", f.shared_expert_gate);
-      f.router_expert_bias = r.bool_or("moe_router_enable_expert_bias", f.router_expert_bias);
-      if (r.given("moe_router_dtype")) f.router_fp32 = r.has("moe_router_dtype");
-      if (f.top_k > f.num_experts)
-        r.fail(r.has("moe_router_topk") ? "moe_router_topk" : "num_experts",
-               fmt::format("moe_router_topk {} is more than num_experts {}", f.top_k, f.num_experts));
-    }
-  }
-}
-
 }  // namespace
+
+const SpecModelMapping* spec_model_mapping(const Registry& registry) {
+  return dynamic_cast<const SpecModelMapping*>(registry.find_adapter("spec_file"));
+}
 
 ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const SourceOptions& options) {
   if (!spec.has_model)
@@ -529,6 +431,11 @@ ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const 
                                     spec.path));
     return adapt_config(spec.model_document, stem, spec.path, registry);
   }
+  const SpecModelMapping* mapping = spec_model_mapping(registry);
+  if (!mapping)
+    throw PluginError(fmt::format("{}: no loaded config adapter maps the model fields of spec files onto a Hugging "
+                                  "Face base (the spec_file plugin; see `mme plugins`)",
+                                  spec.path));
   SpecModelReader r(spec.model_document);
   std::string arg = *spec.hf;
   const fs::path next_to_spec = fs::path(spec.path).parent_path() / arg;
@@ -542,7 +449,7 @@ ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const 
   }
   const std::string base_source = m.source;
   const std::int64_t base_layers = m.num_layers;
-  apply_hf_overrides(m, r, *spec.hf);
+  mapping->apply_overrides(m, r, *spec.hf);
   // A shortened or lengthened copy of a real model is worth saying: the report would otherwise
   // carry the base's name over another model's numbers.
   if (r.given("num_layers") && m.num_layers != base_layers) {

@@ -16,126 +16,7 @@ using namespace spec_detail;
 
 namespace {
 
-struct OutField {
-  std::string name;
-  OJ value;
-  bool commented = false;
-};
-
-std::optional<std::string> activation_func_of(const ModelSpec& m) {
-  const std::string& a = m.activation;
-  if (a == "silu") return m.gated_linear_unit ? "swiglu" : "silu";
-  if (a == "relu" || a == "squared_relu") return a;
-  if (a.rfind("gelu", 0) == 0) return std::string("gelu");  // gelu_new, gelu_pytorch_tanh: the same memory
-  return std::nullopt;
-}
-
-bool same_moe(const MlpSpec& a, const MlpSpec& b) {
-  MlpSpec x = a, y = b;
-  x.ffn_hidden_size = y.ffn_hidden_size = 0;  // the nominal width of an MoE layer is not used
-  return x == y;
-}
-
-// A MoE layer pattern the way moe_layer_freq writes it: 1, N, or Megatron's string.
-OJ layer_freq_of(const std::vector<int>& pattern) {
-  const auto L = pattern.size();
-  for (std::size_t every = 1; every <= L; ++every) {
-    bool ok = true;
-    for (std::size_t i = 0; i < L && ok; ++i) ok = pattern[i] == (i % every == 0 ? 1 : 0);
-    if (ok) return OJ(static_cast<std::int64_t>(every));
-  }
-  std::string text = "(";
-  for (std::size_t i = 0; i < L;) {
-    std::size_t j = i;
-    while (j < L && pattern[j] == pattern[i]) ++j;
-    text += fmt::format("{}[{}]*{}", i == 0 ? "" : "+", pattern[i], j - i);
-    i = j;
-  }
-  return OJ(text + ")");
-}
-
-std::string inexpressible(const ModelSpec& m) {
-  if (m.layers.empty()) return "it has no layers";
-  if (m.max_position_embeddings <= 0) return "its config does not give max_position_embeddings";
-  const AttentionSpec& a0 = m.layers.front().attention;
-  if (a0.kind != "gqa" && a0.kind != "mla") return fmt::format("its attention kind '{}' has no spec fields", a0.kind);
-  const MlpSpec* dense = nullptr;
-  const MlpSpec* moe = nullptr;
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    const auto& l = m.layers[i];
-    if (!(l.attention == a0)) return fmt::format("its layers differ in their attention (layer 0 and layer {})", i);
-    if (l.post_attention_norm || l.post_mlp_norm) return "its layers have post-attention / post-MLP norms";
-    if (l.mlp.kind == "dense") {
-      MlpSpec plain;
-      plain.kind = "dense";
-      plain.ffn_hidden_size = l.mlp.ffn_hidden_size;
-      if (!(l.mlp == plain)) return fmt::format("layer {} is a dense MLP with expert settings", i);
-      if (dense && !(*dense == l.mlp)) return "its dense layers differ in width";
-      dense = &l.mlp;
-    } else if (l.mlp.kind == "moe") {
-      if (moe && !same_moe(*moe, l.mlp)) return "its MoE layers differ";
-      moe = &l.mlp;
-    } else {
-      return fmt::format("its MLP kind '{}' has no spec fields", l.mlp.kind);
-    }
-  }
-  if (!activation_func_of(m)) return fmt::format("its activation '{}' has no activation_func value", m.activation);
-  return "";
-}
-
-std::vector<OutField> model_fields(const ModelSpec& m, const TrainingSetup& s) {
-  std::vector<OutField> out;
-  auto add = [&](const char* name, OJ v, bool commented = false) { out.push_back({name, std::move(v), commented}); };
-  const auto& a = m.layers.front().attention;
-  const bool mla = a.kind == "mla";
-  const MlpSpec* dense = nullptr;
-  const MlpSpec* moe = nullptr;
-  std::vector<int> pattern;
-  for (const auto& l : m.layers) {
-    if (l.mlp.kind == "moe") moe = &l.mlp;
-    else dense = &l.mlp;
-    pattern.push_back(l.mlp.kind == "moe" ? 1 : 0);
-  }
-  add("name", m.name);
-  add("num_layers", m.num_layers);
-  add("hidden_size", m.hidden_size);
-  add("num_attention_heads", a.num_heads);
-  add("num_query_groups", mla ? OJ() : OJ(a.num_query_groups), mla);
-  add("kv_channels", mla ? OJ() : OJ(a.kv_channels), mla);
-  add("ffn_hidden_size", dense ? dense->ffn_hidden_size : moe->expert_ffn_hidden_size);
-  add("vocab_size", m.vocab_size);
-  add("max_position_embeddings", m.max_position_embeddings);
-  add("position_embedding_type", m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
-                                 : m.position_embedding == PositionEmbedding::kNone           ? "none"
-                                                                                              : "rope");
-  add("normalization", m.normalization == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm");
-  add("layernorm_epsilon", 1e-5, true);
-  add("activation_func", *activation_func_of(m));
-  add("gated_linear_unit", m.gated_linear_unit);
-  add("add_bias_linear", m.add_bias_linear);
-  add("add_qkv_bias", a.qkv_bias);
-  add("qk_layernorm", a.qk_norm);
-  add("share_embeddings_and_output_weights", m.tie_embeddings);
-  add("hidden_dropout", s.hidden_dropout.value_or(m.hidden_dropout));
-  add("attention_dropout", s.attention_dropout.value_or(m.attention_dropout));
-  add("multi_latent_attention", mla);
-  add("q_lora_rank", mla ? (a.q_lora_rank ? OJ(*a.q_lora_rank) : OJ()) : OJ(512), !mla);
-  add("kv_lora_rank", mla ? a.kv_lora_rank : 512, !mla);
-  add("qk_head_dim", mla ? a.qk_head_dim : 128, !mla);
-  add("qk_pos_emb_head_dim", mla ? a.qk_pos_emb_head_dim : 64, !mla);
-  add("v_head_dim", mla ? a.v_head_dim : 128, !mla);
-  add("num_experts", moe ? OJ(moe->num_experts) : OJ());
-  add("moe_router_topk", moe ? moe->top_k : 2, !moe);
-  add("moe_ffn_hidden_size", moe ? OJ(moe->expert_ffn_hidden_size) : OJ(), !moe);
-  add("moe_shared_expert_intermediate_size",
-      moe && moe->shared_expert_ffn_hidden_size > 0 ? OJ(moe->shared_expert_ffn_hidden_size) : OJ(), !moe);
-  add("moe_shared_expert_gate", moe ? moe->shared_expert_gate : false, !moe);
-  add("moe_router_enable_expert_bias", moe ? moe->router_expert_bias : false, !moe);
-  add("moe_router_dtype", moe && moe->router_fp32 ? OJ("fp32") : OJ(), !moe);
-  add("moe_layer_freq", moe ? layer_freq_of(pattern) : OJ(1), !moe);
-  add("mtp_num_layers", m.mtp_num_layers);
-  return out;
-}
+using OutField = SpecModelField;
 
 // The model section of a model that cannot be written field by field: its name as `hf`, plus
 // the origin spec's own overrides.
@@ -212,14 +93,21 @@ struct WrittenSpec {
   std::string hf_reason;  // why the model is written as `hf:`
 };
 
-WrittenSpec build_written(const ModelSpec& m, const TrainingSetup& setup, const SpecWriteOptions& o) {
+std::string inexpressible(const ModelSpec& m, const SpecModelMapping* mapping) {
+  if (!mapping) return "no loaded config adapter writes spec files (the spec_file plugin; see `mme plugins`)";
+  return mapping->inexpressible(m);
+}
+
+WrittenSpec build_written(const ModelSpec& m, const TrainingSetup& setup, const Registry& registry,
+                          const SpecWriteOptions& o) {
+  const SpecModelMapping* mapping = spec_model_mapping(registry);
   // The interleaved schedule is written the way it was asked for: a layout string or layers per
   // chunk fix the chunks themselves, so the resolved count stays out.
   TrainingSetup s = setup;
   if (s.pipeline.layers_per_virtual_stage || !s.pipeline.layout.empty()) s.parallel.vpp = 1;
   WrittenSpec w;
-  w.hf_reason = inexpressible(m);
-  w.sections.emplace_back("model", w.hf_reason.empty() ? model_fields(m, s) : hf_model_fields(m, s, o));
+  w.hf_reason = inexpressible(m, mapping);
+  w.sections.emplace_back("model", w.hf_reason.empty() ? mapping->model_section(m, s) : hf_model_fields(m, s, o));
   for (const auto& sec : sections())
     if (sec != "model") w.sections.emplace_back(sec, section_fields(sec, s, o));
   return w;
@@ -227,10 +115,13 @@ WrittenSpec build_written(const ModelSpec& m, const TrainingSetup& setup, const 
 
 }  // namespace
 
-std::string spec_model_inexpressible(const ModelSpec& model) { return inexpressible(model); }
+std::string spec_model_inexpressible(const ModelSpec& model, const Registry& registry) {
+  return inexpressible(model, spec_model_mapping(registry));
+}
 
-std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options) {
-  const WrittenSpec w = build_written(model, setup, options);
+std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const Registry& registry,
+                            const SpecWriteOptions& options) {
+  const WrittenSpec w = build_written(model, setup, registry, options);
   std::string out;
   // A header line may hold input (`mme init MODEL`): a newline in it would end the comment.
   for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + printable(h) + "\n";
@@ -255,8 +146,9 @@ std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, 
   return out;
 }
 
-std::string write_spec_json(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options) {
-  const WrittenSpec w = build_written(model, setup, options);
+std::string write_spec_json(const ModelSpec& model, const TrainingSetup& setup, const Registry& registry,
+                            const SpecWriteOptions& options) {
+  const WrittenSpec w = build_written(model, setup, registry, options);
   OJ doc = OJ::object();
   for (const auto& [section, fields] : w.sections) {
     OJ sec = OJ::object();
