@@ -622,6 +622,23 @@ TEST(spec_file, HfBaseWithOverrides) {
               StartsWith("spec.yaml:2: model.hf: "));
 }
 
+// The model mapping is the spec_file adapter's (SpecModelMapping): without it the host loads no
+// hf: spec and writes every model as `hf:`.
+TEST(spec_file, WithoutTheSpecFileAdapterTheHostHasNoModelMapping) {
+  const Registry none;
+  EXPECT_EQ(spec_model_mapping(none), nullptr);
+  EXPECT_NE(spec_model_mapping(registry()), nullptr);
+  EXPECT_EQ(error_of<PluginError>([&] { (void)load_spec_model(yaml("model:\n  hf: Qwen/Qwen3-8B\n"), none, offline()); }),
+            "spec.yaml: no loaded config adapter maps the model fields of spec files onto a Hugging Face base (the "
+            "spec_file plugin; see `mme plugins`)");
+  const ModelSpec m = load_model("Qwen/Qwen3-8B", registry(), offline());
+  EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
+  EXPECT_EQ(spec_model_inexpressible(m, none),
+            "no loaded config adapter writes spec files (the spec_file plugin; see `mme plugins`)");
+  EXPECT_EQ(nlohmann::json::parse(write_spec_json(m, TrainingSetup{}, none))["model"],
+            nlohmann::json({{"hf", "Qwen/Qwen3-8B"}}));
+}
+
 TEST(spec_file, HfBaseRelativePathIsLookedUpNextToTheSpec) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "cfg");
