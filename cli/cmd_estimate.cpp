@@ -539,7 +539,8 @@ int run_estimate(const std::vector<std::string>& args) {
                  "defaults and command-line flags. `mme estimate --config FILE` gives the same estimate."};
     if (gpu) wo.gpu = gpu->name;
     wo.origin = spec ? &*spec : nullptr;
-    std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, wo) : write_spec_yaml(model, est.setup, wo));
+    std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, registry, wo)
+                                        : write_spec_yaml(model, est.setup, registry, wo));
     return 0;
   }
 

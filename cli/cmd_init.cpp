@@ -108,7 +108,8 @@ int run_init(const std::vector<std::string>& args) {
       "\"# field:\" is a field this model does not use, shown with its default.",
   };
   if (gpu) wo.gpu = gpu->name;
-  std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, wo) : write_spec_yaml(model, est.setup, wo));
+  std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, registry, wo)
+                                        : write_spec_yaml(model, est.setup, registry, wo));
   return 0;
 }
 

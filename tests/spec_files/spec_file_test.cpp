@@ -212,7 +212,7 @@ TEST(spec_file, YamlAndJsonDescribeTheSameSpec) {
   EXPECT_EQ(ma.layers, mb.layers);
   const Estimate ea = estimate(ma, a.setup), eb = estimate(mb, b.setup);
   EXPECT_EQ(ea.peak().total_bytes, eb.peak().total_bytes);
-  EXPECT_EQ(write_spec_json(ma, ea.setup), write_spec_json(mb, eb.setup));
+  EXPECT_EQ(write_spec_json(ma, ea.setup, registry()), write_spec_json(mb, eb.setup, registry()));
   EXPECT_EQ(spec_format_for("x.json", ""), SpecFormat::kJson);
   EXPECT_EQ(spec_format_for("x.yml", "{"), SpecFormat::kYaml);
   EXPECT_EQ(spec_format_for("spec", "  {\"model\": {}}"), SpecFormat::kJson);
@@ -622,6 +622,23 @@ TEST(spec_file, HfBaseWithOverrides) {
               StartsWith("spec.yaml:2: model.hf: "));
 }
 
+// The model mapping is the spec_file adapter's (SpecModelMapping): without it the host loads no
+// hf: spec and writes every model as `hf:`.
+TEST(spec_file, WithoutTheSpecFileAdapterTheHostHasNoModelMapping) {
+  const Registry none;
+  EXPECT_EQ(spec_model_mapping(none), nullptr);
+  EXPECT_NE(spec_model_mapping(registry()), nullptr);
+  EXPECT_EQ(error_of<PluginError>([&] { (void)load_spec_model(yaml("model:\n  hf: Qwen/Qwen3-8B\n"), none, offline()); }),
+            "spec.yaml: no loaded config adapter maps the model fields of spec files onto a Hugging Face base (the "
+            "spec_file plugin; see `mme plugins`)");
+  const ModelSpec m = load_model("Qwen/Qwen3-8B", registry(), offline());
+  EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
+  EXPECT_EQ(spec_model_inexpressible(m, none),
+            "no loaded config adapter writes spec files (the spec_file plugin; see `mme plugins`)");
+  EXPECT_EQ(nlohmann::json::parse(write_spec_json(m, TrainingSetup{}, none))["model"],
+            nlohmann::json({{"hf", "Qwen/Qwen3-8B"}}));
+}
+
 TEST(spec_file, HfBaseRelativePathIsLookedUpNextToTheSpec) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "cfg");
@@ -647,7 +664,8 @@ TEST(spec_file, WriterRoundTripsEveryBundledModel) {
     const Estimate original = estimate(m, TrainingSetup{});
     for (SpecFormat format : {SpecFormat::kYaml, SpecFormat::kJson}) {
       const std::string text =
-          format == SpecFormat::kYaml ? write_spec_yaml(m, original.setup) : write_spec_json(m, original.setup);
+          format == SpecFormat::kYaml ? write_spec_yaml(m, original.setup, registry())
+                                      : write_spec_json(m, original.setup, registry());
       const SpecFile s = parse_spec_text(text, "written", format);
       EXPECT_TRUE(s.missing.empty());
       const ModelSpec back = load_spec_model(s, registry(), offline());
@@ -671,10 +689,10 @@ TEST(spec_file, WriterRoundTripsEveryBundledModel) {
       }
       EXPECT_EQ(again.assumptions, original.assumptions);
       if (bm.name == "google/gemma-2-9b-it") {
-        EXPECT_EQ(spec_model_inexpressible(m), "its layers have post-attention / post-MLP norms");
+        EXPECT_EQ(spec_model_inexpressible(m, registry()), "its layers have post-attention / post-MLP norms");
         EXPECT_EQ(s.hf, std::optional<std::string>("google/gemma-2-9b-it"));
       } else {
-        EXPECT_EQ(spec_model_inexpressible(m), "");
+        EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
         EXPECT_FALSE(s.hf.has_value());
         EXPECT_EQ(back.adapter, "spec_file");
       }
@@ -691,7 +709,7 @@ TEST(spec_file, WriterUsesMegatronNamesAndForms) {
   s.parallel.world_size = 128;
   s.pipeline.last_stage_layers = 16;
   const Estimate est = estimate(v3, s);
-  const std::string y = write_spec_yaml(v3, est.setup, {{"a header"}, std::string("H100-SXM-80GB"), nullptr});
+  const std::string y = write_spec_yaml(v3, est.setup, registry(), {{"a header"}, std::string("H100-SXM-80GB"), nullptr});
   EXPECT_THAT(y, StartsWith("# a header\n\nmodel:\n  name: deepseek-ai/DeepSeek-V3"));
   EXPECT_THAT(y, HasSubstr("\n  moe_layer_freq: \"([0]*3+[1]*58)\""));
   EXPECT_THAT(y, HasSubstr("\n  multi_latent_attention: true"));
@@ -702,7 +720,7 @@ TEST(spec_file, WriterUsesMegatronNamesAndForms) {
   EXPECT_THAT(y, HasSubstr("\n  num_layers_in_last_pipeline_stage: 16"));
   EXPECT_THAT(y, HasSubstr("\n  gpu: H100-SXM-80GB"));
   EXPECT_THAT(y, HasSubstr("\n  tensor_model_parallel_size: 4"));
-  const auto j = nlohmann::json::parse(write_spec_json(v3, est.setup));
+  const auto j = nlohmann::json::parse(write_spec_json(v3, est.setup, registry()));
   EXPECT_EQ(j["model"]["moe_layer_freq"], "([0]*3+[1]*58)");
   EXPECT_EQ(j["parallelism"]["num_layers_in_last_pipeline_stage"], 16);
   EXPECT_FALSE(j["model"].contains("num_query_groups"));  // commented out in YAML, absent in JSON

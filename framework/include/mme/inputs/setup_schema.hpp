@@ -7,7 +7,7 @@
 //   - its kind, range and allowed values,
 //   - how it reads and writes a TrainingSetup.
 // The mme flags (cli/estimate_options.cpp), --megatron-args (megatron_args.cpp), spec files
-// (spec_file.cpp), the planner's printed command lines (setup_to_args), --dump-config, the JSON
+// (src/inputs/spec/), the planner's printed command lines (setup_to_args), --dump-config, the JSON
 // `setup` block and the flag tables of docs/cli.md are all derived from the table. The few
 // rules between knobs (FSDP settings, recompute modules, FP8 over bf16, ...) are hooks of the
 // knob they belong to, in the same table.

@@ -7,9 +7,14 @@
 //                         adapter plus a TrainingSetup of the other sections (guide defaults);
 //   load_spec_model()     turns the model section into a ModelSpec: through the registry (the
 //                         spec_file adapter) or, with `hf: MODEL`, by loading MODEL and
-//                         applying the section's fields as overrides;
+//                         applying the section's fields as overrides (the adapter's
+//                         SpecModelMapping);
 //   check_spec_layout()   the guide's constraints on the final model and setup;
-//   write_spec_yaml/json  a resolved model and setup as a spec file (`mme init`, --dump-config).
+//   write_spec_yaml/json  a resolved model and setup as a spec file (`mme init`, --dump-config);
+//                         the model section comes from the adapter's SpecModelMapping.
+//
+// The host side (framework/src/inputs/spec/) knows the fields and sections; which block kinds
+// the model section stands for is the spec_file adapter's (plugins/adapters/spec_file/).
 //
 // Every error names the file, the line and the field: `spec.yaml:7: model.num_layer: unknown
 // field (did you mean 'num_layers'?)`. Format errors are ConfigError (exit 3), violated layout
@@ -27,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mme/inputs/model_source.hpp"
+#include "mme/sdk/config_adapter.hpp"
 #include "mme/sdk/model_spec.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/sdk/training_setup.hpp"
@@ -123,6 +129,33 @@ class SpecModelReader {
 // Megatron's string such as "([0]*3+[1]*58)"): one 0/1 per layer. Errors name the field.
 std::vector<int> spec_moe_layer_pattern(SpecModelReader& reader, std::int64_t num_layers);
 
+// One field of a written model section: its value, or a commented-out line (a field that does
+// not apply, shown with its default).
+struct SpecModelField {
+  std::string name;
+  nlohmann::ordered_json value;
+  bool commented = false;
+};
+
+// The mapping between a spec file's model section and a ModelSpec beyond what adapt() reads:
+// the spec_file adapter implements it (plugins/adapters/spec_file/), the one place that names
+// the block kinds the section's fields stand for. The host reaches it through the registry
+// (spec_model_mapping()).
+class SpecModelMapping : public ConfigAdapter {
+ public:
+  // The section's fields over a model loaded from `hf: MODEL` (docs/spec-files.md lists which
+  // apply); errors name the field through `reader`.
+  virtual void apply_overrides(ModelSpec& model, SpecModelReader& reader, const std::string& hf) const = 0;
+  // Why `model` cannot be written field by field ("" when it can).
+  virtual std::string inexpressible(const ModelSpec& model) const = 0;
+  // The model section of a model that can be written field by field, in file order; `setup`
+  // gives the dropout it overrides.
+  virtual std::vector<SpecModelField> model_section(const ModelSpec& model, const TrainingSetup& setup) const = 0;
+};
+
+// The registry's adapter "spec_file" as a SpecModelMapping; nullptr if none is loaded.
+const SpecModelMapping* spec_model_mapping(const Registry& registry);
+
 // The model of a spec file: without `hf`, the model document through the registry's best
 // adapter (the spec_file plugin); with `hf: MODEL`, MODEL loaded like a MODEL argument (a
 // relative path is looked up next to the spec file first) and the section's other fields
@@ -144,14 +177,17 @@ struct SpecWriteOptions {
 };
 
 // Why `model` cannot be written field by field ("" when it can): layers that differ in their
-// attention, sandwich norms, layer kinds of other plugins, ... Such a model is written as
-// `hf: <model.name>` (plus the origin spec's overrides).
-std::string spec_model_inexpressible(const ModelSpec& model);
+// attention, sandwich norms, layer kinds of other plugins, no spec_file adapter in `registry`,
+// ... Such a model is written as `hf: <model.name>` (plus the origin spec's overrides).
+std::string spec_model_inexpressible(const ModelSpec& model, const Registry& registry);
 
 // A model and a setup (as Estimator::run resolved it, or before) as a commented YAML spec file /
-// a JSON document with the same fields. Reading the result gives the same estimate.
-std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options = {});
-std::string write_spec_json(const ModelSpec& model, const TrainingSetup& setup, const SpecWriteOptions& options = {});
+// a JSON document with the same fields. Reading the result gives the same estimate. The model
+// section comes from the registry's SpecModelMapping.
+std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, const Registry& registry,
+                            const SpecWriteOptions& options = {});
+std::string write_spec_json(const ModelSpec& model, const TrainingSetup& setup, const Registry& registry,
+                            const SpecWriteOptions& options = {});
 
 // The closest of `candidates` to `word` (ignoring case), or "" when none is close.
 std::string closest_name(std::string_view word, const std::vector<std::string>& candidates);
