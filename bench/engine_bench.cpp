@@ -1,9 +1,9 @@
 // In-process engine speed: one DeepSeek-V3 estimate (61 layers, MLA + MoE, MTP, PP 4), with
 // and without the named component lists. Target (issue 4): at most 20 microseconds. And the
 // Megatron-flag parser on many flags (linear since issue 20).
-#include <benchmark/benchmark.h>
-
 #include <string>
+
+#include <benchmark/benchmark.h>
 
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/megatron_args.hpp>

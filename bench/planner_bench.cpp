@@ -2,9 +2,9 @@
 // one thread and on every core, and the engine call the search is made of. Figures go to
 // docs/performance.md (Planner). Targets: 1,000,000 layouts/s/core; `mme plan
 // deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100` under 2 s on 2 cores (hyperfine).
-#include <benchmark/benchmark.h>
-
 #include <thread>
+
+#include <benchmark/benchmark.h>
 
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/model_loader.hpp>
@@ -72,7 +72,12 @@ void run_search(benchmark::State& state, std::int64_t gpus, unsigned threads, bo
 
 // One worker thread.
 void BM_PlanDeepSeekV3OneThread(benchmark::State& state) { run_search(state, state.range(0), 1, false); }
-BENCHMARK(BM_PlanDeepSeekV3OneThread)->Arg(256)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_PlanDeepSeekV3OneThread)
+    ->Arg(256)
+    ->Arg(1024)
+    ->ArgName("gpus")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
 
 // Every layout estimated (the --csv path: nothing is skipped).
 void BM_PlanDeepSeekV3Streamed(benchmark::State& state) { run_search(state, state.range(0), 1, true); }
@@ -80,7 +85,11 @@ BENCHMARK(BM_PlanDeepSeekV3Streamed)->Arg(256)->ArgName("gpus")->Unit(benchmark:
 
 // Every core.
 void BM_PlanDeepSeekV3AllCores(benchmark::State& state) { run_search(state, state.range(0), 0, false); }
-BENCHMARK(BM_PlanDeepSeekV3AllCores)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_PlanDeepSeekV3AllCores)
+    ->Arg(1024)
+    ->ArgName("gpus")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
 
 // The enumeration alone (no engine): what the planner adds per candidate.
 void BM_EnumerateDeepSeekV3(benchmark::State& state) {

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/fit.hpp>
+#include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -26,10 +26,21 @@ namespace mme::cli {
 namespace {
 
 // The flags whose value may be a list; each takes one value in `mme estimate`.
-constexpr const char* kListFlags[] = {"tp", "pp", "vpp", "ep", "etp", "cp", "num-gpus", "micro-batch-size",
-                                      "seq-length", "global-batch-size", "recompute-granularity",
-                                      "recompute-method", "recompute-num-layers",
-                                      "num-layers-in-first-pipeline-stage", "num-layers-in-last-pipeline-stage",
+constexpr const char* kListFlags[] = {"tp",
+                                      "pp",
+                                      "vpp",
+                                      "ep",
+                                      "etp",
+                                      "cp",
+                                      "num-gpus",
+                                      "micro-batch-size",
+                                      "seq-length",
+                                      "global-batch-size",
+                                      "recompute-granularity",
+                                      "recompute-method",
+                                      "recompute-num-layers",
+                                      "num-layers-in-first-pipeline-stage",
+                                      "num-layers-in-last-pipeline-stage",
                                       "precision"};
 constexpr std::size_t kMaxLayouts = 64;
 
@@ -102,8 +113,8 @@ std::vector<Layout> layouts_of(const std::vector<Slot>& slots) {
       }
     out = std::move(next);
     if (out.size() > kMaxLayouts)
-      throw UsageError(fmt::format("more than {} layouts to compare; shorten the lists (or use `mme plan` to search)",
-                                   kMaxLayouts));
+      throw UsageError(
+          fmt::format("more than {} layouts to compare; shorten the lists (or use `mme plan` to search)", kMaxLayouts));
   }
   return out;
 }
@@ -157,8 +168,8 @@ int run_compare(const std::vector<std::string>& args) {
       row.result = estimate_for_compare(l.args, registry);
       ++estimated;
       for (const auto* h : row.result->judged)
-        row.fits.push_back(judge_fit(row.result->estimate, *h, row.result->headroom, row.result->on_bound,
-                                     row.result->reserved));
+        row.fits.push_back(
+            judge_fit(row.result->estimate, *h, row.result->headroom, row.result->on_bound, row.result->reserved));
     } catch (const LayoutError& e) {
       row.error = printable(e.what());
     }
@@ -195,7 +206,9 @@ int run_compare(const std::vector<std::string>& args) {
       j["other_bytes"] = peak.other_bytes;
       nlohmann::json fits = nlohmann::json::array();
       for (const auto& f : r.fits)
-        fits.push_back({{"hardware", f.hardware->name}, {"fits", f.fits}, {"headroom_bytes", f.headroom_bytes},
+        fits.push_back({{"hardware", f.hardware->name},
+                        {"fits", f.fits},
+                        {"headroom_bytes", f.headroom_bytes},
                         {"usable_bytes", f.usable_bytes}});
       j["fits"] = fits;
       list.push_back(j);
@@ -207,8 +220,7 @@ int run_compare(const std::vector<std::string>& args) {
 
   std::string text = fmt::format("mme compare: {}, {} layouts (fit judged on the {}, {:g}% headroom{})\n\n",
                                  any.model.name, rows.size(), any.on_bound ? "upper bound" : "point estimate",
-                                 any.headroom * 100,
-                                 one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
+                                 any.headroom * 100, one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
   std::size_t width = 6;
   for (const auto& r : rows) width = std::max(width, join(r.layout.varied).size());
   text += fmt::format("{:<{}} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "layout", width, "GPUs", "stage",
@@ -225,8 +237,7 @@ int run_compare(const std::vector<std::string>& args) {
     if (one_gpu && !r.fits.empty()) {
       const auto& f = r.fits.front();
       fit = fmt::format("{} {:.2f} GiB {}", f.fits ? "✓" : "✗",
-                        to_gib(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes),
-                        f.fits ? "free" : "short");
+                        to_gib(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes), f.fits ? "free" : "short");
     } else {
       const auto f = std::find_if(r.fits.begin(), r.fits.end(), [](const FitVerdict& v) { return v.fits; });
       fit = f == r.fits.end() ? "none" : f->hardware->name;

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <optional>
@@ -10,8 +10,6 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/sdk/input_text.hpp>
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
 #include <mme/inputs/megatron_args.hpp>
@@ -19,16 +17,18 @@
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/report/render_svg.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
-#include <mme/report/render_estimate.hpp>
-#include <mme/report/render_html.hpp>
-#include <mme/report/render_svg.hpp>
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
@@ -37,24 +37,23 @@ namespace {
 // Builds the visible options and the hidden ones (MODEL, Megatron-LM alias spellings) in one
 // pass: the option tables are a noticeable share of a run's start-up.
 void build_options(po::options_description& d, po::options_description& hidden) {
-  d.add_options()
-      ("json", po::bool_switch(), "one JSON document on stdout (schema_version 1, docs/cli.md)")
-      ("verbose", po::bool_switch(), "per-stage components, pipeline chunks and the assumptions made")
-      ("breakdown", po::bool_switch(),
-       "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
-       "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")
-      ("fit-on", po::value<std::string>()->value_name("bound|estimate"),
-       "judge the fit on the upper bound (default) or on the point estimate")
-      ("headroom", po::value<std::string>(),
-       "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")
-      ("overhead-per-gpu", po::value<std::string>()->value_name("GIB"),
-       "GiB each GPU keeps for the CUDA context and NCCL, instead of the GPU profile's reserve (`mme hardware`); "
-       "with --headroom 0 the seed's \"< 80 GB\" rule is --overhead-per-gpu 0")
-      ("html", po::value<std::string>()->value_name("FILE"),
-       "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")
-      ("svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")
-      ("dump-config", po::bool_switch(),
-       "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout (schema_version 1, docs/cli.md)")(
+      "verbose", po::bool_switch(), "per-stage components, pipeline chunks and the assumptions made")(
+      "breakdown", po::bool_switch(),
+      "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
+      "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")(
+      "fit-on", po::value<std::string>()->value_name("bound|estimate"),
+      "judge the fit on the upper bound (default) or on the point estimate")(
+      "headroom", po::value<std::string>(),
+      "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")(
+      "overhead-per-gpu", po::value<std::string>()->value_name("GIB"),
+      "GiB each GPU keeps for the CUDA context and NCCL, instead of the GPU profile's reserve (`mme hardware`); "
+      "with --headroom 0 the seed's \"< 80 GB\" rule is --overhead-per-gpu 0")(
+      "html", po::value<std::string>()->value_name("FILE"),
+      "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")(
+      "svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")(
+      "dump-config", po::bool_switch(),
+      "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
   add_estimate_input_options(d, hidden);
   add_hardware_file_option(d);
   d.add(common_options());
@@ -70,15 +69,15 @@ po::options_description visible_options() {
 }  // namespace
 
 void add_estimate_input_options(po::options_description& d, po::options_description& hidden) {
-  d.add_options()
-      ("gpu", po::value<std::string>(), "judge the fit on this GPU only (name or alias, see `mme hardware`)")
-      ("revision", po::value<std::string>(), "hub revision to download (default main)")
-      ("megatron-args", po::value<std::string>(),
-       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")
-      ("megatron-args-file", po::value<std::string>(),
-       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")
-      ("config", po::value<std::string>(),
-       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
+  d.add_options()("gpu", po::value<std::string>(),
+                  "judge the fit on this GPU only (name or alias, see `mme hardware`)")(
+      "revision", po::value<std::string>(), "hub revision to download (default main)")(
+      "megatron-args", po::value<std::string>(),
+      "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")(
+      "megatron-args-file", po::value<std::string>(),
+      "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")(
+      "config", po::value<std::string>(),
+      "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
 }
 
@@ -107,11 +106,11 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, std::vector<std
   const std::int64_t vocab = it->get<std::int64_t>();
   MegatronArgs out = args;
   out.set("vocab-size", {std::to_string(vocab)});
-  assumptions.push_back(printable(fmt::format(
-      "vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
-      "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
-      "vocab_size (--vocab-size in the launch line sets it)",
-      vocab, *tokenizer, resolved.path.string())));
+  assumptions.push_back(printable(
+      fmt::format("vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
+                  "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
+                  "vocab_size (--vocab-size in the launch line sets it)",
+                  vocab, *tokenizer, resolved.path.string())));
   return out;
 }
 
@@ -140,9 +139,9 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     if (!review.unknown.empty()) {
       std::string names;
       for (const auto& n : review.unknown) names += (names.empty() ? "" : ", ") + n;
-      r.unknown_flags = printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}",
-                                              r.megatron_source, review.unknown.size(),
-                                              review.unknown.size() == 1 ? "" : "s", names));
+      r.unknown_flags =
+          printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}", r.megatron_source,
+                                review.unknown.size(), review.unknown.size() == 1 ? "" : "s", names));
     }
   }
   // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
@@ -151,18 +150,19 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     if (megatron) throw UsageError("give --config or Megatron-LM flags (--megatron-args), not both");
     spec = read_spec_file(vm["config"].as<std::string>());
     if (model && spec->has_model)
-      throw UsageError(fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
-                                   "one",
-                                   *model, spec->path, spec->line_of("model")));
+      throw UsageError(
+          fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
+                      "one",
+                      *model, spec->path, spec->line_of("model")));
     if (!model && !spec->has_model)
-      throw ConfigError(fmt::format("{}: the file has no model section, and no MODEL is given on the command line",
-                                    spec->path));
+      throw ConfigError(
+          fmt::format("{}: the file has no model section, and no MODEL is given on the command line", spec->path));
     for (const auto& missing : spec->missing)
       if (!setup_flag_given(vm, missing.flag)) throw ConfigError(missing.message);
   }
   if (!megatron && !spec && !model)
-    throw UsageError(fmt::format("{} needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config",
-                                 command));
+    throw UsageError(
+        fmt::format("{} needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config", command));
   // Megatron flags and spec files describe the layout too; explicit mme flags override them.
   r.setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
                            : spec   ? spec->setup
@@ -204,20 +204,22 @@ std::int64_t default_world_size(const ParallelLayout& p) {
 DefaultNotes default_notes(const EstimateRequest& request, const ModelSpec& model, const TrainingSetup& setup) {
   DefaultNotes notes;
   const auto& p = setup.parallel;
-  const bool moe = std::any_of(model.layers.begin(), model.layers.end(),
-                               [](const LayerSpec& l) { return l.mlp.num_experts > 0; });
+  const bool moe =
+      std::any_of(model.layers.begin(), model.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts > 0; });
   if (request.etp_defaulted && moe && p.tp > 1)
-    notes.etp = fmt::format("ETP=1 (default; a Megatron-LM launch that leaves it unset uses ETP=TP={}: pass --etp {} "
-                            "to match)",
-                            p.tp, p.tp);
+    notes.etp = fmt::format(
+        "ETP=1 (default; a Megatron-LM launch that leaves it unset uses ETP=TP={}: pass --etp {} "
+        "to match)",
+        p.tp, p.tp);
   if (request.gpus_defaulted) {
     const std::int64_t dense = p.tp * p.pp * p.cp, expert = effective_etp(p) * p.ep * p.pp;
     if (p.world_size == 8)
       notes.gpus = "(default, as the seed tool; --num-gpus N to change)";
     else
-      notes.gpus = fmt::format("(default: the seed's 8 is not divisible by TP x PP x CP = {} and ETP x EP x PP = {}; "
-                               "{} is the smallest count that is; --num-gpus N to change)",
-                               dense, expert, p.world_size);
+      notes.gpus = fmt::format(
+          "(default: the seed's 8 is not divisible by TP x PP x CP = {} and ETP x EP x PP = {}; "
+          "{} is the smallest count that is; --num-gpus N to change)",
+          dense, expert, p.world_size);
   }
   return notes;
 }
@@ -248,9 +250,8 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   }
   SourceOptions sources;
   if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  in.model = request.megatron
-                 ? adapt_config(with_tokenizer_vocabulary(*request.megatron, in.assumptions).to_config(),
-                                "Megatron-LM flags", request.megatron_source, registry)
+  in.model = request.megatron ? adapt_config(with_tokenizer_vocabulary(*request.megatron, in.assumptions).to_config(),
+                                             "Megatron-LM flags", request.megatron_source, registry)
              : request.model_name ? load_model(*request.model_name, registry, sources)
                                   : load_spec_model(*spec, registry, sources);
   if (spec) check_spec_layout(&*spec, in.model, in.setup);
@@ -304,17 +305,18 @@ CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const
   const auto vm = parse_estimate_args("compare", args);
   for (const char* refused : {"html", "svg"})
     if (vm.count(refused))
-      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
-                                   refused));
+      throw UsageError(
+          fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)", refused));
   for (const char* refused : {"dump-config", "breakdown"})
     if (vm[refused].as<bool>())
-      throw UsageError(fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)",
-                                   refused));
+      throw UsageError(
+          fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)", refused));
   CompareEstimate out;
   out.headroom = vm.count("headroom") ? parse_headroom(vm["headroom"].as<std::string>()) : kDefaultHeadroom;
   if (vm.count("fit-on")) {
     const std::string v = vm["fit-on"].as<std::string>();
-    if (v != "bound" && v != "estimate") throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
+    if (v != "bound" && v != "estimate")
+      throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", v));
     out.on_bound = v == "bound";
   }
   if (vm.count("overhead-per-gpu"))
@@ -352,9 +354,9 @@ struct NextStep {
 // cost the step time (the seed README's ranking: recompute, EP, PP, TP, micro-batch), each
 // tried from the current layout and never one the layout already has. Pairs with full recompute
 // when no single change fits; `mme plan` when nothing tried fits.
-std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateInputs& inputs,
-                                 const Registry& registry, const std::vector<const HardwareProfile*>& gpus,
-                                 double headroom, bool on_bound, std::int64_t reserved) {
+std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateInputs& inputs, const Registry& registry,
+                                 const std::vector<const HardwareProfile*>& gpus, double headroom, bool on_bound,
+                                 std::int64_t reserved) {
   const TrainingSetup& base = inputs.setup;
   const ModelSpec& model = inputs.model;
   const auto& bp = base.parallel;
@@ -370,12 +372,12 @@ std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateI
     s.recompute.granularity = RecomputeGranularity::kFull;
   };
   if (base.recompute.granularity == RecomputeGranularity::kNone)
-    singles.push_back({"--recompute-granularity selective", [](TrainingSetup& s) {
-                         s.recompute.granularity = RecomputeGranularity::kSelective;
-                       }});
+    singles.push_back({"--recompute-granularity selective",
+                       [](TrainingSetup& s) { s.recompute.granularity = RecomputeGranularity::kSelective; }});
   if (experts > 0 && bp.ep * 2 <= experts && experts % (bp.ep * 2) == 0)
     singles.push_back({fmt::format("--ep {}", bp.ep * 2), [](TrainingSetup& s) { s.parallel.ep *= 2; }});
-  if (base.recompute.granularity != RecomputeGranularity::kFull) singles.push_back({"--recompute-granularity full", full});
+  if (base.recompute.granularity != RecomputeGranularity::kFull)
+    singles.push_back({"--recompute-granularity full", full});
   if (base.pipeline.layout.empty() && bp.vpp == 1 && bp.pp * 2 <= model.num_layers) {
     const std::int64_t p = bp.pp * 2, L = model.num_layers;
     std::string flags = fmt::format("--pp {}", p);
@@ -438,10 +440,13 @@ std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateI
   if (out.empty() && base.recompute.granularity != RecomputeGranularity::kFull)
     for (const auto& c : singles) {
       if (c.flags.rfind("--recompute-granularity", 0) == 0) continue;
-      attempt("--recompute-granularity full " + c.flags, [&](TrainingSetup& s) {
-        full(s);
-        c.apply(s);
-      }, out);
+      attempt(
+          "--recompute-granularity full " + c.flags,
+          [&](TrainingSetup& s) {
+            full(s);
+            c.apply(s);
+          },
+          out);
       if (out.size() == 3) break;
     }
   if (out.empty())
@@ -486,8 +491,7 @@ int run_estimate(const std::vector<std::string>& args) {
   if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
   if (vm.count("svg")) svg_file.emplace(vm["svg"].as<std::string>(), "--svg");
   // By identity, not by spelling: './x.html' and 'x.html' (or a symlink to it) are one file.
-  if (html_file && svg_file && html_file->same_file(*svg_file))
-    throw UsageError("--html and --svg name the same file");
+  if (html_file && svg_file && html_file->same_file(*svg_file)) throw UsageError("--html and --svg name the same file");
 
   Registry registry;
   use_hardware_files(vm);
@@ -500,7 +504,8 @@ int run_estimate(const std::vector<std::string>& args) {
   // The per-layer breakdown: the verbose report and the JSON document show it.
   const bool breakdown = vm["breakdown"].as<bool>();
   if (breakdown && vm["json"].as<bool>())
-    throw UsageError("--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
+    throw UsageError(
+        "--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
   eo.layer_breakdown = vm["verbose"].as<bool>() || vm["json"].as<bool>() || breakdown;
   const Estimate est = [&] {
     try {
@@ -520,9 +525,10 @@ int run_estimate(const std::vector<std::string>& args) {
   // beyond the positions the model was trained on.
   if (model.position_embedding != PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
       est.setup.seq_length > model.max_position_embeddings)
-    spdlog::warn("--seq-length {} is beyond the model's max_position_embeddings {}: the memory is estimated, but the "
-                 "model was not trained on such sequences",
-                 est.setup.seq_length, model.max_position_embeddings);
+    spdlog::warn(
+        "--seq-length {} is beyond the model's max_position_embeddings {}: the memory is estimated, but the "
+        "model was not trained on such sequences",
+        est.setup.seq_length, model.max_position_embeddings);
   // In the text report only: the JSON document's setup holds the values, and a spec file that
   // spells them out gives the same document.
   const DefaultNotes notes = default_notes(request, model, est.setup);
@@ -595,11 +601,10 @@ int run_estimate(const std::vector<std::string>& args) {
   ro.etp_note = notes.etp;
   ro.gpus_note = notes.gpus;
   for (const auto& st : steps)
-    ro.next_steps.push_back(
-        st.fits_on.empty()
-            ? st.change
-            : fmt::format("{} brings the {} to {:.2f} GiB: fits {}", st.change, on_bound ? "upper bound" : "peak",
-                          to_gib(st.needed_bytes), st.fits_on));
+    ro.next_steps.push_back(st.fits_on.empty()
+                                ? st.change
+                                : fmt::format("{} brings the {} to {:.2f} GiB: fits {}", st.change,
+                                              on_bound ? "upper bound" : "peak", to_gib(st.needed_bytes), st.fits_on));
   ro.verbose = vm["verbose"].as<bool>();
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

@@ -5,11 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
@@ -38,9 +38,8 @@ int run_hardware(const std::vector<std::string>& args) {
   load_registry(registry, read_common(vm));
   std::vector<const Registered<HardwareProfile>*> list;
   for (const auto& h : registry.hardware()) list.push_back(&h);
-  std::stable_sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
-    return a->object->memory_bytes < b->object->memory_bytes;
-  });
+  std::stable_sort(list.begin(), list.end(),
+                   [](const auto* a, const auto* b) { return a->object->memory_bytes < b->object->memory_bytes; });
   if (vm["json"].as<bool>()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto* r : list) {
@@ -68,8 +67,8 @@ int run_hardware(const std::vector<std::string>& args) {
     std::cout << "No hardware profiles are loaded (see `mme plugins`).\n";
     return 0;
   }
-  std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9} {:>9} {:>8} {:>9}  {}\n", "NAME", "MEMORY", "RESERVED", "HBM GB/s",
-                           "BF16 TF", "FP8 TF", "LINK GB/s", "ALIASES");
+  std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9} {:>9} {:>8} {:>9}  {}\n", "NAME", "MEMORY", "RESERVED",
+                           "HBM GB/s", "BF16 TF", "FP8 TF", "LINK GB/s", "ALIASES");
   for (const auto* r : list) {
     const auto& h = *r->object;
     std::string aliases;

@@ -1,8 +1,8 @@
 #include <iomanip>
 #include <iostream>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "command.hpp"
 
@@ -17,7 +17,8 @@ const std::vector<Command>& commands() {
       {"compare", "several layouts side by side (--tp 1,2,4 ...), each as `estimate` gives it", run_compare,
        help_compare},
       {"models", "the bundled model configs", run_models, help_models},
-      {"validate", "compare estimates with measured Megatron-LM runs (a CSV, or a training log)", run_validate, help_validate},
+      {"validate", "compare estimates with measured Megatron-LM runs (a CSV, or a training log)", run_validate,
+       help_validate},
       {"hardware", "the GPU profiles the fit verdict knows", run_hardware, help_hardware},
       {"plugins", "loaded and rejected plugins", run_plugins, help_plugins},
       {"version", "version of mme, libmme and the plugin API", run_version, help_version},

@@ -3,10 +3,10 @@
 
 #include <fmt/core.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
@@ -33,10 +33,9 @@ constexpr const char* kExampleModel = R"(model:
 po::options_description visible_options() {
   po::options_description d("Options");
   po::options_description hidden;
-  d.add_options()
-      ("json", po::bool_switch(), "write the spec as JSON (no comments) instead of commented YAML")
-      ("gpu", po::value<std::string>(), "the GPU to judge the fit on (infrastructure.gpu; see `mme hardware`)")
-      ("revision", po::value<std::string>(), "hub revision to download (default main)");
+  d.add_options()("json", po::bool_switch(), "write the spec as JSON (no comments) instead of commented YAML")(
+      "gpu", po::value<std::string>(), "the GPU to judge the fit on (infrastructure.gpu; see `mme hardware`)")(
+      "revision", po::value<std::string>(), "hub revision to download (default main)");
   add_setup_options(d, hidden);
   d.add(common_options());
   return d;
@@ -109,7 +108,7 @@ int run_init(const std::vector<std::string>& args) {
   };
   if (gpu) wo.gpu = gpu->name;
   std::cout << (vm["json"].as<bool>() ? write_spec_json(model, est.setup, registry, wo)
-                                        : write_spec_yaml(model, est.setup, registry, wo));
+                                      : write_spec_yaml(model, est.setup, registry, wo));
   return 0;
 }
 

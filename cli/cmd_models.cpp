@@ -4,15 +4,15 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <mme/sdk/input_text.hpp>
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/model_loader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
@@ -51,9 +51,15 @@ int run_models(const std::vector<std::string>& args) {
       const Estimator estimator(model, registry);
       const auto pc = estimator.count_parameters();
       if (json) {
-        list.push_back({{"name", b.name}, {"family", model.family}, {"model_type", model.model_type},
-                        {"adapter", model.adapter}, {"path", b.path.string()}, {"total_params", pc.total},
-                        {"active_params", pc.active}, {"mtp_params", pc.mtp}, {"warnings", model.warnings}});
+        list.push_back({{"name", b.name},
+                        {"family", model.family},
+                        {"model_type", model.model_type},
+                        {"adapter", model.adapter},
+                        {"path", b.path.string()},
+                        {"total_params", pc.total},
+                        {"active_params", pc.active},
+                        {"mtp_params", pc.mtp},
+                        {"warnings", model.warnings}});
       } else {
         std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", printable(b.name), model.family, model.adapter,
                                  format_count(pc.total), format_count(pc.active));

@@ -4,14 +4,14 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/model_loader.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
@@ -23,24 +23,26 @@ using Breakdown = std::vector<std::pair<std::string, std::int64_t>>;
 // none, e.g. output_layer for tied embeddings), then any other group the engine reported
 // (position_embedding for learned absolute positions).
 Breakdown full_breakdown(const Breakdown& reported) {
-  static const char* const kGroups[] = {"embedding",      "output_layer",   "attention", "dense_mlp", "routed_experts",
-                                        "shared_experts", "router",         "norms",     "mtp"};
+  static const char* const kGroups[] = {"embedding",      "output_layer", "attention", "dense_mlp", "routed_experts",
+                                        "shared_experts", "router",       "norms",     "mtp"};
   Breakdown out;
   for (const char* g : kGroups) out.emplace_back(g, 0);
   for (const auto& group : reported) {
     const auto& [k, v] = group;
     // Compares group.first: clang before 16 cannot capture the binding k in a lambda.
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == group.first; });
-    if (it == out.end()) out.emplace_back(k, v);
-    else it->second += v;
+    if (it == out.end())
+      out.emplace_back(k, v);
+    else
+      it->second += v;
   }
   return out;
 }
 
 po::options_description visible_options() {
   po::options_description d("Options");
-  d.add_options()("json", po::bool_switch(), "one JSON document on stdout")(
-      "revision", po::value<std::string>(), "hub revision to download (default main)");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout")("revision", po::value<std::string>(),
+                                                                            "hub revision to download (default main)");
   d.add(common_options());
   return d;
 }

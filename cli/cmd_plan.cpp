@@ -2,29 +2,27 @@
 // search is mme::Planner (framework/include/mme/planner/planner.hpp); this file reads the flags and
 // prints the table, the JSON document or the CSV stream.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
-#include <unistd.h>
-
-#include <cmath>
-
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/planner/planner.hpp>
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_options.hpp"
-#include <mme/report/render_estimate.hpp>
-#include <mme/report/render_html.hpp>
-#include <mme/sdk/json_text.hpp>
+#include <unistd.h>
 
 namespace mme::cli {
 
@@ -33,20 +31,26 @@ namespace {
 po::options_description visible_options() {
   po::options_description d("Options");
   po::options_description hidden;
-  d.add_options()
-      ("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")
-      ("csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")
-      ("html", po::value<std::string>()->value_name("FILE"), "also write an HTML report to FILE: a fit map of the searched space and the top plans")
-      ("gpu", po::value<std::string>(), "the GPU to fit (name or alias, see `mme hardware`); without it: the best layout for each known GPU (--json/--csv/--html: the one with the most memory)")
-      ("headroom", po::value<std::string>(), "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")
-      ("recompute", po::value<std::string>(), "recompute variants to try, comma separated: none, selective, full (default all three)")
-      ("max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")
-      ("gpus-per-node", po::value<std::string>(), "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")
-      ("inter-node-bandwidth", po::value<std::string>(), "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")
-      ("sort", po::value<std::string>(), "order of the plans: score (default), peak, bubble, comm")
-      ("top", po::value<std::string>(), "how many plans to show (default 10)")
-      ("threads", po::value<std::string>(), "worker threads (default: every core)")
-      ("revision", po::value<std::string>(), "hub revision to download (default main)");
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")(
+      "csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")(
+      "html", po::value<std::string>()->value_name("FILE"),
+      "also write an HTML report to FILE: a fit map of the searched space and the top plans")(
+      "gpu", po::value<std::string>(),
+      "the GPU to fit (name or alias, see `mme hardware`); without it: the best layout for each known GPU "
+      "(--json/--csv/--html: the one with the most memory)")(
+      "headroom", po::value<std::string>(),
+      "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
+      "recompute", po::value<std::string>(),
+      "recompute variants to try, comma separated: none, selective, full (default all three)")(
+      "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
+      "gpus-per-node", po::value<std::string>(),
+      "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
+      "inter-node-bandwidth", po::value<std::string>(),
+      "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")(
+      "sort", po::value<std::string>(), "order of the plans: score (default), peak, bubble, comm")(
+      "top", po::value<std::string>(), "how many plans to show (default 10)")("threads", po::value<std::string>(),
+                                                                              "worker threads (default: every core)")(
+      "revision", po::value<std::string>(), "hub revision to download (default main)");
   add_setup_options(d, hidden);
   add_hardware_file_option(d);
   d.add(common_options());
@@ -153,9 +157,10 @@ std::string global_batch_line(const PlanOptions& o) {
   if (o.base.global_batch_size > 0)
     return fmt::format("Global batch: {} sequences (--global-batch-size)\n", o.base.global_batch_size);
   const std::int64_t largest = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  return fmt::format("Global batch: {:.0f} sequences assumed ({} GPUs x the largest micro-batch size {}; "
-                     "--global-batch-size sets it): the bubble and the score follow from it\n",
-                     plan_global_batch(o), o.num_gpus, largest);
+  return fmt::format(
+      "Global batch: {:.0f} sequences assumed ({} GPUs x the largest micro-batch size {}; "
+      "--global-batch-size sets it): the bubble and the score follow from it\n",
+      plan_global_batch(o), o.num_gpus, largest);
 }
 
 }  // namespace
@@ -170,9 +175,162 @@ void help_plan(std::ostream& out) {
          "`mme estimate` flag applies to all candidates; --tp, --pp, --vpp, --ep, --etp and --cp fix\n"
          "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
          "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n\n"
-      << visible_options()
-      << "\nExample:\n  mme plan deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100\n";
+      << visible_options() << "\nExample:\n  mme plan deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100\n";
 }
+
+namespace {
+
+// Without --gpu: the best layout for each known GPU (profiles with the same usable memory share
+// one search), then --gpu for the full ranking of one.
+int print_every_gpu(const Registry& registry, const ModelSpec& model, const Planner& planner, const PlanOptions& o) {
+  // Without --gpu: the best layout for each known GPU (profiles with the same usable memory
+  // share one search), then --gpu for the full ranking of one.
+  std::string text;  // written whole: an invalid layout stays one error line and an empty stdout
+  std::vector<const HardwareProfile*> gpus;
+  for (const auto& h : registry.hardware()) gpus.push_back(h.object.get());
+  std::stable_sort(gpus.begin(), gpus.end(),
+                   [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  text += fmt::format(
+      "mme plan: {} on {} GPUs, the best layout for each known GPU ({:g}% headroom; --gpu NAME "
+      "ranks every layout for one)\n",
+      model.name, o.num_gpus, o.headroom_fraction * 100);
+  text += global_batch_line(o) + "\n";
+  bool any_tight = false;
+  text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
+  std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
+  std::optional<Plan> last_best;
+  bool any = false;
+  for (const auto* g : gpus) {
+    PlanOptions go = o;
+    go.gpu = g;
+    go.top_k = 1;
+    const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
+    if (last_key != std::make_pair(usable, g->compute_capability)) {
+      const PlanResult gr = planner.run(go);
+      if (gr.valid == 0)
+        throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
+                                      gr.first_error.empty() ? "no candidate" : gr.first_error));
+      last_key = std::make_pair(usable, g->compute_capability);
+      last_best.reset();
+      if (!gr.plans.empty()) last_best = gr.plans.front();
+    }
+    if (!last_best) {
+      text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g->name, "-", "-");
+      continue;
+    }
+    any = true;
+    const bool tight = is_tight(*last_best);
+    any_tight = any_tight || tight;
+    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
+                        to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
+                        join(planner.args_for(last_best->layout, go)));
+  }
+  if (any_tight)
+    text += fmt::format(
+        "\n! less than {} GiB free beyond the headroom: the fastest layout barely fits; `mme plan "
+        "... --gpu NAME` lists the others\n",
+        kTightHeadroomBytes >> 30);
+  if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
+  std::cout << text;
+  return 0;
+}
+
+// --json: the plans, counts and, when nothing fits, the smallest peak and the suggestions.
+void print_plan_json(const ModelSpec& model, const Planner& planner, const PlanOptions& o, const PlanResult& r,
+                     const std::vector<PlanSuggestion>& suggestions) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["model"] = model.name;
+  j["gpu"] = o.gpu->name;
+  j["num_gpus"] = o.num_gpus;
+  j["usable_bytes"] = r.usable_bytes;
+  j["sort"] = to_string(o.sort);
+  j["evaluated"] = r.evaluated;
+  j["estimated"] = r.estimated;
+  j["valid"] = r.valid;
+  j["fitting"] = r.fitting;
+  j["elapsed_s"] = r.elapsed_s;
+  j["threads"] = r.threads;
+  nlohmann::json plans = nlohmann::json::array();
+  for (const auto& p : r.plans) plans.push_back(plan_json(planner, p, o));
+  j["global_batch_size"] = plan_global_batch(o);
+  j["global_batch_assumed"] = o.base.global_batch_size <= 0;
+  j["plans"] = plans;
+  if (r.fitting == 0) {
+    if (r.smallest) j["smallest"] = plan_json(planner, *r.smallest, o);
+    nlohmann::json sj = nlohmann::json::array();
+    for (const auto& s : suggestions)
+      sj.push_back({{"change", s.change},
+                    {"args", s.args},
+                    {"peak_bytes", s.plan.peak_bytes},
+                    {"headroom_bytes", s.plan.headroom_bytes}});
+    j["suggestions"] = sj;
+  }
+  std::cout << json_text(j, 2) << "\n";
+}
+
+// The text report: the counts, the ranked table and the best layout's command (or, when nothing
+// fits, the smallest peak and the changes that would make one fit).
+void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanOptions& o, const PlanResult& r,
+                     const std::vector<PlanSuggestion>& suggestions) {
+  std::cout << fmt::format("mme plan: {} on {} x {} ({} usable per GPU, {:g}% headroom)\n", model.name, o.num_gpus,
+                           o.gpu->name, format_bytes(r.usable_bytes), o.headroom_fraction * 100);
+  std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
+                           thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
+                           r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
+  std::cout << global_batch_line(o);
+  if (r.fitting == 0) {
+    const Plan& sm = *r.smallest;
+    std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
+                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
+                             join(planner.args_for(sm.layout, o)));
+    if (suggestions.empty()) {
+      std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
+                   "to 64 tokens) makes one fit.\n";
+    } else {
+      std::cout << "\nSmallest changes that would make one fit (each with a layout that fits; `mme plan` with the\n"
+                   "change ranks them all):\n";
+      for (const auto& s : suggestions)
+        std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
+                                 model.name, join(s.args));
+    }
+    return;
+  }
+  std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
+  std::cout << fmt::format(
+      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP", "PP",
+      "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", "peak GiB", "free GiB", "bubble", "score");
+  int rank = 0;
+  for (const auto& p : r.plans) {
+    const auto& l = p.layout;
+    std::cout << fmt::format(
+        "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f}{} "
+        "{:>6.1f}% {:>6.3f}\n",
+        ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
+        to_gib(p.peak_bytes), to_gib(p.headroom_bytes), is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
+  }
+  const Plan& best = r.plans.front();
+  if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
+    std::cout << fmt::format(
+        "\n! less than {} GiB free beyond the {:g}% headroom: a longer sequence, another buffer "
+        "or fragmentation may not fit\n",
+        kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
+  std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
+                           is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
+                           model.name, join(planner.args_for(best.layout, o)));
+  if (is_tight(best)) {
+    const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
+    if (roomy == r.plans.end())
+      std::cout << fmt::format("No plan listed leaves {} GiB free (--sort peak lists the roomiest).\n",
+                               kTightHeadroomBytes >> 30);
+    else
+      std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
+                               kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
+                               model.name, join(planner.args_for(roomy->layout, o)));
+  }
+}
+
+}  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
   po::positional_options_description pos;
@@ -188,20 +346,22 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
 
   // What the planner chooses itself.
-  for (const char* name : {"num-layers-in-first-pipeline-stage", "decoder-first-pipeline-num-layers",
-                           "num-layers-in-last-pipeline-stage", "decoder-last-pipeline-num-layers", "pipeline-layout",
-                           "pipeline-model-parallel-layout", "num-layers-per-virtual-pipeline-stage",
-                           "recompute-granularity", "recompute-method", "recompute-num-layers"})
+  for (const char* name :
+       {"num-layers-in-first-pipeline-stage", "decoder-first-pipeline-num-layers", "num-layers-in-last-pipeline-stage",
+        "decoder-last-pipeline-num-layers", "pipeline-layout", "pipeline-model-parallel-layout",
+        "num-layers-per-virtual-pipeline-stage", "recompute-granularity", "recompute-method", "recompute-num-layers"})
     if (vm.count(name))
-      throw UsageError(fmt::format("--{}: plan chooses the pipeline split and recompute itself (use --pp, --vpp, "
-                                   "--recompute to restrict the search)",
-                                   name));
+      throw UsageError(
+          fmt::format("--{}: plan chooses the pipeline split and recompute itself (use --pp, --vpp, "
+                      "--recompute to restrict the search)",
+                      name));
   for (const char* name : {"account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
                            "no-sequence-parallel", "no-distributed-optimizer"})
     if (switch_on(vm, name))
-      throw UsageError(fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
-                                   "and splits the pipeline by first/last-stage layer counts",
-                                   name));
+      throw UsageError(
+          fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
+                      "and splits the pipeline by first/last-stage layer counts",
+                      name));
 
   PlanOptions o;
   o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, std::int64_t{1} << 40);
@@ -241,7 +401,8 @@ int run_plan(const std::vector<std::string>& args) {
         parse_double("--inter-node-bandwidth", vm["inter-node-bandwidth"].as<std::string>(), 1e-3, 1e9);
   if (vm.count("sort")) o.sort = parse_plan_sort_key(vm["sort"].as<std::string>());
   if (vm.count("top")) o.top_k = static_cast<std::size_t>(parse_int("--top", vm["top"].as<std::string>(), 1, 100000));
-  if (vm.count("threads")) o.threads = static_cast<unsigned>(parse_int("--threads", vm["threads"].as<std::string>(), 1, 4096));
+  if (vm.count("threads"))
+    o.threads = static_cast<unsigned>(parse_int("--threads", vm["threads"].as<std::string>(), 1, 4096));
 
   Registry registry;
   use_hardware_files(vm);
@@ -271,56 +432,7 @@ int run_plan(const std::vector<std::string>& args) {
   const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
   const Planner planner(model, registry);
 
-  if (every_gpu) {
-    // Without --gpu: the best layout for each known GPU (profiles with the same usable memory
-    // share one search), then --gpu for the full ranking of one.
-    std::string text;  // written whole: an invalid layout stays one error line and an empty stdout
-    std::vector<const HardwareProfile*> gpus;
-    for (const auto& h : registry.hardware()) gpus.push_back(h.object.get());
-    std::stable_sort(gpus.begin(), gpus.end(),
-                     [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
-    text += fmt::format("mme plan: {} on {} GPUs, the best layout for each known GPU ({:g}% headroom; --gpu NAME "
-                             "ranks every layout for one)\n",
-                             model.name, o.num_gpus, o.headroom_fraction * 100);
-    text += global_batch_line(o) + "\n";
-    bool any_tight = false;
-    text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
-    std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
-    std::optional<Plan> last_best;
-    bool any = false;
-    for (const auto* g : gpus) {
-      PlanOptions go = o;
-      go.gpu = g;
-      go.top_k = 1;
-      const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
-      if (last_key != std::make_pair(usable, g->compute_capability)) {
-        const PlanResult gr = planner.run(go);
-        if (gr.valid == 0)
-          throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
-                                        gr.first_error.empty() ? "no candidate" : gr.first_error));
-        last_key = std::make_pair(usable, g->compute_capability);
-        last_best.reset();
-        if (!gr.plans.empty()) last_best = gr.plans.front();
-      }
-      if (!last_best) {
-        text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g->name, "-", "-");
-        continue;
-      }
-      any = true;
-      const bool tight = is_tight(*last_best);
-      any_tight = any_tight || tight;
-      text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
-                               to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
-                               join(planner.args_for(last_best->layout, go)));
-    }
-    if (any_tight)
-      text += fmt::format("\n! less than {} GiB free beyond the headroom: the fastest layout barely fits; `mme plan "
-                          "... --gpu NAME` lists the others\n",
-                          kTightHeadroomBytes >> 30);
-    if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
-    std::cout << text;
-    return 0;
-  }
+  if (every_gpu) return print_every_gpu(registry, model, planner, o);
 
   ProgressBar bar;
   o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };
@@ -358,92 +470,10 @@ int run_plan(const std::vector<std::string>& args) {
   }
 
   if (json) {
-    nlohmann::json j;
-    j["schema_version"] = 1;
-    j["model"] = model.name;
-    j["gpu"] = o.gpu->name;
-    j["num_gpus"] = o.num_gpus;
-    j["usable_bytes"] = r.usable_bytes;
-    j["sort"] = to_string(o.sort);
-    j["evaluated"] = r.evaluated;
-    j["estimated"] = r.estimated;
-    j["valid"] = r.valid;
-    j["fitting"] = r.fitting;
-    j["elapsed_s"] = r.elapsed_s;
-    j["threads"] = r.threads;
-    nlohmann::json plans = nlohmann::json::array();
-    for (const auto& p : r.plans) plans.push_back(plan_json(planner, p, o));
-    j["global_batch_size"] = plan_global_batch(o);
-    j["global_batch_assumed"] = o.base.global_batch_size <= 0;
-    j["plans"] = plans;
-    if (r.fitting == 0) {
-      if (r.smallest) j["smallest"] = plan_json(planner, *r.smallest, o);
-      nlohmann::json sj = nlohmann::json::array();
-      for (const auto& s : suggestions)
-        sj.push_back({{"change", s.change},
-                      {"args", s.args},
-                      {"peak_bytes", s.plan.peak_bytes},
-                      {"headroom_bytes", s.plan.headroom_bytes}});
-      j["suggestions"] = sj;
-    }
-    std::cout << json_text(j, 2) << "\n";
+    print_plan_json(model, planner, o, r, suggestions);
     return 0;
   }
-
-  std::cout << fmt::format("mme plan: {} on {} x {} ({} usable per GPU, {:g}% headroom)\n", model.name, o.num_gpus,
-                           o.gpu->name, format_bytes(r.usable_bytes), o.headroom_fraction * 100);
-  std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
-                           thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
-                           r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
-  std::cout << global_batch_line(o);
-  if (r.fitting == 0) {
-    const Plan& sm = *r.smallest;
-    std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
-                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
-                             join(planner.args_for(sm.layout, o)));
-    if (suggestions.empty()) {
-      std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
-                   "to 64 tokens) makes one fit.\n";
-    } else {
-      std::cout << "\nSmallest changes that would make one fit (each with a layout that fits; `mme plan` with the\n"
-                   "change ranks them all):\n";
-      for (const auto& s : suggestions)
-        std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
-                                 model.name, join(s.args));
-    }
-    return 0;
-  }
-  std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
-  std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9}  {:>7} {:>6}\n",
-                           "#", "TP", "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", "peak GiB",
-                           "free GiB", "bubble", "score");
-  int rank = 0;
-  for (const auto& p : r.plans) {
-    const auto& l = p.layout;
-    std::cout << fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f}{} "
-                             "{:>6.1f}% {:>6.3f}\n",
-                             ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size,
-                             to_string(l.recompute), split_text(l), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
-                             is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
-  }
-  const Plan& best = r.plans.front();
-  if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
-    std::cout << fmt::format("\n! less than {} GiB free beyond the {:g}% headroom: a longer sequence, another buffer "
-                             "or fragmentation may not fit\n",
-                             kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
-  std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
-                           is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
-                           model.name, join(planner.args_for(best.layout, o)));
-  if (is_tight(best)) {
-    const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
-    if (roomy == r.plans.end())
-      std::cout << fmt::format("No plan listed leaves {} GiB free (--sort peak lists the roomiest).\n",
-                               kTightHeadroomBytes >> 30);
-    else
-      std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
-                               kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
-                               model.name, join(planner.args_for(roomy->layout, o)));
-  }
+  print_plan_text(model, planner, o, r, suggestions);
   return 0;
 }
 

@@ -3,13 +3,13 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <mme/sdk/input_text.hpp>
 #include <mme/engine/plugin_loader.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/version.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
@@ -49,8 +49,12 @@ int run_plugins(const std::vector<std::string>& args) {
     for (const auto& d : dirs) j["search_path"].push_back(d.lexically_normal().string());
     j["plugins"] = nlohmann::json::array();
     for (const auto& p : registry.plugins())
-      j["plugins"].push_back({{"name", p.name}, {"version", p.version}, {"path", p.path}, {"adapters", p.adapters},
-                              {"layer_models", p.layer_models}, {"hardware", p.hardware}});
+      j["plugins"].push_back({{"name", p.name},
+                              {"version", p.version},
+                              {"path", p.path},
+                              {"adapters", p.adapters},
+                              {"layer_models", p.layer_models},
+                              {"hardware", p.hardware}});
     j["rejected"] = nlohmann::json::array();
     for (const auto& r : registry.rejected()) j["rejected"].push_back({{"path", r.path}, {"reason", r.reason}});
     std::cout << json_text(j, 2) << "\n";
@@ -68,7 +72,8 @@ int run_plugins(const std::vector<std::string>& args) {
   }
   if (!registry.rejected().empty()) {
     std::cout << fmt::format("\nRejected ({}):\n", registry.rejected().size());
-    for (const auto& r : registry.rejected()) std::cout << fmt::format("  {}\n      {}\n", printable(r.path), printable(r.reason));
+    for (const auto& r : registry.rejected())
+      std::cout << fmt::format("  {}\n      {}\n", printable(r.path), printable(r.reason));
   }
   return 0;
 }

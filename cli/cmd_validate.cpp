@@ -8,29 +8,29 @@
 #include <nlohmann/json.hpp>
 
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 #include <mme/validate/validation.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "estimate_inputs.hpp"
-#include <mme/sdk/json_text.hpp>
 
 namespace mme::cli {
 
 namespace {
 
 // validate's own options; the estimate options (for --from-log) follow in `estimate_part`.
-void build_options(po::options_description& d, po::options_description& estimate_part, po::options_description& hidden) {
-  d.add_options()
-      ("json", po::bool_switch(), "one JSON document on stdout")
-      ("golden", po::value<std::string>(), "only rows whose golden (platform) matches this regular expression")
-      ("case", po::value<std::string>(),
-       "only rows whose test_case (real-runs files: id) matches this regular expression")
-      ("show-skipped", po::bool_switch(), "list the skipped rows and why in the text report")
-      ("from-log", po::value<std::string>()->value_name("LOG"),
-       "compare with the memory lines of a Megatron-LM training log, per rank; the run's layout comes from the "
-       "estimate options below (MODEL, --megatron-args-file, --num-gpus, ...)");
+void build_options(po::options_description& d, po::options_description& estimate_part,
+                   po::options_description& hidden) {
+  d.add_options()("json", po::bool_switch(), "one JSON document on stdout")(
+      "golden", po::value<std::string>(), "only rows whose golden (platform) matches this regular expression")(
+      "case", po::value<std::string>(),
+      "only rows whose test_case (real-runs files: id) matches this regular expression")(
+      "show-skipped", po::bool_switch(), "list the skipped rows and why in the text report")(
+      "from-log", po::value<std::string>()->value_name("LOG"),
+      "compare with the memory lines of a Megatron-LM training log, per rank; the run's layout comes from the "
+      "estimate options below (MODEL, --megatron-args-file, --num-gpus, ...)");
   d.add(common_options());
   add_estimate_input_options(estimate_part, hidden);
   add_hardware_file_option(estimate_part);
@@ -44,13 +44,18 @@ po::options_description visible_options() {
 }
 
 nlohmann::json stats_json(const ErrorStats& s) {
-  return {{"count", s.count}, {"median_abs_pct", 100 * s.median}, {"p90_abs_pct", 100 * s.p90},
+  return {{"count", s.count},
+          {"median_abs_pct", 100 * s.median},
+          {"p90_abs_pct", 100 * s.p90},
           {"max_abs_pct", 100 * s.max}};
 }
 
 nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
-  nlohmann::json j{{"total", sum.total}, {"evaluated", sum.evaluated}, {"skipped", sum.skipped},
-                   {"errors", sum.errors}, {"peak", stats_json(sum.peak)}};
+  nlohmann::json j{{"total", sum.total},
+                   {"evaluated", sum.evaluated},
+                   {"skipped", sum.skipped},
+                   {"errors", sum.errors},
+                   {"peak", stats_json(sum.peak)}};
   if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
   j["peak_ge_5gib"] = stats_json(sum.peak_large);
   j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);
@@ -60,14 +65,16 @@ nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_b
     nlohmann::json e = stats_json(b.peak);
     e["bucket"] = b.label;
     e["min_gib"] = b.min_gib;
-    if (std::isfinite(b.max_gib)) e["max_gib"] = b.max_gib;
-    else e["max_gib"] = nullptr;
+    if (std::isfinite(b.max_gib))
+      e["max_gib"] = b.max_gib;
+    else
+      e["max_gib"] = nullptr;
     by_size.push_back(e);
   }
   j["by_size"] = by_size;
   const auto& sg = sum.signed_peak;
-  j["signed"] = {{"count", sg.count}, {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
-                 {"under", sg.under}, {"under_share", sg.under_share}, {"over", sg.over},
+  j["signed"] = {{"count", sg.count},          {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
+                 {"under", sg.under},          {"under_share", sg.under_share}, {"over", sg.over},
                  {"over_share", sg.over_share}};
   j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
   return j;
@@ -76,12 +83,24 @@ nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_b
 nlohmann::json case_json(const ValidationCase& c) {
   nlohmann::json j;
   if (c.format == CsvFormat::kRealRuns) {
-    j = {{"id", c.id}, {"model", c.model}, {"source", c.source}, {"metric", c.metric}, {"counted", c.counted()},
-         {"rank_note", c.rank_note}, {"mme_args", c.mme_args}, {"status", c.status}, {"reason", c.reason},
+    j = {{"id", c.id},
+         {"model", c.model},
+         {"source", c.source},
+         {"metric", c.metric},
+         {"counted", c.counted()},
+         {"rank_note", c.rank_note},
+         {"mme_args", c.mme_args},
+         {"status", c.status},
+         {"reason", c.reason},
          {"measured_peak_gib", c.measured_peak_gib}};
   } else {
-    j = {{"model", c.model}, {"test_case", c.test_case}, {"golden", c.golden}, {"status", c.status},
-         {"reason", c.reason}, {"world_size", c.world_size}, {"measured_peak_gib", c.measured_peak_gib},
+    j = {{"model", c.model},
+         {"test_case", c.test_case},
+         {"golden", c.golden},
+         {"status", c.status},
+         {"reason", c.reason},
+         {"world_size", c.world_size},
+         {"measured_peak_gib", c.measured_peak_gib},
          {"measured_static_gib", c.measured_static_gib}};
   }
   if (c.status == "ok") {
@@ -142,7 +161,8 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
                        c->estimated_upper_gib, c->stage);
   for (const auto& c : cases)
-    if (c.status == "error") out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
+    if (c.status == "error")
+      out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
 }
 
 int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
@@ -152,11 +172,12 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
     nlohmann::json list = nlohmann::json::array(), other_list = nlohmann::json::array();
     for (const auto& c : counted) list.push_back(case_json(c));
     for (const auto& c : other) other_list.push_back(case_json(c));
-    std::cout << json_text(nlohmann::json{{"format", csv_format_name(CsvFormat::kRealRuns)},
-                                          {"cases", list},
-                                          {"summary", summary_json(sum, false)},
-                                          {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
-                           2)
+    std::cout << json_text(
+                     nlohmann::json{{"format", csv_format_name(CsvFormat::kRealRuns)},
+                                    {"cases", list},
+                                    {"summary", summary_json(sum, false)},
+                                    {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
+                     2)
               << "\n";
     return 0;
   }
@@ -164,9 +185,10 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
   print_real_runs_rows(std::cout, counted);
   std::cout << "\nmetric other (not clearly the peak; reported, not counted):\n";
   print_real_runs_rows(std::cout, other);
-  std::cout << fmt::format("\n{} rows: {} max_allocated ({} evaluated, {} failed to estimate), {} other (reported, not "
-                           "counted)\n",
-                           cases.size(), counted.size(), sum.evaluated, sum.errors, other.size());
+  std::cout << fmt::format(
+      "\n{} rows: {} max_allocated ({} evaluated, {} failed to estimate), {} other (reported, not "
+      "counted)\n",
+      cases.size(), counted.size(), sum.evaluated, sum.errors, other.size());
   std::cout << "max_allocated rows:\n"
             << stat_line("peak |error|", sum.peak) << stat_line("Megatron formula, peak", sum.megatron_theoretical)
             << stat_line("seed tool, peak", sum.seed_tool);
@@ -205,7 +227,8 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
                              c->estimated_static_gib, 100 * c->static_error());
   for (const auto& c : cases)
     if (c.status == "error")
-      std::cout << fmt::format("{:<72} {:<24} error: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24), c.reason);
+      std::cout << fmt::format("{:<72} {:<24} error: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
+                               c.reason);
   if (show_skipped)
     for (const auto& c : cases)
       if (c.status == "skipped")
@@ -215,7 +238,8 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
                            sum.skipped, sum.errors);
   std::cout << stat_line("peak |error|", sum.peak) << stat_line("static |error|", sum.static_mem)
             << stat_line("peak |error|, peak>=5GiB", sum.peak_large)
-            << stat_line("Megatron formula, peak", sum.megatron_theoretical) << stat_line("seed tool, peak", sum.seed_tool);
+            << stat_line("Megatron formula, peak", sum.megatron_theoretical)
+            << stat_line("seed tool, peak", sum.seed_tool);
   print_shared_stats(std::cout, sum);
   return 0;
 }
@@ -223,7 +247,8 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
 int run_from_log(const po::variables_map& vm, const std::optional<std::string>& model) {
   const std::string log = vm["from-log"].as<std::string>();
   for (const char* csv_only : {"golden", "case"})
-    if (vm.count(csv_only)) throw UsageError(fmt::format("--{} filters CSV rows; it does not apply to --from-log", csv_only));
+    if (vm.count(csv_only))
+      throw UsageError(fmt::format("--{} filters CSV rows; it does not apply to --from-log", csv_only));
   if (vm["show-skipped"].as<bool>()) throw UsageError("--show-skipped applies to CSV files, not to --from-log");
   const EstimateRequest request = read_estimate_request(vm, model, "validate --from-log");
   const auto reports = read_memory_log(log);  // before the plugins: a bad log fails fast
@@ -255,31 +280,34 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
                        {"within_bound", r.within_bound()}};
       list.push_back(j);
     }
-    nlohmann::json doc{{"format", "log"},
-                       {"log", log},
-                       {"model", est.model.name},
-                       {"world_size", p.world_size},
-                       {"pp", p.pp},
-                       {"ranks", list},
-                       {"summary",
-                        {{"ranks", ranks.size()},
-                         {"bound", {{"count", ranks.size()}, {"covered", covered},
-                                    {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) /
-                                                                        static_cast<double>(ranks.size())}}}}}};
+    nlohmann::json doc{
+        {"format", "log"},
+        {"log", log},
+        {"model", est.model.name},
+        {"world_size", p.world_size},
+        {"pp", p.pp},
+        {"ranks", list},
+        {"summary",
+         {{"ranks", ranks.size()},
+          {"bound",
+           {{"count", ranks.size()},
+            {"covered", covered},
+            {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())}}}}}};
     std::cout << json_text(doc, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", log, reports.size(),
                            est.model.name, p.world_size, p.pp, p.world_size / p.pp);
-  std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES",
-                           "MAX ALLOC", "EST", "ERR", "BOUND", "<=BND");
+  std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES", "MAX ALLOC",
+                           "EST", "ERR", "BOUND", "<=BND");
   for (const auto& r : ranks)
     std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>6}\n",
                              r.rank ? std::to_string(*r.rank) : std::string("last"), r.stage, r.reports,
                              r.measured_max_allocated_gib, r.estimated_peak_gib, 100 * r.peak_error(),
                              r.estimated_upper_gib, r.within_bound() ? "yes" : "no");
-  std::cout << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
-               "(logged by the last rank), compared with the last stage\n";
+  std::cout
+      << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
+         "(logged by the last rank), compared with the last stage\n";
   return 0;
 }
 

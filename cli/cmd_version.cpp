@@ -10,7 +10,8 @@
 namespace mme::cli {
 
 void help_version(std::ostream& out) {
-  out << "Usage: mme version\n       mme --version\n\nPrints the version of mme, of libmme, and the plugin API version.\n";
+  out << "Usage: mme version\n       mme --version\n\nPrints the version of mme, of libmme, and the plugin API "
+         "version.\n";
 }
 
 int run_version(const std::vector<std::string>& args) {

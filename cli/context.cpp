@@ -4,13 +4,13 @@
 #include <filesystem>
 #include <string>
 
-#include <unistd.h>
-
 #include <fmt/core.h>
 
+#include <mme/engine/plugin_loader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/log.hpp>
-#include <mme/engine/plugin_loader.hpp>
+
+#include <unistd.h>
 
 namespace mme::cli {
 

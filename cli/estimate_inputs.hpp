@@ -9,10 +9,10 @@
 #include <vector>
 
 #include <mme/engine/estimator.hpp>
-#include <mme/inputs/megatron_args.hpp>
-#include <mme/sdk/model_spec.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/model_spec.hpp>
 #include <mme/sdk/training_setup.hpp>
 #include <mme/validate/validation.hpp>
 

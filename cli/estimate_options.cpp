@@ -5,8 +5,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/setup_schema.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::cli {
 

@@ -30,8 +30,7 @@ int main(int argc, char** argv) {
     return static_cast<int>(mme::ExitCode::kUsage);
   }
   const mme::cli::Invocation inv = mme::cli::parse_invocation(std::move(args));
-  if (!inv.command)
-    return report_error(mme::cli::unknown_command_message(inv.name), mme::ExitCode::kUsage);
+  if (!inv.command) return report_error(mme::cli::unknown_command_message(inv.name), mme::ExitCode::kUsage);
   if (inv.wants_help) {
     inv.command->help(std::cout);
     return 0;

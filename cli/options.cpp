@@ -8,19 +8,18 @@
 
 #include <fmt/core.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::cli {
 
 po::options_description common_options() {
   po::options_description d("Common options");
-  d.add_options()
-      ("plugin-dir", po::value<std::vector<std::string>>()->composing(),
-       "load plugins from DIR first (repeatable); then MME_PLUGIN_PATH, then <exe>/../lib/mme/plugins")
-      ("log-level", po::value<std::string>(), "stderr log level: trace, debug, info, warn (default), error, off")
-      ("v,v", po::bool_switch(), "same as --log-level debug (-v; --v is accepted too)")
-      ("quiet,q", po::bool_switch(), "same as --log-level error");
+  d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+                  "load plugins from DIR first (repeatable); then MME_PLUGIN_PATH, then <exe>/../lib/mme/plugins")(
+      "log-level", po::value<std::string>(), "stderr log level: trace, debug, info, warn (default), error, off")(
+      "v,v", po::bool_switch(), "same as --log-level debug (-v; --v is accepted too)")("quiet,q", po::bool_switch(),
+                                                                                       "same as --log-level error");
   return d;
 }
 
@@ -35,8 +34,9 @@ CommonSettings read_common(const po::variables_map& vm) {
     static const char* kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"};
     bool ok = false;
     for (const char* l : kLevels) ok = ok || s.log_level == l;
-    if (!ok) throw UsageError(fmt::format("--log-level: unknown level '{}' (trace, debug, info, warn, error, off)",
-                                          s.log_level));
+    if (!ok)
+      throw UsageError(
+          fmt::format("--log-level: unknown level '{}' (trace, debug, info, warn, error, off)", s.log_level));
     if (s.log_level == "warning") s.log_level = "warn";
     if (s.log_level == "error") s.log_level = "err";
   } else if (s.log_level == "error") {
@@ -115,8 +115,7 @@ std::int64_t parse_int(const std::string& flag, const std::string& text, std::in
   const long long v = std::strtoll(begin, &end, 10);
   if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
     throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
-  if (errno == ERANGE || v > max)
-    throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
+  if (errno == ERANGE || v > max) throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
   if (v < min) {
     if (min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
     throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, min, text));
@@ -141,8 +140,7 @@ std::optional<std::string> get_aliased(const po::variables_map& vm, const std::v
   for (const char* n : names) {
     if (!vm.count(n)) continue;
     const auto& v = vm[n].as<std::string>();
-    if (value && *value != v)
-      throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, v));
+    if (value && *value != v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, v));
     value = v;
     first = n;
   }

@@ -3,5 +3,5 @@
 #include <mme/sdk/version.hpp>
 
 extern const char mme_abi_probe[];
-const char mme_abi_probe[] = "MME_ABI_TAG=" MME_ABI_TAG ",MME_GLIBCXX_USE_CXX11_ABI=" MME_STRINGIFY(
-    _GLIBCXX_USE_CXX11_ABI) ",";
+const char mme_abi_probe[] =
+    "MME_ABI_TAG=" MME_ABI_TAG ",MME_GLIBCXX_USE_CXX11_ABI=" MME_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) ",";

@@ -16,8 +16,6 @@
 // Arguments may not leave it (no absolute paths, '~' or '..'); files a command writes
 // (--html, --svg) are removed after each run; --threads is skipped (thousands of threads per
 // input would measure the machine, not mme).
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -30,13 +28,14 @@
 #include <string_view>
 #include <vector>
 
+#include <mme/engine/plugin_loader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/log.hpp>
-#include <mme/engine/plugin_loader.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
 #include "fuzz_support.hpp"
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 

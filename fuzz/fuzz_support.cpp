@@ -1,12 +1,10 @@
 #include "fuzz_support.hpp"
 
 #include <algorithm>
-
 #include <functional>
 #include <memory>
 
-#include <sanitizer/common_interface_defs.h>
-
+#include "amd_cdna.hpp"
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
 #include "generic_hf_adapter.hpp"
@@ -16,12 +14,12 @@
 #include "mla.hpp"
 #include "moe.hpp"
 #include "moonlight_kimi_adapter.hpp"
-#include "amd_cdna.hpp"
 #include "nvidia_ampere.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
 #include "qwen_adapter.hpp"
 #include "spec_file_adapter.hpp"
+#include <sanitizer/common_interface_defs.h>
 
 namespace mme::fuzz {
 
@@ -75,8 +73,8 @@ void check_estimates_agree(const char* target, const Estimate& with, const Estim
     const auto& s = with.stages[i];
     if (s.total_bytes != without.stages[i].total_bytes)
       finding(target, "a stage total differs with and without components");
-    for (std::int64_t v : {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes,
-                           s.parameters})
+    for (std::int64_t v :
+         {s.weight_bytes, s.gradient_bytes, s.optimizer_bytes, s.activation_bytes, s.other_bytes, s.parameters})
       if (v < 0) finding(target, "a negative byte or parameter count");
     // The peak is the larger of the two phases of a step (estimator.hpp StageEstimate).
     if (s.weight_bytes + s.gradient_bytes + s.optimizer_bytes + s.other_bytes != s.static_bytes ||

@@ -13,9 +13,9 @@
 #include <new>
 #include <string>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::fuzz {
 

@@ -9,8 +9,6 @@
 // Oracle: nothing may be thrown by the loading (a bad file is a warning); a profile the plugin
 // accepts must also be accepted by Registry::add_hardware (else the whole plugin would be
 // rejected) and be found by each of its names; only mme::Error may come out of the rest.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -22,6 +20,7 @@
 
 #include "fuzz_support.hpp"
 #include "json_profiles.hpp"
+#include <unistd.h>
 
 namespace {
 
@@ -70,7 +69,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
          }()) {
       const auto* found = registry.find_hardware(name);
       if (!found || found->name != h.name)
-        mme::fuzz::finding("hardware_json", "profile '" + h.name + "' is not found by its name or alias '" + name + "'");
+        mme::fuzz::finding("hardware_json",
+                           "profile '" + h.name + "' is not found by its name or alias '" + name + "'");
     }
     mme::fuzz::run_checked("hardware_json", [&] {
       mme::Estimate est;

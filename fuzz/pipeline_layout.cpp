@@ -38,7 +38,8 @@ void check_partition(const mme::PipelinePartition& part, std::int64_t L, std::in
     for (std::int64_t r = 0; r < part.pp; ++r) {
       const auto& c = part.at(r, vr);
       if (c.num_layers < 0 || c.mtp_layers < 0) fail("a chunk with a negative layer count");
-      if (c.first_layer != next) fail(fmt::format("chunk ({}, {}) starts at layer {}, expected {}", r, vr, c.first_layer, next));
+      if (c.first_layer != next)
+        fail(fmt::format("chunk ({}, {}) starts at layer {}, expected {}", r, vr, c.first_layer, next));
       next += c.num_layers;
       mtp += c.mtp_layers;
       losses += c.loss ? 1 : 0;
@@ -114,7 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (v[5] >= 0) split.first_stage_layers = fold(v[5], 0, L + 1);
   if (v[6] >= 0) split.last_stage_layers = fold(v[6], 0, L + 1);
   if (split.first_stage_layers || split.last_stage_layers)
-    mme::fuzz::run_checked("pipeline_layout",
-                           [&] { check_partition(mme::partition_pipeline(L, mtp, par, split), L, mtp, micro_batches); });
+    mme::fuzz::run_checked("pipeline_layout", [&] {
+      check_partition(mme::partition_pipeline(L, mtp, par, split), L, mtp, micro_batches);
+    });
   return 0;
 }

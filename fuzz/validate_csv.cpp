@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto it = row.find(real ? "id" : "test_case");
       if (filter && !filter->search(it == row.end() ? "" : it->second)) continue;
       mme::fuzz::run_checked("validate_csv", [&] {
-        cases.push_back(real ? mme::validate_real_run_row(row, nullptr) : mme::validate_row(row, mme::fuzz::registry()));
+        cases.push_back(real ? mme::validate_real_run_row(row, nullptr)
+                             : mme::validate_row(row, mme::fuzz::registry()));
       });
     }
     for (const auto& c : cases)

@@ -11,6 +11,7 @@ packages=(
   libcurl4-openssl-dev
   libyaml-cpp-dev  # spec files (mme estimate --config)
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
+  clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then

@@ -15,8 +15,8 @@ void register_acme_hardware(mme::Registrar& registry) {
   mme::HardwareProfile x1;
   x1.name = "ACME-X1-96GB";
   x1.vendor = "ACME";
-  x1.architecture = "hopper";    // shown in `mme hardware`
-  x1.compute_capability = 90;    // what PyTorch and TE pick workspaces and attention kernels by
+  x1.architecture = "hopper";  // shown in `mme hardware`
+  x1.compute_capability = 90;  // what PyTorch and TE pick workspaces and attention kernels by
   x1.aliases = {"ACME-X1", "x1"};
   x1.memory_bytes = 98304 * kMiB;  // capacity as the driver reports it
   x1.reserved_bytes = 1 * kGiB;    // CUDA context + NCCL buffers

@@ -41,11 +41,11 @@ mme::ModelSpec AcmeLmAdapter::adapt(const mme::ConfigInput& input) const {
   attention.num_heads = r.require_size("n_heads");
   attention.num_query_groups = r.size_or("n_kv_heads", attention.num_heads);
   if (attention.num_heads % attention.num_query_groups != 0)
-    r.fail("n_kv_heads", fmt::format("{} key/value heads do not divide {} heads", attention.num_query_groups,
-                                     attention.num_heads));
+    r.fail("n_kv_heads",
+           fmt::format("{} key/value heads do not divide {} heads", attention.num_query_groups, attention.num_heads));
   if (spec.hidden_size % attention.num_heads != 0 && !r.has("head_dim"))
-    r.fail("n_heads", fmt::format("{} heads do not divide d_model {} (give head_dim)", attention.num_heads,
-                                  spec.hidden_size));
+    r.fail("n_heads",
+           fmt::format("{} heads do not divide d_model {} (give head_dim)", attention.num_heads, spec.hidden_size));
   attention.kv_channels = r.size_or("head_dim", spec.hidden_size / attention.num_heads);
 
   // MLP: dense SwiGLU ("dense" model); every moe_every-th layer (1-based) a mixture of experts

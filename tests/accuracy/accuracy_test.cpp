@@ -23,7 +23,7 @@ constexpr double kDocumentedStaticMedian = 1.44;
 constexpr double kDocumentedLargePeakMedian = 1.35;
 constexpr double kDocumentedUnderShare = 1.37;     // % of rows more than 5 % under the measured peak
 constexpr double kDocumentedBoundCoverage = 96.3;  // % of rows whose measured peak is within the bound
-constexpr double kSlack = 0.05;  // rounding of the documented figures
+constexpr double kSlack = 0.05;                    // rounding of the documented figures
 
 class Accuracy : public ::testing::Test {
  protected:

@@ -2,8 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "test_registry.hpp"
 #include "test_support.hpp"
@@ -94,9 +94,16 @@ TEST(adapter_errors, GenericNamesEveryMissingEssentialKey) {
 // for what they are, not for the decoder-only keys they lack.
 TEST(adapter_errors, EncoderDecoderModelsAreNamedAsSuch) {
   // google-t5/t5-small's config.json, as the hub serves it (the keys that matter).
-  const nlohmann::json t5 = {{"architectures", {"T5ForConditionalGeneration"}}, {"d_ff", 2048}, {"d_kv", 64},
-                             {"d_model", 512}, {"is_encoder_decoder", true}, {"model_type", "t5"},
-                             {"num_decoder_layers", 6}, {"num_heads", 8}, {"num_layers", 6}, {"vocab_size", 32128}};
+  const nlohmann::json t5 = {{"architectures", {"T5ForConditionalGeneration"}},
+                             {"d_ff", 2048},
+                             {"d_kv", 64},
+                             {"d_model", 512},
+                             {"is_encoder_decoder", true},
+                             {"model_type", "t5"},
+                             {"num_decoder_layers", 6},
+                             {"num_heads", 8},
+                             {"num_layers", 6},
+                             {"vocab_size", 32128}};
   EXPECT_EQ(adapt_error(t5), std::string(kSource) +
                                  ": T5-style encoder-decoder models are not modelled (model_type 't5': "
                                  "is_encoder_decoder is true); mme estimates decoder-only models as Megatron-LM's GPT "
@@ -106,8 +113,12 @@ TEST(adapter_errors, EncoderDecoderModelsAreNamedAsSuch) {
   t5_bare.erase("is_encoder_decoder");
   EXPECT_THAT(adapt_error(t5_bare), HasSubstr("T5-style encoder-decoder models are not modelled (model_type 't5': "
                                               "it has num_decoder_layers)"));
-  const nlohmann::json bart = {{"model_type", "bart"}, {"d_model", 768}, {"encoder_layers", 6}, {"decoder_layers", 6},
-                               {"encoder_attention_heads", 12}, {"decoder_attention_heads", 12},
+  const nlohmann::json bart = {{"model_type", "bart"},
+                               {"d_model", 768},
+                               {"encoder_layers", 6},
+                               {"decoder_layers", 6},
+                               {"encoder_attention_heads", 12},
+                               {"decoder_attention_heads", 12},
                                {"vocab_size", 50265}};
   EXPECT_THAT(adapt_error(bart), HasSubstr("(model_type 'bart': it has decoder_layers)"));
   // A decoder-only config that says is_encoder_decoder: true is refused the same way.

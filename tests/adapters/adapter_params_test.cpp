@@ -66,8 +66,8 @@ TEST(adapter_params_mtp, DeepSeekV3MtpIsOneMoeLayerPlusItsProjectionAndNorms) {
   // (model.layers.61) plus enorm, hnorm, shared_head.norm (3h) and eh_proj (2h x h).
   const std::int64_t h = 7168, n = 128, q_r = 1536, kv_r = 512, dn = 128, dr = 64, dv = 128;
   const std::int64_t E = 256, F = 2048, S = 2048;
-  const std::int64_t attention = h + h * q_r + q_r + q_r * n * (dn + dr) + h * (kv_r + dr) + kv_r +
-                                 kv_r * n * (dn + dv) + n * dv * h;
+  const std::int64_t attention =
+      h + h * q_r + q_r + q_r * n * (dn + dr) + h * (kv_r + dr) + kv_r + kv_r * n * (dn + dv) + n * dv * h;
   const std::int64_t moe = h + E * h + E + E * 3 * h * F + 3 * h * S;
   const std::int64_t mtp = attention + moe + 3 * h + 2 * h * h;
   EXPECT_EQ(mtp, 11610068224);  // "the MTP layer adds 11.61B" (expected_params.csv notes)

@@ -89,8 +89,7 @@ TEST(adapter_selection, ScoresFollowTheConvention) {
 
 TEST(adapter_selection, MatchNeverThrowsOnOddValues) {
   const nlohmann::json odd = {{"model_type", 5}, {"architectures", "DeepseekV3ForCausalLM"}, {"vocab_size", "x"}};
-  for (const auto& name : all_adapter_names())
-    EXPECT_NO_THROW((void)score(full_registry(), name, odd)) << name;
+  for (const auto& name : all_adapter_names()) EXPECT_NO_THROW((void)score(full_registry(), name, odd)) << name;
   EXPECT_EQ(score(full_registry(), "generic_hf", odd), 10);  // has a common key: adapt() names the problems
   EXPECT_EQ(score(full_registry(), "generic_hf", nlohmann::json::array()), 0);
   EXPECT_EQ(full_registry().best_adapter(nlohmann::json{{"foo", 1}}), nullptr);

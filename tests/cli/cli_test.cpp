@@ -2,13 +2,6 @@
 // stderr, nothing on stdout), `hardware` and `plugins` listings, the plugin search path, and
 // the output contract (stdout carries only the result; no ANSI colour off a terminal or
 // under NO_COLOR).
-#include <gtest/gtest.h>
-
-#include <fcntl.h>
-#include <pty.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
@@ -19,11 +12,16 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <mme/sdk/version.hpp>
 
 #include "test_support.hpp"
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -38,8 +36,9 @@ std::string describe(const RunResult& r) {
   return fmt::format("exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}", r.exit_code, r.out, r.err);
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 // Parses stdout as exactly one JSON document (trailing text makes the parse fail).
 json parse_stdout(const RunResult& r) {
@@ -146,10 +145,10 @@ TEST(Cli, HelpEstimateDescribesTheLayoutFlags) {
   const RunResult r = run_mme({"help", "estimate"});
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.err, "");
-  for (const char* flag : {"Usage: mme estimate MODEL", "--tp", "--pp", "--ep", "--etp", "--cp", "--vpp", "--num-gpus",
-                           "--micro-batch-size", "--seq-length", "--recompute-granularity",
-                           "--num-layers-in-last-pipeline-stage", "--json", "--gpu", "--headroom", "--plugin-dir",
-                           "--tensor-model-parallel-size"})
+  for (const char* flag :
+       {"Usage: mme estimate MODEL", "--tp", "--pp", "--ep", "--etp", "--cp", "--vpp", "--num-gpus",
+        "--micro-batch-size", "--seq-length", "--recompute-granularity", "--num-layers-in-last-pipeline-stage",
+        "--json", "--gpu", "--headroom", "--plugin-dir", "--tensor-model-parallel-size"})
     EXPECT_CONTAINS(r.out, flag);
 }
 
@@ -201,7 +200,8 @@ TEST(Cli, MisspeltCommandsAndFlagsSuggestTheNameMeant) {
       {{"estimate", "Qwen/Qwen3-8B", "--tpp", "2"}, "mme: error: unknown option --tpp; did you mean --tp?\n"},
       // One dash, as the seed's users sometimes type it: the same name with two.
       {{"estimate", "Qwen/Qwen3-8B", "-tp", "2"}, "mme: error: unknown option -tp; did you mean --tp?\n"},
-      {{"estimate", "Qwen/Qwen3-8B", "--num_gpus=8"}, "mme: error: unknown option --num_gpus; did you mean --num-gpus?\n"},
+      {{"estimate", "Qwen/Qwen3-8B", "--num_gpus=8"},
+       "mme: error: unknown option --num_gpus; did you mean --num-gpus?\n"},
       {{"estimate", "Qwen/Qwen3-8B", "--jsno"}, "mme: error: unknown option --jsno; did you mean --json?\n"},
       // A Megatron-LM spelling (a hidden alias) is suggested as well.
       {{"estimate", "Qwen/Qwen3-8B", "--tensor-model-parallel-siz", "2"},
@@ -402,7 +402,8 @@ TEST(Cli, PluginPathEnvironmentVariableIsSearchedAfterPluginDir) {
   write_corrupt_plugins(env_two.path());
   const std::string env = env_one.path().string() + ":" + env_two.path().string();
 
-  const RunResult r = run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}});
+  const RunResult r =
+      run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json j = parse_stdout(r);
   std::vector<std::string> search;
@@ -423,8 +424,8 @@ TEST(Cli, PluginPathEnvironmentVariableIsSearchedAfterPluginDir) {
 
   // --plugin-dir comes first: a copy there beats the one on MME_PLUGIN_PATH.
   fs::copy_file(ampere, cli_dir.path() / "mme_hw_nvidia_ampere.so");
-  const json k = parse_stdout(
-      run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}}));
+  const json k =
+      parse_stdout(run_mme({"plugins", "--json", "--plugin-dir", cli_dir.path().string()}, {{"MME_PLUGIN_PATH", env}}));
   ASSERT_NE(find_by(k["plugins"], "name", "hw_nvidia_ampere"), nullptr);
   EXPECT_EQ((*find_by(k["plugins"], "name", "hw_nvidia_ampere"))["path"],
             canonical_string(cli_dir.path() / "mme_hw_nvidia_ampere.so"));
@@ -454,8 +455,8 @@ TEST(Cli, NoAnsiEscapesWhenNotATerminal) {
   test::TempDir dir;
   write_corrupt_plugins(dir.path());
   const std::vector<std::vector<std::string>> runs = {
-      {"help"},         {"--version"},        {"hardware"}, {"hardware", "--json"}, {"plugins"},
-      {"help", "estimate"}, {"frobnicate"}, {"plugins", "--plugin-dir", dir.path().string()}};
+      {"help"},    {"--version"},        {"hardware"},   {"hardware", "--json"},
+      {"plugins"}, {"help", "estimate"}, {"frobnicate"}, {"plugins", "--plugin-dir", dir.path().string()}};
   for (const char* no_color : {"", "1"}) {  // "" removes NO_COLOR from the environment
     for (const auto& args : runs) {
       const RunResult r = run_mme(args, {{"NO_COLOR", no_color}, {"TERM", "xterm-256color"}});
@@ -495,7 +496,7 @@ TEST(Cli, ErrorLinesAreColouredLikeWarningsOnATerminal) {
   const RunResult empty_no_color = run_on_terminal(args, {{"NO_COLOR", "  "}, {"TERM", "xterm"}});
   EXPECT_FALSE(has_ansi(empty_no_color.out)) << empty_no_color.out;  // set, not empty: no colour
   for (const auto& env : std::vector<std::map<std::string, std::string>>{
-           {{"NO_COLOR", "1"}, {"TERM", "xterm-256color"}},  // NO_COLOR
+           {{"NO_COLOR", "1"}, {"TERM", "xterm-256color"}},             // NO_COLOR
            {{"NO_COLOR", ""}, {"TERM", "dumb"}, {"COLORTERM", ""}}}) {  // a terminal without colour
     const RunResult plain = run_on_terminal(args, env);
     EXPECT_EQ(plain.exit_code, 2);

@@ -2,9 +2,9 @@
 // run by validate_model_blocks when a model is loaded and when an Estimator is built), not by
 // the SDK's validate_model_spec, which knows no block kind (issue 15: the core names no
 // concrete kind). The messages are the ones the core gave before the checks moved.
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include <mme/engine/setup_checks.hpp>
 #include <mme/sdk/error.hpp>
@@ -14,8 +14,9 @@
 namespace mme {
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 const Registry& layer_registry() {
   static const Registry* r = [] {

@@ -4,8 +4,8 @@
 // allocates, and the flag's spellings on every input path.
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
 

@@ -43,10 +43,10 @@ TEST_F(Engine, StageActivationsScaleWithMicroBatchesInFlight) {
   s.parallel.world_size = 4;
   const Estimate e = run(m, s);
   // Stage 1 and 2 hold the same two layers; stage 1 has 3 micro-batches in flight, stage 2 has 2.
-  const auto layers1 = test::component_sum(e.stages[1], "activations/attention/") +
-                       test::component_sum(e.stages[1], "activations/mlp/");
-  const auto layers2 = test::component_sum(e.stages[2], "activations/attention/") +
-                       test::component_sum(e.stages[2], "activations/mlp/");
+  const auto layers1 =
+      test::component_sum(e.stages[1], "activations/attention/") + test::component_sum(e.stages[1], "activations/mlp/");
+  const auto layers2 =
+      test::component_sum(e.stages[2], "activations/attention/") + test::component_sum(e.stages[2], "activations/mlp/");
   EXPECT_EQ(layers1 * 2, layers2 * 3);
 }
 
@@ -72,8 +72,8 @@ TEST_F(Engine, BlockRecomputeKeepsInputsOfTheFirstLayersOnly) {
   s.recompute.method = RecomputeMethod::kBlock;
   s.recompute.num_layers = 3;
   const auto block = run(m, s).stages[0];
-  const auto per_layer = (test::component_sum(none, "activations/attention/") +
-                          test::component_sum(none, "activations/mlp/")) / 8;
+  const auto per_layer =
+      (test::component_sum(none, "activations/attention/") + test::component_sum(none, "activations/mlp/")) / 8;
   EXPECT_EQ(test::component_sum(block, "activations/attention/") + test::component_sum(block, "activations/mlp/"),
             5 * per_layer);
   EXPECT_EQ(test::component_sum(block, "activations/recompute_layer_inputs"), 3 * 2 * 1024 * 1024);

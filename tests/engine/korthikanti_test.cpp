@@ -2,9 +2,9 @@
 // (arXiv 2205.05198): Table 2 per-layer activation formulas and the Figure 1 per-GPU values
 // on the first pipeline stage, transformer layers only, s = 2048, TP 8. The expected values
 // are the paper's formulas worked out by hand (see the table in the comment of each case).
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "engine_fixture.hpp"
 
@@ -16,8 +16,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct PaperCase {
   const char* name;
   std::int64_t layers, hidden, heads, pp, vpp, micro_batch;
-  double static_gib;        // params + grads + optimizer at 18 B/param, first stage, layers only
-  double tp_only_gib;       // activations, TP only (no SP, no recompute)
+  double static_gib;           // params + grads + optimizer at 18 B/param, first stage, layers only
+  double tp_only_gib;          // activations, TP only (no SP, no recompute)
   double tp_sp_selective_gib;  // activations, TP + SP + selective recompute
 };
 
@@ -61,8 +61,8 @@ TEST_P(Korthikanti, ActivationsTensorParallelOnly) {
   const PaperCase& c = GetParam();
   const Estimate e = run(c, false);
   const StageEstimate& first = e.stages.front();
-  const std::int64_t layers = test::component_sum(first, "activations/attention/") +
-                              test::component_sum(first, "activations/mlp/");
+  const std::int64_t layers =
+      test::component_sum(first, "activations/attention/") + test::component_sum(first, "activations/mlp/");
   EXPECT_DOUBLE_EQ(static_cast<double>(layers) / kGiB, c.tp_only_gib) << c.name;
 }
 
@@ -70,8 +70,8 @@ TEST_P(Korthikanti, ActivationsSequenceParallelSelectiveRecompute) {
   const PaperCase& c = GetParam();
   const Estimate e = run(c, true);
   const StageEstimate& first = e.stages.front();
-  const std::int64_t layers = test::component_sum(first, "activations/attention/") +
-                              test::component_sum(first, "activations/mlp/");
+  const std::int64_t layers =
+      test::component_sum(first, "activations/attention/") + test::component_sum(first, "activations/mlp/");
   EXPECT_DOUBLE_EQ(static_cast<double>(layers) / kGiB, c.tp_sp_selective_gib) << c.name;
 }
 
@@ -82,9 +82,9 @@ TEST_P(Korthikanti, StaticMemoryOfTheLayers) {
   // The engine also holds the (tiny, tied) embedding, the final norm when PP = 1, and the
   // LayerNorm weights, which the paper's 12 h^2 leaves out; subtract them at 18 B/param.
   const std::int64_t h = c.hidden;
-  std::int64_t extra_params = 1024 / 8 * h;                 // vocab 128 padded to 128 x TP = 1024, over TP 8
-  extra_params += (c.layers / c.pp) * 2 * (2 * h);          // two LayerNorms (weight + bias) per layer
-  if (c.pp == 1) extra_params += 2 * h;                     // final LayerNorm
+  std::int64_t extra_params = 1024 / 8 * h;         // vocab 128 padded to 128 x TP = 1024, over TP 8
+  extra_params += (c.layers / c.pp) * 2 * (2 * h);  // two LayerNorms (weight + bias) per layer
+  if (c.pp == 1) extra_params += 2 * h;             // final LayerNorm
   const std::int64_t static_bytes = first.weight_bytes + first.gradient_bytes + first.optimizer_bytes;
   EXPECT_EQ(static_bytes - 18 * extra_params, static_cast<std::int64_t>(c.static_gib * kGiB)) << c.name;
 }

@@ -7,8 +7,8 @@
 // (131,072 + 2,048 = 133,120, the non-layer bucket). P = 50,481,152 on one GPU of DP 8, bf16.
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
 

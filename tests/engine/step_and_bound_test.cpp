@@ -4,9 +4,9 @@
 // deferred output-layer wgrads, and the upper bound.
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
-#include <mme/inputs/megatron_args.hpp>
 #include <mme/engine/pipeline.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
 

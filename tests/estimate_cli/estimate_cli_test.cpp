@@ -1,10 +1,8 @@
 // `mme estimate` end to end: the JSON contract, the seed tool's text layout, the seed's
 // DeepSeek-V3 example, Megatron flags as input, and invalid layouts.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
 #include <fmt/core.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <mme/sdk/units.hpp>
 
@@ -15,9 +13,18 @@ namespace {
 
 using test::run_mme;
 
-const std::vector<std::string> kSeedExample = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4",
-                                               "--ep", "4", "--num-gpus", "128",
-                                               "--num-layers-in-last-pipeline-stage", "16"};
+const std::vector<std::string> kSeedExample = {"estimate",
+                                               "deepseek-ai/DeepSeek-V3",
+                                               "--tp",
+                                               "4",
+                                               "--pp",
+                                               "4",
+                                               "--ep",
+                                               "4",
+                                               "--num-gpus",
+                                               "128",
+                                               "--num-layers-in-last-pipeline-stage",
+                                               "16"};
 
 std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
   args.insert(args.end(), more.begin(), more.end());
@@ -64,10 +71,10 @@ TEST(EstimateCli, JsonCarriesTheDocumentedSchema) {
   EXPECT_EQ(j["setup"]["etp"], 1);  // the seed's default (tests/seed_readme: --megatron-args keeps ETP = TP)
   EXPECT_EQ(j["setup"]["sequence_parallel"], true);
   for (const auto& st : j["stages"]) {
-    for (const char* k : {"pp_rank", "layers", "parameters", "weight_bytes", "gradient_bytes", "optimizer_bytes",
-                          "activation_bytes", "other_bytes", "total_bytes", "inflight_microbatches", "components",
-                          "parameters_b", "activation_b", "weight_grad_gb", "weight_grad_optim_gb", "activation_gb",
-                          "total_gb"})
+    for (const char* k :
+         {"pp_rank", "layers", "parameters", "weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes",
+          "other_bytes", "total_bytes", "inflight_microbatches", "components", "parameters_b", "activation_b",
+          "weight_grad_gb", "weight_grad_optim_gb", "activation_gb", "total_gb"})
       EXPECT_TRUE(st.contains(k)) << k;
     EXPECT_EQ(st["total_bytes"].get<std::int64_t>(),
               st["weight_bytes"].get<std::int64_t>() + st["gradient_bytes"].get<std::int64_t>() +
@@ -157,8 +164,9 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
   test::write_file(repo / "snapshots" / commit / "config.json",
                    R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
                        "intermediate_size": 128, "vocab_size": 32001, "rms_norm_eps": 1e-5})");
-  const auto cached = json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model cached-org/tok", "--json"},
-                                      {{"HF_HUB_CACHE", cache.path().string()}, {"HF_HUB_OFFLINE", "1"}}));
+  const auto cached =
+      json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model cached-org/tok", "--json"},
+                      {{"HF_HUB_CACHE", cache.path().string()}, {"HF_HUB_OFFLINE", "1"}}));
   EXPECT_EQ(cached["model"]["padded_vocab_size"], 32256);  // 32001 -> 126 x 256
   EXPECT_TRUE(has(cached["assumptions"], "vocabulary 32001 from the config.json of --tokenizer-model cached-org/tok"));
 
@@ -166,12 +174,13 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
   const auto unknown = run_mme({"estimate", "--megatron-args", base + "--tokenizer-model /nowhere/tok", "--json"});
   const auto u = json_of(unknown);
   EXPECT_EQ(u["model"]["padded_vocab_size"], 50432);
-  EXPECT_TRUE(has(u["warnings"], "HuggingFaceTokenizer (--tokenizer-model /nowhere/tok: no config.json")) << u["warnings"];
+  EXPECT_TRUE(has(u["warnings"], "HuggingFaceTokenizer (--tokenizer-model /nowhere/tok: no config.json"))
+      << u["warnings"];
   EXPECT_FALSE(has(u["assumptions"], "from the config.json of --tokenizer-model"));
 
   // The launch line's own --vocab-size wins (1000 -> 1024).
-  const auto given =
-      json_of(run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B --vocab-size 1000", "--json"}));
+  const auto given = json_of(
+      run_mme({"estimate", "--megatron-args", base + "--tokenizer-model Qwen/Qwen3-8B --vocab-size 1000", "--json"}));
   EXPECT_EQ(given["model"]["padded_vocab_size"], 1024);
   EXPECT_FALSE(has(given["assumptions"], "from the config.json of --tokenizer-model"));
 }
@@ -181,8 +190,18 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
 // activations of layer_kinds x the run's length, MTP on the last stage. The figures are the
 // JSON document's.
 TEST(EstimateCli, BreakdownTreePerStage) {
-  const std::vector<std::string> args = {"estimate", "deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--ep", "8",
-                                         "--num-gpus", "128", "--num-layers-in-last-pipeline-stage", "16"};
+  const std::vector<std::string> args = {"estimate",
+                                         "deepseek-ai/DeepSeek-V3",
+                                         "--tp",
+                                         "4",
+                                         "--pp",
+                                         "4",
+                                         "--ep",
+                                         "8",
+                                         "--num-gpus",
+                                         "128",
+                                         "--num-layers-in-last-pipeline-stage",
+                                         "16"};
   auto with = [&](const char* flag) {
     auto a = args;
     a.push_back(flag);
@@ -244,10 +263,12 @@ TEST(EstimateCli, BreakdownTreePerStage) {
               std::string::npos)
         << block;
     if (first < 3) {
-      EXPECT_NE(block.find(run_line(fmt::format("layers {}-2", first), kinds[0], 3 - first)), std::string::npos) << block;
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-2", first), kinds[0], 3 - first)), std::string::npos)
+          << block;
       EXPECT_NE(block.find(run_line(fmt::format("layers 3-{}", last), kinds[1], last - 2)), std::string::npos) << block;
     } else {
-      EXPECT_NE(block.find(run_line(fmt::format("layers {}-{}", first, last), kinds[1], n)), std::string::npos) << block;
+      EXPECT_NE(block.find(run_line(fmt::format("layers {}-{}", first, last), kinds[1], n)), std::string::npos)
+          << block;
     }
     EXPECT_EQ(block.find("MTP: ") != std::string::npos, st["mtp_layers"] == 1) << block;
     if (st["mtp_layers"] == 1) {
@@ -281,8 +302,9 @@ TEST(EstimateCli, CompareRowsAreWhatEstimateSays) {
       const auto e = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", tp, "--pp", pp, "--gpu", "H100", "--json"});
       if (std::string(tp) == "3") {
         EXPECT_EQ(e.exit_code, 4);
-        EXPECT_NE(row["error"].get<std::string>().find("--tp must divide the 32 attention heads and the 8 query groups"),
-                  std::string::npos);
+        EXPECT_NE(
+            row["error"].get<std::string>().find("--tp must divide the 32 attention heads and the 8 query groups"),
+            std::string::npos);
         continue;
       }
       ASSERT_EQ(e.exit_code, 0) << e.err;
@@ -304,13 +326,14 @@ TEST(EstimateCli, CompareRowsAreWhatEstimateSays) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   const auto& two = j["layouts"][3];  // --tp 2 --pp 2
   const double gib = 1024.0 * 1024.0 * 1024.0;
-  EXPECT_NE(text.out.find(fmt::format("\n--tp 2 --pp 2 {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}  ✓ ",
-                                      8, two["peak_pp_rank"].get<int>(),
-                                      (two["weight_bytes"].get<double>() + two["gradient_bytes"].get<double>()) / gib,
-                                      two["optimizer_bytes"].get<double>() / gib,
-                                      two["activation_bytes"].get<double>() / gib, two["other_bytes"].get<double>() / gib,
-                                      two["peak_bytes"].get<double>() / gib, two["upper_bytes"].get<double>() / gib)),
-            std::string::npos)
+  EXPECT_NE(
+      text.out.find(fmt::format("\n--tp 2 --pp 2 {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}  ✓ ",
+                                8, two["peak_pp_rank"].get<int>(),
+                                (two["weight_bytes"].get<double>() + two["gradient_bytes"].get<double>()) / gib,
+                                two["optimizer_bytes"].get<double>() / gib, two["activation_bytes"].get<double>() / gib,
+                                two["other_bytes"].get<double>() / gib, two["peak_bytes"].get<double>() / gib,
+                                two["upper_bytes"].get<double>() / gib)),
+      std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("\n--tp 3 --pp 1 refused: "), std::string::npos) << text.out;
   // Nothing valid: the layout error's exit code; too many layouts, an empty item: usage errors.
@@ -368,16 +391,19 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadLayout{"heads_by_tp", {"--tp", "3", "--num-gpus", "3"}, "32 attention heads are not divisible by --tp 3"},
         BadLayout{"groups_by_tp", {"--tp", "16", "--num-gpus", "16"}, "8 query groups"},
-        BadLayout{"world_by_tp_pp_cp", {"--tp", "2", "--pp", "2", "--num-gpus", "6"},
+        BadLayout{"world_by_tp_pp_cp",
+                  {"--tp", "2", "--pp", "2", "--num-gpus", "6"},
                   "--num-gpus 6 is not divisible by TP x PP x CP = 2 x 2 x 1 = 4"},
         BadLayout{"layers_by_pp", {"--pp", "5", "--num-gpus", "5"}, "--num-layers-in-last-pipeline-stage"},
         BadLayout{"more_stages_than_layers", {"--pp", "37", "--num-gpus", "37"}, "more pipeline stages than"},
         BadLayout{"seq_by_cp", {"--cp", "2", "--num-gpus", "2", "--seq-length", "4098"}, "2 x CP"},
         BadLayout{"experts_on_dense", {"--ep", "2", "--num-gpus", "2"}, "needs a mixture-of-experts model"},
-        BadLayout{"global_batch", {"--num-gpus", "8", "--global-batch-size", "12"},
+        BadLayout{"global_batch",
+                  {"--num-gpus", "8", "--global-batch-size", "12"},
                   "--global-batch-size 12 is not divisible"},
-        BadLayout{"first_last_overflow", {"--pp", "2", "--num-gpus", "2", "--num-layers-in-first-pipeline-stage", "30",
-                                          "--num-layers-in-last-pipeline-stage", "30"},
+        BadLayout{"first_last_overflow",
+                  {"--pp", "2", "--num-gpus", "2", "--num-layers-in-first-pipeline-stage", "30",
+                   "--num-layers-in-last-pipeline-stage", "30"},
                   "take more layers"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
@@ -416,8 +442,9 @@ TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
                                         "--another-made-up",
                           "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err, "mme: warning: --megatron-args: 2 Megatron-LM flags mme does not know, ignored: --made-up-flag, "
-                   "--another-made-up\n");
+  EXPECT_EQ(r.err,
+            "mme: warning: --megatron-args: 2 Megatron-LM flags mme does not know, ignored: --made-up-flag, "
+            "--another-made-up\n");
   const auto j = nlohmann::json::parse(r.out);
   bool named = false;
   for (const auto& a : j["assumptions"]) {

@@ -1,8 +1,8 @@
 // Pipeline partition and schedule: values from Megatron-LM's rules, worked out by hand.
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/pipeline.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme {
 namespace {

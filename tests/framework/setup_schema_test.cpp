@@ -2,9 +2,6 @@
 // flags, Megatron-LM flags, spec files, the JSON `setup` block) at a value other than its
 // default; an unknown value of an enum knob is refused on each path, naming the flag (or
 // field) and the accepted values; docs/cli.md's flag tables are the schema's.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <map>
 #include <set>
@@ -12,12 +9,14 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/megatron_args.hpp>
-#include <mme/sdk/model_spec.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/model_spec.hpp>
 #include <mme/sdk/training_setup.hpp>
 
 #include "test_support.hpp"
@@ -37,8 +36,8 @@ class ArgFlags final : public MmeFlags {
       const SetupKnob* k = find_knob(name);
       if (!k) throw std::logic_error("no knob for " + name);
       const bool is_switch = k->kind == KnobKind::kBool || (k->flag && name != k->flag && k->kind == KnobKind::kEnum &&
-                                                             std::none_of(k->aliases.begin(), k->aliases.end(),
-                                                                          [&](const char* a) { return name == a; }));
+                                                            std::none_of(k->aliases.begin(), k->aliases.end(),
+                                                                         [&](const char* a) { return name == a; }));
       if (is_switch) {
         switches_.insert(name);
       } else {
@@ -98,7 +97,8 @@ std::vector<Case> cases() {
       {"tp", [](S& s) { s.parallel.tp = 4; }},
       {"pp", [](S& s) { s.parallel.pp = 4; }},
       {"vpp", [](S& s) { s.parallel.pp = 2, s.parallel.vpp = 3; }},
-      {"num-layers-per-virtual-pipeline-stage", [](S& s) { s.parallel.pp = 2, s.pipeline.layers_per_virtual_stage = 2; }},
+      {"num-layers-per-virtual-pipeline-stage",
+       [](S& s) { s.parallel.pp = 2, s.pipeline.layers_per_virtual_stage = 2; }},
       {"microbatch-group-size-per-virtual-pipeline-stage",
        [](S& s) { s.parallel.pp = 2, s.parallel.vpp = 2, s.pipeline.microbatch_group_size = 4; }},
       {"num-layers-in-first-pipeline-stage", [](S& s) { s.parallel.pp = 2, s.pipeline.first_stage_layers = 3; }},
@@ -136,7 +136,9 @@ std::vector<Case> cases() {
       {"optimizer-cpu-offload-fraction", precision_aware([](S& s) { s.optimizer.cpu_offload_fraction = 0.25; })},
       {"recompute-granularity", [](S& s) { s.recompute.granularity = RecomputeGranularity::kFull; }},
       {"recompute-method",
-       [](S& s) { s.recompute.granularity = RecomputeGranularity::kFull, s.recompute.method = RecomputeMethod::kBlock; }},
+       [](S& s) {
+         s.recompute.granularity = RecomputeGranularity::kFull, s.recompute.method = RecomputeMethod::kBlock;
+       }},
       {"recompute-num-layers",
        [](S& s) { s.recompute.granularity = RecomputeGranularity::kFull, s.recompute.num_layers = 3; }},
       {"recompute-modules",
@@ -300,8 +302,8 @@ TEST(setup_schema, UnknownEnumValuesAreRefusedOnEveryPath) {
                               SpecFormat::kYaml);
         ADD_FAILURE() << "spec field accepted";
       } catch (const ConfigError& e) {
-        EXPECT_THAT(std::string(e.what()), HasSubstr(fmt::format("spec.yaml:2: {}.{}: expected ", k.spec_section,
-                                                                 k.spec_name)));
+        EXPECT_THAT(std::string(e.what()),
+                    HasSubstr(fmt::format("spec.yaml:2: {}.{}: expected ", k.spec_section, k.spec_name)));
         for (const char* v : k.spec_values.empty() ? k.values : k.spec_values)
           EXPECT_THAT(std::string(e.what()), HasSubstr(v));
       }
@@ -372,9 +374,10 @@ TEST(setup_schema, MegatronFlagsMmeDoesNotModelOrKnow) {
 // docs/cli.md's flag tables are the schema's (a new flag needs its row).
 TEST(setup_schema, DocsFlagTablesAreTheSchemas) {
   const std::string doc = test::read_file(test::source_dir() / "docs" / "cli.md");
-  EXPECT_NE(doc.find(setup_flags_markdown()), std::string::npos) << "docs/cli.md should have:\n" << setup_flags_markdown();
-  EXPECT_NE(doc.find(setup_switches_markdown()), std::string::npos)
-      << "docs/cli.md should have:\n" << setup_switches_markdown();
+  EXPECT_NE(doc.find(setup_flags_markdown()), std::string::npos) << "docs/cli.md should have:\n"
+                                                                 << setup_flags_markdown();
+  EXPECT_NE(doc.find(setup_switches_markdown()), std::string::npos) << "docs/cli.md should have:\n"
+                                                                    << setup_switches_markdown();
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ std::string collapse(const std::string& text) {
 }
 
 Block classify(const std::string& head) {
-  static const std::regex transparent(R"((^|[^A-Za-z0-9_])(namespace|class|struct|union|enum)([^A-Za-z0-9_]|$)|extern "C")");
+  static const std::regex transparent(
+      R"((^|[^A-Za-z0-9_])(namespace|class|struct|union|enum)([^A-Za-z0-9_]|$)|extern "C")");
   if (std::regex_search(head, transparent) && head.find('(') == std::string::npos) return Block::kTransparent;
   if (head.rfind("extern \"C\"", 0) == 0 && head.find('(') == std::string::npos) return Block::kTransparent;
   const auto close = head.rfind(')');
@@ -45,8 +46,8 @@ std::vector<FunctionSpan> function_spans(const std::string& s) {
     std::size_t index;  // into out, for functions
   };
   std::vector<Open> stack;
-  std::string head;            // code since the last ';', '{' or '}' at the current level
-  std::size_t head_line = 0;   // line of the first non-space character of head
+  std::string head;           // code since the last ';', '{' or '}' at the current level
+  std::size_t head_line = 0;  // line of the first non-space character of head
   std::size_t line = 1;
   bool in_function = false;
   auto note = [&](char c) {
@@ -77,7 +78,8 @@ std::vector<FunctionSpan> function_spans(const std::string& s) {
       --i;
       continue;
     }
-    if (c == 'R' && i + 1 < s.size() && s[i + 1] == '"' && (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1])))) {
+    if (c == 'R' && i + 1 < s.size() && s[i + 1] == '"' &&
+        (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1])))) {
       const auto paren = s.find('(', i + 2);
       if (paren != std::string::npos) {
         const std::string end = ")" + s.substr(i + 2, paren - i - 2) + "\"";

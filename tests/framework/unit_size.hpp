@@ -13,7 +13,7 @@
 namespace mme::test {
 
 struct FunctionSpan {
-  std::string head;  // the text before its '{', whitespace collapsed
+  std::string head;                           // the text before its '{', whitespace collapsed
   std::size_t first_line = 0, last_line = 0;  // 1-based, inclusive
   std::size_t lines() const { return last_line - first_line + 1; }
 };

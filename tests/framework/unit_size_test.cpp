@@ -1,8 +1,8 @@
 // Short units (issue 15): no function in framework/, plugins/ or cli/ over 200 lines and no
-// source file over 900. The units still over the limits are listed below with their current
-// size: a listed unit may shrink but never grow, and one that comes under the limit must leave
-// the list, so the list only gets shorter.
-#include <gtest/gtest.h>
+// source file over 900. A unit that must stay over a limit for a while is listed below with
+// its current size: it may shrink but never grow, and one that comes under the limit must leave
+// the list, so the list only gets shorter. Today the lists are empty.
+#include "unit_size.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,8 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "test_support.hpp"
-#include "unit_size.hpp"
 
 namespace mme::test {
 namespace {
@@ -23,13 +24,10 @@ constexpr std::size_t kMaxFileLines = 900;
 constexpr std::size_t kMaxFunctionLines = 200;
 
 // Files over kMaxFileLines: path relative to the source tree -> lines today.
-const std::map<std::string, std::size_t> kLongFiles = {
-};
+const std::map<std::string, std::size_t> kLongFiles = {};
 
 // Functions over kMaxFunctionLines: "path: head" -> lines today.
-const std::map<std::string, std::size_t> kLongFunctions = {
-    {"cli/cmd_plan.cpp: int run_plan(const std::vector<std::string>& args)", 274},
-};
+const std::map<std::string, std::size_t> kLongFunctions = {};
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -45,20 +43,20 @@ std::size_t line_count(const std::string& text) {
 
 TEST(UnitSize, TheScannerFindsFunctionBodiesAndNothingElse) {
   const std::string sample =
-      "#include <x>\n"                                  // 1
-      "namespace a {\n"                                 // 2
-      "const int kTable[] = {1, 2, 3};\n"               // 3
-      "struct S {\n"                                    // 4
-      "  int f() const { return 1; }\n"                 // 5
-      "};\n"                                            // 6
-      "// a comment with { braces\n"                    // 7
-      "int g(int x) {\n"                                // 8
-      "  const char* s = \"}{\";\n"                     // 9
-      "  auto l = [](int y) { return y; };\n"           // 10
-      "  if (x) { return l(x); }\n"                     // 11
-      "  /* } */ return R\"({)\" [0];\n"                // 12
-      "}\n"                                             // 13
-      "}  // namespace a\n";                            // 14
+      "#include <x>\n"                         // 1
+      "namespace a {\n"                        // 2
+      "const int kTable[] = {1, 2, 3};\n"      // 3
+      "struct S {\n"                           // 4
+      "  int f() const { return 1; }\n"        // 5
+      "};\n"                                   // 6
+      "// a comment with { braces\n"           // 7
+      "int g(int x) {\n"                       // 8
+      "  const char* s = \"}{\";\n"            // 9
+      "  auto l = [](int y) { return y; };\n"  // 10
+      "  if (x) { return l(x); }\n"            // 11
+      "  /* } */ return R\"({)\" [0];\n"       // 12
+      "}\n"                                    // 13
+      "}  // namespace a\n";                   // 14
   const auto spans = function_spans(sample);
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(spans[0].first_line, 5u);

@@ -1,16 +1,16 @@
 // The built-in hardware profiles: the GPUs the fit verdict must know, their capacities as
 // nvidia-smi reports them, aliases that resolve and never collide, and sane figures.
-#include <gtest/gtest.h>
-
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <mme/sdk/hardware_profile.hpp>
+#include <gtest/gtest.h>
+
 #include <mme/engine/plugin_loader.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/sdk/hardware_profile.hpp>
 #include <mme/sdk/version.hpp>
 
 #include "amd_cdna.hpp"
@@ -92,9 +92,9 @@ TEST(Hardware, DatasheetFiguresOfTheRequiredGpus) {
     const char* name;
     double hbm, bf16, fp8, link;
   };
-  for (const Figures& f : {Figures{"A100-SXM-40GB", 1555, 312, 0, 600}, Figures{"A100-SXM-80GB", 2039, 312, 0, 600},
-                           Figures{"H100-SXM-80GB", 3350, 989, 1979, 900},
-                           Figures{"H200-SXM-141GB", 4800, 989, 1979, 900}}) {
+  for (const Figures& f :
+       {Figures{"A100-SXM-40GB", 1555, 312, 0, 600}, Figures{"A100-SXM-80GB", 2039, 312, 0, 600},
+        Figures{"H100-SXM-80GB", 3350, 989, 1979, 900}, Figures{"H200-SXM-141GB", 4800, 989, 1979, 900}}) {
     const HardwareProfile& h = profile(f.name);
     EXPECT_DOUBLE_EQ(h.hbm_bandwidth_gbps, f.hbm) << f.name;
     EXPECT_DOUBLE_EQ(h.bf16_tflops, f.bf16) << f.name;
@@ -105,12 +105,15 @@ TEST(Hardware, DatasheetFiguresOfTheRequiredGpus) {
 
 TEST(Hardware, AliasesResolve) {
   const std::map<std::string, std::string> expected = {
-      {"A100", "A100-SXM-80GB"},        {"a100-80gb", "A100-SXM-80GB"},   {"A100 80GB", "A100-SXM-80GB"},
-      {"a100_sxm_80gb", "A100-SXM-80GB"}, {"A100-40GB", "A100-SXM-40GB"}, {"a100-40g", "A100-SXM-40GB"},
-      {"A100 40GB", "A100-SXM-40GB"},   {"H100", "H100-SXM-80GB"},        {"h100", "H100-SXM-80GB"},
-      {"h100-80gb", "H100-SXM-80GB"},   {"H100 80GB", "H100-SXM-80GB"},   {"H100_SXM", "H100-SXM-80GB"},
-      {"h100-pcie", "H100-PCIe-80GB"},  {"H200", "H200-SXM-141GB"},       {"h200-141gb", "H200-SXM-141GB"},
-      {"H200 141GB", "H200-SXM-141GB"}, {"H800", "H800-SXM-80GB"},        {"H20", "H20-96GB"},
+      {"A100", "A100-SXM-80GB"},        {"a100-80gb", "A100-SXM-80GB"},
+      {"A100 80GB", "A100-SXM-80GB"},   {"a100_sxm_80gb", "A100-SXM-80GB"},
+      {"A100-40GB", "A100-SXM-40GB"},   {"a100-40g", "A100-SXM-40GB"},
+      {"A100 40GB", "A100-SXM-40GB"},   {"H100", "H100-SXM-80GB"},
+      {"h100", "H100-SXM-80GB"},        {"h100-80gb", "H100-SXM-80GB"},
+      {"H100 80GB", "H100-SXM-80GB"},   {"H100_SXM", "H100-SXM-80GB"},
+      {"h100-pcie", "H100-PCIe-80GB"},  {"H200", "H200-SXM-141GB"},
+      {"h200-141gb", "H200-SXM-141GB"}, {"H200 141GB", "H200-SXM-141GB"},
+      {"H800", "H800-SXM-80GB"},        {"H20", "H20-96GB"},
       {"B200", "B200-180GB"},           {"mi300x", "MI300X-192GB"},
   };
   for (const auto& [query, name] : expected) {
@@ -132,8 +135,7 @@ TEST(Hardware, EveryNameAndAliasResolvesToItsOwnProfileAndNoneCollides) {
       const std::string key = normalize_hardware_name(n);
       ASSERT_FALSE(key.empty()) << h.name << ": alias '" << n << "'";
       const auto [it, inserted] = owner.emplace(key, h.name);
-      EXPECT_TRUE(inserted || it->second == h.name)
-          << "'" << n << "' of " << h.name << " collides with " << it->second;
+      EXPECT_TRUE(inserted || it->second == h.name) << "'" << n << "' of " << h.name << " collides with " << it->second;
       const HardwareProfile* found = registry().find_hardware(n);
       ASSERT_NE(found, nullptr) << n;
       EXPECT_EQ(found->name, h.name) << n;

@@ -3,15 +3,6 @@
 // GPUs, the palette shared with the terminal), the terminal bars with the options forced, and
 // end-to-end runs of `mme` (the files written whole or not at all, stdout unchanged, errors,
 // a real pseudo-terminal for the colour rules).
-#include <gtest/gtest.h>
-
-#include <pty.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fcntl.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -23,15 +14,21 @@
 #include <string_view>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <mme/engine/fit.hpp>
-#include <mme/sdk/units.hpp>
-
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
+#include <mme/sdk/units.hpp>
+
 #include "test_support.hpp"
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -270,7 +267,8 @@ TEST(Svg, IsWellFormedWithOneSegmentPerNonZeroCategoryPerStage) {
   EXPECT_EQ(cats, expected);
   for (const char* s : {"stage 0", "stage 1", "stage 2", "100.00 GiB peak", "96.00 GiB", "95.00 GiB"})
     EXPECT_NE(svg.find(s), std::string::npos) << s;
-  for (const auto& st : cli::category_styles()) EXPECT_NE(svg.find(std::string(">") + st.label + "<"), std::string::npos);
+  for (const auto& st : cli::category_styles())
+    EXPECT_NE(svg.find(std::string(">") + st.label + "<"), std::string::npos);
 }
 
 TEST(Svg, SegmentsAreProportionalToTheBytesOnOneScaleAndStackWithoutGaps) {
@@ -378,10 +376,10 @@ TEST(XmlEscape, EscapesMarkupAndRepairsWhatXmlCannotCarry) {
   EXPECT_EQ(xml_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
   EXPECT_EQ(xml_escape("tab\tnl\n"), "tab\tnl\n");
   EXPECT_EQ(xml_escape("bell\x07"), "bell\xEF\xBF\xBD");
-  EXPECT_EQ(xml_escape("ü → 🚀"), "ü → 🚀");                            // valid UTF-8 kept
-  EXPECT_EQ(xml_escape("\xff"), "\xEF\xBF\xBD");                        // not UTF-8
-  EXPECT_EQ(xml_escape("\xc3"), "\xEF\xBF\xBD");                        // truncated
-  EXPECT_EQ(xml_escape("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");        // overlong '/'
+  EXPECT_EQ(xml_escape("ü → 🚀"), "ü → 🚀");                                        // valid UTF-8 kept
+  EXPECT_EQ(xml_escape("\xff"), "\xEF\xBF\xBD");                                  // not UTF-8
+  EXPECT_EQ(xml_escape("\xc3"), "\xEF\xBF\xBD");                                  // truncated
+  EXPECT_EQ(xml_escape("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
   EXPECT_EQ(xml_escape("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
   EXPECT_EQ(xml_escape("\xef\xbf\xbf"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // U+FFFF
 }
@@ -444,7 +442,8 @@ TEST(Html, IsOneSelfContainedDocument) {
     EXPECT_EQ(html.find(ref), std::string::npos) << ref;
   // The only URL is the SVG namespace name, which is never fetched.
   std::string rest = html;
-  for (auto p = rest.find("http://www.w3.org/2000/svg"); p != std::string::npos; p = rest.find("http://www.w3.org/2000/svg"))
+  for (auto p = rest.find("http://www.w3.org/2000/svg"); p != std::string::npos;
+       p = rest.find("http://www.w3.org/2000/svg"))
     rest.erase(p, 26);
   EXPECT_EQ(rest.find("http:"), std::string::npos);
   EXPECT_EQ(rest.find("https:"), std::string::npos);
@@ -473,7 +472,8 @@ TEST(Html, CarriesTheVerdictTheSummaryTheStagesAndEveryComponent) {
   EXPECT_EQ(count(table, "<th>stage "), 3u);
   EXPECT_EQ(count(table, "<td>—</td>"), 1u);  // stage 2 has no activations
   // Fit table: every judged GPU.
-  for (const char* g : {"GPU-S", "GPU-M", "GPU-L"}) EXPECT_NE(html.find(std::string("<td class=\"l\">") + g), std::string::npos);
+  for (const char* g : {"GPU-S", "GPU-M", "GPU-L"})
+    EXPECT_NE(html.find(std::string("<td class=\"l\">") + g), std::string::npos);
   EXPECT_NE(html.find("✗ 40.20 GiB short"), std::string::npos);  // GPU-S: 59.80 usable
   EXPECT_NE(html.find("pipeline assumed full"), std::string::npos);
 }
@@ -497,7 +497,8 @@ TEST(Html, EscapesEverythingFromTheUser) {
   c.model.warnings.push_back("a & b");
   const std::string html = cli::render_estimate_html(c.model, c.est, c.all_fits(), {});
   EXPECT_EQ(markup_problem(html, true), "");
-  for (const char* raw : {"<img", "<script", "<b>odd", "<i>assumed"}) EXPECT_EQ(html.find(raw), std::string::npos) << raw;
+  for (const char* raw : {"<img", "<script", "<b>odd", "<i>assumed"})
+    EXPECT_EQ(html.find(raw), std::string::npos) << raw;
   EXPECT_NE(html.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
   EXPECT_NE(html.find("a &amp; b"), std::string::npos);
   EXPECT_NE(html.find("&lt;0.001"), std::string::npos);  // one byte
@@ -525,9 +526,12 @@ std::vector<std::string> columns(const std::string& bar) {
   for (std::size_t i = 0; i < bar.size();) {
     std::size_t len = 1;
     const auto c = static_cast<unsigned char>(bar[i]);
-    if (c >= 0xF0) len = 4;
-    else if (c >= 0xE0) len = 3;
-    else if (c >= 0xC0) len = 2;
+    if (c >= 0xF0)
+      len = 4;
+    else if (c >= 0xE0)
+      len = 3;
+    else if (c >= 0xC0)
+      len = 2;
     out.push_back(bar.substr(i, len));
     i += len;
   }
@@ -637,8 +641,8 @@ TEST(TerminalBars, AGpuFarLargerThanTheStagesIsNotDrawn) {
   small_model.add_stage({2, 4, 8, 6, 1});
   small_model.add_stage({3, 6, 12, 0, 1});
   small_model.est.peak_stage = 2;
-  const std::string far = text_report(small_model, small_model.fits({&small_model.large}), true, false,
-                                      &small_model.large);
+  const std::string far =
+      text_report(small_model, small_model.fits({&small_model.large}), true, false, &small_model.large);
   for (const auto& l : bar_lines(far)) EXPECT_EQ(l.find("│"), std::string::npos) << l;
   EXPECT_NE(far.find("usable memory of GPU-L: 189.00 GiB (off the scale"), std::string::npos);
 }
@@ -787,8 +791,8 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   };
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const auto f = split(lines[i], ',');
-    const std::string key = fmt::format("ep={} recompute={} tp={} pp={}", f[col("ep")], f[col("recompute")],
-                                        f[col("tp")], f[col("pp")]);
+    const std::string key =
+        fmt::format("ep={} recompute={} tp={} pp={}", f[col("ep")], f[col("recompute")], f[col("tp")], f[col("pp")]);
     auto& t = truth[key];
     t.min_peak = std::min<std::int64_t>(t.min_peak, std::stoll(f[col("peak_bytes")]));
     ++t.valid;
@@ -802,8 +806,9 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   EXPECT_EQ(markup_problem(h, true), "");
   EXPECT_EQ(h.find("<script"), std::string::npos);
   EXPECT_EQ(count(h, "<svg"), facets.size());
-  const std::regex cell_re("data-fits=\"(true|false)\" data-key=\"(ep=\\S+ recompute=\\S+ tp=\\S+ pp=\\S+)"
-                           "(?: peak=(\\d+) valid=(\\d+) fitting=(\\d+)(?: best_peak=(\\d+))?)?\"");
+  const std::regex cell_re(
+      "data-fits=\"(true|false)\" data-key=\"(ep=\\S+ recompute=\\S+ tp=\\S+ pp=\\S+)"
+      "(?: peak=(\\d+) valid=(\\d+) fitting=(\\d+)(?: best_peak=(\\d+))?)?\"");
   std::size_t cells = 0, present = 0, starred = 0;
   std::set<std::string> seen;
   const std::int64_t best_peak = j["plans"][0]["peak_bytes"];
@@ -830,8 +835,9 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
       EXPECT_EQ(std::stoll(m[6]), best_peak) << key;
       EXPECT_LT(t.min_peak, best_peak) << key << ": the check below could not tell the two apart";
       const double g = static_cast<double>(best_peak) / (1024.0 * 1024.0 * 1024.0);
-      const std::string shown = g < 10 ? fmt::format("{:.2f}", g) : g < 100 ? fmt::format("{:.1f}", g)
-                                                                             : fmt::format("{:.0f}", g);
+      const std::string shown = g < 10    ? fmt::format("{:.2f}", g)
+                                : g < 100 ? fmt::format("{:.1f}", g)
+                                          : fmt::format("{:.0f}", g);
       const std::size_t end = h.find("</g>", static_cast<std::size_t>(m.position(0)));
       EXPECT_NE(h.substr(static_cast<std::size_t>(m.position(0)), end - static_cast<std::size_t>(m.position(0)))
                     .find(">★ " + shown + "</text>"),
@@ -863,15 +869,16 @@ TEST(CliPictures, PlanHtmlEscapesAModelPathAndRefusesAnUnwritablePath) {
   fs::create_directories(model.parent_path());
   fs::copy_file(test::models_dir() / "Qwen--Qwen3-8B" / "config.json", model);
   const auto html = dir.path() / "p.html";
-  const auto r = run_mme({"plan", model.parent_path().string(), "--num-gpus", "8", "--gpu", "H100", "--html",
-                          html.string()});
+  const auto r =
+      run_mme({"plan", model.parent_path().string(), "--num-gpus", "8", "--gpu", "H100", "--html", html.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string h = test::read_file(html);
   EXPECT_EQ(markup_problem(h, true), "");
   EXPECT_EQ(h.find("a<b"), std::string::npos);
   EXPECT_NE(h.find("a&lt;b&amp;&quot;c&#39;"), std::string::npos);
 
-  const auto bad = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--html", (dir.path() / "no" / "p.html").string()});
+  const auto bad =
+      run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--html", (dir.path() / "no" / "p.html").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.out, "");
   EXPECT_EQ(count(bad.err, "\n"), 1u) << bad.err;
@@ -949,7 +956,7 @@ TEST(TerminalPty, ColouredBarsOnATerminal) {
   ASSERT_EQ(lines.size(), 2u) << r.out;
   for (const auto& l : lines) {
     EXPECT_NE(l.find("\033[38;5;68m█"), std::string::npos) << l;  // weights
-    EXPECT_EQ(l.find("▓"), std::string::npos);                     // colour, not shades
+    EXPECT_EQ(l.find("▓"), std::string::npos);                    // colour, not shades
   }
   EXPECT_NE(r.out.find("\033[38;5;28m│ \033[0musable memory of"), std::string::npos) << r.out;
 }

@@ -67,7 +67,8 @@ class Inflater {
     std::array<short, 16> offs{};
     for (std::size_t len = 1; len < 15; ++len) offs[len + 1] = static_cast<short>(offs[len] + h.count[len]);
     for (int s = 0; s < n; ++s)
-      if (length[s] != 0) h.symbol[static_cast<std::size_t>(offs[static_cast<std::size_t>(length[s])]++)] = static_cast<short>(s);
+      if (length[s] != 0)
+        h.symbol[static_cast<std::size_t>(offs[static_cast<std::size_t>(length[s])]++)] = static_cast<short>(s);
   }
 
   int decode(const Huffman& h) {
@@ -89,9 +90,10 @@ class Inflater {
                                            31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
     static constexpr short kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
                                             2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-    static constexpr short kDistBase[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-                                            193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-    static constexpr short kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6,
+    static constexpr short kDistBase[30] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                            33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
+                                            1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+    static constexpr short kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
                                              6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
     for (;;) {
       int symbol = decode(lencode);
@@ -132,7 +134,8 @@ class Inflater {
     const int nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
     if (nlen > 286 || ndist > 30) throw std::runtime_error("inflate: bad counts");
     std::array<short, 320> lengths{};
-    for (int i = 0; i < ncode; ++i) lengths[static_cast<std::size_t>(kOrder[static_cast<std::size_t>(i)])] = static_cast<short>(bits(3));
+    for (int i = 0; i < ncode; ++i)
+      lengths[static_cast<std::size_t>(kOrder[static_cast<std::size_t>(i)])] = static_cast<short>(bits(3));
     Huffman lencode, distcode;
     construct(lencode, lengths.data(), 19);
     int index = 0;

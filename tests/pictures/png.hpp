@@ -17,7 +17,9 @@ struct Rgb {
 struct Image {
   int width = 0, height = 0;
   std::vector<Rgb> pixels;  // row by row; alpha dropped (composited on nothing)
-  const Rgb& at(int x, int y) const { return pixels[static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)]; }
+  const Rgb& at(int x, int y) const {
+    return pixels[static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)];
+  }
 };
 
 // Throws std::runtime_error saying what is wrong with the file.

@@ -4,14 +4,13 @@
 // on a dense model (Llama 3 8B), DeepSeek-V3 (MoE, MLA, MTP) and Moonlight (MoE, MLA) over
 // searches with different GPUs, precisions, sequence lengths and fixed sizes; and the planner
 // enumerates no layout whose blocks the engine rejects (its block checks are the engine's).
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
@@ -71,8 +70,8 @@ PlanOptions options(std::int64_t gpus, const char* gpu) {
 
 std::string describe(const PlanLayout& l) {
   return fmt::format("tp {} pp {} vpp {} ep {} etp {} cp {} dp {} split {}/{}/{} mbs {} recompute {}", l.tp, l.pp,
-                     l.vpp, l.ep, l.etp, l.cp, l.dp, l.first_stage_layers, l.middle_stage_layers,
-                     l.last_stage_layers, l.micro_batch_size, to_string(l.recompute));
+                     l.vpp, l.ep, l.etp, l.cp, l.dp, l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
+                     l.micro_batch_size, to_string(l.recompute));
 }
 
 void expect_same_score(const PlanScore& a, const PlanScore& b) {

@@ -4,8 +4,6 @@
 // exceptions from the work, the consumer or the tick end the map and reach the caller.
 #include "planner/ordered_parallel_map.hpp"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace mme {
 namespace {
@@ -64,7 +64,8 @@ TEST(OrderedParallelMap, WorkersRunAtMostTheWindowAheadOfTheOutput) {
       const std::size_t done = emitted.load();
       EXPECT_LT(i, done + 1 + window);
       std::size_t ahead = i > done ? i - done : 0;
-      for (std::size_t seen = furthest_ahead.load(); ahead > seen && !furthest_ahead.compare_exchange_weak(seen, ahead);) {
+      for (std::size_t seen = furthest_ahead.load();
+           ahead > seen && !furthest_ahead.compare_exchange_weak(seen, ahead);) {
       }
       return i;
     };
@@ -97,8 +98,9 @@ TEST(OrderedParallelMap, NothingRunsForNoIndices) {
     ran = true;
     return 0;
   };
-  ordered_parallel_map<std::uint64_t>(0, {4, 4, std::chrono::milliseconds(100)}, stop, work,
-                                      [&](std::size_t, std::uint64_t&&) { ran = true; }, [&] { ran = true; });
+  ordered_parallel_map<std::uint64_t>(
+      0, {4, 4, std::chrono::milliseconds(100)}, stop, work, [&](std::size_t, std::uint64_t&&) { ran = true; },
+      [&] { ran = true; });
   EXPECT_FALSE(ran);
 }
 
@@ -182,9 +184,8 @@ TEST(OrderedParallelMap, TheTickRunsOnTheCallingThreadWhileTheMapRuns) {
   EXPECT_GT(ticks, 0);  // 60 x 2 ms on 2 threads: about 60 ms
   // A tick that throws ends the map like a failed work item.
   std::atomic<bool> stop2{false};
-  EXPECT_THROW(ordered_parallel_map<std::uint64_t>(
-                   1000, {2, 1, std::chrono::milliseconds(1)}, stop2, work, nullptr,
-                   [] { throw std::runtime_error("progress display failed"); }),
+  EXPECT_THROW(ordered_parallel_map<std::uint64_t>(1000, {2, 1, std::chrono::milliseconds(1)}, stop2, work, nullptr,
+                                                   [] { throw std::runtime_error("progress display failed"); }),
                std::runtime_error);
   EXPECT_TRUE(stop2);
 }

@@ -1,13 +1,12 @@
 // `mme plan` end to end: its plans' peaks are what `mme estimate` reports for their args, the
 // CSV stream, determinism across thread counts, the no-fit advice and the usage errors.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -52,10 +51,32 @@ TEST(plan_cli, PlansAreWhatEstimateSaysForTheirArgs) {
 }
 
 TEST(plan_cli, MoePlansWithManyFlagsMatchEstimate) {
-  const auto j = run_json({"plan", "Qwen/Qwen3-30B-A3B", "--num-gpus", "32", "--gpu", "H200", "--seq-length", "8192",
-                           "--global-batch-size", "128", "--precision", "fp8", "--moe-token-dispatcher", "allgather",
-                           "--cross-entropy-loss-fusion", "--recompute-modules", "core_attn,mlp", "--hidden-dropout",
-                           "0.1", "--headroom", "10%", "--micro-batch-size", "1,2", "--top", "4", "--json"});
+  const auto j = run_json({"plan",
+                           "Qwen/Qwen3-30B-A3B",
+                           "--num-gpus",
+                           "32",
+                           "--gpu",
+                           "H200",
+                           "--seq-length",
+                           "8192",
+                           "--global-batch-size",
+                           "128",
+                           "--precision",
+                           "fp8",
+                           "--moe-token-dispatcher",
+                           "allgather",
+                           "--cross-entropy-loss-fusion",
+                           "--recompute-modules",
+                           "core_attn,mlp",
+                           "--hidden-dropout",
+                           "0.1",
+                           "--headroom",
+                           "10%",
+                           "--micro-batch-size",
+                           "1,2",
+                           "--top",
+                           "4",
+                           "--json"});
   EXPECT_EQ(j["plans"].size(), 4u);
   expect_plans_match_estimate("Qwen/Qwen3-30B-A3B", j);
   for (const auto& p : j["plans"]) {
@@ -66,8 +87,8 @@ TEST(plan_cli, MoePlansWithManyFlagsMatchEstimate) {
 }
 
 TEST(plan_cli, DeepSeekV3PlansMatchEstimate) {
-  const auto j = run_json({"plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "256", "--gpu", "H100", "--micro-batch-size",
-                           "1", "--recompute", "none,full", "--top", "3", "--json"});
+  const auto j = run_json({"plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "256", "--gpu", "H100",
+                           "--micro-batch-size", "1", "--recompute", "none,full", "--top", "3", "--json"});
   EXPECT_EQ(j["plans"].size(), 3u);
   expect_plans_match_estimate("deepseek-ai/DeepSeek-V3", j);
 }
@@ -131,13 +152,13 @@ TEST(plan_cli, TextStatesTheGlobalBatch) {
                              "--global-batch-size sets it)"),
             std::string::npos)
       << assumed.out;
-  const RunResult two = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1",
-                                 "--micro-batch-size", "1,2"});
+  const RunResult two = run_mme(
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1", "--micro-batch-size", "1,2"});
   EXPECT_NE(two.out.find("Global batch: 32 sequences assumed (16 GPUs x the largest micro-batch size 2;"),
             std::string::npos)
       << two.out;
-  const RunResult given = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1",
-                                   "--global-batch-size", "256"});
+  const RunResult given = run_mme(
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1", "--global-batch-size", "256"});
   EXPECT_NE(given.out.find("\nGlobal batch: 256 sequences (--global-batch-size)\n"), std::string::npos) << given.out;
   const auto j = run_json({"plan", "Qwen/Qwen3-8B", "--num-gpus", "16", "--gpu", "H100", "--top", "1", "--json"});
   EXPECT_EQ(j["global_batch_size"], 64);
@@ -274,7 +295,8 @@ TEST(plan_cli, LayoutErrorsExitFour) {
   const RunResult r = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "9", "--tp", "3"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_EQ(r.out, "");
-  const RunResult fp8 = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--precision", "fp8", "--transformer-impl", "local"});
+  const RunResult fp8 =
+      run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--precision", "fp8", "--transformer-impl", "local"});
   EXPECT_EQ(fp8.exit_code, 4) << fp8.err;
   EXPECT_EQ(fp8.out, "");
 }

@@ -2,8 +2,6 @@
 // engine's validation, a brute-force search over every flag value finds no layout the planner
 // misses (within its documented scope), results do not depend on the thread count, the CSV
 // stream covers every valid layout in order, and the no-fit suggestions fit.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -12,13 +10,14 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/planner/planner.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
@@ -227,8 +226,8 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
                     continue;  // micro-batch 1 is the easiest to accept: larger ones only add constraints
                   }
                   for (std::int64_t mbs : {1, 2, 4}) {
-                    for (auto g : {RecomputeGranularity::kNone, RecomputeGranularity::kSelective,
-                                   RecomputeGranularity::kFull}) {
+                    for (auto g :
+                         {RecomputeGranularity::kNone, RecomputeGranularity::kSelective, RecomputeGranularity::kFull}) {
                       TrainingSetup v = s;
                       v.micro_batch_size = mbs;
                       v.recompute.granularity = g;
@@ -359,9 +358,9 @@ TEST(planner, StaticBytesDoNotDependOnMicroBatchOrRecompute) {
     PlanLayout key = l;
     key.micro_batch_size = 0;
     key.recompute = RecomputeVariant::kNone;
-    const std::string k = fmt::format("{} {} {} {} {} {} {} {} {} {}", key.tp, key.pp, key.vpp, key.ep, key.etp, key.cp,
-                                      key.first_stage_layers, key.middle_stage_layers, key.last_stage_layers,
-                                      key.even_split);
+    const std::string k =
+        fmt::format("{} {} {} {} {} {} {} {} {} {}", key.tp, key.pp, key.vpp, key.ep, key.etp, key.cp,
+                    key.first_stage_layers, key.middle_stage_layers, key.last_stage_layers, key.even_split);
     auto [it, inserted] = by_layout.emplace(k, stat);
     if (!inserted) {
       EXPECT_EQ(it->second, stat) << k;
@@ -384,8 +383,9 @@ TEST(planner, PeakGrowsWithTheMicroBatch) {
       std::uint64_t compared = 0;
       planner.enumerate(o, [&](const PlanLayout& l) {
         const std::int64_t peak = planner.estimator().run(planner.setup_for(l, o), hopper()).peak().total_bytes;
-        const std::string k = fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
-                                          l.first_stage_layers, l.last_stage_layers, l.even_split, to_string(l.recompute));
+        const std::string k =
+            fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.first_stage_layers,
+                        l.last_stage_layers, l.even_split, to_string(l.recompute));
         auto [it, inserted] = previous.emplace(k, peak);
         if (!inserted) {
           EXPECT_LE(it->second, peak) << k << " micro-batch " << l.micro_batch_size;
@@ -637,10 +637,10 @@ TEST(planner, ArgsReproduceTheSetup) {
   const std::vector<std::string> a = setup_to_args(s);
   std::string joined;
   for (const auto& x : a) joined += (joined.empty() ? "" : " ") + x;
-  for (const char* part : {"--tp 4", "--pp 1", "--ep 8", "--etp 1", "--num-gpus 64", "--num-layers-in-last-pipeline-stage 5",
-                           "--recompute-granularity selective", "--recompute-modules core_attn,mlp",
-                           "--optimizer-cpu-offload-fraction 0.3", "--use-precision-aware-optimizer",
-                           "--hidden-dropout 0.1", "--seq-length 8192"})
+  for (const char* part : {"--tp 4", "--pp 1", "--ep 8", "--etp 1", "--num-gpus 64",
+                           "--num-layers-in-last-pipeline-stage 5", "--recompute-granularity selective",
+                           "--recompute-modules core_attn,mlp", "--optimizer-cpu-offload-fraction 0.3",
+                           "--use-precision-aware-optimizer", "--hidden-dropout 0.1", "--seq-length 8192"})
     EXPECT_NE(joined.find(part), std::string::npos) << part << " not in " << joined;
   EXPECT_EQ(joined.find("--cp"), std::string::npos);
   EXPECT_EQ(joined.find("--vpp"), std::string::npos);

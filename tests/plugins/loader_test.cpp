@@ -2,11 +2,6 @@
 // them broken on purpose. Each broken one must be rejected with a reason naming the cause,
 // the good ones must still load, and a plugin's library must stay mapped exactly as long as
 // an object it created is alive.
-#include <gtest/gtest.h>
-
-#include <dlfcn.h>
-#include <stdlib.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -17,14 +12,17 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
-#include <mme/sdk/layer_model.hpp>
 #include <mme/engine/plugin_loader.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/layer_model.hpp>
 #include <mme/sdk/version.hpp>
 
 #include "test_support.hpp"
+#include <dlfcn.h>
+#include <stdlib.h>
 
 namespace fs = std::filesystem;
 
@@ -75,8 +73,9 @@ std::size_t object_count(const Registry& r) {
   return r.adapters().size() + r.layer_models().size() + r.hardware().size();
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 // Loads `file` into `r`, expects a rejection, and returns its reason (empty if not rejected).
 std::string load_rejected(Registry& r, const fs::path& file) {
@@ -115,8 +114,9 @@ class ScopedEnv {
 };
 
 TEST(PluginLoader, FixturesWereBuilt) {
-  for (const char* name : {"good", "good_two", "wrong_api", "wrong_abi", "null_info", "no_name", "no_entry", "throws",
-                           "throws_nonstd", "entry_throws", "missing_symbol", "bad_profile", "dup_layer", "dup_alias", "dup_name", "old_api_alias"})
+  for (const char* name :
+       {"good", "good_two", "wrong_api", "wrong_abi", "null_info", "no_name", "no_entry", "throws", "throws_nonstd",
+        "entry_throws", "missing_symbol", "bad_profile", "dup_layer", "dup_alias", "dup_name", "old_api_alias"})
     EXPECT_TRUE(fs::is_regular_file(fixture(name))) << fixture(name);
   // They live in the test build tree, not in the folder the `mme` executable loads.
   EXPECT_NE(fs::weakly_canonical(fs::path(MME_TEST_FIXTURE_DIR)), fs::weakly_canonical(test::plugin_dir()));
@@ -283,9 +283,9 @@ TEST(PluginLoader, LoadPluginsRejectsTheBrokenOnesAndLoadsTheRest) {
   test::TempDir dir;
   // Sorted by file name, which is the load order.
   const std::vector<std::pair<std::string, std::string>> copies = {
-      {"good", "a_good.so"},           {"wrong_api", "b_wrong_api.so"},   {"wrong_abi", "c_wrong_abi.so"},
-      {"no_entry", "d_no_entry.so"},   {"throws", "e_throws.so"},         {"dup_name", "f_dup_name.so"},
-      {"dup_layer", "g_dup_layer.so"}, {"dup_alias", "h_dup_alias.so"},   {"null_info", "i_null_info.so"},
+      {"good", "a_good.so"},           {"wrong_api", "b_wrong_api.so"}, {"wrong_abi", "c_wrong_abi.so"},
+      {"no_entry", "d_no_entry.so"},   {"throws", "e_throws.so"},       {"dup_name", "f_dup_name.so"},
+      {"dup_layer", "g_dup_layer.so"}, {"dup_alias", "h_dup_alias.so"}, {"null_info", "i_null_info.so"},
       {"good_two", "z_good_two.so"}};
   for (const auto& [name, as] : copies) copy_fixture(name, dir.path(), as);
   test::write_file(dir.path() / "j_text.so", std::string(200, 'x'));

@@ -1,7 +1,5 @@
 // Registry: transactional plugin registration (nothing merged on a throw or a duplicate),
 // name lookups, adapter choice, and the keep-alive handle every plugin object carries.
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -10,11 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme {
 namespace {
@@ -117,8 +116,9 @@ std::string rejected_reason(Registry& r, const std::string& name, const std::fun
   return r.rejected().back().reason;
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 TEST(Registry, RegisterPluginMergesEverythingAndRecordsThePlugin) {
   Registry r;
@@ -263,12 +263,12 @@ TEST(Registry, DuplicateHardwareNamesWithinOnePluginDropOnlyTheLaterName) {
 TEST(Registry, EmptyNamesAreRejected) {
   Registry r;
   EXPECT_CONTAINS(rejected_reason(r, "", [](Registrar&) {}), "empty name");
-  EXPECT_CONTAINS(rejected_reason(r, "empty_adapter",
-                                  [](Registrar& s) { s.add_adapter(std::make_shared<TestAdapter>("", 1)); }),
-                  "config adapter with an empty name");
-  EXPECT_CONTAINS(rejected_reason(r, "empty_layer",
-                                  [](Registrar& s) { s.add_layer_model(std::make_shared<TestLayer>("")); }),
-                  "layer model with an empty kind");
+  EXPECT_CONTAINS(
+      rejected_reason(r, "empty_adapter", [](Registrar& s) { s.add_adapter(std::make_shared<TestAdapter>("", 1)); }),
+      "config adapter with an empty name");
+  EXPECT_CONTAINS(
+      rejected_reason(r, "empty_layer", [](Registrar& s) { s.add_layer_model(std::make_shared<TestLayer>("")); }),
+      "layer model with an empty kind");
 }
 
 TEST(Registry, ATakenHardwareAliasIsDroppedAfterNormalisationAndThePluginLoads) {

@@ -4,25 +4,25 @@
 // the number of flags. Speed is never asserted here (docs/reliability.md has the timings, from
 // bench/engine_bench.cpp); the tests check results at sizes where the old quadratic parser could
 // not finish (500 000 flags: about 25 s per 100 000 squared, over ten minutes).
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
+#include <mme/engine/pipeline.hpp>
+#include <mme/inputs/megatron_args.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
-#include <mme/inputs/megatron_args.hpp>
 #include <mme/sdk/model_spec.hpp>
-#include <mme/engine/pipeline.hpp>
 #include <mme/sdk/training_setup.hpp>
 
 namespace mme {
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 ModelSpec dense_model(std::int64_t layers) {
   ModelSpec m;
@@ -62,8 +62,11 @@ TEST(CostLimits, TheLayerLimitIs512AndItsMessageNamesIt) {
 }
 
 TEST(CostLimits, ConfigReaderLayersNameTheLimitForHugeValuesToo) {
-  for (const auto& [text, shown] : std::vector<std::pair<std::string, std::string>>{
-           {"513", "513"}, {"1048576", "1048576"}, {"1e30", "1e+30"}, {"18446744073709551615", "18446744073709551615"}}) {
+  for (const auto& [text, shown] :
+       std::vector<std::pair<std::string, std::string>>{{"513", "513"},
+                                                        {"1048576", "1048576"},
+                                                        {"1e30", "1e+30"},
+                                                        {"18446744073709551615", "18446744073709551615"}}) {
     const auto config = nlohmann::json::parse(R"({"n": )" + text + "}");
     ConfigReader r(config, "c.json");
     try {
@@ -115,8 +118,9 @@ TEST(CostLimits, NoMoreChunksThanThingsToPutInThem) {
     (void)partition_pipeline(2, 1, par, layout);
     FAIL() << "a 6-stage layout accepted for 2 layers + 1 MTP layer";
   } catch (const LayoutError& e) {
-    EXPECT_CONTAINS(e.what(), "--pipeline-layout has 6 stages, which is more than the model's 2 layers and 1 MTP "
-                              "layers plus the embedding and the loss");
+    EXPECT_CONTAINS(e.what(),
+                    "--pipeline-layout has 6 stages, which is more than the model's 2 layers and 1 MTP "
+                    "layers plus the embedding and the loss");
   }
   layout.layout = "Et|t|||mL";  // 5 stages = 2 layers + 1 MTP layer + 2
   EXPECT_EQ(partition_pipeline(2, 1, par, layout).chunks.size(), 5u);

@@ -2,20 +2,20 @@
 // wrap. Either the bounds make a product impossible to overflow, or it is checked and the
 // overflow is a ConfigError naming it. Run under the asan preset, these tests also prove there is
 // no undefined behaviour on the way (signed overflow is UB, and UBSan aborts on it).
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/pipeline.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/planner/planner.hpp>
 #include <mme/sdk/checked.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
-#include <mme/engine/estimator.hpp>
-#include <mme/inputs/megatron_args.hpp>
-#include <mme/engine/pipeline.hpp>
-#include <mme/planner/planner.hpp>
-#include <mme/engine/registry.hpp>
 #include <mme/sdk/training_setup.hpp>
 
 #include "dense_mlp.hpp"
@@ -41,8 +41,7 @@ const Registry& layers() {
   return r;
 }
 
-ModelSpec model(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t head_dim,
-                std::int64_t ffn) {
+ModelSpec model(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t head_dim, std::int64_t ffn) {
   ModelSpec m;
   m.name = "limits";
   m.num_layers = layers;

@@ -2,10 +2,6 @@
 // every plugin of the staged install tree carry only $ORIGIN-relative entries, and no empty one
 // (an empty entry makes the dynamic loader search the current folder for libraries: the bug
 // fixed in 511d4e5, where CMake's build rpath came out as '$ORIGIN/../lib:' and '::::').
-#include <elf.h>
-
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -15,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "test_support.hpp"
+#include <elf.h>
 
 namespace mme {
 namespace {

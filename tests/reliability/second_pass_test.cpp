@@ -3,8 +3,6 @@
 // reports, the linear-time validate filters, invalid measured rows, files that are not regular,
 // escape sequences from input, `-v`, `mme init` with odd paths, a plugin that needs a missing
 // symbol. docs/reliability.md lists the classes.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -14,15 +12,15 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
-
-#include "test_support.hpp"
 
 namespace mme {
 namespace {
@@ -160,8 +158,8 @@ void interrupt_plan(int sig) {
   test::TempDir dir;
   const fs::path html = dir.path() / "plan.html";
   const std::string exe = test::mme_exe().string();
-  std::vector<std::string> args = {exe, "plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "65536", "--html",
-                                   html.string()};
+  std::vector<std::string> args = {exe,      "plan",       "deepseek-ai/DeepSeek-V3", "--num-gpus", "65536",
+                                   "--html", html.string()};
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -214,8 +212,9 @@ TEST(ValidateFilters, ABacktrackingPatternOnALongFieldIsFast) {
 
 TEST(ValidateFilters, TheProjectCsvAgainstNestedRepeats) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run_mme({"validate", (test::source_dir() / "bench/accuracy/megatron_functional_test_memory.csv").string(),
-                          "--case", "(\\w+)+!", "--json"});
+  const auto r =
+      run_mme({"validate", (test::source_dir() / "bench/accuracy/megatron_functional_test_memory.csv").string(),
+               "--case", "(\\w+)+!", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
@@ -316,7 +315,8 @@ TEST(Printable, HardwareFileStringsAreSanitised) {
   EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos);
   EXPECT_FALSE(has_control(r.err)) << r.err;
   EXPECT_NE(r.err.find("must not contain control characters"), std::string::npos) << r.err;
-  const auto e = run_mme({"estimate", kModel, "--hardware-file", (dir.path() / "hw.json").string(), "--gpu", "Fine-80GB"});
+  const auto e =
+      run_mme({"estimate", kModel, "--hardware-file", (dir.path() / "hw.json").string(), "--gpu", "Fine-80GB"});
   EXPECT_EQ(e.exit_code, 0) << e.err;
   EXPECT_FALSE(has_control(e.out)) << e.out;
 }
@@ -331,7 +331,8 @@ TEST(Printable, SpecFileNamesAreSanitised) {
   test::TempDir dir;
   test::write_file(dir.path() / "s.yaml",
                    "model:\n  name: \"evil\\e[2J\"\n  num_layers: 2\n  hidden_size: 256\n  num_attention_heads: 8\n"
-                   "  ffn_hidden_size: 1024\n  vocab_size: 1000\n  max_position_embeddings: 4096\nparallelism:\n  tensor_model_parallel_size: 1\n"
+                   "  ffn_hidden_size: 1024\n  vocab_size: 1000\n  max_position_embeddings: 4096\nparallelism:\n  "
+                   "tensor_model_parallel_size: 1\n"
                    "  pipeline_model_parallel_size: 1\ntraining:\n  micro_batch_size: 1\n  seq_length: 1024\n"
                    "infrastructure:\n  world_size: 1\n");
   const auto r = run_mme({"estimate", "--config", (dir.path() / "s.yaml").string()});
@@ -381,10 +382,10 @@ TEST(Plugins, ATakenAliasCostsTheBuiltInHopperPluginOnlyThatAlias) {
   fs::copy_file(MME_TEST_FIXTURE_ALIAS_H100, dir.path() / "alias_h100.so");
   const auto r = run_mme({"hardware", "--json", "--plugin-dir", dir.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err,
-            "mme: warning: plugin " + fs::canonical(test::stage_dir() / "lib/mme/plugins/mme_hw_nvidia_hopper.so").string() +
-                ": hardware alias 'H100' of profile 'H100-SXM-80GB' dropped: it is already a name of profile "
-                "'Lab-H100-Clone' of plugin 'fixture_alias_h100'\n");
+  EXPECT_EQ(r.err, "mme: warning: plugin " +
+                       fs::canonical(test::stage_dir() / "lib/mme/plugins/mme_hw_nvidia_hopper.so").string() +
+                       ": hardware alias 'H100' of profile 'H100-SXM-80GB' dropped: it is already a name of profile "
+                       "'Lab-H100-Clone' of plugin 'fixture_alias_h100'\n");
   const auto list = nlohmann::json::parse(r.out)["hardware"];
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& h : list) by_name[h["name"].get<std::string>()] = h;

@@ -2,14 +2,13 @@
 // documented places (--plugin-dir, MME_PLUGIN_PATH, <exe>/../lib/mme/plugins), never from the
 // current folder unless it is named. A real plugin (the tests' fixture_good) is put in the
 // current folder, and must not be loaded however the search path is left empty.
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <mme/engine/plugin_loader.hpp>
@@ -85,8 +84,7 @@ TEST_F(PluginTrust, TheCurrentFolderIsNeverSearchedImplicitly) {
 
 TEST_F(PluginTrust, NamedFoldersAreSearched) {
   // The positive control: the same fixture loads when its folder is named, relative or not.
-  for (const auto& [args, env] :
-       std::vector<std::pair<std::vector<std::string>, std::map<std::string, std::string>>>{
+  for (const auto& [args, env] : std::vector<std::pair<std::vector<std::string>, std::map<std::string, std::string>>>{
            {{"plugins", "--json", "--plugin-dir", "."}, {}},
            {{"plugins", "--json"}, {{"MME_PLUGIN_PATH", "."}}},
            {{"plugins", "--json", "--plugin-dir", "lib/mme/plugins"}, {}},
@@ -102,8 +100,10 @@ TEST(PluginSearchPath, OnlyTheDocumentedPlaces) {
   const std::string keep = saved ? saved : "";
   ::setenv("MME_PLUGIN_PATH", "::a::b:", 1);
   const auto dirs = plugin_search_path({"cli"});
-  if (saved) ::setenv("MME_PLUGIN_PATH", keep.c_str(), 1);
-  else ::unsetenv("MME_PLUGIN_PATH");
+  if (saved)
+    ::setenv("MME_PLUGIN_PATH", keep.c_str(), 1);
+  else
+    ::unsetenv("MME_PLUGIN_PATH");
   ASSERT_EQ(dirs.size(), 4u);
   EXPECT_EQ(dirs[0], "cli");
   EXPECT_EQ(dirs[1], "a");

@@ -3,13 +3,12 @@
 // layouts Megatron-LM refuses, exits 4 with one error line that names a value that works. The
 // seed's own defaults (ETP 1, 8 GPUs or the smallest count the layout allows) are checked
 // against counts worked out by hand.
-#include <gtest/gtest.h>
-
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -20,10 +19,10 @@ namespace {
 using test::run_mme;
 
 struct SeedCommand {
-  int line = 0;                  // where it starts in commands.txt
-  std::vector<std::string> args; // after `mme`
-  bool to_file = false;          // "> result.json"
-  std::string refused;           // "# expect 4: TEXT"
+  int line = 0;                   // where it starts in commands.txt
+  std::vector<std::string> args;  // after `mme`
+  bool to_file = false;           // "> result.json"
+  std::string refused;            // "# expect 4: TEXT"
 };
 
 std::string trim(const std::string& s) {
@@ -131,8 +130,8 @@ TEST(SeedReadme, EveryCommandWorksOrNamesAValueThatDoes) {
 
 TEST(SeedReadme, UnevenLayersOverPpNameTheSplitThatWorks) {
   // Qwen3-235B-A22B has 94 layers: over PP 4 the last stage takes 94 - 3 x 23 = 25.
-  const auto r = run_mme({"estimate", "Qwen/Qwen3-235B-A22B", "--tp", "4", "--pp", "4", "--ep", "4", "--num-gpus",
-                          "128"});
+  const auto r =
+      run_mme({"estimate", "Qwen/Qwen3-235B-A22B", "--tp", "4", "--pp", "4", "--ep", "4", "--num-gpus", "128"});
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_TRUE(r.out.empty());
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
@@ -168,15 +167,15 @@ TEST(SeedReadme, EtpDefaultsToOneAsTheSeedAndSpecFiles) {
   const auto j = estimate_json({"Qwen/Qwen3-30B-A3B", "--tp", "4", "--pp", "2", "--ep", "4", "--num-gpus", "16"});
   EXPECT_EQ(j["setup"]["etp"], 1);
   EXPECT_EQ(j["setup"]["expert_dp"], 2);
-  const auto text = run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "4", "--pp", "2", "--ep", "4", "--num-gpus",
-                             "16"});
+  const auto text =
+      run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "4", "--pp", "2", "--ep", "4", "--num-gpus", "16"});
   EXPECT_NE(text.out.find("ETP=1 (default; a Megatron-LM launch that leaves it unset uses ETP=TP=4: pass --etp 4 to "
                           "match)"),
             std::string::npos)
       << text.out;
   // --etp 4 is Megatron-LM's default, and then 16 GPUs do not divide.
-  const auto mega = run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "4", "--pp", "2", "--ep", "4", "--etp", "4",
-                             "--num-gpus", "16"});
+  const auto mega = run_mme(
+      {"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "4", "--pp", "2", "--ep", "4", "--etp", "4", "--num-gpus", "16"});
   EXPECT_EQ(mega.exit_code, 4);
   EXPECT_NE(mega.err.find("ETP x EP x PP = 4 x 4 x 2"), std::string::npos) << mega.err;
 }
@@ -199,14 +198,14 @@ TEST(SeedReadme, GpuCountDefaultsToEightOrTheSmallestTheLayoutAllows) {
   EXPECT_EQ(j["setup"]["num_gpus"], 8);
   EXPECT_EQ(j["setup"]["dp"], 2);
   // DeepSeek-V3 TP 4, PP 4, EP 8, ETP 1: TP x PP x CP = 16, ETP x EP x PP = 32, lcm 32.
-  j = estimate_json({"deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--ep", "8",
-                     "--num-layers-in-last-pipeline-stage", "16"});
+  j = estimate_json(
+      {"deepseek-ai/DeepSeek-V3", "--tp", "4", "--pp", "4", "--ep", "8", "--num-layers-in-last-pipeline-stage", "16"});
   EXPECT_EQ(j["setup"]["num_gpus"], 32);
   EXPECT_EQ(j["setup"]["dp"], 2);
   EXPECT_EQ(j["setup"]["expert_dp"], 1);
   // TP 8, PP 2, EP 16: 16 and 32, lcm 32. Megatron's ETP = TP = 8 would make it 8 x 16 x 2 = 256.
-  j = estimate_json({"deepseek-ai/DeepSeek-V3", "--tp", "8", "--pp", "2", "--ep", "16",
-                     "--num-layers-in-last-pipeline-stage", "31"});
+  j = estimate_json(
+      {"deepseek-ai/DeepSeek-V3", "--tp", "8", "--pp", "2", "--ep", "16", "--num-layers-in-last-pipeline-stage", "31"});
   EXPECT_EQ(j["setup"]["num_gpus"], 32);
   j = estimate_json({"deepseek-ai/DeepSeek-V3", "--tp", "8", "--pp", "2", "--ep", "16", "--etp", "8",
                      "--num-layers-in-last-pipeline-stage", "31"});

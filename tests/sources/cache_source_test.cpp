@@ -2,8 +2,8 @@
 // (models--org--name/refs/<revision> holds a commit; snapshots/<commit>/config.json).
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "source_test_env.hpp"
 #include "test_support.hpp"
@@ -167,8 +167,8 @@ TEST_F(sources_cache, BrokenCachedConfigIsAConfigError) {
 TEST_F(sources_cache, UnsafeRevisionIsAUsageError) {
   const fs::path cache = tmp_.path() / "cache";
   test::SourceEnv::set("HF_HUB_CACHE", cache.string());
-  for (const std::string rev : {"", "../../evil", "..", "/abs", "a/../b", "a//b", "rev/", "a b", "a\\b", "a\nb",
-                                "a?b", "a#b", "a%2Fb"}) {
+  for (const std::string rev :
+       {"", "../../evil", "..", "/abs", "a/../b", "a//b", "rev/", "a b", "a\\b", "a\nb", "a?b", "a#b", "a%2Fb"}) {
     options_.revision = rev;
     EXPECT_THROW(resolve("acme/Widget"), UsageError) << rev;
   }

@@ -5,17 +5,16 @@
 #include <csignal>
 #include <thread>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "http_test_server.hpp"
 #include "source_test_env.hpp"
 #include "test_support.hpp"
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "http_test_server.hpp"
 #include "source_test_env.hpp"
@@ -22,10 +22,10 @@ namespace fs = std::filesystem;
 namespace mme {
 namespace {
 
+using test::http_response;
 using test::HttpConnection;
 using test::HttpRequest;
 using test::HttpTestServer;
-using test::http_response;
 using test::list_tree;
 
 const std::string kId = "test-org/tiny-model";
@@ -139,7 +139,8 @@ TEST_F(sources_download, ConcurrentDownloadsAllSucceed) {
 }
 
 TEST_F(sources_download, MultimodalDownloadGivesTheTextConfig) {
-  HttpTestServer server(serve(200, R"({"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 7}})",
+  HttpTestServer server(serve(200,
+                              R"({"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 7}})",
                               {{"X-Repo-Commit", kCommit}}));
   use(server);
   EXPECT_EQ(resolve().config.at("hidden_size"), 7);
@@ -312,8 +313,9 @@ TEST_F(sources_download, EmptyBodyIsNotCached) {
   use(server);
   // Issue 20: the message was "<url>: empty; expected a JSON config", which model-sources.md
   // did not list.
-  EXPECT_EQ(failure<ConfigError>(), server.url() + kTarget + ": the response is empty; that is no config.json; "
-                                                             "nothing cached");
+  EXPECT_EQ(failure<ConfigError>(), server.url() + kTarget +
+                                        ": the response is empty; that is no config.json; "
+                                        "nothing cached");
   expect_cache_empty();
 }
 
@@ -363,9 +365,9 @@ TEST_F(sources_download, AnUnreachableRedirectTargetIsNamedNotTheEndpoint) {
   HttpTestServer endpoint(serve(302, "", {{"Location", cdn + "/cdn/config.json"}}));
   use(endpoint);
   const std::string what = failure();
-  EXPECT_EQ(what.rfind("cannot reach " + cdn + " (where " + endpoint.url() + kTarget + " redirects) for " + kId + ": ",
-                       0),
-            0u)
+  EXPECT_EQ(
+      what.rfind("cannot reach " + cdn + " (where " + endpoint.url() + kTarget + " redirects) for " + kId + ": ", 0),
+      0u)
       << what;
   EXPECT_NE(what.find("acme/Bundled-1B"), std::string::npos) << what;
   expect_cache_empty();
@@ -385,8 +387,10 @@ TEST_F(sources_download, FailuresAfterARedirectNameTheRedirectTarget) {
   {
     HttpTestServer endpoint(serve(302, "", {{"Location", shown + "/missing/config.json"}}));
     use(endpoint);
-    EXPECT_EQ(failure(), endpoint.url() + kTarget + " (redirected to " + shown + "/missing/config.json): HTTP 404: no "
-                             "model '" + kId + "' (revision 'main') on " + shown);
+    EXPECT_EQ(failure(), endpoint.url() + kTarget + " (redirected to " + shown +
+                             "/missing/config.json): HTTP 404: no "
+                             "model '" +
+                             kId + "' (revision 'main') on " + shown);
   }
   expect_cache_empty();
 }
@@ -395,9 +399,10 @@ TEST_F(sources_download, FailuresAfterARedirectNameTheRedirectTarget) {
 TEST_F(sources_download, ErrorsNameTheEndpointOfHfEndpoint) {
   HttpTestServer server(serve(404, ""));
   use(server);
-  EXPECT_EQ(failure("test-org/no-such-model"), server.url() + "/test-org/no-such-model/resolve/main/config.json: "
-                                               "HTTP 404: no model 'test-org/no-such-model' (revision 'main') on " +
-                                               server.url());
+  EXPECT_EQ(failure("test-org/no-such-model"), server.url() +
+                                                   "/test-org/no-such-model/resolve/main/config.json: "
+                                                   "HTTP 404: no model 'test-org/no-such-model' (revision 'main') on " +
+                                                   server.url());
   test::SourceEnv::set("HF_ENDPOINT", "http://127.0.0.1:" + std::to_string(test::unused_local_port()) + "/mirror");
   const std::string what = failure();
   EXPECT_EQ(what.rfind("cannot reach http://127.0.0.1:", 0), 0u) << what;
@@ -457,8 +462,8 @@ TEST_F(sources_download, UnsafeRevisionNeverReachesTheNetworkOrTheDisk) {
   options_.revision = "../../../../escape";
   failure<UsageError>();
   EXPECT_TRUE(server.requests().empty());
-  EXPECT_EQ(list_tree(tmp_.path()), (std::vector<std::string>{"zoo", "zoo/acme--Bundled-1B",
-                                                              "zoo/acme--Bundled-1B/config.json"}));
+  EXPECT_EQ(list_tree(tmp_.path()),
+            (std::vector<std::string>{"zoo", "zoo/acme--Bundled-1B", "zoo/acme--Bundled-1B/config.json"}));
 }
 
 TEST_F(sources_download, UnwritableCacheStillResolves) {
@@ -578,8 +583,8 @@ TEST_F(sources_download, TokenNeverReachesTheLogEvenAtTrace) {
     HttpTestServer other(serve(200, kBody));
     HttpTestServer endpoint([&](HttpConnection& c, const HttpRequest& r) {
       if (r.target == kTarget)
-        c.send(http_response(302, "", {{"Location", other.url("localhost") + "/cdn/config.json?sig=abc"},
-                                       {"X-Repo-Commit", kCommit}}));
+        c.send(http_response(
+            302, "", {{"Location", other.url("localhost") + "/cdn/config.json?sig=abc"}, {"X-Repo-Commit", kCommit}}));
       else
         c.send(http_response(401, "no"));
     });

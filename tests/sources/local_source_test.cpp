@@ -1,14 +1,13 @@
 // Model sources, step 1 and 2: a local config.json (file or folder) and the bundled zoo; what
 // the reader accepts and the clear errors for what it does not.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/model_source.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "source_test_env.hpp"
 #include "test_support.hpp"
+#include <sys/stat.h>
 
 namespace fs = std::filesystem;
 
@@ -214,11 +213,13 @@ TEST_F(sources_local, NotAPathNorAHubId) {
 }
 
 TEST(sources_hub_id, Shapes) {
-  for (const char* ok : {"deepseek-ai/DeepSeek-V3", "Qwen/Qwen2.5-7B", "a/b", "org_1/name.v2", "meta-llama/Llama-3.1-8B"})
+  for (const char* ok :
+       {"deepseek-ai/DeepSeek-V3", "Qwen/Qwen2.5-7B", "a/b", "org_1/name.v2", "meta-llama/Llama-3.1-8B"})
     EXPECT_TRUE(looks_like_hub_id(ok)) << ok;
-  for (const char* bad : {"", "name", "/abs/path", "org/", "/name", "a/b/c", "../x", "./x", "org/..", "org/.hidden",
-                          "-org/name", "org/name-", "org/name.", "org--x/name", "org/na--me", "org/na..me",
-                          "org/na me", "org/na%2Fme", "org\\name", "org/name?x=1", "org/name#x", "org/nä"})
+  for (const char* bad : {"",          "name",         "/abs/path",  "org/",        "/name",     "a/b/c",
+                          "../x",      "./x",          "org/..",     "org/.hidden", "-org/name", "org/name-",
+                          "org/name.", "org--x/name",  "org/na--me", "org/na..me",  "org/na me", "org/na%2Fme",
+                          "org\\name", "org/name?x=1", "org/name#x", "org/nä"})
     EXPECT_FALSE(looks_like_hub_id(bad)) << bad;
   EXPECT_FALSE(looks_like_hub_id("org/" + std::string(97, 'a')));
   EXPECT_TRUE(looks_like_hub_id("org/" + std::string(96, 'a')));

@@ -11,10 +11,14 @@ namespace fs = std::filesystem;
 namespace mme::test {
 
 namespace {
-const char* const kVars[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME",      "XDG_CACHE_HOME",
-                             "HF_ENDPOINT",  "HF_TOKEN",              "HF_HUB_OFFLINE", "MME_MODELS_PATH",
-                             "HOME",         "http_proxy",            "HTTP_PROXY",   "https_proxy",
-                             "HTTPS_PROXY",  "all_proxy",             "ALL_PROXY",    "no_proxy",
+const char* const kVars[] = {"HF_HUB_CACHE",   "HUGGINGFACE_HUB_CACHE",
+                             "HF_HOME",        "XDG_CACHE_HOME",
+                             "HF_ENDPOINT",    "HF_TOKEN",
+                             "HF_HUB_OFFLINE", "MME_MODELS_PATH",
+                             "HOME",           "http_proxy",
+                             "HTTP_PROXY",     "https_proxy",
+                             "HTTPS_PROXY",    "all_proxy",
+                             "ALL_PROXY",      "no_proxy",
                              "NO_PROXY"};
 const char* const kKeep[] = {"HF_HUB_OFFLINE", "HOME"};
 }  // namespace

@@ -1,10 +1,9 @@
 // Spec files end to end through the built `mme`: estimate --config equals the equivalent flags
 // (mme init templates, --dump-config output, hand-written specs against Megatron-LM flags),
 // command-line flags override the file, and bad specs fail with exact messages and exit codes.
+#include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -12,10 +11,10 @@
 namespace mme {
 namespace {
 
+using test::run_mme;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-using test::run_mme;
 
 std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -70,7 +69,8 @@ const std::vector<Case>& cases() {
       {"Qwen/Qwen3-30B-A3B",
        {"--ep", "4", "--num-gpus", "16", "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads",
         "--megatron-fsdp-main-grads-dtype", "fp32", "--fsdp-double-buffer"}},
-      {"meta-llama/Meta-Llama-3-8B", {"--num-gpus", "8", "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"}},
+      {"meta-llama/Meta-Llama-3-8B",
+       {"--num-gpus", "8", "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"}},
   };
   return c;
 }
@@ -161,8 +161,8 @@ TEST(spec_cli, CommandLineFlagsOverrideTheFile) {
   b["model"].erase("source");
   EXPECT_EQ(a, b);
   // The Megatron-LM alias spelling overrides as well.
-  EXPECT_EQ(json_of(run_mme({"estimate", "--config", base, "--tensor-model-parallel-size", "2",
-                             "--micro-batch-size", "2", "--json"}))["stages"],
+  EXPECT_EQ(json_of(run_mme({"estimate", "--config", base, "--tensor-model-parallel-size", "2", "--micro-batch-size",
+                             "2", "--json"}))["stages"],
             written["stages"]);
 }
 
@@ -232,13 +232,13 @@ TEST(spec_cli, DumpConfigRoundTrips) {
   const std::string again_json = write(dir, "dumped.json", dumped_json.out);
   EXPECT_EQ(comparable(json_of(run_mme({"estimate", "--config", again_json, "--json"}))), comparable(expected));
   // From flags alone (no --config) too.
-  const auto from_flags = run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "2", "--ep", "4", "--num-gpus", "8",
-                                   "--dump-config"});
+  const auto from_flags =
+      run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "2", "--ep", "4", "--num-gpus", "8", "--dump-config"});
   ASSERT_EQ(from_flags.exit_code, 0) << from_flags.err;
   const std::string qwen = write(dir, "qwen.yaml", from_flags.out);
   EXPECT_EQ(comparable(json_of(run_mme({"estimate", "--config", qwen, "--json"}))),
-            comparable(json_of(run_mme(
-                {"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "2", "--ep", "4", "--num-gpus", "8", "--json"}))));
+            comparable(json_of(
+                run_mme({"estimate", "Qwen/Qwen3-30B-A3B", "--tp", "2", "--ep", "4", "--num-gpus", "8", "--json"}))));
 }
 
 TEST(spec_cli, HfBaseWithOverridesAndItsDump) {
@@ -307,7 +307,8 @@ TEST(spec_cli, SetupOnlyFileWithModelOnTheCommandLine) {
                            (dir.path() / "small.yaml").string() + " (line 1); drop one\n");
   const auto none = run_mme({"estimate", "--config", path});
   EXPECT_EQ(none.exit_code, 3);
-  EXPECT_EQ(none.err, "mme: error: " + path + ": the file has no model section, and no MODEL is given on the command line\n");
+  EXPECT_EQ(none.err,
+            "mme: error: " + path + ": the file has no model section, and no MODEL is given on the command line\n");
 }
 
 TEST(spec_cli, RequiredFieldsMayComeFromTheCommandLine) {
@@ -321,7 +322,8 @@ TEST(spec_cli, RequiredFieldsMayComeFromTheCommandLine) {
                              "section; give it in the file or --num-gpus on the command line)\n");
   const auto given = json_of(run_mme({"estimate", "--config", path, "--num-gpus", "16", "--json"}));
   EXPECT_EQ(given["setup"]["num_gpus"], 16);
-  EXPECT_EQ(json_of(run_mme({"estimate", "--config", path, "--world-size", "16", "--json"}))["stages"], given["stages"]);
+  EXPECT_EQ(json_of(run_mme({"estimate", "--config", path, "--world-size", "16", "--json"}))["stages"],
+            given["stages"]);
 }
 
 TEST(spec_cli, BadSpecsFailWithExactMessages) {
@@ -356,10 +358,11 @@ TEST(spec_cli, BadSpecsFailWithExactMessages) {
     // A command-line value is named as such.
     auto [path, r] = run("heads.yaml", kSmall, {"--tp", "8", "--num-gpus", "8"});
     EXPECT_EQ(r.exit_code, 4);
-    EXPECT_EQ(r.err, "mme: error: " + path +
-                         ": parallelism.tensor_model_parallel_size (--tp on the command line): num_query_groups must be "
-                         "divisible by tensor_model_parallel_size (4 query groups on line 6, tensor_model_parallel_size "
-                         "8); Megatron-LM does not replicate KV heads\n");
+    EXPECT_EQ(r.err,
+              "mme: error: " + path +
+                  ": parallelism.tensor_model_parallel_size (--tp on the command line): num_query_groups must be "
+                  "divisible by tensor_model_parallel_size (4 query groups on line 6, tensor_model_parallel_size "
+                  "8); Megatron-LM does not replicate KV heads\n");
   }
   {
     // What only the engine checks still names the file.
@@ -419,11 +422,13 @@ TEST(spec_cli, ExampleSpecsMatchTheBundledModels) {
     std::vector<std::string> flags;
   };
   const std::vector<Example> examples = {
-      {"llama3-8b.yaml", "meta-llama/Meta-Llama-3-8B",
+      {"llama3-8b.yaml",
+       "meta-llama/Meta-Llama-3-8B",
        {"--tp", "2", "--pp", "2", "--etp", "1", "--num-gpus", "16", "--seq-length", "8192", "--recompute-granularity",
         "selective"}},  // ETP 1: the guide's default and the seed-style flags' (--megatron-args: TP)
       {"deepseek-v2-lite.yaml", "deepseek-ai/DeepSeek-V2-Lite", {"--ep", "8", "--num-gpus", "8"}},
-      {"mixtral-8x7b.json", "mistralai/Mixtral-8x7B-v0.1",
+      {"mixtral-8x7b.json",
+       "mistralai/Mixtral-8x7B-v0.1",
        {"--tp", "2", "--ep", "4", "--etp", "2", "--num-gpus", "16", "--recompute-granularity", "full"}},
   };
   for (const auto& e : examples) {

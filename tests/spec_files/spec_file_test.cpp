@@ -1,18 +1,17 @@
 // Spec files in process: the reader (YAML and JSON, lines, unknown fields, types), the guide's
 // defaults, examples and constraints, Hugging Face bases with overrides, and the writer.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
 
 #include <fmt/core.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
 
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
@@ -223,7 +222,8 @@ TEST(spec_file, JsonErrorsNameTheLine) {
   const std::string j = "{\n  \"model\": {\n    \"num_layers\": 32,\n    \"hiden_size\": 4096\n  }\n}\n";
   EXPECT_EQ(error_of<ConfigError>([&] { (void)json(j); }),
             "spec.json:4: model.hiden_size: unknown field (did you mean 'hidden_size'?)");
-  const std::string k = "{\n  \"model\": {\n    \"num_layers\": 32.5\n  },\n  \"training\": {\"seq_length\": \"4k\"}\n}\n";
+  const std::string k =
+      "{\n  \"model\": {\n    \"num_layers\": 32.5\n  },\n  \"training\": {\"seq_length\": \"4k\"}\n}\n";
   EXPECT_EQ(error_of<ConfigError>([&] { (void)json(k); }),
             "spec.json:3: model.num_layers: expected a positive integer, got 32.5");
   const std::string l = "{\n  \"training\": {\n    \"micro_batch_size\": 1,\n    \"seq_length\": \"4k\"}\n}\n";
@@ -255,8 +255,8 @@ TEST(spec_file, UnknownFieldsSuggestTheClosestName) {
   EXPECT_EQ(err(typo), fmt::format("spec.yaml:{}: training.sequence_paralell: unknown field (did you mean "
                                    "'sequence_parallel'?)",
                                    line_of(typo, "  sequence_paralell")));
-  const std::string elsewhere = with(kBase, "  pipeline_model_parallel_size: 1\n",
-                                     "  pipeline_model_parallel_size: 1\n  world_sizes: 8\n");
+  const std::string elsewhere =
+      with(kBase, "  pipeline_model_parallel_size: 1\n", "  pipeline_model_parallel_size: 1\n  world_sizes: 8\n");
   EXPECT_EQ(err(elsewhere), fmt::format("spec.yaml:{}: parallelism.world_sizes: unknown field (did you mean "
                                         "'world_size' in the infrastructure section?)",
                                         line_of(elsewhere, "  world_sizes")));
@@ -267,7 +267,8 @@ TEST(spec_file, UnknownFieldsSuggestTheClosestName) {
             "spec.yaml:16: num_layers: unknown section; num_layers is a field of the model section");
   EXPECT_EQ(err(with(kBase, "  num_layers: 32\n", "  num_layers: 32\n  num_layers: 32\n")),
             "spec.yaml:3: model.num_layers: given twice (first on line 2)");
-  EXPECT_EQ(err(kBase + "model:\n  num_layers: 2\n"), "spec.yaml:16: model: the section is given twice (first on line 1)");
+  EXPECT_EQ(err(kBase + "model:\n  num_layers: 2\n"),
+            "spec.yaml:16: model: the section is given twice (first on line 1)");
 }
 
 TEST(spec_file, WrongTypesSayWhatWasExpected) {
@@ -299,8 +300,9 @@ TEST(spec_file, WrongTypesSayWhatWasExpected) {
   EXPECT_EQ(err("model: Qwen/Qwen3-8B\n"),
             "spec.yaml:1: model: expected a mapping of fields, got \"Qwen/Qwen3-8B\" (write `model: {hf: "
             "Qwen/Qwen3-8B}` to use a Hugging Face model)");
-  EXPECT_EQ(err("- model\n"),
-            "spec.yaml:1: expected the sections model, parallelism, training, infrastructure and precision, got a list");
+  EXPECT_EQ(
+      err("- model\n"),
+      "spec.yaml:1: expected the sections model, parallelism, training, infrastructure and precision, got a list");
   EXPECT_EQ(err("# nothing\n"),
             "spec.yaml: the file is empty (expected the sections model, parallelism, training, infrastructure and "
             "precision)");
@@ -336,22 +338,25 @@ TEST(spec_file, ModelConstraintsUseTheGuidesWording) {
             "spec.yaml:3: model.hidden_size: must be divisible by num_attention_heads (hidden_size 4096, "
             "num_attention_heads 30); or give kv_channels");
   const std::string groups = with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  num_query_groups: 5\n");
-  EXPECT_EQ(yaml_error(groups), "spec.yaml:7: model.num_query_groups: must divide num_attention_heads "
-                                "(num_query_groups 5, num_attention_heads 32)");
+  EXPECT_EQ(yaml_error(groups),
+            "spec.yaml:7: model.num_query_groups: must divide num_attention_heads "
+            "(num_query_groups 5, num_attention_heads 32)");
   const std::string plain = with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  gated_linear_unit: false\n");
   EXPECT_EQ(yaml_error(plain),
             "spec.yaml:7: model.gated_linear_unit: SwiGLU requires gated_linear_unit: true (activation_func is swiglu "
             "by default; set activation_func: gelu for a plain GELU MLP)");
-  const std::string explicit_swiglu =
-      with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  activation_func: swiglu\n  gated_linear_unit: false\n");
-  EXPECT_EQ(yaml_error(explicit_swiglu), "spec.yaml:8: model.gated_linear_unit: SwiGLU requires gated_linear_unit: true");
+  const std::string explicit_swiglu = with(
+      kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  activation_func: swiglu\n  gated_linear_unit: false\n");
+  EXPECT_EQ(yaml_error(explicit_swiglu),
+            "spec.yaml:8: model.gated_linear_unit: SwiGLU requires gated_linear_unit: true");
   const std::string dense_topk = with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  moe_router_topk: 2\n");
   EXPECT_EQ(yaml_error(dense_topk), "spec.yaml:7: model.moe_router_topk: only applies to MoE models (set num_experts)");
   const std::string gqa_rank = with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  kv_lora_rank: 512\n");
   EXPECT_EQ(yaml_error(gqa_rank), "spec.yaml:7: model.kv_lora_rank: only applies with multi_latent_attention: true");
   const std::string topk = with(kBase, "  vocab_size: 32000\n", "  vocab_size: 32000\n  num_experts: 1\n");
-  EXPECT_EQ(yaml_error(topk), "spec.yaml:7: model.num_experts: moe_router_topk must not exceed num_experts "
-                              "(moe_router_topk 2 by default, num_experts 1)");
+  EXPECT_EQ(yaml_error(topk),
+            "spec.yaml:7: model.num_experts: moe_router_topk must not exceed num_experts "
+            "(moe_router_topk 2 by default, num_experts 1)");
 }
 
 // A MoE variant of kBase: 8 experts, top 2.
@@ -390,8 +395,9 @@ TEST(spec_file, LayoutConstraintsUseTheGuidesWording) {
   // sequence_parallel requires tensor_model_parallel_size > 1
   std::string sp = with(kBase, "tensor_model_parallel_size: 2", "tensor_model_parallel_size: 1");
   sp = with(sp, "seq_length: 4096", "seq_length: 4096\n  sequence_parallel: true");
-  EXPECT_EQ(layout_error(sp), "spec.yaml:14: training.sequence_parallel: requires tensor_model_parallel_size > 1 "
-                              "(tensor_model_parallel_size is 1)");
+  EXPECT_EQ(layout_error(sp),
+            "spec.yaml:14: training.sequence_parallel: requires tensor_model_parallel_size > 1 "
+            "(tensor_model_parallel_size is 1)");
   // MoE with TP needs sequence parallelism (Megatron-LM), which the guide leaves off by default.
   EXPECT_EQ(layout_error(moe_base()),
             "spec.yaml: training.sequence_parallel (the default): Megatron-LM requires sequence parallelism when MoE "
@@ -477,17 +483,21 @@ infrastructure:
   EXPECT_EQ(error_of<ConfigError>([&] { (void)yaml(option_a); }),
             "spec.yaml:16: infrastructure.num_layers_in_first_pipeline_stage: unknown field in the infrastructure "
             "section; num_layers_in_first_pipeline_stage belongs in the parallelism section");
-  const std::string option_a_fixed = with(base, "  pipeline_model_parallel_size: 4\n",
-                                          "  pipeline_model_parallel_size: 4\n  num_layers_in_first_pipeline_stage: 16\n");
+  const std::string option_a_fixed =
+      with(base, "  pipeline_model_parallel_size: 4\n",
+           "  pipeline_model_parallel_size: 4\n  num_layers_in_first_pipeline_stage: 16\n");
   EXPECT_EQ(stage_layers(option_a_fixed), (std::vector<std::int64_t>{16, 15, 15, 15}));
   EXPECT_EQ(stage_layers(option_b), (std::vector<std::int64_t>{15, 15, 15, 16}));
-  EXPECT_EQ(layout_error(base), "spec.yaml:10: parallelism.pipeline_model_parallel_size: num_layers (61 on line 2) is "
-                                "not evenly divisible by pipeline_model_parallel_size (4); set "
-                                "num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage");
+  EXPECT_EQ(layout_error(base),
+            "spec.yaml:10: parallelism.pipeline_model_parallel_size: num_layers (61 on line 2) is "
+            "not evenly divisible by pipeline_model_parallel_size (4); set "
+            "num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage");
 }
 
 TEST(spec_file, RecomputeRules) {
-  auto training = [](const std::string& extra) { return with(kBase, "  seq_length: 4096\n", "  seq_length: 4096\n" + extra); };
+  auto training = [](const std::string& extra) {
+    return with(kBase, "  seq_length: 4096\n", "  seq_length: 4096\n" + extra);
+  };
   EXPECT_EQ(error_of<ConfigError>([&] { (void)yaml(training("  recompute_method: block\n")); }),
             "spec.yaml:14: training.recompute_method: only used with recompute_granularity: full (it is null)");
   EXPECT_EQ(error_of<ConfigError>(
@@ -507,7 +517,8 @@ TEST(spec_file, RecomputeRules) {
   const SpecFile uniform = yaml(training("  recompute_granularity: full\n"));
   EXPECT_EQ(uniform.setup.recompute.method, RecomputeMethod::kUniform);
   EXPECT_EQ(uniform.setup.recompute.num_layers, 1);
-  const SpecFile selective = yaml(training("  recompute_granularity: selective\n  recompute_modules: core_attn, mlp\n"));
+  const SpecFile selective =
+      yaml(training("  recompute_granularity: selective\n  recompute_modules: core_attn, mlp\n"));
   EXPECT_EQ(selective.setup.recompute.modules, kRecomputeCoreAttn | kRecomputeMlp);
   EXPECT_EQ(yaml(training("  recompute_granularity: selective\n")).setup.recompute.modules, kRecomputeCoreAttn);
 }
@@ -525,9 +536,9 @@ TEST(spec_file, PrecisionSection) {
             "spec.yaml:17: precision.fp8_param_gather: needs fp8: true");
   EXPECT_EQ(error_of<ConfigError>([&] { (void)precision("  exp_avg_dtype: bf16\n"); }),
             "spec.yaml:17: precision.exp_avg_dtype: needs training.use_precision_aware_optimizer: true");
-  const SpecFile aware = yaml(with(kBase, "  seq_length: 4096\n",
-                                   "  seq_length: 4096\n  use_precision_aware_optimizer: true\n") +
-                              "precision:\n  exp_avg_dtype: bf16\n  main_grads_dtype: bf16\n");
+  const SpecFile aware =
+      yaml(with(kBase, "  seq_length: 4096\n", "  seq_length: 4096\n  use_precision_aware_optimizer: true\n") +
+           "precision:\n  exp_avg_dtype: bf16\n  main_grads_dtype: bf16\n");
   EXPECT_EQ(aware.setup.optimizer.exp_avg, DType::kBF16);
   EXPECT_EQ(aware.setup.optimizer.main_grads, DType::kBF16);
 }
@@ -544,7 +555,8 @@ TEST(spec_file, MoeLayerFreqForms) {
   EXPECT_EQ(kinds("2"), "MdMdMdMd");
   EXPECT_EQ(kinds("[0, 0, 1, 1, 1, 1, 1, 1]"), "ddMMMMMM");
   EXPECT_EQ(kinds("\"([0]*2+[1]*6)\""), "ddMMMMMM");
-  EXPECT_EQ(yaml_error(with(moe8, "FREQ", "[0, 1, 1]")), "spec.yaml:9: model.moe_layer_freq: gives 3 entries for 8 layers");
+  EXPECT_EQ(yaml_error(with(moe8, "FREQ", "[0, 1, 1]")),
+            "spec.yaml:9: model.moe_layer_freq: gives 3 entries for 8 layers");
   EXPECT_EQ(yaml_error(with(moe8, "FREQ", "\"([0]*2+[1]*5)\"")),
             "spec.yaml:9: model.moe_layer_freq: gives 7 entries for 8 layers");
   EXPECT_EQ(error_of<ConfigError>([&] { (void)yaml(with(moe8, "FREQ", "[0, 2]")); }),
@@ -567,18 +579,20 @@ TEST(spec_file, MlaRanksFollowMegatronDefaults) {
   EXPECT_EQ(a.qk_head_dim, 128);
   EXPECT_EQ(a.qk_pos_emb_head_dim, 64);
   EXPECT_EQ(a.v_head_dim, 128);
-  const ModelSpec lite = model_of(yaml(with(mla, "  multi_latent_attention: true\n",
-                                            "  multi_latent_attention: true\n  q_lora_rank: null\n  kv_lora_rank: 256\n")));
+  const ModelSpec lite =
+      model_of(yaml(with(mla, "  multi_latent_attention: true\n",
+                         "  multi_latent_attention: true\n  q_lora_rank: null\n  kv_lora_rank: 256\n")));
   EXPECT_FALSE(lite.layers[0].attention.q_lora_rank.has_value());
   EXPECT_EQ(lite.layers[0].attention.kv_lora_rank, 256);
-  EXPECT_EQ(yaml_error(with(mla, "  multi_latent_attention: true\n", "  multi_latent_attention: true\n  kv_channels: 64\n")),
-            "spec.yaml:8: model.kv_channels: does not apply to multi-latent attention");
+  EXPECT_EQ(
+      yaml_error(with(mla, "  multi_latent_attention: true\n", "  multi_latent_attention: true\n  kv_channels: 64\n")),
+      "spec.yaml:8: model.kv_channels: does not apply to multi-latent attention");
 }
 
 TEST(spec_file, HfBaseWithOverrides) {
   const ModelSpec base = load_model("Qwen/Qwen3-8B", registry(), offline());
-  const std::string text = "model:\n  hf: Qwen/Qwen3-8B\n  num_layers: 4\n  vocab_size: 100000\n" +
-                           kBase.substr(kBase.find("parallelism:"));
+  const std::string text =
+      "model:\n  hf: Qwen/Qwen3-8B\n  num_layers: 4\n  vocab_size: 100000\n" + kBase.substr(kBase.find("parallelism:"));
   const SpecFile s = yaml(text);
   ASSERT_TRUE(s.hf.has_value());
   const ModelSpec m = model_of(s);
@@ -599,8 +613,9 @@ TEST(spec_file, HfBaseWithOverrides) {
 
   // MoE fields reach the MoE layers only (DeepSeek-V3's first 3 layers are dense).
   const ModelSpec v3 = load_model("deepseek-ai/DeepSeek-V3", registry(), offline());
-  const ModelSpec moe = model_of(yaml("model:\n  hf: deepseek-ai/DeepSeek-V3\n  num_experts: 64\n  moe_router_topk: 4\n"
-                                      "  kv_lora_rank: 256\n"));
+  const ModelSpec moe =
+      model_of(yaml("model:\n  hf: deepseek-ai/DeepSeek-V3\n  num_experts: 64\n  moe_router_topk: 4\n"
+                    "  kv_lora_rank: 256\n"));
   EXPECT_EQ(moe.layers[0].mlp, v3.layers[0].mlp);
   EXPECT_EQ(moe.layers[3].mlp.num_experts, 64);
   EXPECT_EQ(moe.layers[3].mlp.top_k, 4);
@@ -628,9 +643,10 @@ TEST(spec_file, WithoutTheSpecFileAdapterTheHostHasNoModelMapping) {
   const Registry none;
   EXPECT_EQ(spec_model_mapping(none), nullptr);
   EXPECT_NE(spec_model_mapping(registry()), nullptr);
-  EXPECT_EQ(error_of<PluginError>([&] { (void)load_spec_model(yaml("model:\n  hf: Qwen/Qwen3-8B\n"), none, offline()); }),
-            "spec.yaml: no loaded config adapter maps the model fields of spec files onto a Hugging Face base (the "
-            "spec_file plugin; see `mme plugins`)");
+  EXPECT_EQ(
+      error_of<PluginError>([&] { (void)load_spec_model(yaml("model:\n  hf: Qwen/Qwen3-8B\n"), none, offline()); }),
+      "spec.yaml: no loaded config adapter maps the model fields of spec files onto a Hugging Face base (the "
+      "spec_file plugin; see `mme plugins`)");
   const ModelSpec m = load_model("Qwen/Qwen3-8B", registry(), offline());
   EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
   EXPECT_EQ(spec_model_inexpressible(m, none),
@@ -663,9 +679,8 @@ TEST(spec_file, WriterRoundTripsEveryBundledModel) {
     const ModelSpec m = load_model(bm.name, registry(), offline());
     const Estimate original = estimate(m, TrainingSetup{});
     for (SpecFormat format : {SpecFormat::kYaml, SpecFormat::kJson}) {
-      const std::string text =
-          format == SpecFormat::kYaml ? write_spec_yaml(m, original.setup, registry())
-                                      : write_spec_json(m, original.setup, registry());
+      const std::string text = format == SpecFormat::kYaml ? write_spec_yaml(m, original.setup, registry())
+                                                           : write_spec_json(m, original.setup, registry());
       const SpecFile s = parse_spec_text(text, "written", format);
       EXPECT_TRUE(s.missing.empty());
       const ModelSpec back = load_spec_model(s, registry(), offline());
@@ -709,7 +724,8 @@ TEST(spec_file, WriterUsesMegatronNamesAndForms) {
   s.parallel.world_size = 128;
   s.pipeline.last_stage_layers = 16;
   const Estimate est = estimate(v3, s);
-  const std::string y = write_spec_yaml(v3, est.setup, registry(), {{"a header"}, std::string("H100-SXM-80GB"), nullptr});
+  const std::string y =
+      write_spec_yaml(v3, est.setup, registry(), {{"a header"}, std::string("H100-SXM-80GB"), nullptr});
   EXPECT_THAT(y, StartsWith("# a header\n\nmodel:\n  name: deepseek-ai/DeepSeek-V3"));
   EXPECT_THAT(y, HasSubstr("\n  moe_layer_freq: \"([0]*3+[1]*58)\""));
   EXPECT_THAT(y, HasSubstr("\n  multi_latent_attention: true"));

@@ -1,11 +1,5 @@
 #include "test_support.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <pty.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +7,12 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -93,8 +93,8 @@ RunResult run_mme(const std::vector<std::string>& args, const std::map<std::stri
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
   std::random_device rd;
-  path_ = binary_dir() / "tmp" / ("t" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-                                  std::to_string(rd() % 100000));
+  path_ = binary_dir() / "tmp" /
+          ("t" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" + std::to_string(rd() % 100000));
   fs::create_directories(path_);
 }
 

@@ -9,12 +9,12 @@
 
 namespace mme::test {
 
-std::filesystem::path source_dir();   // the project checkout
-std::filesystem::path stage_dir();    // build/<preset>/stage (bin/, lib/, share/)
-std::filesystem::path mme_exe();      // stage/bin/mme
-std::filesystem::path plugin_dir();   // stage/lib/mme/plugins
-std::filesystem::path models_dir();   // stage/share/mme/models
-std::filesystem::path binary_dir();   // build/<preset>/tests
+std::filesystem::path source_dir();  // the project checkout
+std::filesystem::path stage_dir();   // build/<preset>/stage (bin/, lib/, share/)
+std::filesystem::path mme_exe();     // stage/bin/mme
+std::filesystem::path plugin_dir();  // stage/lib/mme/plugins
+std::filesystem::path models_dir();  // stage/share/mme/models
+std::filesystem::path binary_dir();  // build/<preset>/tests
 
 struct RunResult {
   int exit_code = -1;  // the process's exit status (128 + signal if killed)

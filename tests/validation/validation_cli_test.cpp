@@ -2,13 +2,12 @@
 // `mme estimate --json` for the same arguments, the text report's groups and statistics,
 // --from-log against the estimate of each rank's stage, and the bad inputs (exit code, one
 // error line, empty stdout).
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -24,8 +23,9 @@ std::string describe(const RunResult& r) {
   return fmt::format("exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}", r.exit_code, r.out, r.err);
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 const std::string kTinyFlags =
     "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 4096 "
@@ -53,8 +53,7 @@ void expect_error(const RunResult& r, int code, const std::string& mentions) {
 TEST(ValidateRealRuns, RowsEqualTheEstimateOfTheSameArguments) {
   test::TempDir dir;
   const std::string csv = (dir.path() / "runs.csv").string();
-  test::write_file(csv, kHeader +
-                            "flags,test,tiny,max_allocated,1.0,,\"--megatron-args '" + kTinyFlags +
+  test::write_file(csv, kHeader + "flags,test,tiny,max_allocated,1.0,,\"--megatron-args '" + kTinyFlags +
                             "' --num-gpus 4\",\n"
                             "bundled,test,Qwen3-0.6B,max_allocated,20.0,,Qwen/Qwen3-0.6B --tp 2 --num-gpus 8,\n"
                             "other,test,Qwen3-0.6B,other,30.0,,Qwen/Qwen3-0.6B --pp 2 --num-gpus 8,\n"
@@ -108,7 +107,8 @@ TEST(ValidateRealRuns, RowsEqualTheEstimateOfTheSameArguments) {
 }
 
 TEST(ValidateRealRuns, TheShippedFileRuns) {
-  const RunResult r = run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
+  const RunResult r =
+      run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json doc = json::parse(r.out);
   for (const auto* group : {&doc.at("cases"), &doc.at("other").at("cases")})
@@ -145,7 +145,8 @@ TEST(ValidateFromLog, PerRankAgainstItsStage) {
                    "reserved: 400.00 | max reserved: 400.00\n"
                    "[Rank 2] (after 2 iterations) memory (MB) | allocated: 120.00 | max allocated: 512.00 | "
                    "reserved: 600.00 | max reserved: 600.00\n");
-  const RunResult r = run_mme({"validate", "--from-log", log, "--megatron-args-file", launch, "--num-gpus", "4", "--json"});
+  const RunResult r =
+      run_mme({"validate", "--from-log", log, "--megatron-args-file", launch, "--num-gpus", "4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json doc = json::parse(r.out);
   const json est = json::parse(run_mme({"estimate", "--megatron-args-file", launch, "--num-gpus", "4", "--json"}).out);
@@ -174,7 +175,8 @@ TEST(ValidateFromLog, ScalarLinesAreTheLastStage) {
   test::TempDir dir;
   const std::string log = (dir.path() / "tb.log").string();
   test::write_file(log, "mem-allocated-bytes: 104857600\nmem-max-allocated-bytes: 536870912\n");
-  const RunResult r = run_mme({"validate", "--from-log", log, "--megatron-args", kTinyFlags, "--num-gpus", "4", "--json"});
+  const RunResult r =
+      run_mme({"validate", "--from-log", log, "--megatron-args", kTinyFlags, "--num-gpus", "4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json doc = json::parse(r.out);
   ASSERT_EQ(doc.at("ranks").size(), 1u);

@@ -1,13 +1,13 @@
 // The library side of `mme validate`: format detection, real-runs rows, the summary
 // statistics on hand-made cases, Megatron-LM's memory log lines and the rank-to-stage map.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <sstream>
 
-#include <mme/sdk/error.hpp>
+#include <gtest/gtest.h>
+
 #include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_loader.hpp>
+#include <mme/sdk/error.hpp>
 #include <mme/sdk/units.hpp>
 #include <mme/validate/validation.hpp>
 
@@ -30,9 +30,9 @@ TEST(CsvFormat, FunctionalTestColumns) {
 }
 
 TEST(CsvFormat, RealRunsColumns) {
-  EXPECT_EQ(detect_csv_format({"id", "source", "model", "metric", "measured_gib", "rank_note", "mme_args", "notes"},
-                              "r.csv"),
-            CsvFormat::kRealRuns);
+  EXPECT_EQ(
+      detect_csv_format({"id", "source", "model", "metric", "measured_gib", "rank_note", "mme_args", "notes"}, "r.csv"),
+      CsvFormat::kRealRuns);
 }
 
 TEST(CsvFormat, UnknownColumnsNameBothFormats) {
@@ -64,8 +64,8 @@ TEST(CsvFormat, ReadCsvTableDetectsTheShippedFiles) {
 
 TEST(ShellWords, QuotesAndEscapes) {
   const auto w = split_shell_words(R"(Qwen/Qwen3-0.6B --megatron-args '--a 1 --b "x"' "c d" e\ f "g\"h" '')", "t");
-  const std::vector<std::string> expected{"Qwen/Qwen3-0.6B", "--megatron-args", "--a 1 --b \"x\"", "c d", "e f",
-                                          "g\"h", ""};
+  const std::vector<std::string> expected{
+      "Qwen/Qwen3-0.6B", "--megatron-args", "--a 1 --b \"x\"", "c d", "e f", "g\"h", ""};
   EXPECT_EQ(w, expected);
   EXPECT_THROW(split_shell_words("--megatron-args '--a 1", "t"), ConfigError);
   EXPECT_THROW(split_shell_words("\"open", "t"), ConfigError);
@@ -102,7 +102,8 @@ TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
     seen = args;
     return fake_estimate(0);
   };
-  const ValidationCase c = validate_real_run_row(real_row("max_allocated", "5.0", "m --tp 2 --megatron-args '--x 1'"), est);
+  const ValidationCase c =
+      validate_real_run_row(real_row("max_allocated", "5.0", "m --tp 2 --megatron-args '--x 1'"), est);
   EXPECT_EQ(seen, (std::vector<std::string>{"m", "--tp", "2", "--megatron-args", "--x 1"}));
   EXPECT_EQ(c.status, "ok");
   EXPECT_EQ(c.stage, 1);
@@ -116,22 +117,21 @@ TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
 }
 
 TEST(RealRuns, TakesTheEnginesBoundWhenItHasOne) {
-  const ValidationCase c =
-      validate_real_run_row(real_row("other", "5.0", "m"), [](const auto&) { return fake_estimate(gib_to_bytes(6.0)); });
+  const ValidationCase c = validate_real_run_row(real_row("other", "5.0", "m"),
+                                                 [](const auto&) { return fake_estimate(gib_to_bytes(6.0)); });
   EXPECT_DOUBLE_EQ(c.estimated_upper_gib, 6.0);
   EXPECT_TRUE(c.within_bound());
   EXPECT_FALSE(c.counted());
 }
 
 TEST(RealRuns, AFailingEstimateIsAnErrorRowWithTheMessage) {
-  const ValidationCase c = validate_real_run_row(real_row("max_allocated", "5.0", "m --tp 0"), [](const auto&) -> ArgsEstimate {
-    throw UsageError("--tp: expected a positive integer, got 0");
-  });
+  const ValidationCase c = validate_real_run_row(
+      real_row("max_allocated", "5.0", "m --tp 0"),
+      [](const auto&) -> ArgsEstimate { throw UsageError("--tp: expected a positive integer, got 0"); });
   EXPECT_EQ(c.status, "error");
   EXPECT_EQ(c.reason, "--tp: expected a positive integer, got 0");
-  const ValidationCase q = validate_real_run_row(real_row("max_allocated", "5.0", "m '--tp"), [](const auto&) {
-    return fake_estimate(0);
-  });
+  const ValidationCase q =
+      validate_real_run_row(real_row("max_allocated", "5.0", "m '--tp"), [](const auto&) { return fake_estimate(0); });
   EXPECT_EQ(q.status, "error");
   EXPECT_NE(q.reason.find("unterminated single quote"), std::string::npos) << q.reason;
 }
@@ -164,7 +164,8 @@ TEST_F(RealRunsWithTheLibrary, TheRowCarriesThePeakStageOfTheSameFlags) {
   test::TempDir dir;
   test::write_file(dir.path() / "runs.csv",
                    "id,source,model,metric,measured_gib,rank_note,mme_args,notes\n"
-                   "tiny,test,tiny,max_allocated,1.0,,\"--megatron-args '" + flags + "' --num-gpus 4\",\n");
+                   "tiny,test,tiny,max_allocated,1.0,,\"--megatron-args '" +
+                       flags + "' --num-gpus 4\",\n");
   // The estimator a CLI would plug in, written against the library.
   ValidationOptions options;
   options.estimate_args = [&](const std::vector<std::string>& args) {
@@ -204,12 +205,12 @@ ValidationCase made(double measured, double estimated, double upper = 0, const s
 TEST(Summary, SizeBucketsSignedErrorAndBound) {
   // errors: -10 %, +2 %, +20 %, -4 %, -30 %, +6 %; one error row and one skipped row
   std::vector<ValidationCase> cases{
-      made(2.0, 1.8),           // < 5: -10 %
-      made(4.0, 4.08),          // < 5: +2 %
-      made(5.0, 6.0),           // 5-40 (5 included): +20 %
-      made(40.0, 38.4, 41.0),   // 5-40 (40 included): -4 %, bound 41 covers 40
-      made(50.0, 35.0, 49.0),   // > 40: -30 %, bound 49 does not cover 50
-      made(100.0, 106.0),       // > 40: +6 %, bound = estimate 106 covers
+      made(2.0, 1.8),          // < 5: -10 %
+      made(4.0, 4.08),         // < 5: +2 %
+      made(5.0, 6.0),          // 5-40 (5 included): +20 %
+      made(40.0, 38.4, 41.0),  // 5-40 (40 included): -4 %, bound 41 covers 40
+      made(50.0, 35.0, 49.0),  // > 40: -30 %, bound 49 does not cover 50
+      made(100.0, 106.0),      // > 40: +6 %, bound = estimate 106 covers
       made(10.0, 0.0, 0, "error"),
       made(10.0, 0.0, 0, "skipped"),
   };
@@ -330,8 +331,9 @@ TEST(MemoryLog, BadNumbersNameTheLine) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message("ok\n[Rank 0] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: 12x4 | reserved: 1\n"),
-            "train.log:2: '12x4' after 'max allocated:' is not a non-negative number");
+  EXPECT_EQ(
+      message("ok\n[Rank 0] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: 12x4 | reserved: 1\n"),
+      "train.log:2: '12x4' after 'max allocated:' is not a non-negative number");
   EXPECT_EQ(message("mem-max-allocated-bytes: -5\n"),
             "train.log:1: '-5' after 'mem-max-allocated-bytes' is not a non-negative number");
   EXPECT_EQ(message("mem-max-allocated-bytes: nan\n"),
@@ -380,7 +382,7 @@ TEST(CompareLog, PerRankMaximumAgainstItsStage) {
       "[Rank 5] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 11264 | reserved: 1\n"  // 11 GiB
       "[Rank 0] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 9216 | reserved: 1\n"   // 9 GiB
       "[Rank 5] (after 2 iterations) memory (MB) | allocated: 200 | max allocated: 13312 | reserved: 1\n"  // 13 GiB
-      "mem-max-allocated-bytes: 16106127360\n");                                                          // 15 GiB
+      "mem-max-allocated-bytes: 16106127360\n");                                                           // 15 GiB
   const auto ranks = compare_memory_log(reports, four_stages(), "train.log");
   ASSERT_EQ(ranks.size(), 3u);
   EXPECT_EQ(ranks[0].rank, 0);

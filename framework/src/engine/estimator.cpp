@@ -7,11 +7,12 @@
 
 #include <fmt/core.h>
 
+#include "mme/engine/pipeline.hpp"
 #include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/error.hpp"
+
 #include "estimator_internal.hpp"
-#include "mme/engine/pipeline.hpp"
 
 namespace mme {
 
@@ -31,7 +32,6 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
   const std::int64_t multiple = checked_mul(divisor, tp, "vocab padding multiple");
   return checked_mul((vocab + multiple - 1) / multiple, multiple, "padded vocab size");
 }
-
 
 struct Estimator::Impl : EngineTables {};
 
@@ -190,8 +190,10 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   }
   const AttentionBackend bound_attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
   if (imbalance > 1.0)
-    est.bound_terms.push_back(fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
-                                          "of tokens (--moe-routing-imbalance)", imbalance));
+    est.bound_terms.push_back(
+        fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
+                    "of tokens (--moe-routing-imbalance)",
+                    imbalance));
   if (bound_attention != attn.backend)
     est.bound_terms.push_back("attention may fall back to unfused (score tensors of s^2 per head kept)");
   const bool second_pass = !est.bound_terms.empty() && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
@@ -213,13 +215,15 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
   if (slack > 0)
-    est.bound_terms.push_back(fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "
-                                          "above 1 MiB ({} MiB at most on a stage)", slack / kMiB));
+    est.bound_terms.push_back(
+        fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "
+                    "above 1 MiB ({} MiB at most on a stage)",
+                    slack / kMiB));
   return est;
 }
 
-Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options,
-                             AttentionBackend attention, double imbalance) const {
+Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options, AttentionBackend attention,
+                             double imbalance) const {
   const Pass ps = prepare_pass(*impl_, requested, options, attention, imbalance);
   const ModelSpec& m = impl_->model;
   Estimate est;
@@ -227,8 +231,8 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
   est.attention = ps.attn.backend;
   est.stages.reserve(static_cast<std::size_t>(ps.p));
   const ParamCount& pc = impl_->params;
-  est.model = ModelSummary{m.name, m.family, m.model_type, m.adapter, pc.total, pc.active, pc.mtp, ps.vocab,
-                           m.num_layers, ps.h.value()};
+  est.model = ModelSummary{m.name,    m.family, m.model_type, m.adapter,    pc.total,
+                           pc.active, pc.mtp,   ps.vocab,     m.num_layers, ps.h.value()};
   if (options.components && options.layer_breakdown) describe_layer_kinds(ps, est);
   std::int64_t best_total = -1;
   for (std::int64_t r = 0; r < ps.p; ++r) {

@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "mme/sdk/checked.hpp"
 #include "mme/engine/estimator.hpp"
-#include "mme/sdk/layer_model.hpp"
 #include "mme/engine/pipeline.hpp"
+#include "mme/sdk/checked.hpp"
+#include "mme/sdk/layer_model.hpp"
 
 namespace mme {
 
@@ -43,8 +43,8 @@ struct LayerType {
   LayerSpec spec;
   const LayerMemoryModel* attention = nullptr;
   const LayerMemoryModel* mlp = nullptr;
-  bool moe = false;        // routed experts
-  KindParams single_gpu;   // the decoder layer's terms (is_mtp false)
+  bool moe = false;       // routed experts
+  KindParams single_gpu;  // the decoder layer's terms (is_mtp false)
   AttentionCore core;
 };
 
@@ -52,10 +52,10 @@ struct LayerType {
 // Sizes are CheckedInt (checked.hpp): every sum and product below is checked for overflow.
 struct TypeEval {
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
-  CheckedInt fp8_params = 0;     // per-rank parameters of GEMM weights (FP8-castable)
-  CheckedInt saved = 0;          // bytes kept for backward per micro-batch
-  CheckedInt transient = 0;      // working bytes at the layer's busiest moment
-  CheckedInt global_buffer = 0;  // Megatron global memory buffer the layer gathers into
+  CheckedInt fp8_params = 0;                                 // per-rank parameters of GEMM weights (FP8-castable)
+  CheckedInt saved = 0;                                      // bytes kept for backward per micro-batch
+  CheckedInt transient = 0;                                  // working bytes at the layer's busiest moment
+  CheckedInt global_buffer = 0;                              // Megatron global memory buffer the layer gathers into
   BlockParams attn_params, mlp_params;
   BlockActivations attn_acts, mlp_acts;
   std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
@@ -90,8 +90,8 @@ class ComponentSink {
 struct EngineTables {
   ModelSpec model;
   std::vector<LayerType> types;
-  std::vector<std::size_t> layer_type;              // per decoder layer
-  std::vector<std::vector<std::int64_t>> prefix;    // prefix[type][i]: layers of that type before i
+  std::vector<std::size_t> layer_type;            // per decoder layer
+  std::vector<std::vector<std::int64_t>> prefix;  // prefix[type][i]: layers of that type before i
   std::size_t mtp_type = 0;
   KindParams mtp_single_gpu;  // an MTP layer's terms (of the mtp_type kind, is_mtp true); empty without MTP
   bool any_moe = false;
@@ -109,9 +109,9 @@ const EngineTables& engine_tables(const Estimator& estimator);
 // Bytes per element of what a step holds, from the precision and the optimizer's dtypes.
 struct ElementBytes {
   bool fp8 = false;
-  std::int64_t act = 2;          // activations: the training dtype (bf16/fp16 2, fp32 4)
+  std::int64_t act = 2;           // activations: the training dtype (bf16/fp16 2, fp32 4)
   std::int64_t linear_input = 2;  // a saved GEMM input (FP8 GEMM inputs: 1)
-  std::int64_t wgrad = 2;        // a weight gradient as TE returns it, in the parameter dtype
+  std::int64_t wgrad = 2;         // a weight gradient as TE returns it, in the parameter dtype
   DType param_dtype = DType::kBF16, grad_dtype = DType::kFP32;
   std::int64_t param = 2, grad = 4;
 };

@@ -2,14 +2,15 @@
 // layer kind once; per pipeline stage, stage_layers adds up its layers' parameters and the
 // activations of its micro-batches in flight, and estimate_stage its static memory and phases.
 // Each memory term names, in one comment line, the Megatron-LM behaviour it models.
-#include <fmt/core.h>
-
 #include <algorithm>
 #include <optional>
 
-#include "estimator_internal.hpp"
+#include <fmt/core.h>
+
 #include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/error.hpp"
+
+#include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
 
 namespace mme {
@@ -21,15 +22,9 @@ bool is_gemm_weight(const ParamTerm& t) { return t.group != ParamGroup::kNorms &
 void add_params(TypeEval& e, const BlockParams& p) {
   for (const auto& t : p.terms) {
     switch (t.shard) {
-      case ShardClass::kTensorParallel:
-        e.tp_params += t.per_rank;
-        break;
-      case ShardClass::kReplicated:
-        e.rep_params += t.per_rank;
-        break;
-      case ShardClass::kExpert:
-        e.exp_params += t.per_rank;
-        break;
+      case ShardClass::kTensorParallel: e.tp_params += t.per_rank; break;
+      case ShardClass::kReplicated: e.rep_params += t.per_rank; break;
+      case ShardClass::kExpert: e.exp_params += t.per_rank; break;
     }
     if (is_gemm_weight(t)) e.fp8_params += t.per_rank;
   }

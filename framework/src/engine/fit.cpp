@@ -28,7 +28,8 @@ FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double
   v.headroom_fraction = headroom_fraction;
   v.usable_bytes = usable_memory_bytes(hw, headroom_fraction, reserved_bytes);
   v.on_bound = on_bound;
-  v.needed_bytes = on_bound ? std::max(estimate.upper_bytes(), estimate.peak().total_bytes) : estimate.peak().total_bytes;
+  v.needed_bytes =
+      on_bound ? std::max(estimate.upper_bytes(), estimate.peak().total_bytes) : estimate.peak().total_bytes;
   v.headroom_bytes = v.usable_bytes - v.needed_bytes;
   v.fits = v.headroom_bytes >= 0;
   return v;

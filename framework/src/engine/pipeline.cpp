@@ -33,9 +33,10 @@ std::string expand_layout(const std::string& text, std::size_t& pos, int depth) 
       item = std::string(1, c);
       ++pos;
     } else {
-      throw LayoutError(fmt::format("--pipeline-layout: unexpected character '{}' at position {} (use E, t, m, L, |, "
-                                    "(...) and *N)",
-                                    c, pos));
+      throw LayoutError(
+          fmt::format("--pipeline-layout: unexpected character '{}' at position {} (use E, t, m, L, |, "
+                      "(...) and *N)",
+                      c, pos));
     }
     if (pos < text.size() && text[pos] == '*') {
       ++pos;
@@ -96,15 +97,17 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
   const std::int64_t max_chunks = L + M + 2;
   auto check_chunks = [&](std::int64_t n, const std::string& what) {
     if (n > max_chunks)
-      throw LayoutError(fmt::format("{} is more than the model's {} layers{} plus the embedding and the loss: at "
-                                    "least one pipeline chunk would hold nothing",
-                                    what, L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
+      throw LayoutError(
+          fmt::format("{} is more than the model's {} layers{} plus the embedding and the loss: at "
+                      "least one pipeline chunk would hold nothing",
+                      what, L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
   };
 
   if (!split.layout.empty()) {
     if (split.first_stage_layers || split.last_stage_layers || split.account_for_embedding || split.account_for_loss)
-      throw LayoutError("--pipeline-layout cannot be combined with first/last-stage layer counts or the "
-                        "account-for-embedding/loss options");
+      throw LayoutError(
+          "--pipeline-layout cannot be combined with first/last-stage layer counts or the "
+          "account-for-embedding/loss options");
     auto stages = parse_pipeline_layout(split.layout);
     const auto n = static_cast<std::int64_t>(stages.size());
     if (n % p != 0)
@@ -112,8 +115,8 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     check_chunks(n, fmt::format("--pipeline-layout has {} stages, which", n));
     const std::int64_t v = n / p;
     if (parallel.vpp != 1 && parallel.vpp != v)
-      throw LayoutError(fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}", v,
-                                    parallel.vpp));
+      throw LayoutError(
+          fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}", v, parallel.vpp));
     std::int64_t decoders = 0, mtps = 0, embeddings = 0, losses = 0;
     bool seen_mtp = false;
     for (std::int64_t i = 0; i < n; ++i) {
@@ -160,8 +163,9 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
   const bool uneven = split.first_stage_layers.has_value() || split.last_stage_layers.has_value();
   if (uneven) {
     if (split.account_for_embedding || split.account_for_loss)
-      throw LayoutError("--num-layers-in-first/last-pipeline-stage cannot be combined with "
-                        "--account-for-embedding/loss-in-pipeline-split");
+      throw LayoutError(
+          "--num-layers-in-first/last-pipeline-stage cannot be combined with "
+          "--account-for-embedding/loss-in-pipeline-split");
     if (p == 1) throw LayoutError("--num-layers-in-first/last-pipeline-stage need --pp > 1");
     const std::int64_t first = split.first_stage_layers.value_or(-1);
     const std::int64_t last = split.last_stage_layers.value_or(-1);
@@ -175,8 +179,8 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     if (split.first_stage_layers) rest -= first, --others;
     if (split.last_stage_layers) rest -= last, --others;
     if (rest < 0)
-      throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
-                                    L - rest, L));
+      throw LayoutError(
+          fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})", L - rest, L));
     std::int64_t middle = 0;
     if (others == 0) {
       if (rest != 0)
@@ -184,9 +188,10 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
                                       L, L - rest));
     } else {
       if (rest % others != 0)
-        throw LayoutError(fmt::format("the {} layers left after the first/last stages do not split evenly over the "
-                                      "other {} pipeline stages",
-                                      rest, others));
+        throw LayoutError(
+            fmt::format("the {} layers left after the first/last stages do not split evenly over the "
+                        "other {} pipeline stages",
+                        rest, others));
       middle = rest / others;
     }
     for (std::int64_t r = 0; r < p; ++r) per_rank[static_cast<std::size_t>(r)] = middle;
@@ -219,11 +224,11 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
             L, extra ? fmt::format(" (+{} for embedding/loss accounting)", extra) : "", p, L - base * (p - 1), p - 1,
             base, L - base * (p - 1)));
       }
-      throw LayoutError(fmt::format("{} layers{} do not split evenly over --pp {} x --vpp {} = {} chunks; set "
-                                    "--num-layers-in-first-pipeline-stage / --num-layers-in-last-pipeline-stage or "
-                                    "--pipeline-layout",
-                                    L, extra ? fmt::format(" (+{} for embedding/loss accounting)", extra) : "", p, v,
-                                    p * v));
+      throw LayoutError(
+          fmt::format("{} layers{} do not split evenly over --pp {} x --vpp {} = {} chunks; set "
+                      "--num-layers-in-first-pipeline-stage / --num-layers-in-last-pipeline-stage or "
+                      "--pipeline-layout",
+                      L, extra ? fmt::format(" (+{} for embedding/loss accounting)", extra) : "", p, v, p * v));
     }
     const std::int64_t per_chunk = slots / (p * v);
     out.chunks.resize(static_cast<std::size_t>(p * v));
@@ -273,7 +278,7 @@ std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, 
   // get_schedule_table: groups of G micro-batches, each run chunk by chunk (G forward passes of
   // chunk 0, then of chunk 1, ...); the last group holds the remaining m - F G micro-batches.
   const std::int64_t period = G * v;
-  std::int64_t full_groups = total / period;  // whole groups within the first `total` passes
+  std::int64_t full_groups = total / period;                    // whole groups within the first `total` passes
   if (m > 0) full_groups = std::min(full_groups, (m - 1) / G);  // groups before the last one
   for (auto& x : out) x = full_groups * G;
   std::int64_t rem = total - full_groups * period;

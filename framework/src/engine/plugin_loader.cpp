@@ -7,13 +7,13 @@
 #include <sstream>
 #include <system_error>
 
-#include <dlfcn.h>
-
 #include <boost/dll/shared_library.hpp>
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
 #include "mme/sdk/plugin.hpp"
+
+#include <dlfcn.h>
 
 namespace fs = std::filesystem;
 
@@ -55,8 +55,7 @@ bool load_plugin_file(Registry& registry, const fs::path& file) {
   library->load(file, ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   if (ec || !library->is_loaded()) {
     const char* detail = ::dlerror();
-    registry.record_rejected(where, fmt::format("not a loadable library ({})",
-                                                detail ? detail : ec.message()));
+    registry.record_rejected(where, fmt::format("not a loadable library ({})", detail ? detail : ec.message()));
     return false;
   }
   if (!library->has(MME_PLUGIN_ENTRY_SYMBOL)) {
@@ -102,7 +101,8 @@ bool load_plugin_file(Registry& registry, const fs::path& file) {
   const std::string name = info->name;
   const std::string version = info->version ? info->version : "";
   auto fn = info->register_plugin;
-  return registry.register_plugin(name, version, where, [fn](Registrar& r) { fn(r); }, library);
+  return registry.register_plugin(
+      name, version, where, [fn](Registrar& r) { fn(r); }, library);
 }
 
 void load_plugins(Registry& registry, const std::vector<fs::path>& dirs) {

@@ -21,8 +21,8 @@ template <class T>
 std::shared_ptr<const T> pin(std::shared_ptr<const T> object, std::shared_ptr<void> library) {
   if (!library) return object;
   struct Holder {
-    std::shared_ptr<void> library;       // destroyed last
-    std::shared_ptr<const T> object;     // destroyed first
+    std::shared_ptr<void> library;    // destroyed last
+    std::shared_ptr<const T> object;  // destroyed first
   };
   auto holder = std::make_shared<Holder>(Holder{std::move(library), std::move(object)});
   const T* raw = holder->object.get();
@@ -77,8 +77,7 @@ void Registry::record_rejected(std::string path, std::string reason) {
 }
 
 bool Registry::register_plugin(const std::string& name, const std::string& version, const std::string& path,
-                               const std::function<void(Registrar&)>& register_fn,
-                               std::shared_ptr<void> keep_alive) {
+                               const std::function<void(Registrar&)>& register_fn, std::shared_ptr<void> keep_alive) {
   const std::string where = path.empty() ? name : path;
   if (name.empty()) {
     record_rejected(where, "the plugin has an empty name");
@@ -145,8 +144,8 @@ bool Registry::register_plugin(const std::string& name, const std::string& versi
     const HardwareProfile& profile = *h.object;
     const std::string key = normalize_hardware_name(profile.name);
     if (const auto owner = owner_of(key)) {
-      spdlog::warn("plugin {}: hardware profile '{}' skipped: its name is already a name of {}", where,
-                   profile.name, *owner);
+      spdlog::warn("plugin {}: hardware profile '{}' skipped: its name is already a name of {}", where, profile.name,
+                   *owner);
       continue;
     }
     HardwareProfile kept = profile;
@@ -159,8 +158,8 @@ bool Registry::register_plugin(const std::string& name, const std::string& versi
         continue;
       }
       if (const auto owner = owner_of(akey)) {
-        spdlog::warn("plugin {}: hardware alias '{}' of profile '{}' dropped: it is already a name of {}", where,
-                     alias, profile.name, *owner);
+        spdlog::warn("plugin {}: hardware alias '{}' of profile '{}' dropped: it is already a name of {}", where, alias,
+                     profile.name, *owner);
         continue;
       }
       own.insert(akey);

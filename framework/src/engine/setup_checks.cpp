@@ -48,10 +48,10 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   require_positive("--micro-batch-size", s.micro_batch_size, kMaxSequenceSize);
   require_positive("--seq-length", s.seq_length, kMaxSequenceSize);
   if (s.seq_length * s.micro_batch_size > kMaxMicroBatchTokens)  // both at most 2^24: the product fits
-    throw LayoutError(fmt::format("--seq-length {} x --micro-batch-size {} = {} tokens per micro-batch is more than {}, "
-                                  "which no real run uses",
-                                  s.seq_length, s.micro_batch_size, s.seq_length * s.micro_batch_size,
-                                  kMaxMicroBatchTokens));
+    throw LayoutError(
+        fmt::format("--seq-length {} x --micro-batch-size {} = {} tokens per micro-batch is more than {}, "
+                    "which no real run uses",
+                    s.seq_length, s.micro_batch_size, s.seq_length * s.micro_batch_size, kMaxMicroBatchTokens));
   if (s.global_batch_size < 0)
     throw LayoutError(fmt::format("--global-batch-size must be positive, got {}", s.global_batch_size));
   if (s.global_batch_size > 0) require_positive("--global-batch-size", s.global_batch_size, kMaxWorldSize);
@@ -75,14 +75,14 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     // The layout fixes the number of virtual stages per pipeline rank (arguments.py).
     const auto stages = static_cast<std::int64_t>(parse_pipeline_layout(s.pipeline.layout).size());
     if (stages % p.pp != 0)
-      throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", stages, p.pp));
+      throw LayoutError(
+          fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", stages, p.pp));
     if (p.vpp != 1 && p.vpp != stages / p.pp)
       throw LayoutError(fmt::format("--pipeline-layout gives {} virtual stages per pipeline rank but --vpp is {}",
                                     stages / p.pp, p.vpp));
     p.vpp = stages / p.pp;
   }
-  if (p.vpp > 1 && p.pp == 1)
-    throw LayoutError(fmt::format("--vpp {} needs pipeline parallelism (--pp > 1)", p.vpp));
+  if (p.vpp > 1 && p.pp == 1) throw LayoutError(fmt::format("--vpp {} needs pipeline parallelism (--pp > 1)", p.vpp));
   if (p.pp * p.vpp > kMaxParallelSize)  // both at most 2^20: the product fits
     throw LayoutError(fmt::format("--pp {} x --vpp {} = {} pipeline chunks is more than {}, which no real run uses",
                                   p.pp, p.vpp, p.pp * p.vpp, kMaxParallelSize));
@@ -107,14 +107,14 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   if (s.defer_embedding_wgrad && p.pp == 1)
     throw LayoutError("--defer-embedding-wgrad-compute needs --pp > 1 (model_parallel_config.py)");
   if (s.wgrad_deferral_limit < 0 || s.wgrad_deferral_limit > kMaxWorldSize)
-    throw LayoutError(fmt::format("--wgrad-deferral-limit must be in [0, {}], got {}", kMaxWorldSize,
-                                  s.wgrad_deferral_limit));
+    throw LayoutError(
+        fmt::format("--wgrad-deferral-limit must be in [0, {}], got {}", kMaxWorldSize, s.wgrad_deferral_limit));
   if (const auto& g = s.pipeline.microbatch_group_size) {
     require_positive("--microbatch-group-size-per-virtual-pipeline-stage", *g, kMaxParallelSize);
     // schedules.py: the group may not be smaller than PP (nor larger than m, checked by the engine).
     if (*g < p.pp)
-      throw LayoutError(fmt::format("--microbatch-group-size-per-virtual-pipeline-stage {} is smaller than --pp {}",
-                                    *g, p.pp));
+      throw LayoutError(
+          fmt::format("--microbatch-group-size-per-virtual-pipeline-stage {} is smaller than --pp {}", *g, p.pp));
   }
 
   auto& o = s.optimizer;
@@ -123,8 +123,10 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                                   p.dp * p.cp, o.instances));
   if (o.precision_aware && !o.distributed)
     throw LayoutError("--use-precision-aware-optimizer needs the distributed optimizer");
-  if (!o.precision_aware && (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
-    throw LayoutError("--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
+  if (!o.precision_aware &&
+      (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
+    throw LayoutError(
+        "--exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype need --use-precision-aware-optimizer");
   if (!kOffloadFractionRange.holds(o.cpu_offload_fraction))
     throw LayoutError(fmt::format("--optimizer-cpu-offload-fraction must be in {}, got {}",
                                   to_string(kOffloadFractionRange), o.cpu_offload_fraction));
@@ -137,9 +139,11 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                                   *s.moe_routing_imbalance));
   const auto& f = s.fsdp;
   if (f.kind == FsdpKind::kMegatron) {
-    if (!o.distributed) throw LayoutError("--use-megatron-fsdp runs with the distributed optimizer (arguments.py forces it)");
+    if (!o.distributed)
+      throw LayoutError("--use-megatron-fsdp runs with the distributed optimizer (arguments.py forces it)");
     if (o.cpu_offload_fraction > 0) throw LayoutError("optimizer CPU offload with Megatron-FSDP is not modelled");
-    if (o.name != "adam") throw LayoutError(fmt::format("--optimizer {} with Megatron-FSDP is not modelled (adam)", o.name));
+    if (o.name != "adam")
+      throw LayoutError(fmt::format("--optimizer {} with Megatron-FSDP is not modelled (adam)", o.name));
   }
   if (f.kind == FsdpKind::kTorchFsdp2) {
     // arguments.py validate_args: what Megatron-LM refuses with --use-torch-fsdp2.
@@ -147,14 +151,16 @@ TrainingSetup resolve_setup(TrainingSetup s) {
     if (p.ep > 1) throw LayoutError("--use-torch-fsdp2 is not supported with expert parallelism (--ep > 1)");
     if (o.distributed) throw LayoutError("--use-torch-fsdp2 is not supported with the distributed optimizer");
     if (s.gradient_accumulation_fusion)
-      throw LayoutError("--use-torch-fsdp2 is not supported with gradient accumulation fusion "
-                        "(--no-gradient-accumulation-fusion)");
+      throw LayoutError(
+          "--use-torch-fsdp2 is not supported with gradient accumulation fusion "
+          "(--no-gradient-accumulation-fusion)");
     if (s.precision == Precision::kFP16) throw LayoutError("--use-torch-fsdp2 does not support fp16");
     if (o.name != "adam") throw LayoutError(fmt::format("--optimizer {} with FSDP2 is not modelled (adam)", o.name));
   }
-  if (f.kind == FsdpKind::kNone && (f.strategy != FsdpSharding::kOptimGradsParams || f.outer != FsdpSharding::kNoShard ||
-                                    f.double_buffer || f.communication_unit_size != 0 || f.main_grads || f.grad_comm ||
-                                    f.main_params != DType::kFP32 || !f.reshard_after_forward))
+  if (f.kind == FsdpKind::kNone &&
+      (f.strategy != FsdpSharding::kOptimGradsParams || f.outer != FsdpSharding::kNoShard || f.double_buffer ||
+       f.communication_unit_size != 0 || f.main_grads || f.grad_comm || f.main_params != DType::kFP32 ||
+       !f.reshard_after_forward))
     throw LayoutError("the Megatron-FSDP / FSDP2 settings need --use-megatron-fsdp or --use-torch-fsdp2");
   if (f.communication_unit_size < 0 || f.communication_unit_size > kMaxWorldSize)
     throw LayoutError(fmt::format("--suggested-communication-unit-size must be in [1, {}], got {}", kMaxWorldSize,
@@ -178,37 +184,43 @@ TrainingSetup resolve_setup(TrainingSetup s) {
 void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
   const auto& p = s.parallel;
   if (p.pp > model.num_layers)
-    throw LayoutError(fmt::format("--pp {} is more pipeline stages than the model's {} layers", p.pp, model.num_layers));
+    throw LayoutError(
+        fmt::format("--pp {} is more pipeline stages than the model's {} layers", p.pp, model.num_layers));
   if (s.seq_length % p.cp != 0)
     throw LayoutError(fmt::format("--seq-length {} is not divisible by --cp {}", s.seq_length, p.cp));
   if (p.cp > 1 && s.seq_length % (2 * p.cp) != 0)
-    throw LayoutError(fmt::format("--seq-length {} is not divisible by 2 x CP = {} (context parallelism splits the "
-                                  "sequence into 2 x CP chunks for load balancing)",
-                                  s.seq_length, 2 * p.cp));
+    throw LayoutError(
+        fmt::format("--seq-length {} is not divisible by 2 x CP = {} (context parallelism splits the "
+                    "sequence into 2 x CP chunks for load balancing)",
+                    s.seq_length, 2 * p.cp));
   if (sequence_parallel_on(p) && (s.seq_length / p.cp) % p.tp != 0)
-    throw LayoutError(fmt::format("with sequence parallelism the sequence per CP rank ({} / {} = {}) must be divisible "
-                                  "by --tp {}",
-                                  s.seq_length, p.cp, s.seq_length / p.cp, p.tp));
+    throw LayoutError(
+        fmt::format("with sequence parallelism the sequence per CP rank ({} / {} = {}) must be divisible "
+                    "by --tp {}",
+                    s.seq_length, p.cp, s.seq_length / p.cp, p.tp));
   bool any_moe = false;
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& mlp = model.layers[i].mlp;
     if (mlp.num_experts <= 0) continue;
     any_moe = true;
     if (mlp.num_experts % p.ep != 0)
-      throw LayoutError(fmt::format("layer {}: {} experts are not divisible by --ep {}; --ep must divide the {} "
-                                    "experts: {}",
-                                    i, mlp.num_experts, p.ep, mlp.num_experts, divisors_text(mlp.num_experts)));
+      throw LayoutError(
+          fmt::format("layer {}: {} experts are not divisible by --ep {}; --ep must divide the {} "
+                      "experts: {}",
+                      i, mlp.num_experts, p.ep, mlp.num_experts, divisors_text(mlp.num_experts)));
   }
   if (!any_moe && p.ep > 1)
     throw LayoutError(fmt::format("--ep {} needs a mixture-of-experts model; {} has no experts", p.ep, model.name));
   if (any_moe && p.tp > 1 && p.sequence_parallel.has_value() && !*p.sequence_parallel)
-    throw LayoutError("Megatron-LM requires sequence parallelism when MoE and tensor parallelism (--tp > 1) are "
-                      "combined; drop --no-sequence-parallel");
+    throw LayoutError(
+        "Megatron-LM requires sequence parallelism when MoE and tensor parallelism (--tp > 1) are "
+        "combined; drop --no-sequence-parallel");
   if (model.position_embedding == PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
       s.seq_length > model.max_position_embeddings)
-    throw LayoutError(fmt::format("--seq-length {} exceeds the learned position table of {} positions "
-                                  "(max_position_embeddings)",
-                                  s.seq_length, model.max_position_embeddings));
+    throw LayoutError(
+        fmt::format("--seq-length {} exceeds the learned position table of {} positions "
+                    "(max_position_embeddings)",
+                    s.seq_length, model.max_position_embeddings));
 }
 
 }  // namespace mme

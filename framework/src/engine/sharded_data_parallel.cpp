@@ -18,10 +18,11 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
   if (f.outer != FsdpSharding::kNoShard) {
     // _init_each_parameter_group_buffers: the outer "optim" sharding needs full inner sharding.
     if (f.outer != FsdpSharding::kOptim)
-      throw LayoutError(fmt::format("--outer-dp-sharding-strategy {}: Megatron-FSDP takes no_shard or optim",
-                                    to_string(f.outer)));
+      throw LayoutError(
+          fmt::format("--outer-dp-sharding-strategy {}: Megatron-FSDP takes no_shard or optim", to_string(f.outer)));
     if (f.strategy != FsdpSharding::kOptimGradsParams)
-      throw LayoutError("--outer-dp-sharding-strategy optim needs --data-parallel-sharding-strategy optim_grads_params");
+      throw LayoutError(
+          "--outer-dp-sharding-strategy optim needs --data-parallel-sharding-strategy optim_grads_params");
     if (st.instances <= 1)
       throw LayoutError("--outer-dp-sharding-strategy optim needs --num-distributed-optimizer-instances > 1 (HSDP)");
   }
@@ -98,8 +99,8 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
   if (f.double_buffer && grads_sharded) {
     // FixedPoolAllocator: two slots of the largest layer for weights and for gradients, taken
     // from the global memory buffer and never freed.
-    const CheckedInt pool = params_sharded ? 2 * weight(st.largest_unit) + 2 * st.largest_unit * cw
-                                           : 2 * st.largest_unit * cw;
+    const CheckedInt pool =
+        params_sharded ? 2 * weight(st.largest_unit) + 2 * st.largest_unit * cw : 2 * st.largest_unit * cw;
     out.persistent_buffers = pool;
     out.other_terms.emplace_back("other/fsdp_double_buffer_pool", pool);
   }

@@ -85,8 +85,9 @@ std::vector<std::string> shell_words(std::string_view text, const std::string& s
 bool is_flag(const std::string& w) { return w.size() > 2 && w[0] == '-' && w[1] == '-'; }
 
 bool is_env_name(const std::string& n) {
-  return !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) &&
-         std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 // Flags (or environment variables) in first-seen order, a later value replacing an earlier
@@ -98,8 +99,10 @@ class OrderedTable {
   explicit OrderedTable(NameOf name_of) : name_of_(name_of) {}
   void put(Item item) {
     const auto [it, fresh] = index_.try_emplace(name_of_(item), items_.size());
-    if (fresh) items_.push_back(std::move(item));
-    else items_[it->second] = std::move(item);
+    if (fresh)
+      items_.push_back(std::move(item));
+    else
+      items_[it->second] = std::move(item);
   }
   std::vector<Item> take() && { return std::move(items_); }
 
@@ -188,8 +191,10 @@ MegatronArgs MegatronArgs::from_config(const nlohmann::json& config) {
   auto flags = flag_table();  // "num_layers" and "num-layers" are one flag
   for (const auto& [k, v] : it->items()) {
     if (v.is_boolean()) {
-      if (v.get<bool>()) flags.put({normalise(k), {}});
-      else flags.put({normalise(k), {"false"}});
+      if (v.get<bool>())
+        flags.put({normalise(k), {}});
+      else
+        flags.put({normalise(k), {"false"}});
     } else if (v.is_string()) {
       flags.put({normalise(k), {v.get<std::string>()}});
     } else if (v.is_number()) {
@@ -258,8 +263,8 @@ MegatronArgs parse_megatron_args(std::string_view text, const std::string& sourc
   // Drop flags whose value is an unexpanded shell variable (the names are unique already).
   MegatronArgs clean;
   for (auto& f : std::move(flags).take()) {
-    const bool unexpanded = std::any_of(f.values.begin(), f.values.end(),
-                                        [](const std::string& v) { return !v.empty() && v[0] == '$'; });
+    const bool unexpanded =
+        std::any_of(f.values.begin(), f.values.end(), [](const std::string& v) { return !v.empty() && v[0] == '$'; });
     if (!unexpanded) clean.flags_.push_back(std::move(f));
   }
   clean.env_ = std::move(env).take();

@@ -23,13 +23,15 @@ ModelSpec adapt_config(const nlohmann::json& config, const std::string& name, co
     std::string type = "(none)";
     if (auto it = config.find("model_type"); it != config.end() && it->is_string()) type = it->get<std::string>();
     std::string names;
-    for (const auto& a : registry.adapters()) names += std::string(names.empty() ? "" : ", ") + std::string(a.object->name());
+    for (const auto& a : registry.adapters())
+      names += std::string(names.empty() ? "" : ", ") + std::string(a.object->name());
     if (names.empty())
       throw PluginError(fmt::format("{}: no config adapter is loaded (check `mme plugins` and --plugin-dir)", source));
-    throw ConfigError(fmt::format("{}: no config adapter understands model_type '{}' (loaded adapters: {}); the "
-                                  "generic adapter needs at least hidden_size, num_hidden_layers, "
-                                  "num_attention_heads and vocab_size",
-                                  source, type, names));
+    throw ConfigError(
+        fmt::format("{}: no config adapter understands model_type '{}' (loaded adapters: {}); the "
+                    "generic adapter needs at least hidden_size, num_hidden_layers, "
+                    "num_attention_heads and vocab_size",
+                    source, type, names));
   }
   spdlog::debug("{}: adapted by '{}'", source, adapter->name());
   ModelSpec spec = call_plugin("config adapter", [&] { return adapter->adapt(ConfigInput{config, name, source}); });

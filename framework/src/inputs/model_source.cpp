@@ -1,9 +1,5 @@
 #include "mme/inputs/model_source.hpp"
 
-#include <fcntl.h>
-#include <pwd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -18,14 +14,18 @@
 #include <system_error>
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include "mme/engine/plugin_loader.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
-#include "mme/engine/plugin_loader.hpp"
 #include "mme/sdk/version.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -55,8 +55,9 @@ const Api& api() {
   static const Api loaded = [] {
     void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
-      throw NotFoundError("downloading a model's config.json needs libcurl (libcurl.so.4, Debian package "
-                          "libcurl4); use a bundled model or a local config.json instead");
+      throw NotFoundError(
+          "downloading a model's config.json needs libcurl (libcurl.so.4, Debian package "
+          "libcurl4); use a bundled model or a local config.json instead");
     auto sym = [lib](const char* name) {
       void* p = ::dlsym(lib, name);
       if (!p) throw NotFoundError(fmt::format("libcurl.so.4 has no symbol {}; libcurl 7.62 or newer is needed", name));
@@ -97,8 +98,12 @@ CURLcode curl_easy_getinfo(CURL* c, CURLINFO i, A... a) {
 inline const char* curl_easy_strerror(CURLcode rc) { return api().easy_strerror(rc); }
 inline CURLU* curl_url() { return api().url(); }
 inline void curl_url_cleanup(CURLU* u) { api().url_cleanup(u); }
-inline CURLUcode curl_url_set(CURLU* u, CURLUPart p, const char* v, unsigned int f) { return api().url_set(u, p, v, f); }
-inline CURLUcode curl_url_get(const CURLU* u, CURLUPart p, char** v, unsigned int f) { return api().url_get(u, p, v, f); }
+inline CURLUcode curl_url_set(CURLU* u, CURLUPart p, const char* v, unsigned int f) {
+  return api().url_set(u, p, v, f);
+}
+inline CURLUcode curl_url_get(const CURLU* u, CURLUPart p, char** v, unsigned int f) {
+  return api().url_get(u, p, v, f);
+}
 inline void curl_free(void* p) { api().free(p); }
 
 }  // namespace lc
@@ -178,9 +183,8 @@ std::string bundled_names(const std::vector<fs::path>& zoo_dirs) {
 // "." or "..", nothing a shell or URL would treat specially.
 bool safe_component(std::string_view s) {
   if (s.empty() || s.size() > 255 || s == "." || s == "..") return false;
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '-' || c == '_' || c == '.';
-  });
+  return std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
 }
 
 // A revision (branch, tag, commit, "refs/pr/N"): safe components joined by single slashes.
@@ -189,7 +193,8 @@ bool safe_revision(const std::string& rev) {
   std::size_t start = 0;
   while (true) {
     const std::size_t slash = rev.find('/', start);
-    const std::string_view part = std::string_view(rev).substr(start, slash == std::string::npos ? slash : slash - start);
+    const std::string_view part =
+        std::string_view(rev).substr(start, slash == std::string::npos ? slash : slash - start);
     if (!safe_component(part)) return false;
     if (slash == std::string::npos) return true;
     start = slash + 1;
@@ -198,9 +203,10 @@ bool safe_revision(const std::string& rev) {
 
 void check_revision(const std::string& rev) {
   if (!safe_revision(rev))
-    throw UsageError(fmt::format("invalid revision '{}' (--revision): use a branch, tag or commit made of letters, "
-                                 "digits, '.', '_', '-' and single '/'",
-                                 rev));
+    throw UsageError(
+        fmt::format("invalid revision '{}' (--revision): use a branch, tag or commit made of letters, "
+                    "digits, '.', '_', '-' and single '/'",
+                    rev));
 }
 
 // A URL fit for logs and error messages: no user:password@, no ?query or #fragment (signed
@@ -338,8 +344,8 @@ Endpoint hub_endpoint() {
   while (!e.empty() && e.back() == '/') e.pop_back();
   const auto parts = parse_url(e);
   if (!parts || (parts->scheme != "http" && parts->scheme != "https") || e.find("://") == std::string::npos)
-    throw UsageError(fmt::format("HF_ENDPOINT '{}' is not an http:// or https:// URL (default https://huggingface.co)",
-                                 redact(e)));
+    throw UsageError(
+        fmt::format("HF_ENDPOINT '{}' is not an http:// or https:// URL (default https://huggingface.co)", redact(e)));
   return {e, *parts};
 }
 
@@ -379,8 +385,8 @@ class DownloadNotice {
     if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200)) return;
     last_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const std::string bytes = total > 0 ? fmt::format("{} of {}", size_text(received), size_text(total))
-                                        : size_text(received);
+    const std::string bytes =
+        total > 0 ? fmt::format("{} of {}", size_text(received), size_text(total)) : size_text(received);
     std::fputs(fmt::format("\r\033[K{}  {}  {:.0f} s", text_, bytes, seconds).c_str(), stderr);
     std::fflush(stderr);
   }
@@ -412,9 +418,9 @@ struct Transfer {
 
   CURLcode rc = CURLE_OK;
   long status = 0;
-  std::string location;   // the redirect target, absolute
-  std::string why;        // libcurl's message when rc != CURLE_OK
-  bool reached = false;   // the TCP connection was made
+  std::string location;  // the redirect target, absolute
+  std::string why;       // libcurl's message when rc != CURLE_OK
+  bool reached = false;  // the TCP connection was made
 };
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
@@ -512,7 +518,8 @@ Transfer fetch(const std::string& url, const std::string& token, const SourceOpt
   lc::curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.status);
   curl_off_t connect_us = 0;
   t.reached = lc::curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0;
-  if (char* loc = nullptr; lc::curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc) t.location = loc;
+  if (char* loc = nullptr; lc::curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
+    t.location = loc;
   if (t.rc != CURLE_OK) t.why = error[0] ? error : lc::curl_easy_strerror(t.rc);
   t.curl = nullptr;
   t.notice = nullptr;
@@ -555,7 +562,8 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   auto at = [&] { return url == first_url ? shown : fmt::format("{} (redirected to {})", shown, redact(url)); };
   DownloadNotice notice(id, redact(endpoint.base));
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.transfer_timeout_s, 1L));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.transfer_timeout_s, 1L));
   const int max_redirects = std::max(options.max_redirects, 0);
   std::string commit;
   Transfer t;
@@ -567,8 +575,8 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
     const long left_ms = static_cast<long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
     if (left_ms <= 0)
-      throw NotFoundError(fmt::format("{}: timed out: the download took longer than {} s", at(),
-                                      options.transfer_timeout_s));
+      throw NotFoundError(
+          fmt::format("{}: timed out: the download took longer than {} s", at(), options.transfer_timeout_s));
     t = fetch(url, to_endpoint ? token : std::string(), options, left_ms, notice);
     spdlog::trace("{}: HTTP {} ({} body bytes, token {})", redact(url), t.status, t.body.size(),
                   to_endpoint && !token.empty() ? "sent" : "not sent");
@@ -582,8 +590,8 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
     if (next->scheme != "http" && next->scheme != "https")
       throw NotFoundError(fmt::format("{}: refusing a redirect to a {}: URL", at(), next->scheme));
     if (parts && parts->scheme == "https" && next->scheme == "http")
-      throw NotFoundError(fmt::format("{}: refusing a redirect from https to plain http ({})", at(),
-                                      redact(t.location)));
+      throw NotFoundError(
+          fmt::format("{}: refusing a redirect from https to plain http ({})", at(), redact(t.location)));
     spdlog::debug("HTTP {} redirect to {}", t.status, redact(t.location));
     url = t.location;
   }
@@ -592,46 +600,49 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   const bool have_token = !token.empty();
   if (status == 401 || status == 403) {
     if (t.error_code == "RepoNotFound")
-      throw NotFoundError(fmt::format("{}: HTTP {}: repository '{}' not found, or it is private{}", at(), status, id,
-                                      have_token ? " and HF_TOKEN gives no access to it"
-                                                 : ": check the name, or set HF_TOKEN to an access token"));
+      throw NotFoundError(fmt::format(
+          "{}: HTTP {}: repository '{}' not found, or it is private{}", at(), status, id,
+          have_token ? " and HF_TOKEN gives no access to it" : ": check the name, or set HF_TOKEN to an access token"));
     if (have_token)
-      throw NotFoundError(fmt::format("{}: HTTP {}: HF_TOKEN is set but gives no access to '{}': accept the model's "
-                                      "licence on its hub page with that account, or use another token",
-                                      at(), status, id));
-    throw NotFoundError(fmt::format("{}: HTTP {}: '{}' is gated or private: accept its licence on the hub and set "
-                                    "HF_TOKEN to an access token",
-                                    at(), status, id));
+      throw NotFoundError(
+          fmt::format("{}: HTTP {}: HF_TOKEN is set but gives no access to '{}': accept the model's "
+                      "licence on its hub page with that account, or use another token",
+                      at(), status, id));
+    throw NotFoundError(
+        fmt::format("{}: HTTP {}: '{}' is gated or private: accept its licence on the hub and set "
+                    "HF_TOKEN to an access token",
+                    at(), status, id));
   }
   if (status == 404) {
     if (t.error_code == "RevisionNotFound")
       throw NotFoundError(fmt::format("{}: HTTP 404: '{}' has no revision '{}'", at(), id, options.revision));
     if (t.error_code == "EntryNotFound")
-      throw NotFoundError(fmt::format("{}: HTTP 404: '{}' (revision '{}') has no config.json", at(), id,
-                                      options.revision));
+      throw NotFoundError(
+          fmt::format("{}: HTTP 404: '{}' (revision '{}') has no config.json", at(), id, options.revision));
     throw NotFoundError(fmt::format("{}: HTTP 404: no model '{}' (revision '{}') on {}", at(), id, options.revision,
                                     url == first_url ? redact(endpoint.base) : origin_of(url)));
   }
   if (t.too_large || t.rc == CURLE_FILESIZE_EXCEEDED)
-    throw NotFoundError(fmt::format("{}: the response is larger than {} bytes; that is no config.json", at(),
-                                    options.max_bytes));
+    throw NotFoundError(
+        fmt::format("{}: the response is larger than {} bytes; that is no config.json", at(), options.max_bytes));
   if (t.rc != CURLE_OK) {
     if (!t.reached && (t.rc == CURLE_COULDNT_RESOLVE_HOST || t.rc == CURLE_COULDNT_CONNECT ||
                        t.rc == CURLE_COULDNT_RESOLVE_PROXY || t.rc == CURLE_OPERATION_TIMEDOUT))
-      throw NotFoundError(fmt::format("cannot reach {} for {}: {} (offline? set HF_HUB_OFFLINE=1 and use a bundled "
-                                      "model: {}; or give a local config.json)",
-                                      url == first_url ? redact(endpoint.base)
-                                                       : fmt::format("{} (where {} redirects)", origin_of(url), shown),
-                                      id, t.why, bundled_names(zoo)));
+      throw NotFoundError(fmt::format(
+          "cannot reach {} for {}: {} (offline? set HF_HUB_OFFLINE=1 and use a bundled "
+          "model: {}; or give a local config.json)",
+          url == first_url ? redact(endpoint.base) : fmt::format("{} (where {} redirects)", origin_of(url), shown), id,
+          t.why, bundled_names(zoo)));
     if (t.stalled)
-      throw NotFoundError(fmt::format("{}: timed out: no data for {} s", at(), std::max(options.low_speed_timeout_s, 1L)));
-    if (t.rc == CURLE_OPERATION_TIMEDOUT)
-      throw NotFoundError(fmt::format("{}: timed out: {}", at(), t.why));
+      throw NotFoundError(
+          fmt::format("{}: timed out: no data for {} s", at(), std::max(options.low_speed_timeout_s, 1L)));
+    if (t.rc == CURLE_OPERATION_TIMEDOUT) throw NotFoundError(fmt::format("{}: timed out: {}", at(), t.why));
     if (t.rc == CURLE_PEER_FAILED_VERIFICATION || t.rc == CURLE_SSL_CONNECT_ERROR || t.rc == CURLE_SSL_CACERT_BADFILE ||
         t.rc == CURLE_SSL_CERTPROBLEM)
-      throw NotFoundError(fmt::format("{}: TLS failure: {} (certificates are always verified; check the system CA "
-                                      "certificates, or a proxy that intercepts TLS)",
-                                      at(), t.why));
+      throw NotFoundError(
+          fmt::format("{}: TLS failure: {} (certificates are always verified; check the system CA "
+                      "certificates, or a proxy that intercepts TLS)",
+                      at(), t.why));
     if (t.rc == CURLE_PARTIAL_FILE)
       throw NotFoundError(fmt::format("{}: the connection closed before the whole file arrived: {}", at(), t.why));
     throw NotFoundError(fmt::format("cannot download {}: {}", at(), t.why));
@@ -651,8 +662,8 @@ ResolvedModel download_to_cache(const std::string& id, const SourceOptions& opti
   nlohmann::json config = parse_config_text(d.body, d.url);
   // Valid JSON that is not a config ([1,2,3]) would stay in the cache and fail every later run.
   if (!config.is_object())
-    throw ConfigError(fmt::format("{}: expected a JSON object (a config.json), got {}; nothing cached", d.url,
-                                  config.type_name()));
+    throw ConfigError(
+        fmt::format("{}: expected a JSON object (a config.json), got {}; nothing cached", d.url, config.type_name()));
   const std::string commit = d.commit.empty() ? options.revision : d.commit;
   if (!safe_component(commit)) {
     spdlog::debug("{}: no commit id from the server; not cached", d.url);
@@ -701,7 +712,8 @@ std::vector<BundledModel> list_bundled_models(const std::vector<fs::path>& zoo_d
       return lower(a.name) != lower(b.name) ? lower(a.name) < lower(b.name) : a.name < b.name;
     });
     for (auto& b : here) {
-      const bool dup = std::any_of(out.begin(), out.end(), [&](const BundledModel& o) { return lower(o.name) == lower(b.name); });
+      const bool dup =
+          std::any_of(out.begin(), out.end(), [&](const BundledModel& o) { return lower(o.name) == lower(b.name); });
       if (!dup) out.push_back(std::move(b));
     }
   }
@@ -766,9 +778,8 @@ bool looks_like_hub_id(const std::string& arg) {
   const std::string org = arg.substr(0, slash), name = arg.substr(slash + 1);
   if (org.empty() || name.empty() || org.size() > 96 || name.size() > 96) return false;
   for (const auto& part : {org, name}) {
-    if (!std::all_of(part.begin(), part.end(), [](unsigned char c) {
-          return std::isalnum(c) || c == '-' || c == '_' || c == '.';
-        }))
+    if (!std::all_of(part.begin(), part.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }))
       return false;
     if (part.find("--") != std::string::npos || part.find("..") != std::string::npos) return false;
     for (char edge : {part.front(), part.back()})
@@ -784,8 +795,7 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
   if (fs::exists(local, ec)) {
     if (fs::is_directory(local, ec)) {
       const fs::path cfg = local / "config.json";
-      if (!fs::exists(cfg, ec))
-        throw NotFoundError(fmt::format("{}: the folder has no config.json", local.string()));
+      if (!fs::exists(cfg, ec)) throw NotFoundError(fmt::format("{}: the folder has no config.json", local.string()));
       return {select_text_config(read_config_file(cfg)), local.string(), cfg, "local"};
     }
     return {select_text_config(read_config_file(local)), local.string(), local, "local"};
@@ -796,9 +806,10 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
                          std::count(arg.begin(), arg.end(), '/') > 1 ||
                          (arg.size() > 5 && lower(arg.substr(arg.size() - 5)) == ".json");
     if (pathish) throw NotFoundError(fmt::format("{}: no such file or folder", arg));
-    throw NotFoundError(fmt::format("{}: no such file or folder, and not a hub id of the form org/name (bundled "
-                                    "models: {})",
-                                    arg, bundled_names(zoo)));
+    throw NotFoundError(
+        fmt::format("{}: no such file or folder, and not a hub id of the form org/name (bundled "
+                    "models: {})",
+                    arg, bundled_names(zoo)));
   }
   // The exact spelling first (one stat per zoo folder), then a case-insensitive scan.
   for (const auto& dir : zoo) {
@@ -824,12 +835,12 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
   }
   const bool offline_env = env_true("HF_HUB_OFFLINE");
   if (!options.allow_network || offline_env) {
-    throw NotFoundError(fmt::format("{}: not bundled and not in the Hugging Face cache ({}), and downloads are off "
-                                    "({}); bundled models: {}",
-                                    arg, cache.string(),
-                                    offline_env ? "HF_HUB_OFFLINE is set: unset it to download"
-                                                : "the caller allows no network",
-                                    bundled_names(zoo)));
+    throw NotFoundError(
+        fmt::format("{}: not bundled and not in the Hugging Face cache ({}), and downloads are off "
+                    "({}); bundled models: {}",
+                    arg, cache.string(),
+                    offline_env ? "HF_HUB_OFFLINE is set: unset it to download" : "the caller allows no network",
+                    bundled_names(zoo)));
   }
   return download_to_cache(arg, options, cache, zoo);
 }

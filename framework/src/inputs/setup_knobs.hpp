@@ -26,7 +26,6 @@ inline std::string lower(std::string_view s) {
   return out;
 }
 
-
 inline J opt(const std::optional<std::int64_t>& v) { return v ? J(*v) : J(); }
 inline J opt(const std::optional<double>& v) { return v ? J(*v) : J(); }
 inline J positive_or_null(std::int64_t v) { return v > 0 ? J(v) : J(); }
@@ -83,9 +82,8 @@ inline bool selective_recompute(const TrainingSetup& s) {
 }
 // NVTE_ALLOW_NONDETERMINISTIC_ALGO among the run's variables: it decides determinism itself.
 inline bool env_decides_determinism(const TrainingSetup& s) {
-  return std::any_of(s.environment_used.begin(), s.environment_used.end(), [](const std::string& e) {
-    return e.rfind("NVTE_ALLOW_NONDETERMINISTIC_ALGO=", 0) == 0;
-  });
+  return std::any_of(s.environment_used.begin(), s.environment_used.end(),
+                     [](const std::string& e) { return e.rfind("NVTE_ALLOW_NONDETERMINISTIC_ALGO=", 0) == 0; });
 }
 
 inline std::string params_dtype_name(Precision p) {
@@ -151,7 +149,8 @@ inline void megatron_use_megatron_fsdp(const MegatronArgs& a, TrainingSetup& s) 
 
 inline void megatron_use_torch_fsdp2(const MegatronArgs& a, TrainingSetup& s) {
   if (!a.enabled("use-torch-fsdp2")) return;
-  if (s.fsdp.kind == FsdpKind::kMegatron) throw UsageError("--use-torch-fsdp2 and --use-megatron-fsdp exclude each other");
+  if (s.fsdp.kind == FsdpKind::kMegatron)
+    throw UsageError("--use-torch-fsdp2 and --use-megatron-fsdp exclude each other");
   // arguments.py: "--use-torch-fsdp2 is not supported with MCore's distributed optimizer".
   if (s.optimizer.distributed)
     throw UsageError("--use-torch-fsdp2 is not supported with --use-distributed-optimizer (Megatron-LM refuses it)");
@@ -164,26 +163,27 @@ inline void megatron_fsdp_main_params(const MegatronArgs& a, TrainingSetup& s) {
   const auto v = given(a, "megatron-fsdp-main-params-dtype");
   if (!v) return;
   if (lower(*v) == "auto" && s.fsdp.kind != FsdpKind::kMegatron) return;
-  s.fsdp.main_params =
-      must<DType>(kDTypeNames, parse_knob_text(*find_knob("megatron-fsdp-main-params-dtype"),
-                                               "--megatron-fsdp-main-params-dtype", *v, true));
+  s.fsdp.main_params = must<DType>(kDTypeNames, parse_knob_text(*find_knob("megatron-fsdp-main-params-dtype"),
+                                                                "--megatron-fsdp-main-params-dtype", *v, true));
 }
 
 inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
   if (!a.enabled("optimizer-cpu-offload")) return;
   const SetupKnob& k = *find_knob("optimizer-cpu-offload-fraction");
   const auto v = given(a, "optimizer-offload-fraction");
-  s.optimizer.cpu_offload_fraction = v ? parse_knob_text(k, "--optimizer-offload-fraction", *v, true).get<double>() : 1.0;
+  s.optimizer.cpu_offload_fraction =
+      v ? parse_knob_text(k, "--optimizer-offload-fraction", *v, true).get<double>() : 1.0;
 }
 
 inline void megatron_recompute_granularity(const MegatronArgs& a, TrainingSetup& s) {
   auto& r = s.recompute;
   if (a.enabled("recompute-activations")) r.granularity = RecomputeGranularity::kSelective;
   if (auto v = given(a, "recompute-granularity"))
-    r.granularity = value_of<RecomputeGranularity>(
-                        kRecomputeGranularityNames,
-                        parse_knob_text(*find_knob("recompute-granularity"), "--recompute-granularity", *v, true), "none")
-                        .value_or(RecomputeGranularity::kNone);
+    r.granularity =
+        value_of<RecomputeGranularity>(
+            kRecomputeGranularityNames,
+            parse_knob_text(*find_knob("recompute-granularity"), "--recompute-granularity", *v, true), "none")
+            .value_or(RecomputeGranularity::kNone);
 }
 
 inline void megatron_recompute_modules(const MegatronArgs& a, TrainingSetup& s) {
@@ -211,9 +211,10 @@ inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
   s.cp_comm_type = must<CpCommType>(kCpCommTypeNames, parse_knob_text(k, "--cp-comm-type", types.front(), true));
   for (const auto& t : types)
     if (must<CpCommType>(kCpCommTypeNames, parse_knob_text(k, "--cp-comm-type", t, true)) != s.cp_comm_type)
-      throw UsageError(fmt::format("--cp-comm-type: per-layer lists of different types ('{}' and '{}') are not "
-                                   "modelled; give one type for every layer",
-                                   types.front(), t));
+      throw UsageError(
+          fmt::format("--cp-comm-type: per-layer lists of different types ('{}' and '{}') are not "
+                      "modelled; give one type for every layer",
+                      types.front(), t));
 }
 
 inline void megatron_env(const MegatronArgs& a, TrainingSetup& s) {
@@ -249,10 +250,14 @@ inline void mme_use_torch_fsdp2(TrainingSetup& s, const J& v, const MmeFlags& fl
 inline void check_cublas(const std::string& text, std::string_view) { (void)parse_cublas_workspace_config(text); }
 
 // The sections of the table, in spec-file order (setup_knobs_layout.cpp, setup_knobs_training.cpp).
-void add_parallelism_knobs(std::vector<SetupKnob>& k);
-void add_batch_and_sharding_knobs(std::vector<SetupKnob>& k);
+void add_tensor_and_pipeline_knobs(std::vector<SetupKnob>& k);
+void add_expert_and_context_knobs(std::vector<SetupKnob>& k);
+void add_batch_knobs(std::vector<SetupKnob>& k);
+void add_sharding_knobs(std::vector<SetupKnob>& k);
+void add_sharding_detail_knobs(std::vector<SetupKnob>& k);
 void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k);
-void add_moe_and_kernel_knobs(std::vector<SetupKnob>& k);
+void add_moe_knobs(std::vector<SetupKnob>& k);
+void add_kernel_knobs(std::vector<SetupKnob>& k);
 void add_infrastructure_knobs(std::vector<SetupKnob>& k);
 void add_precision_knobs(std::vector<SetupKnob>& k);
 void add_model_override_knobs(std::vector<SetupKnob>& k);

@@ -14,8 +14,9 @@
 
 #include <fmt/core.h>
 
-#include "mme/sdk/error.hpp"
 #include "mme/inputs/megatron_args.hpp"
+#include "mme/sdk/error.hpp"
+
 #include "setup_knobs.hpp"
 
 namespace mme {
@@ -30,10 +31,14 @@ namespace {
 std::vector<SetupKnob> build_knobs() {
   using namespace setup_knobs_detail;
   std::vector<SetupKnob> k;
-  add_parallelism_knobs(k);
-  add_batch_and_sharding_knobs(k);
+  add_tensor_and_pipeline_knobs(k);
+  add_expert_and_context_knobs(k);
+  add_batch_knobs(k);
+  add_sharding_knobs(k);
+  add_sharding_detail_knobs(k);
   add_optimizer_and_recompute_knobs(k);
-  add_moe_and_kernel_knobs(k);
+  add_moe_knobs(k);
+  add_kernel_knobs(k);
   add_infrastructure_knobs(k);
   add_precision_knobs(k);
   add_model_override_knobs(k);
@@ -44,22 +49,70 @@ std::vector<SetupKnob> build_knobs() {
 // commands (the layout first, then batch, pipeline split, recompute, optimizer, precision,
 // kernels, MoE, environment, FSDP).
 constexpr const char* kFlagOrder[] = {
-    "tp", "pp", "vpp", "ep", "etp", "cp", "cp-comm-type", "num-gpus", "sequence-parallel", "micro-batch-size",
-    "seq-length", "global-batch-size", "num-layers-in-first-pipeline-stage", "num-layers-in-last-pipeline-stage",
-    "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split", "pipeline-layout",
-    "num-layers-per-virtual-pipeline-stage", "microbatch-group-size-per-virtual-pipeline-stage",
-    "recompute-granularity", "recompute-method", "recompute-num-layers", "recompute-modules",
-    "use-distributed-optimizer", "num-distributed-optimizer-instances", "main-grads-dtype",
-    "use-precision-aware-optimizer", "main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype",
-    "optimizer-cpu-offload-fraction", "optimizer", "precision", "fp8-param-gather", "attention-backend",
-    "transformer-impl", "moe-token-dispatcher", "moe-capacity-factor", "moe-pad-expert-input-to-capacity",
-    "moe-routing-imbalance", "moe-grouped-gemm", "cross-entropy-loss-fusion", "cross-entropy-fusion-impl",
-    "cublas-workspace-config", "deterministic-mode", "env", "make-vocab-size-divisible-by", "hidden-dropout",
-    "attention-dropout", "gradient-accumulation-fusion", "masked-softmax-fusion", "attention-softmax-in-fp32",
-    "defer-embedding-wgrad-compute", "wgrad-deferral-limit", "use-torch-fsdp2", "torch-fsdp2-reshard-after-forward",
-    "use-megatron-fsdp", "data-parallel-sharding-strategy", "outer-dp-sharding-strategy",
-    "megatron-fsdp-main-params-dtype", "megatron-fsdp-main-grads-dtype", "megatron-fsdp-grad-comm-dtype",
-    "fsdp-double-buffer", "suggested-communication-unit-size",
+    "tp",
+    "pp",
+    "vpp",
+    "ep",
+    "etp",
+    "cp",
+    "cp-comm-type",
+    "num-gpus",
+    "sequence-parallel",
+    "micro-batch-size",
+    "seq-length",
+    "global-batch-size",
+    "num-layers-in-first-pipeline-stage",
+    "num-layers-in-last-pipeline-stage",
+    "account-for-embedding-in-pipeline-split",
+    "account-for-loss-in-pipeline-split",
+    "pipeline-layout",
+    "num-layers-per-virtual-pipeline-stage",
+    "microbatch-group-size-per-virtual-pipeline-stage",
+    "recompute-granularity",
+    "recompute-method",
+    "recompute-num-layers",
+    "recompute-modules",
+    "use-distributed-optimizer",
+    "num-distributed-optimizer-instances",
+    "main-grads-dtype",
+    "use-precision-aware-optimizer",
+    "main-params-dtype",
+    "exp-avg-dtype",
+    "exp-avg-sq-dtype",
+    "optimizer-cpu-offload-fraction",
+    "optimizer",
+    "precision",
+    "fp8-param-gather",
+    "attention-backend",
+    "transformer-impl",
+    "moe-token-dispatcher",
+    "moe-capacity-factor",
+    "moe-pad-expert-input-to-capacity",
+    "moe-routing-imbalance",
+    "moe-grouped-gemm",
+    "cross-entropy-loss-fusion",
+    "cross-entropy-fusion-impl",
+    "cublas-workspace-config",
+    "deterministic-mode",
+    "env",
+    "make-vocab-size-divisible-by",
+    "hidden-dropout",
+    "attention-dropout",
+    "gradient-accumulation-fusion",
+    "masked-softmax-fusion",
+    "attention-softmax-in-fp32",
+    "defer-embedding-wgrad-compute",
+    "wgrad-deferral-limit",
+    "use-torch-fsdp2",
+    "torch-fsdp2-reshard-after-forward",
+    "use-megatron-fsdp",
+    "data-parallel-sharding-strategy",
+    "outer-dp-sharding-strategy",
+    "megatron-fsdp-main-params-dtype",
+    "megatron-fsdp-main-grads-dtype",
+    "megatron-fsdp-grad-comm-dtype",
+    "fsdp-double-buffer",
+    "suggested-communication-unit-size",
 };
 
 }  // namespace
@@ -74,7 +127,8 @@ const std::vector<const SetupKnob*>& setup_knobs_in_flag_order() {
     std::vector<const SetupKnob*> out;
     for (const char* id : kFlagOrder) {
       const auto& all = setup_knobs();
-      const auto it = std::find_if(all.begin(), all.end(), [&](const SetupKnob& k) { return id == std::string_view(k.id); });
+      const auto it =
+          std::find_if(all.begin(), all.end(), [&](const SetupKnob& k) { return id == std::string_view(k.id); });
       if (it == all.end()) throw std::logic_error(std::string("kFlagOrder names no knob ") + id);
       out.push_back(&*it);
     }
@@ -169,15 +223,11 @@ J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& 
     case KnobKind::kString:
       if (k.check) k.check(text, flag);
       return J(text);
-    case KnobKind::kModules:
-      try {
-        return J(recompute_modules_to_string(parse_recompute_modules(text)));
+    case KnobKind::kModules: try { return J(recompute_modules_to_string(parse_recompute_modules(text)));
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("{}: {}", flag, e.what()));
       }
-    case KnobKind::kEnv:
-      (void)split_env_assignment(text, flag);
-      return J::array({text});
+    case KnobKind::kEnv: (void)split_env_assignment(text, flag); return J::array({text});
     case KnobKind::kBool: break;
   }
   throw std::logic_error(fmt::format("{}: a switch has no value text", flag));
@@ -199,8 +249,10 @@ J knob_spec_value(const SetupKnob& k, const TrainingSetup& s) { return k.spec_ge
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
   for (const auto& k : setup_knobs()) {
     auto apply = [&](const J& v) {
-      if (k.mme_set) k.mme_set(s, v, flags);
-      else k.set(s, v);
+      if (k.mme_set)
+        k.mme_set(s, v, flags);
+      else
+        k.set(s, v);
     };
     if (k.kind == KnobKind::kBool) {
       const bool on = k.flag && flags.on(k.flag), off = k.off_flag && flags.on(k.off_flag);
@@ -256,9 +308,7 @@ std::vector<std::string> setup_to_mme_args(const TrainingSetup& s) {
           a.push_back(e.get<std::string>());
         }
         break;
-      default:
-        a.push_back(fmt::format("--{}", k->flag));
-        a.push_back(knob_text(*k, v));
+      default: a.push_back(fmt::format("--{}", k->flag)); a.push_back(knob_text(*k, v));
     }
   }
   return a;
@@ -393,47 +443,182 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
 namespace {
 
 // What the megatron_args adapter reads (plugins/adapters/megatron_args).
-constexpr std::string_view kModelFlags[] = {
-    "num-layers", "hidden-size", "num-attention-heads", "group-query-attention", "num-query-groups", "kv-channels",
-    "swiglu", "ffn-hidden-size", "normalization", "squared-relu", "disable-bias-linear", "position-embedding-type",
-    "use-rotary-position-embeddings", "max-position-embeddings", "untie-embeddings-and-output-weights",
-    "hidden-dropout", "attention-dropout", "tokenizer-type", "vocab-size", "tokenizer-model", "add-qkv-bias",
-    "qk-layernorm", "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim",
-    "v-head-dim", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
-    "moe-shared-expert-gate", "moe-router-enable-expert-bias", "moe-router-dtype", "moe-layer-freq", "mtp-num-layers"};
+constexpr std::string_view kModelFlags[] = {"num-layers",
+                                            "hidden-size",
+                                            "num-attention-heads",
+                                            "group-query-attention",
+                                            "num-query-groups",
+                                            "kv-channels",
+                                            "swiglu",
+                                            "ffn-hidden-size",
+                                            "normalization",
+                                            "squared-relu",
+                                            "disable-bias-linear",
+                                            "position-embedding-type",
+                                            "use-rotary-position-embeddings",
+                                            "max-position-embeddings",
+                                            "untie-embeddings-and-output-weights",
+                                            "hidden-dropout",
+                                            "attention-dropout",
+                                            "tokenizer-type",
+                                            "vocab-size",
+                                            "tokenizer-model",
+                                            "add-qkv-bias",
+                                            "qk-layernorm",
+                                            "multi-latent-attention",
+                                            "q-lora-rank",
+                                            "kv-lora-rank",
+                                            "qk-head-dim",
+                                            "qk-pos-emb-head-dim",
+                                            "v-head-dim",
+                                            "num-experts",
+                                            "moe-router-topk",
+                                            "moe-ffn-hidden-size",
+                                            "moe-shared-expert-intermediate-size",
+                                            "moe-shared-expert-gate",
+                                            "moe-router-enable-expert-bias",
+                                            "moe-router-dtype",
+                                            "moe-layer-freq",
+                                            "mtp-num-layers"};
 
 // Flags without an effect on the memory of a training step (optimizer hyper-parameters,
 // schedules, data, checkpoints, logging, numerics), and the launcher's own.
-constexpr std::string_view kNoEffectFlags[] = {
-    "adam-beta1", "adam-beta2", "adam-eps", "apply-layernorm-1p", "auto-detect-ckpt-format", "bias-dropout-fusion",
-    "calculate-per-token-loss", "check-weight-hash-across-dp-replicas-interval", "clip-grad", "dataloader-type",
-    "ddp-average-in-collective", "decoupled-lr", "decoupled-min-lr", "disable-gloo-process-groups",
-    "distributed-backend", "distributed-timeout-minutes", "finetune", "init-method-std", "init-method-xavier-uniform",
-    "load", "logging-level", "lr", "min-lr", "manual-gc", "manual-gc-interval", "merge-file", "mock-data",
-    "moe-aux-loss-coeff", "moe-router-bias-update-rate", "moe-router-load-balancing-type", "moe-router-pre-softmax",
-    "moe-router-score-function", "moe-router-topk-scaling-factor", "moe-z-loss-coeff", "moe-router-num-groups",
-    "moe-router-group-topk", "moe-input-jitter-eps", "moe-token-drop-policy", "mtp-loss-scaling-factor",
-    "no-check-for-nan-in-loss-and-grad", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng",
-    "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "no-use-tokenizer-model-from-checkpoint-args",
-    "no-persist-layer-norm", "norm-epsilon", "num-workers", "override-opt_param-scheduler", "rerun-mode",
-    "rotary-base", "rotary-interleaved", "rotary-percent", "rotary-scaling-factor", "rotary-seq-len-interpolation-factor",
-    "mscale", "mscale-all-dim", "save", "save-interval", "save-retain-interval", "seed", "split", "tiktoken-pattern",
-    "train-iters", "train-samples", "use-checkpoint-args", "use-checkpoint-opt_param-scheduler", "use-mcore-models",
-    "use-persistent-ckpt-worker", "verify-integrity", "vocab-extra-ids", "vocab-file", "weight-decay",
-    "weight-decay-incr-style", "start-weight-decay", "end-weight-decay", "straggler-minmax-count", "test-mode",
-    "muon-momentum", "muon-scale-mode", "muon-extra-scale-factor", "te-rng-tracker", "use-tp-pp-dp-mapping",
-    "sgd-momentum", "loss-scale", "initial-loss-scale", "min-loss-scale", "loss-scale-window", "hysteresis",
-    "no-async-tensor-model-parallel-allreduce", "use-legacy-models", "deprecated-use-mcore-models",
-    "exit-on-missing-checkpoint", "ckpt-step", "pretrained-checkpoint", "eod-mask-loss", "reset-position-ids",
-    "reset-attention-mask", "micro-batch-size-schedule", "rampup-batch-size", "dataloader-seq-length",
-    "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "standalone",
-    "num-dataset-builder-threads", "data-args-path", "per-split-data-args-path", "train-data-path",
-    "valid-data-path", "test-data-path", "object-storage-cache-path", "s3-cache-path"};
+constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
+                                               "adam-beta2",
+                                               "adam-eps",
+                                               "apply-layernorm-1p",
+                                               "auto-detect-ckpt-format",
+                                               "bias-dropout-fusion",
+                                               "calculate-per-token-loss",
+                                               "check-weight-hash-across-dp-replicas-interval",
+                                               "clip-grad",
+                                               "dataloader-type",
+                                               "ddp-average-in-collective",
+                                               "decoupled-lr",
+                                               "decoupled-min-lr",
+                                               "disable-gloo-process-groups",
+                                               "distributed-backend",
+                                               "distributed-timeout-minutes",
+                                               "finetune",
+                                               "init-method-std",
+                                               "init-method-xavier-uniform",
+                                               "load",
+                                               "logging-level",
+                                               "lr",
+                                               "min-lr",
+                                               "manual-gc",
+                                               "manual-gc-interval",
+                                               "merge-file",
+                                               "mock-data",
+                                               "moe-aux-loss-coeff",
+                                               "moe-router-bias-update-rate",
+                                               "moe-router-load-balancing-type",
+                                               "moe-router-pre-softmax",
+                                               "moe-router-score-function",
+                                               "moe-router-topk-scaling-factor",
+                                               "moe-z-loss-coeff",
+                                               "moe-router-num-groups",
+                                               "moe-router-group-topk",
+                                               "moe-input-jitter-eps",
+                                               "moe-token-drop-policy",
+                                               "mtp-loss-scaling-factor",
+                                               "no-check-for-nan-in-loss-and-grad",
+                                               "no-load-optim",
+                                               "no-load-rng",
+                                               "no-save-optim",
+                                               "no-save-rng",
+                                               "no-mmap-bin-files",
+                                               "no-create-attention-mask-in-dataloader",
+                                               "no-use-tokenizer-model-from-checkpoint-args",
+                                               "no-persist-layer-norm",
+                                               "norm-epsilon",
+                                               "num-workers",
+                                               "override-opt_param-scheduler",
+                                               "rerun-mode",
+                                               "rotary-base",
+                                               "rotary-interleaved",
+                                               "rotary-percent",
+                                               "rotary-scaling-factor",
+                                               "rotary-seq-len-interpolation-factor",
+                                               "mscale",
+                                               "mscale-all-dim",
+                                               "save",
+                                               "save-interval",
+                                               "save-retain-interval",
+                                               "seed",
+                                               "split",
+                                               "tiktoken-pattern",
+                                               "train-iters",
+                                               "train-samples",
+                                               "use-checkpoint-args",
+                                               "use-checkpoint-opt_param-scheduler",
+                                               "use-mcore-models",
+                                               "use-persistent-ckpt-worker",
+                                               "verify-integrity",
+                                               "vocab-extra-ids",
+                                               "vocab-file",
+                                               "weight-decay",
+                                               "weight-decay-incr-style",
+                                               "start-weight-decay",
+                                               "end-weight-decay",
+                                               "straggler-minmax-count",
+                                               "test-mode",
+                                               "muon-momentum",
+                                               "muon-scale-mode",
+                                               "muon-extra-scale-factor",
+                                               "te-rng-tracker",
+                                               "use-tp-pp-dp-mapping",
+                                               "sgd-momentum",
+                                               "loss-scale",
+                                               "initial-loss-scale",
+                                               "min-loss-scale",
+                                               "loss-scale-window",
+                                               "hysteresis",
+                                               "no-async-tensor-model-parallel-allreduce",
+                                               "use-legacy-models",
+                                               "deprecated-use-mcore-models",
+                                               "exit-on-missing-checkpoint",
+                                               "ckpt-step",
+                                               "pretrained-checkpoint",
+                                               "eod-mask-loss",
+                                               "reset-position-ids",
+                                               "reset-attention-mask",
+                                               "micro-batch-size-schedule",
+                                               "rampup-batch-size",
+                                               "dataloader-seq-length",
+                                               "node-rank",
+                                               "master-addr",
+                                               "master-port",
+                                               "rdzv-backend",
+                                               "rdzv-endpoint",
+                                               "rdzv-id",
+                                               "standalone",
+                                               "num-dataset-builder-threads",
+                                               "data-args-path",
+                                               "per-split-data-args-path",
+                                               "train-data-path",
+                                               "valid-data-path",
+                                               "test-data-path",
+                                               "object-storage-cache-path",
+                                               "s3-cache-path"};
 // Prefixes of such flags (checkpoints, logging, schedules, evaluation, data).
-constexpr std::string_view kNoEffectPrefixes[] = {"log-", "wandb-", "tensorboard-", "ckpt-", "dist-ckpt-", "async-",
-                                                  "lr-", "eval-", "exit-", "timing-", "data-", "one-logger-",
-                                                  "non-persistent-", "profile", "record-memory-history",
-                                                  "memory-snapshot-path", "num-tokens-to-generate"};
+constexpr std::string_view kNoEffectPrefixes[] = {"log-",
+                                                  "wandb-",
+                                                  "tensorboard-",
+                                                  "ckpt-",
+                                                  "dist-ckpt-",
+                                                  "async-",
+                                                  "lr-",
+                                                  "eval-",
+                                                  "exit-",
+                                                  "timing-",
+                                                  "data-",
+                                                  "one-logger-",
+                                                  "non-persistent-",
+                                                  "profile",
+                                                  "record-memory-history",
+                                                  "memory-snapshot-path",
+                                                  "num-tokens-to-generate"};
 
 struct NotModelled {
   std::string_view flag;
@@ -443,10 +628,12 @@ struct NotModelled {
 constexpr NotModelled kNotModelled[] = {
     {"tp-comm-overlap", "the userbuffers of tensor-parallel communication overlap"},
     {"tp-comm-overlap-cfg", "the userbuffers of tensor-parallel communication overlap"},
-    {"overlap-grad-reduce", "the gradient buckets of overlapped reduce-scatter (the buffers are modelled, not the "
-                            "bucketing)"},
-    {"overlap-param-gather", "the parameter buckets of overlapped all-gather (the buffers are modelled, not the "
-                             "bucketing)"},
+    {"overlap-grad-reduce",
+     "the gradient buckets of overlapped reduce-scatter (the buffers are modelled, not the "
+     "bucketing)"},
+    {"overlap-param-gather",
+     "the parameter buckets of overlapped all-gather (the buffers are modelled, not the "
+     "bucketing)"},
     {"overlap-param-gather-with-optimizer-step", "overlapped parameter all-gather"},
     {"overlap-p2p-communication-warmup-flush", "overlapped pipeline send/receive buffers"},
     {"cuda-graph-impl", "the memory pools of CUDA graphs"},

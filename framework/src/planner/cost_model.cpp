@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
+
 #include "planner/planner_internal.hpp"
 
 namespace mme {
@@ -58,9 +59,12 @@ LayerFigures figures_of(const LayerType& lt, const KindParams& kp) {
         case ShardClass::kExpert: f.w_exp += total; break;
       }
       if (term.group == ParamGroup::kNorms) continue;  // no GEMM
-      if (term.shard == ShardClass::kExpert) f.expert_active += active;
-      else if (bp == &kp.attention) f.attn_active += active;
-      else f.mlp_active += active;
+      if (term.shard == ShardClass::kExpert)
+        f.expert_active += active;
+      else if (bp == &kp.attention)
+        f.attn_active += active;
+      else
+        f.mlp_active += active;
       if (term.group == ParamGroup::kSharedExperts) f.shared_active += active;
     }
   }
@@ -79,8 +83,7 @@ Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
   if (model.mtp_num_layers > 0) mtp_figures = figures_of(tables.types[tables.mtp_type], tables.mtp_single_gpu);
 }
 
-SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc,
-                                    const PlanOptions& o) const {
+SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanOptions& o) const {
   const ModelSpec& m = model();
   const Figures f = figures_of(o);
   const double tp = static_cast<double>(q.tp), cp = static_cast<double>(q.cp);
@@ -88,7 +91,7 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   const double h = static_cast<double>(m.hidden_size);
   const double seq = static_cast<double>(o.base.seq_length);
   const double T = static_cast<double>(mbs) * seq;  // tokens of one micro-batch
-  const double Tg = T / (tp * cp);                   // of them, per GPU of a TP x CP group
+  const double Tg = T / (tp * cp);                  // of them, per GPU of a TP x CP group
   const std::int64_t node = o.gpus_per_node;
   const double bw_tp = q.tp <= node ? f.link : f.inter;
   const double bw_cp = q.tp * q.cp <= node ? f.link : f.inter;
@@ -111,9 +114,9 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   c.ideal_flops_per_token += 6 * h * static_cast<double>(m.vocab_size);
   if (m.mtp_num_layers > 0) {
     const LayerFigures& t = mtp_figures;
-    c.ideal_flops_per_token +=
-        static_cast<double>(m.mtp_num_layers) * (6 * (t.attn_active + t.mlp_active + t.expert_active) +
-                                                 3 * t.core_width * seq + 12 * h * h + 6 * h * static_cast<double>(m.vocab_size));
+    c.ideal_flops_per_token += static_cast<double>(m.mtp_num_layers) *
+                               (6 * (t.attn_active + t.mlp_active + t.expert_active) + 3 * t.core_width * seq +
+                                12 * h * h + 6 * h * static_cast<double>(m.vocab_size));
   }
   auto layer_time = [&](const LayerFigures& t) {
     LayerTime lt;
@@ -130,8 +133,10 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
       if (modules & kRecomputeCoreAttn) fwd += core / 3;
       if (modules & kRecomputeMlaUpProj) fwd += 2 * t.attn_active * Tg;
       if (!t.moe && (modules & kRecomputeMlp)) fwd += 2 * t.mlp_active * Tg;
-      if (t.moe && (modules & kRecomputeMoe)) fwd += 2 * (t.mlp_active + t.expert_active) * Tg;
-      else if (t.moe && (modules & kRecomputeSharedExperts)) fwd += 2 * t.shared_active * Tg;
+      if (t.moe && (modules & kRecomputeMoe))
+        fwd += 2 * (t.mlp_active + t.expert_active) * Tg;
+      else if (t.moe && (modules & kRecomputeSharedExperts))
+        fwd += 2 * t.shared_active * Tg;
       lt.recompute = fwd / f.flops;
     }
     if (q.tp > 1) lt.tp = c_tp * (tp - 1) / tp * (T / cp) * h * ab / bw_tp;
@@ -242,8 +247,8 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   s.dp_seconds = worst_dp;
   s.step_seconds = slots * worst + worst_dp;
   // The same work with no bubble, recompute, communication or memory-bound GEMM.
-  s.ideal_seconds = sequences * static_cast<double>(o.base.seq_length) * c.ideal_flops_per_token /
-                    (static_cast<double>(N) * f.flops);
+  s.ideal_seconds =
+      sequences * static_cast<double>(o.base.seq_length) * c.ideal_flops_per_token / (static_cast<double>(N) * f.flops);
   s.score = s.step_seconds > 0 ? s.ideal_seconds / s.step_seconds : 0;
   s.communication_seconds = slots * (s.tp_seconds + s.ep_seconds + s.cp_seconds + s.pp_seconds) + s.dp_seconds;
   return s;

@@ -12,8 +12,9 @@
 
 #include <fmt/core.h>
 
-#include "mme/sdk/error.hpp"
 #include "mme/inputs/setup_schema.hpp"
+#include "mme/sdk/error.hpp"
+
 #include "planner/planner_internal.hpp"
 
 namespace mme {
@@ -60,8 +61,7 @@ std::vector<std::string> setup_to_args(const TrainingSetup& s) { return setup_to
 
 double plan_global_batch(const PlanOptions& o) { return planning::nominal_sequences(o); }
 
-Planner::Planner(const ModelSpec& model, const Registry& registry)
-    : impl_(std::make_unique<Impl>(model, registry)) {}
+Planner::Planner(const ModelSpec& model, const Registry& registry) : impl_(std::make_unique<Impl>(model, registry)) {}
 
 Planner::~Planner() = default;
 Planner::Planner(Planner&&) noexcept = default;

@@ -15,8 +15,9 @@
 #include <optional>
 #include <vector>
 
-#include "engine/estimator_internal.hpp"
 #include "mme/planner/planner.hpp"
+
+#include "engine/estimator_internal.hpp"
 
 namespace mme {
 
@@ -40,13 +41,13 @@ EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& se
 // The speed proxy's figures of one layer kind (elements, unsharded), read from the block models'
 // single-GPU parameter terms in the engine's layer table.
 struct LayerFigures {
-  double attn_active = 0;    // attention-block GEMM weights one token uses
-  double mlp_active = 0;     // dense MLP, shared experts and router weights one token uses
-  double shared_active = 0;  // of which shared experts
-  double expert_active = 0;  // routed-expert weights one token uses (top-k)
+  double attn_active = 0;                 // attention-block GEMM weights one token uses
+  double mlp_active = 0;                  // dense MLP, shared experts and router weights one token uses
+  double shared_active = 0;               // of which shared experts
+  double expert_active = 0;               // routed-expert weights one token uses (top-k)
   double w_tp = 0, w_rep = 0, w_exp = 0;  // weights by shard class
-  double core_width = 0;     // heads x (d_qk + d_v): attention-core FLOPs per token and key
-  double kv_width = 0;       // K and V elements per token that context parallelism exchanges
+  double core_width = 0;                  // heads x (d_qk + d_v): attention-core FLOPs per token and key
+  double kv_width = 0;                    // K and V elements per token that context parallelism exchanges
   double top_k = 0;
   bool moe = false;
 };
@@ -70,7 +71,7 @@ struct PpSplits {
 
 // A PP size of a slice and the micro-batch sizes whose DP divides the global batch.
 struct SlicePp {
-  std::uint32_t splits = 0;  // index into Space::pp_splits
+  std::uint32_t splits = 0;        // index into Space::pp_splits
   std::vector<std::uint32_t> mbs;  // indices into PlanOptions::micro_batch_sizes
 };
 
@@ -109,8 +110,8 @@ struct SliceCost {
   Figures figures;
   double ideal_flops_per_token = 0;  // the whole model, forward and backward
   std::vector<LayerTime> types;
-  LayerTime output;  // output layer + loss (last rank)
-  LayerTime mtp;     // one MTP depth, its eh_proj and its output head
+  LayerTime output;            // output layer + loss (last rank)
+  LayerTime mtp;               // one MTP depth, its eh_proj and its output head
   CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank (the engine's stage extras)
   double sync_bytes_per_param = 0;
   double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
@@ -125,7 +126,7 @@ double nominal_sequences(const PlanOptions& o);
 
 struct Planner::Impl {
   Estimator estimator;
-  const EngineTables& tables;  // the estimator's: its layer kinds and their block models
+  const EngineTables& tables;                   // the estimator's: its layer kinds and their block models
   std::vector<planning::LayerFigures> figures;  // per layer kind of `tables`
   planning::LayerFigures mtp_figures;           // an MTP layer's (the engine's is_mtp terms)
 
@@ -142,8 +143,8 @@ struct Planner::Impl {
   // cost_model.cpp
   planning::SliceCost slice_cost(const planning::Slice& q, std::int64_t mbs, RecomputeVariant rc,
                                  const PlanOptions& o) const;
-  PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split,
-                     const PlanLayout& l, const PlanOptions& o) const;
+  PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split, const PlanLayout& l,
+                     const PlanOptions& o) const;
   // search.cpp
   void probe_base(const PlanOptions& o) const;
   PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;

@@ -17,8 +17,9 @@
 
 #include <fmt/core.h>
 
-#include "mme/sdk/error.hpp"
 #include "mme/engine/fit.hpp"
+#include "mme/sdk/error.hpp"
+
 #include "planner/ordered_parallel_map.hpp"
 #include "planner/planner_internal.hpp"
 
@@ -98,12 +99,18 @@ class TopPlans {
   std::vector<Plan> plans() const { return {kept_.begin(), kept_.end()}; }
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t, RecomputeVariant, std::int64_t, std::int64_t, std::int64_t, double>;
+  using Key =
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                 std::int64_t, RecomputeVariant, std::int64_t, std::int64_t, std::int64_t, double>;
   static Key key_of(const Plan& p) {
     const PlanLayout& l = p.layout;
-    return {l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, l.recompute, l.pp > 2 ? l.middle_stage_layers : 0,
-            p.peak_bytes, p.upper_bytes, p.score.score};
+    return {l.tp,         l.pp,
+            l.vpp,        l.ep,
+            l.etp,        l.cp,
+            l.dp,         l.micro_batch_size,
+            l.recompute,  l.pp > 2 ? l.middle_stage_layers : 0,
+            p.peak_bytes, p.upper_bytes,
+            p.score.score};
   }
   std::size_t k_;
   std::set<Plan, Better> kept_;  // best first; Better is a total order (the ordinal breaks ties)
@@ -128,9 +135,19 @@ class Planner::Impl::SliceJudge {
  public:
   SliceJudge(const Planner::Impl& im, const PlanOptions& o, const Space& space, const EstimateOptions& eo,
              std::int64_t usable, bool stop_at_first_fit, std::atomic<bool>& stop, WorkerState& st)
-      : im_(im), o_(o), space_(space), eo_(eo), usable_(usable), streaming_(static_cast<bool>(o.on_valid)),
-        stop_at_first_fit_(stop_at_first_fit), stop_(stop), st_(st), nm_(o.micro_batch_sizes.size()),
-        nr_(o.recompute.size()), works_(nm_ * nr_), costs_(nm_ * nr_) {
+      : im_(im),
+        o_(o),
+        space_(space),
+        eo_(eo),
+        usable_(usable),
+        streaming_(static_cast<bool>(o.on_valid)),
+        stop_at_first_fit_(stop_at_first_fit),
+        stop_(stop),
+        st_(st),
+        nm_(o.micro_batch_sizes.size()),
+        nr_(o.recompute.size()),
+        works_(nm_ * nr_),
+        costs_(nm_ * nr_) {
     // The most frugal recompute variant asked for (none < selective < full).
     for (std::size_t ri = 1; ri < nr_; ++ri)
       if (o.recompute[ri] > o.recompute[frugal_rc_]) frugal_rc_ = ri;
@@ -169,7 +186,7 @@ class Planner::Impl::SliceJudge {
   PlanLayout l_;
   std::uint64_t ordinal_ = 0;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> order_;
-  std::size_t first_ = 0;  // position of the smallest micro-batch with the frugal recompute
+  std::size_t first_ = 0;            // position of the smallest micro-batch with the frugal recompute
   std::vector<std::size_t> by_mbs_;  // positions in the PP size's micro-batches, by size ascending
   std::vector<Plan> rows_;
 };
@@ -410,7 +427,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   };
   // Streamed rows: every valid layout, in enumeration order, on this thread. At most 4 slices
   // per thread wait in the reorder buffer.
-  std::function<void(std::size_t, Rows&&)> emit;
+  std::function<void(std::size_t, Rows &&)> emit;
   if (o.on_valid)
     emit = [&](std::size_t, Rows&& rows) {
       for (const Plan& p : rows) o.on_valid(p);
@@ -433,9 +450,9 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
       const auto kept = st.top->plans();
       all.insert(all.end(), kept.begin(), kept.end());
     }
-    if (st.smallest && (!result.smallest || st.smallest->peak_bytes < result.smallest->peak_bytes ||
-                        (st.smallest->peak_bytes == result.smallest->peak_bytes &&
-                         st.smallest->ordinal < result.smallest->ordinal)))
+    if (st.smallest &&
+        (!result.smallest || st.smallest->peak_bytes < result.smallest->peak_bytes ||
+         (st.smallest->peak_bytes == result.smallest->peak_bytes && st.smallest->ordinal < result.smallest->ordinal)))
       result.smallest = st.smallest;
     if (st.error_ordinal < error_ordinal) {
       error_ordinal = st.error_ordinal;

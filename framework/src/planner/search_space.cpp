@@ -8,8 +8,9 @@
 
 #include <fmt/core.h>
 
-#include "mme/sdk/error.hpp"
 #include "mme/engine/pipeline.hpp"
+#include "mme/sdk/error.hpp"
+
 #include "planner/planner_internal.hpp"
 
 namespace mme {
@@ -60,7 +61,8 @@ void apply_pipeline(TrainingSetup& s, const PlanLayout& l) {
   s.pipeline.first_stage_layers.reset();
   s.pipeline.last_stage_layers.reset();
   if (l.pp > 1 && !l.even_split) {
-    if (l.pp == 2 || l.first_stage_layers != l.middle_stage_layers) s.pipeline.first_stage_layers = l.first_stage_layers;
+    if (l.pp == 2 || l.first_stage_layers != l.middle_stage_layers)
+      s.pipeline.first_stage_layers = l.first_stage_layers;
     if (l.pp == 2 || l.last_stage_layers != l.middle_stage_layers) s.pipeline.last_stage_layers = l.last_stage_layers;
   }
 }
@@ -257,7 +259,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
       const bool sequence_parallel = sequence_parallel_on(probe.parallel);
       if (sequence_parallel && (seq / cp) % tp != 0) continue;
       for (auto ep : eps) {
-        const std::vector<std::int64_t> etps = tables.any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
+        const std::vector<std::int64_t> etps =
+            tables.any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
         for (auto etp : etps) {
           Slice q;
           q.tp = tp;
@@ -275,8 +278,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
             for (std::size_t b = 0; b < o.micro_batch_sizes.size(); ++b) {
               const std::int64_t mbs = o.micro_batch_sizes[b];
               std::int64_t per_step = 0;
-              if (o.base.global_batch_size > 0 && (__builtin_mul_overflow(mbs, dp, &per_step) ||
-                                                   o.base.global_batch_size % per_step != 0))
+              if (o.base.global_batch_size > 0 &&
+                  (__builtin_mul_overflow(mbs, dp, &per_step) || o.base.global_batch_size % per_step != 0))
                 continue;
               spp.mbs.push_back(static_cast<std::uint32_t>(b));
             }

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
+
 #include "planner/planner_internal.hpp"
 
 namespace mme {
@@ -50,8 +51,10 @@ std::vector<PlanSuggestion> Planner::suggest(const PlanOptions& o) const {
     int lo = 1, hi = max_k;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (fits(mid)) hi = mid;
-      else lo = mid + 1;
+      if (fits(mid))
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     return lo;
   };
@@ -68,7 +71,8 @@ std::vector<PlanSuggestion> Planner::suggest(const PlanOptions& o) const {
   int max_doublings = 0;
   while (max_doublings < 6 && o.num_gpus <= (std::int64_t{1} << 40) >> (max_doublings + 1)) ++max_doublings;
   int max_halvings = 0;
-  while ((o.base.seq_length >> max_halvings) % 2 == 0 && (o.base.seq_length >> (max_halvings + 1)) >= 64) ++max_halvings;
+  while ((o.base.seq_length >> max_halvings) % 2 == 0 && (o.base.seq_length >> (max_halvings + 1)) >= 64)
+    ++max_halvings;
 
   // One change at a time, on top of what was asked.
   auto single_changes = [&](const PlanOptions& base, const std::string& prefix) {
@@ -78,7 +82,8 @@ std::vector<PlanSuggestion> Planner::suggest(const PlanOptions& o) const {
       add(prefix + fmt::format("--seq-length {}", o.base.seq_length >> k), shorter(base, k));
   };
   const bool has_full = std::find(o.recompute.begin(), o.recompute.end(), RecomputeVariant::kFull) != o.recompute.end();
-  const bool has_one = std::find(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end(), 1) != o.micro_batch_sizes.end();
+  const bool has_one =
+      std::find(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end(), 1) != o.micro_batch_sizes.end();
   PlanOptions frugal = quiet;
   std::string frugal_change;
   if (!has_full) {
@@ -102,8 +107,10 @@ std::vector<PlanSuggestion> Planner::suggest(const PlanOptions& o) const {
   if (!out.empty()) return out;
   single_changes(quiet, "");
   if (out.empty() && !frugal_change.empty()) {
-    if (feasible(frugal)) add(frugal_change.substr(0, frugal_change.size() - 1), frugal);
-    else single_changes(frugal, frugal_change);
+    if (feasible(frugal))
+      add(frugal_change.substr(0, frugal_change.size() - 1), frugal);
+    else
+      single_changes(frugal, frugal_change);
   }
   return out;
 }

@@ -1,5 +1,3 @@
-#include <mme/report/render_estimate.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,9 +6,9 @@
 #include <fmt/core.h>
 
 #include <mme/inputs/setup_schema.hpp>
-#include <mme/sdk/units.hpp>
-
+#include <mme/report/render_estimate.hpp>
 #include <mme/report/render_svg.hpp>
+#include <mme/sdk/units.hpp>
 
 namespace mme::cli {
 
@@ -84,7 +82,8 @@ std::string stacked_bar(const StageEstimate& s, double scale, const FitVerdict* 
   std::string out;
   for (int k = 0; k <= kBarWidth;) {
     if (k == mark_at) {  // between cell k - 1 and cell k
-      if (colour) out += (over ? std::string("\033[1m") : std::string()) + ansi_fg(over ? kMissMarkColour : kFitMarkColour);
+      if (colour)
+        out += (over ? std::string("\033[1m") : std::string()) + ansi_fg(over ? kMissMarkColour : kFitMarkColour);
       out += over ? "┃" : "│";
       if (colour) out += kReset;
     }
@@ -103,8 +102,10 @@ std::string stacked_bar(const StageEstimate& s, double scale, const FitVerdict* 
 std::string bar_legend(const FitVerdict* marker, bool on_scale, double scale, bool colour) {
   std::string out = "    ";
   for (const auto& st : category_styles()) {
-    if (colour) out += ansi_fg(st.ansi256) + "█" + kReset;
-    else out += st.glyph;
+    if (colour)
+      out += ansi_fg(st.ansi256) + "█" + kReset;
+    else
+      out += st.glyph;
     out += fmt::format(" {}  ", st.label);
   }
   out += fmt::format("(1 cell = {:.2f} GiB)\n", scale / kGiB / kBarWidth);
@@ -116,7 +117,7 @@ std::string bar_legend(const FitVerdict* marker, bool on_scale, double scale, bo
       if (colour) out += kReset;
     }
     out += fmt::format("usable memory of {}: {:.2f} GiB{}\n", marker->hardware->name, gib(marker->usable_bytes),
-                       !on_scale     ? " (off the scale, more than twice the largest stage)"
+                       !on_scale      ? " (off the scale, more than twice the largest stage)"
                        : marker->fits ? ""
                                       : "; ┃ marks the stages that do not fit");
   }
@@ -192,10 +193,14 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
   }
   j["stages"] = stages;
   const auto& peak = est.peak();
-  j["peak"] = {{"pp_rank", peak.pp_rank},           {"total_bytes", peak.total_bytes},
-               {"total_gb", gib(peak.total_bytes)},   {"static_bytes", peak.static_bytes},
-               {"phase", peak.peak_phase},            {"upper_bytes", est.upper_bytes()},
-               {"upper_gb", gib(est.upper_bytes())},  {"upper_pp_rank", est.stages.at(est.upper_stage).pp_rank},
+  j["peak"] = {{"pp_rank", peak.pp_rank},
+               {"total_bytes", peak.total_bytes},
+               {"total_gb", gib(peak.total_bytes)},
+               {"static_bytes", peak.static_bytes},
+               {"phase", peak.peak_phase},
+               {"upper_bytes", est.upper_bytes()},
+               {"upper_gb", gib(est.upper_bytes())},
+               {"upper_pp_rank", est.stages.at(est.upper_stage).pp_rank},
                {"bound_terms", est.bound_terms}};
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : fits)
@@ -320,8 +325,10 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
                                   : "Fit judged on the point estimate (--fit-on estimate)\n");
   std::string fit_names, miss_names;
   for (const auto& f : fits) {
-    if (f.fits) fit_names += (fit_names.empty() ? "" : ", ") + f.hardware->name;
-    else miss_names += (miss_names.empty() ? "" : ", ") + f.hardware->name;
+    if (f.fits)
+      fit_names += (fit_names.empty() ? "" : ", ") + f.hardware->name;
+    else
+      miss_names += (miss_names.empty() ? "" : ", ") + f.hardware->name;
   }
   const char* ok = options.colour ? "\033[32m✓\033[0m" : "✓";
   const char* bad = options.colour ? "\033[31m✗\033[0m" : "✗";
@@ -335,11 +342,12 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     const auto& f = fits.front();
     out << fmt::format("{} {} {}: {:.2f} GiB needed, {}; {:.2f} GiB {}\n", f.fits ? ok : bad,
                        f.fits ? "Fits in" : "Does not fit", f.hardware->name, gib(f.needed_bytes), usable_text(f),
-                       gib(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes),
-                       f.fits ? "to spare" : "short");
+                       gib(f.headroom_bytes < 0 ? -f.headroom_bytes : f.headroom_bytes), f.fits ? "to spare" : "short");
   } else if (!fits.empty()) {
-    if (!fit_names.empty()) out << fmt::format("{} Fits in: {}\n", ok, fit_names);
-    else out << fmt::format("{} Exceeds every known GPU ({})\n", bad, miss_names);
+    if (!fit_names.empty())
+      out << fmt::format("{} Fits in: {}\n", ok, fit_names);
+    else
+      out << fmt::format("{} Exceeds every known GPU ({})\n", bad, miss_names);
     out << fmt::format("  {:.2f} GiB needed per GPU ({}); usable memory of each GPU:\n", gib(fits.front().needed_bytes),
                        fits.front().on_bound ? "the upper bound" : "the point estimate");
     std::size_t width = 0;
@@ -415,7 +423,8 @@ void render_module_tree(std::ostream& out, const ModelSpec& model, const Estimat
                        st.pp_rank, format_bytes(st.total_bytes), st.peak_phase, st.inflight_microbatches);
     // Memory: every component under its category and block ("activations/attention/kv").
     TreeNode memory;
-    for (const char* category : {"weights", "gradients", "optimizer", "activations", "other"}) (void)memory.child(category);
+    for (const char* category : {"weights", "gradients", "optimizer", "activations", "other"})
+      (void)memory.child(category);
     for (const auto& c : st.components) {
       TreeNode* node = &memory;
       std::size_t start = 0;
@@ -435,10 +444,10 @@ void render_module_tree(std::ostream& out, const ModelSpec& model, const Estimat
       const auto& ch = st.chunks[ci];
       const bool last_chunk = ci + 1 == st.chunks.size();
       out << fmt::format("  {} chunk {}: {}\n", last_chunk ? "└─" : "├─", ch.vpp_rank,
-                         ch.num_layers > 0 ? fmt::format("layers {}-{}, {} micro-batch(es) in flight", ch.first_layer,
-                                                         ch.first_layer + ch.num_layers - 1, ch.inflight_microbatches)
-                                           : fmt::format("no decoder layer, {} micro-batch(es) in flight",
-                                                         ch.inflight_microbatches));
+                         ch.num_layers > 0
+                             ? fmt::format("layers {}-{}, {} micro-batch(es) in flight", ch.first_layer,
+                                           ch.first_layer + ch.num_layers - 1, ch.inflight_microbatches)
+                             : fmt::format("no decoder layer, {} micro-batch(es) in flight", ch.inflight_microbatches));
       const std::string pad = last_chunk ? "   " : "│  ";
       std::vector<std::string> lines;
       if (ch.embedding) lines.push_back("embedding (word embedding; its weights are in weights/dense)");
@@ -461,12 +470,14 @@ void render_module_tree(std::ostream& out, const ModelSpec& model, const Estimat
         for (const auto& lk : est.layer_kinds)
           if (lk.mtp)
             lines.push_back(fmt::format("MTP: {} x {} + {}, {} parameters, {} activations ({} and {} per layer)",
-                                        ch.mtp_layers, lk.attention, lk.mlp, format_count(lk.parameters * ch.mtp_layers),
+                                        ch.mtp_layers, lk.attention, lk.mlp,
+                                        format_count(lk.parameters * ch.mtp_layers),
                                         format_bytes(lk.activation_bytes_per_microbatch * ch.mtp_layers),
                                         format_count(lk.parameters), format_bytes(lk.activation_bytes_per_microbatch)));
       }
       if (ch.loss) lines.push_back("output layer and loss (final norm, logits; their weights are in weights/dense)");
-      lines.push_back(fmt::format("activations of the chunk: {} per micro-batch", format_bytes(ch.activation_bytes_per_microbatch)));
+      lines.push_back(fmt::format("activations of the chunk: {} per micro-batch",
+                                  format_bytes(ch.activation_bytes_per_microbatch)));
       for (std::size_t li = 0; li < lines.size(); ++li)
         out << "  " << pad << (li + 1 == lines.size() ? "└─ " : "├─ ") << lines[li] << "\n";
     }

@@ -1,5 +1,3 @@
-#include <mme/report/render_html.hpp>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -9,19 +7,19 @@
 #include <set>
 #include <utility>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/core.h>
 
+#include <mme/report/render_estimate.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 #include <mme/sdk/version.hpp>
 
-#include <mme/report/render_estimate.hpp>
-#include <mme/report/render_svg.hpp>
-#include <mme/sdk/json_text.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace mme::cli {
 
@@ -130,8 +128,8 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
       return;
     }
     if (!S_ISREG(st.st_mode))
-      throw UsageError(fmt::format("{}: cannot write '{}': not a regular file, character device or FIFO", flag_,
-                                   target_.string()));
+      throw UsageError(
+          fmt::format("{}: cannot write '{}': not a regular file, character device or FIFO", flag_, target_.string()));
   } else if (errno != ENOENT) {
     fail("", errno);
   }
@@ -302,11 +300,12 @@ std::string page_head(const std::string& title) {
 }
 
 std::string page_foot() {
-  return fmt::format("<footer>Made by mme {}, the Megatron-LM memory estimator. Sizes in GiB (1 GiB = 2<sup>30</sup> "
-                     "bytes). The estimate is what <code>torch.cuda.max_memory_allocated</code> would show; a GPU also "
-                     "needs the memory its CUDA context and NCCL keep, and some headroom for the allocator.</footer>\n"
-                     "</main>\n</body>\n</html>\n",
-                     kVersion);
+  return fmt::format(
+      "<footer>Made by mme {}, the Megatron-LM memory estimator. Sizes in GiB (1 GiB = 2<sup>30</sup> "
+      "bytes). The estimate is what <code>torch.cuda.max_memory_allocated</code> would show; a GPU also "
+      "needs the memory its CUDA context and NCCL keep, and some headroom for the allocator.</footer>\n"
+      "</main>\n</body>\n</html>\n",
+      kVersion);
 }
 
 std::string swatch(const char* hex) { return fmt::format("<span class=\"sw\" style=\"background:{}\"></span>", hex); }
@@ -336,10 +335,11 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
 
   std::string o = page_head(fmt::format("mme estimate: {}", ms.name));
   o += fmt::format("<h1><span class=\"what\">Memory estimate</span> {}</h1>\n", esc(ms.name));
-  o += fmt::format("<p class=\"sub\">TP {} · PP {} · VPP {} · EP {} · ETP {} · CP {} · DP {} on {} GPUs · micro-batch "
-                   "{} · sequence {} · recompute {} · {}</p>\n",
-                   p.tp, p.pp, p.vpp, p.ep, effective_etp(p), p.cp, p.dp, p.world_size, s.micro_batch_size,
-                   s.seq_length, esc(recompute_text(s.recompute)), to_string(s.precision));
+  o += fmt::format(
+      "<p class=\"sub\">TP {} · PP {} · VPP {} · EP {} · ETP {} · CP {} · DP {} on {} GPUs · micro-batch "
+      "{} · sequence {} · recompute {} · {}</p>\n",
+      p.tp, p.pp, p.vpp, p.ep, effective_etp(p), p.cp, p.dp, p.world_size, s.micro_batch_size, s.seq_length,
+      esc(recompute_text(s.recompute)), to_string(s.precision));
 
   // The verdict, as the text report words it.
   std::string verdict;
@@ -347,12 +347,12 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
   if (options.chosen_gpu && !fits.empty()) {
     const auto& f = fits.front();
     good = f.fits;
-    verdict = f.fits ? fmt::format("<span class=\"ok\">✓ Fits in {}</span>: {} GiB usable of {} GiB, {} GiB to spare",
-                                   esc(f.hardware->name), gib2(f.usable_bytes), gib2(f.capacity_bytes),
-                                   gib2(f.headroom_bytes))
-                     : fmt::format("<span class=\"bad\">✗ Does not fit {}</span>: {} GiB usable of {} GiB, {} GiB short",
-                                   esc(f.hardware->name), gib2(f.usable_bytes), gib2(f.capacity_bytes),
-                                   gib2(-f.headroom_bytes));
+    verdict =
+        f.fits
+            ? fmt::format("<span class=\"ok\">✓ Fits in {}</span>: {} GiB usable of {} GiB, {} GiB to spare",
+                          esc(f.hardware->name), gib2(f.usable_bytes), gib2(f.capacity_bytes), gib2(f.headroom_bytes))
+            : fmt::format("<span class=\"bad\">✗ Does not fit {}</span>: {} GiB usable of {} GiB, {} GiB short",
+                          esc(f.hardware->name), gib2(f.usable_bytes), gib2(f.capacity_bytes), gib2(-f.headroom_bytes));
   } else if (!fits.empty()) {
     std::string names;
     for (const auto& f : fits)
@@ -362,9 +362,12 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                    : "<span class=\"bad\">✗ Exceeds every known GPU</span>: consider more parallelism, recompute or a "
                      "smaller micro-batch";
   }
-  o += fmt::format("<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
-                   fits.empty() ? "none" : good ? "fits" : "miss", gib2(peak.total_bytes), peak.pp_rank,
-                   gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
+  o += fmt::format(
+      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
+      fits.empty() ? "none"
+      : good       ? "fits"
+                   : "miss",
+      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
   so.chosen_gpu = options.chosen_gpu;
@@ -391,22 +394,25 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
   // The fit verdict of every judged GPU.
   if (!fits.empty()) {
     // The column holds what the verdict was judged on: the upper bound (default) or the estimate.
-    o += fmt::format("<h2 id=\"fit\">Fit</h2>\n<div class=\"card\"><table class=\"fit\">\n<tr><th class=\"l\">GPU</th>"
-                     "<th>capacity</th><th>reserved</th><th>headroom</th><th>usable</th><th>{}</th>"
-                     "<th class=\"l\">verdict</th></tr>\n",
-                     fits.front().on_bound ? "bound" : "peak");
+    o += fmt::format(
+        "<h2 id=\"fit\">Fit</h2>\n<div class=\"card\"><table class=\"fit\">\n<tr><th class=\"l\">GPU</th>"
+        "<th>capacity</th><th>reserved</th><th>headroom</th><th>usable</th><th>{}</th>"
+        "<th class=\"l\">verdict</th></tr>\n",
+        fits.front().on_bound ? "bound" : "peak");
     for (const auto& f : fits) {
       const std::int64_t kept = f.capacity_bytes - f.hardware->reserved_bytes - f.usable_bytes;
-      o += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                       "<td class=\"l\">{}</td></tr>\n",
-                       esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.hardware->reserved_bytes), gib2(kept),
-                       gib2(f.usable_bytes), gib2(f.needed_bytes),
-                       f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
-                              : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
+      o += fmt::format(
+          "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td class=\"l\">{}</td></tr>\n",
+          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.hardware->reserved_bytes), gib2(kept),
+          gib2(f.usable_bytes), gib2(f.needed_bytes),
+          f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
+                 : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
     }
-    o += fmt::format("</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
-                     "of capacity, for allocator fragmentation)</p></div>\n",
-                     options.headroom_fraction * 100);
+    o += fmt::format(
+        "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
+        "of capacity, for allocator fragmentation)</p></div>\n",
+        options.headroom_fraction * 100);
   }
 
   // Configuration summary.
@@ -417,10 +423,9 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
               esc(fmt::format("{} / {} / {}", ms.family, ms.model_type.empty() ? "—" : ms.model_type, ms.adapter)));
   o += kv_row("Architecture", esc(fmt::format("{} layers, hidden size {}, padded vocabulary {}", ms.num_layers,
                                               ms.hidden_size, ms.padded_vocab_size)));
-  o += kv_row("Parameters", esc(fmt::format("{} total, {} active{}", format_count(ms.total_params),
-                                            format_count(ms.active_params),
-                                            ms.mtp_params > 0 ? fmt::format(" (+{} MTP)", format_count(ms.mtp_params))
-                                                              : "")));
+  o += kv_row("Parameters",
+              esc(fmt::format("{} total, {} active{}", format_count(ms.total_params), format_count(ms.active_params),
+                              ms.mtp_params > 0 ? fmt::format(" (+{} MTP)", format_count(ms.mtp_params)) : "")));
   for (const auto& l : model.layers) {
     if (l.mlp.num_experts > 0) {
       std::string moe = fmt::format("{} experts, top-{}", l.mlp.num_experts, l.mlp.top_k);
@@ -435,14 +440,14 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                                              sequence_parallel_on(p) ? "on" : "off")));
   o += kv_row("GPUs", fmt::format("{}", p.world_size));
   o += kv_row("Batch", esc(fmt::format("micro-batch {}, sequence {}{}", s.micro_batch_size, s.seq_length,
-                                       s.global_batch_size > 0
-                                           ? fmt::format(", global batch {} ({} micro-batches)", s.global_batch_size,
-                                                         s.num_micro_batches)
-                                           : ", global batch not given (pipeline assumed full)")));
+                                       s.global_batch_size > 0 ? fmt::format(", global batch {} ({} micro-batches)",
+                                                                             s.global_batch_size, s.num_micro_batches)
+                                                               : ", global batch not given (pipeline assumed full)")));
   o += kv_row("Recompute", esc(recompute_text(s.recompute)));
   o += kv_row("Precision", esc(fmt::format("{}, attention {}", to_string(s.precision), to_string(est.attention))));
-  o += kv_row("Optimizer", esc(fmt::format("{}, {}", s.optimizer.name,
-                                           s.optimizer.distributed ? "distributed" : "not distributed")));
+  o +=
+      kv_row("Optimizer",
+             esc(fmt::format("{}, {}", s.optimizer.name, s.optimizer.distributed ? "distributed" : "not distributed")));
   o += "</table>\n<details><summary>Every setting</summary><table class=\"kv\">\n";
   const nlohmann::json settings = setup_to_json(s);
   for (const auto& [key, value] : settings.items()) o += kv_row(key, esc(json_value_text(value)));
@@ -478,7 +483,8 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
         bool found = false;
         for (const auto& c : st.components)
           if (c.name == name) bytes += c.bytes, found = true;
-        if (!found) o += "<td>—</td>";
+        if (!found)
+          o += "<td>—</td>";
         else
           o += fmt::format("<td title=\"{} bytes\">{}</td>", bytes,
                            bytes > 0 && gib(bytes) < 0.0005 ? "&lt;0.001" : fmt::format("{:.3f}", gib(bytes)));
@@ -548,9 +554,10 @@ std::string cell_gib(std::int64_t bytes) {
 
 std::string meter(std::int64_t peak, std::int64_t usable) {
   const double ratio = usable > 0 ? static_cast<double>(peak) / static_cast<double>(usable) : 10.0;
-  return fmt::format("<span class=\"meter\" title=\"{:.0f}% of usable\"><span style=\"width:{:.1f}%;background:{}\">"
-                     "</span></span>",
-                     100 * ratio, std::min(100.0, 100 * ratio), fit_colour(ratio));
+  return fmt::format(
+      "<span class=\"meter\" title=\"{:.0f}% of usable\"><span style=\"width:{:.1f}%;background:{}\">"
+      "</span></span>",
+      100 * ratio, std::min(100.0, 100 * ratio), fit_colour(ratio));
 }
 
 }  // namespace
@@ -562,18 +569,19 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
   const std::int64_t usable = result.usable_bytes;
   std::string o = page_head(fmt::format("mme plan: {} on {} x {}", model.name, options.num_gpus, gpu));
   o += fmt::format("<h1><span class=\"what\">Layout plan</span> {}</h1>\n", esc(model.name));
-  o += fmt::format("<p class=\"sub\">{} GPUs × {} · {} GiB usable per GPU ({:g}% headroom) · {} layouts evaluated ({} "
-                   "estimated), {} valid, {} fit · {:.2f} s on {} thread{}</p>\n",
-                   options.num_gpus, esc(gpu), gib2(usable), options.headroom_fraction * 100, thousands(result.evaluated),
-                   thousands(result.estimated), thousands(result.valid), thousands(result.fitting), result.elapsed_s,
-                   result.threads,
-                   result.threads == 1 ? "" : "s");
+  o += fmt::format(
+      "<p class=\"sub\">{} GPUs × {} · {} GiB usable per GPU ({:g}% headroom) · {} layouts evaluated ({} "
+      "estimated), {} valid, {} fit · {:.2f} s on {} thread{}</p>\n",
+      options.num_gpus, esc(gpu), gib2(usable), options.headroom_fraction * 100, thousands(result.evaluated),
+      thousands(result.estimated), thousands(result.valid), thousands(result.fitting), result.elapsed_s, result.threads,
+      result.threads == 1 ? "" : "s");
   if (!result.plans.empty()) {
     const Plan& best = result.plans.front();
-    o += fmt::format("<p class=\"verdict fits\"><span class=\"ok\">✓ {} layout{} fit.</span> Best by {}: "
-                     "{} (peak {} GiB)</p>\n",
-                     thousands(result.fitting), result.fitting == 1 ? "" : "s", to_string(options.sort),
-                     command_html(model.name, planner.args_for(best.layout, options)), gib2(best.peak_bytes));
+    o += fmt::format(
+        "<p class=\"verdict fits\"><span class=\"ok\">✓ {} layout{} fit.</span> Best by {}: "
+        "{} (peak {} GiB)</p>\n",
+        thousands(result.fitting), result.fitting == 1 ? "" : "s", to_string(options.sort),
+        command_html(model.name, planner.args_for(best.layout, options)), gib2(best.peak_bytes));
   } else {
     o += "<p class=\"verdict miss\"><span class=\"bad\">✗ No layout fits.</span>";
     if (result.smallest)
@@ -596,12 +604,13 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
   }
   std::sort(variants.begin(), variants.end());
   o += "<h2 id=\"fit-map\">Fit map</h2>\n<div class=\"card\">\n";
-  o += fmt::format("<p>Each cell is one TP × PP pair of a facet (expert parallel size, recompute). Its colour is the "
-                   "smallest peak over the other choices (VPP, ETP, CP, micro-batch size, pipeline split) against the "
-                   "{} GiB a {} can use; the number is that peak in GiB. Framed cells hold a top plan; ★ marks the best, "
-                   "and that cell shows the best plan's own peak (its colour too), not the smallest. "
-                   "{} valid layouts.</p>\n",
-                   gib2(usable), esc(gpu), thousands(map.layouts()));
+  o += fmt::format(
+      "<p>Each cell is one TP × PP pair of a facet (expert parallel size, recompute). Its colour is the "
+      "smallest peak over the other choices (VPP, ETP, CP, micro-batch size, pipeline split) against the "
+      "{} GiB a {} can use; the number is that peak in GiB. Framed cells hold a top plan; ★ marks the best, "
+      "and that cell shows the best plan's own peak (its colour too), not the smallest. "
+      "{} valid layouts.</p>\n",
+      gib2(usable), esc(gpu), thousands(map.layouts()));
   o += "<div class=\"legend\">";
   for (const auto& b : fit_bands()) o += fmt::format("<span>{}{} of usable</span>", swatch(b.hex), esc(b.label));
   o += fmt::format("<span>{}no valid layout</span></div>\n", swatch(kNoLayoutColour));
@@ -613,8 +622,10 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
     top.try_emplace({l.ep, l.recompute, l.pp, l.tp}, i + 1);
   }
   // One row per EP, one column per recompute variant.
-  o += fmt::format("<div class=\"facets\" style=\"grid-template-columns: repeat({}, max-content)\">\n", variants.size());
-  for (const RecomputeVariant v : variants) o += fmt::format("<div class=\"facet-head\">recompute {}</div>", to_string(v));
+  o +=
+      fmt::format("<div class=\"facets\" style=\"grid-template-columns: repeat({}, max-content)\">\n", variants.size());
+  for (const RecomputeVariant v : variants)
+    o += fmt::format("<div class=\"facet-head\">recompute {}</div>", to_string(v));
   o += "\n";
   for (const std::int64_t ep : eps) {
     for (const RecomputeVariant v : variants) {
@@ -659,14 +670,13 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
                                       model.name, join_args(planner.args_for(best.layout, options)));
             }
           }
-          cv.tooltip = fmt::format("TP {} × PP {} · EP {} · recompute {}\nsmallest peak {} GiB ({:.0f}% of {} GiB "
-                                   "usable)\n{} of {} layouts fit{}\nmme estimate {} {}{}",
-                                   tp, pp, ep, to_string(v), gib2(cell.min_peak),
-                                   usable > 0 ? 100.0 * static_cast<double>(cell.min_peak) / static_cast<double>(usable)
-                                              : 1000.0,
-                                   gib2(usable), cell.fitting, cell.valid,
-                                   t != top.end() ? fmt::format("; holds plan #{}", t->second) : "", model.name,
-                                   join_args(planner.args_for(cell.smallest, options)), best_line);
+          cv.tooltip = fmt::format(
+              "TP {} × PP {} · EP {} · recompute {}\nsmallest peak {} GiB ({:.0f}% of {} GiB "
+              "usable)\n{} of {} layouts fit{}\nmme estimate {} {}{}",
+              tp, pp, ep, to_string(v), gib2(cell.min_peak),
+              usable > 0 ? 100.0 * static_cast<double>(cell.min_peak) / static_cast<double>(usable) : 1000.0,
+              gib2(usable), cell.fitting, cell.valid, t != top.end() ? fmt::format("; holds plan #{}", t->second) : "",
+              model.name, join_args(planner.args_for(cell.smallest, options)), best_line);
         }
       }
       o += render_fit_map_facet_svg(f);
@@ -676,21 +686,23 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
 
   // The top plans.
   if (!result.plans.empty()) {
-    o += fmt::format("<h2 id=\"plans\">Top {} by {}</h2>\n<div class=\"card\"><table class=\"plans\">\n<tr>"
-                     "<th>#</th><th>TP</th><th>PP</th><th>VPP</th><th>EP</th><th>ETP</th><th>CP</th><th>DP</th>"
-                     "<th>MBS</th><th class=\"l\">recompute</th><th class=\"l\">split</th><th>peak GiB</th>"
-                     "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>score</th></tr>\n",
-                     result.plans.size(), to_string(options.sort));
+    o += fmt::format(
+        "<h2 id=\"plans\">Top {} by {}</h2>\n<div class=\"card\"><table class=\"plans\">\n<tr>"
+        "<th>#</th><th>TP</th><th>PP</th><th>VPP</th><th>EP</th><th>ETP</th><th>CP</th><th>DP</th>"
+        "<th>MBS</th><th class=\"l\">recompute</th><th class=\"l\">split</th><th>peak GiB</th>"
+        "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>score</th></tr>\n",
+        result.plans.size(), to_string(options.sort));
     std::size_t rank = 0;
     for (const auto& pl : result.plans) {
       const auto& l = pl.layout;
-      o += fmt::format("<tr class=\"plan\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                       "<td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>"
-                       "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3f}</td></tr>\n"
-                       "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"15\">{}</td></tr>\n",
-                       ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
-                       split_text(l), gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes),
-                       100 * pl.score.bubble, pl.score.score, command_html(model.name, planner.args_for(l, options)));
+      o += fmt::format(
+          "<tr class=\"plan\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>"
+          "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3f}</td></tr>\n"
+          "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"15\">{}</td></tr>\n",
+          ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
+          gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes), 100 * pl.score.bubble,
+          pl.score.score, command_html(model.name, planner.args_for(l, options)));
     }
     o += "</table></div>\n";
   }

@@ -1,5 +1,3 @@
-#include <mme/report/render_svg.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -8,6 +6,7 @@
 
 #include <fmt/core.h>
 
+#include <mme/report/render_svg.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace mme::cli {
@@ -17,11 +16,11 @@ namespace {
 // xterm-256 colours, so the terminal shows exactly what the SVG shows: the 6x6x6 cube
 // (levels 0, 95, 135, 175, 215, 255) and the grey ramp (8 + 10 n).
 constexpr std::array<CategoryStyle, kCategories> kStyles{{
-    {MemoryCategory::kWeights, "weights", "#5f87d7", 68, "█"},          // cube (1, 2, 4)
-    {MemoryCategory::kGradients, "gradients", "#00afaf", 37, "▓"},      // cube (0, 3, 3)
-    {MemoryCategory::kOptimizer, "optimizer", "#af5fd7", 134, "▒"},     // cube (3, 1, 4)
-    {MemoryCategory::kActivations, "activations", "#ffaf00", 214, "░"}, // cube (5, 3, 0)
-    {MemoryCategory::kOther, "other", "#8a8a8a", 245, "·"},             // grey 13
+    {MemoryCategory::kWeights, "weights", "#5f87d7", 68, "█"},           // cube (1, 2, 4)
+    {MemoryCategory::kGradients, "gradients", "#00afaf", 37, "▓"},       // cube (0, 3, 3)
+    {MemoryCategory::kOptimizer, "optimizer", "#af5fd7", 134, "▒"},      // cube (3, 1, 4)
+    {MemoryCategory::kActivations, "activations", "#ffaf00", 214, "░"},  // cube (5, 3, 0)
+    {MemoryCategory::kOther, "other", "#8a8a8a", 245, "·"},              // grey 13
 }};
 
 constexpr const char* kFont = "system-ui, 'DejaVu Sans', 'Segoe UI', Arial, sans-serif";
@@ -123,8 +122,10 @@ std::string xml_escape(std::string_view s) {
         case '"': out += "&quot;"; break;
         case '\'': out += "&#39;"; break;
         default:
-          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += kReplacement;
-          else out += static_cast<char>(c);
+          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            out += kReplacement;
+          else
+            out += static_cast<char>(c);
       }
       ++i;
       continue;
@@ -132,7 +133,8 @@ std::string xml_escape(std::string_view s) {
     // A multi-byte UTF-8 sequence: well formed, shortest form, no surrogates, at most U+10FFFF.
     std::size_t len = 0;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
       len = 3;
       if (c == 0xE0) lo = 0xA0;
@@ -189,14 +191,15 @@ PlacedLabels place_capacity_labels(const std::vector<const FitVerdict*>& drawn,
   std::size_t label_rows = 0;
   auto inside = [](const Label& a, double x) { return x >= a.x0 - 3 && x <= a.x1 + 3; };
   for (const auto* l : drawn) {
-    PlacedLine p{l, fmt::format("{} {:.1f} GiB", l->hardware->name, gib(l->usable_bytes)), x_of(gib(l->usable_bytes)),
-                 {}, 0, false};
+    PlacedLine p{
+        l,    fmt::format("{} {:.1f} GiB", l->hardware->name, gib(l->usable_bytes)), x_of(gib(l->usable_bytes)), {}, 0,
+        false};
     const double w = text_width(p.text, 11);
     const Label start{p.x + 4, p.x + 4 + w, p.x}, end{p.x - 4 - w, p.x - 4, p.x};
     auto valid = [&](const Label& span, std::size_t row) {
       for (const auto& o : placed) {
         if (o.row == row && span.x0 < o.span.x1 + 8 && o.span.x0 < span.x1 + 8) return false;
-        if (o.row < row && inside(span, o.x)) return false;  // that line passes through this row
+        if (o.row < row && inside(span, o.x)) return false;    // that line passes through this row
         if (o.row > row && inside(o.span, p.x)) return false;  // this line passes through that row
       }
       return true;
@@ -255,7 +258,8 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
     for (const auto* l : lines) smallest = std::min(smallest, l->usable_bytes);
     const double reach = std::max(static_cast<double>(peak) * 1.6, static_cast<double>(smallest));
     for (const auto* l : lines) (static_cast<double>(l->usable_bytes) <= reach ? drawn : off_scale).push_back(l);
-    std::sort(drawn.begin(), drawn.end(), [](const auto* a, const auto* b) { return a->usable_bytes < b->usable_bytes; });
+    std::sort(drawn.begin(), drawn.end(),
+              [](const auto* a, const auto* b) { return a->usable_bytes < b->usable_bytes; });
   }
   double max_v = gib(peak);
   for (const auto* l : drawn) max_v = std::max(max_v, gib(l->usable_bytes));
@@ -288,17 +292,18 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
   const auto& p = est.setup.parallel;
   o += fmt::format("<title id=\"mme-chart-title\">Memory per GPU by pipeline stage: {}</title>\n", xml_escape(ms.name));
   o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", W, H);
-  o += fmt::format("<text x=\"16\" y=\"26\" font-size=\"16\" font-weight=\"bold\" fill=\"{}\">Memory per GPU by "
-                   "pipeline stage</text>\n",
-                   kInk);
+  o += fmt::format(
+      "<text x=\"16\" y=\"26\" font-size=\"16\" font-weight=\"bold\" fill=\"{}\">Memory per GPU by "
+      "pipeline stage</text>\n",
+      kInk);
   o += fmt::format("<text x=\"16\" y=\"46\" font-size=\"13\" fill=\"{}\">{}</text>\n", kInk,
                    xml_escape(ellipsize(ms.name, 110)));
-  o += fmt::format("<text x=\"16\" y=\"64\" fill=\"{}\">{}</text>\n", kMuted,
-                   xml_escape(fmt::format("TP {} · PP {} · VPP {} · EP {} · ETP {} · CP {} · DP {} · {} GPUs · "
-                                          "micro-batch {} · sequence {} · peak {:.2f} GiB (stage {})",
-                                          p.tp, p.pp, p.vpp, p.ep, effective_etp(p), p.cp, p.dp, p.world_size,
-                                          est.setup.micro_batch_size, est.setup.seq_length, gib(peak),
-                                          est.peak().pp_rank)));
+  o += fmt::format(
+      "<text x=\"16\" y=\"64\" fill=\"{}\">{}</text>\n", kMuted,
+      xml_escape(fmt::format("TP {} · PP {} · VPP {} · EP {} · ETP {} · CP {} · DP {} · {} GPUs · "
+                             "micro-batch {} · sequence {} · peak {:.2f} GiB (stage {})",
+                             p.tp, p.pp, p.vpp, p.ep, effective_etp(p), p.cp, p.dp, p.world_size,
+                             est.setup.micro_batch_size, est.setup.seq_length, gib(peak), est.peak().pp_rank)));
   // Legend.
   double lx = 16;
   o += "<g class=\"legend\">\n";
@@ -308,9 +313,10 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
     lx += 16 + text_width(st.label, 12) * 0.92 + 16;
   }
   if (!drawn.empty()) {
-    o += fmt::format("<line x1=\"{0}\" y1=\"82\" x2=\"{1}\" y2=\"82\" stroke=\"{2}\" stroke-width=\"2\" "
-                     "stroke-dasharray=\"5 3\"/>",
-                     lx, lx + 22, drawn.front()->fits ? kFitLine : kMissLine);
+    o += fmt::format(
+        "<line x1=\"{0}\" y1=\"82\" x2=\"{1}\" y2=\"82\" stroke=\"{2}\" stroke-width=\"2\" "
+        "stroke-dasharray=\"5 3\"/>",
+        lx, lx + 22, drawn.front()->fits ? kFitLine : kMissLine);
     o += fmt::format("<text x=\"{}\" y=\"86.5\" fill=\"{}\">usable memory (capacity − reserved − headroom)</text>\n",
                      lx + 28, kInk);
   }
@@ -322,12 +328,13 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
     const double x = x_of(v);
     o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>", num(x), plot_top - 2,
                      plot_bottom, kGrid);
-    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n", num(x),
-                     plot_bottom + 16, kMuted, tick_label(v, step));
+    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n", num(x), plot_bottom + 16,
+                     kMuted, tick_label(v, step));
   }
   o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999999\"/>\n", L, plot_bottom, R);
-  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">GiB per GPU (1 GiB = 2^30 bytes)</text>\n",
-                   (L + R) / 2, plot_bottom + 34, kMuted);
+  o += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">GiB per GPU (1 GiB = 2^30 bytes)</text>\n",
+      (L + R) / 2, plot_bottom + 34, kMuted);
   o += "</g>\n";
 
   // One stacked bar per stage; the totals go on top of the capacity lines.
@@ -356,12 +363,12 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
           s.total_bytes > 0 ? 100.0 * static_cast<double>(bytes[c]) / static_cast<double>(s.total_bytes) : 0.0);
     }
     if (row_h >= 14 || is_peak)
-      totals += fmt::format("<text class=\"total\" data-stage=\"{}\" x=\"{}\" y=\"{}\" fill=\"{}\"{}{}>{:.2f} GiB{}{}</text>",
-                       s.pp_rank, num(x_of(gib(s.total_bytes)) + 6), num(ty), kInk, kHalo, is_peak ? " font-weight=\"bold\"" : "",
-                       gib(s.total_bytes),
-                       is_peak && n > 1 ? " peak" : "",
-                       is_peak && s.upper_bytes > s.total_bytes ? fmt::format(" (bound {:.2f})", gib(s.upper_bytes))
-                                                                : std::string());
+      totals +=
+          fmt::format("<text class=\"total\" data-stage=\"{}\" x=\"{}\" y=\"{}\" fill=\"{}\"{}{}>{:.2f} GiB{}{}</text>",
+                      s.pp_rank, num(x_of(gib(s.total_bytes)) + 6), num(ty), kInk, kHalo,
+                      is_peak ? " font-weight=\"bold\"" : "", gib(s.total_bytes), is_peak && n > 1 ? " peak" : "",
+                      is_peak && s.upper_bytes > s.total_bytes ? fmt::format(" (bound {:.2f})", gib(s.upper_bytes))
+                                                               : std::string());
     o += "</g>\n";
   }
   o += "</g>\n";
@@ -373,20 +380,22 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
   };
   for (const auto& pl : placed) {
     const FitVerdict& v = *pl.verdict;
-    o += fmt::format("<line class=\"capacity-line\" data-gpu=\"{0}\" data-fits=\"{1}\" x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" "
-                     "y2=\"{4}\" stroke=\"{5}\" stroke-width=\"2\" stroke-dasharray=\"5 3\"><title>{0}: {6:.2f} GiB usable "
-                     "of {7:.2f} GiB; {8}</title></line>\n",
-                     xml_escape(v.hardware->name), v.fits ? "true" : "false", num(pl.x), num(label_y(pl) - 10),
-                     plot_bottom, v.fits ? kFitLine : kMissLine, gib(v.usable_bytes), gib(v.capacity_bytes),
-                     v.fits ? fmt::format("{:.2f} GiB to spare", gib(v.headroom_bytes))
-                            : fmt::format("{:.2f} GiB short", gib(-v.headroom_bytes)));
+    o += fmt::format(
+        "<line class=\"capacity-line\" data-gpu=\"{0}\" data-fits=\"{1}\" x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" "
+        "y2=\"{4}\" stroke=\"{5}\" stroke-width=\"2\" stroke-dasharray=\"5 3\"><title>{0}: {6:.2f} GiB usable "
+        "of {7:.2f} GiB; {8}</title></line>\n",
+        xml_escape(v.hardware->name), v.fits ? "true" : "false", num(pl.x), num(label_y(pl) - 10), plot_bottom,
+        v.fits ? kFitLine : kMissLine, gib(v.usable_bytes), gib(v.capacity_bytes),
+        v.fits ? fmt::format("{:.2f} GiB to spare", gib(v.headroom_bytes))
+               : fmt::format("{:.2f} GiB short", gib(-v.headroom_bytes)));
   }
   o += totals;
   for (const auto& pl : placed)
-    o += fmt::format("<text class=\"capacity-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" font-size=\"11\" fill=\"{}\"{}>"
-                     "{}</text>\n",
-                     num(pl.anchor_end ? pl.x - 4 : pl.x + 4), num(label_y(pl)), pl.anchor_end ? "end" : "start",
-                     pl.verdict->fits ? kFitLine : kMissLine, kHalo, xml_escape(pl.text));
+    o += fmt::format(
+        "<text class=\"capacity-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" font-size=\"11\" fill=\"{}\"{}>"
+        "{}</text>\n",
+        num(pl.anchor_end ? pl.x - 4 : pl.x + 4), num(label_y(pl)), pl.anchor_end ? "end" : "start",
+        pl.verdict->fits ? kFitLine : kMissLine, kHalo, xml_escape(pl.text));
   o += "</g>\n";
   if (!off_scale.empty()) {
     o += fmt::format("<text x=\"16\" y=\"{}\" fill=\"{}\">Also fits, off the scale: {}</text>\n", plot_bottom + 56,
@@ -398,8 +407,12 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
 
 const std::vector<FitBand>& fit_bands() {
   static const std::vector<FitBand> bands = {
-      {0.50, "#1a9850", "≤ 50%"},   {0.75, "#66bd63", "≤ 75%"},   {0.90, "#a6d96a", "≤ 90%"},
-      {1.00, "#d9ef8b", "≤ 100%"},  {1.25, "#fdae61", "≤ 125%"},  {2.00, "#f46d43", "≤ 200%"},
+      {0.50, "#1a9850", "≤ 50%"},
+      {0.75, "#66bd63", "≤ 75%"},
+      {0.90, "#a6d96a", "≤ 90%"},
+      {1.00, "#d9ef8b", "≤ 100%"},
+      {1.25, "#fdae61", "≤ 125%"},
+      {2.00, "#f46d43", "≤ 200%"},
       {std::numeric_limits<double>::infinity(), "#d73027", "> 200%"},
   };
   return bands;
@@ -437,9 +450,10 @@ std::string render_fit_map_facet_svg(const FitMapFacetView& f) {
       const bool marked = cell.highlight || !cell.mark.empty();
       o += fmt::format("<g class=\"cell\" data-fits=\"{}\" data-key=\"{}\">",
                        cell.present && cell.ratio <= 1.0 ? "true" : "false", xml_escape(cell.key));
-      o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\" "
-                       "stroke-width=\"{}\"/>",
-                       x + 1, y + 1, cw - 2, ch - 2, fill, marked ? kInk : "#ffffff", marked ? 2 : 1);
+      o += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\" "
+          "stroke-width=\"{}\"/>",
+          x + 1, y + 1, cw - 2, ch - 2, fill, marked ? kInk : "#ffffff", marked ? 2 : 1);
       o += fmt::format("<title>{}</title>", xml_escape(cell.tooltip));
       const std::string text = cell.present ? (cell.mark.empty() ? "" : cell.mark + " ") + cell.text : "–";
       o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\"{}>{}</text></g>", x + cw / 2,

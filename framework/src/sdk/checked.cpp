@@ -23,9 +23,10 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what) 
 void throw_overflow(char op, std::int64_t a, std::int64_t b) {
   if (op == '/')
     throw ConfigError(fmt::format("size arithmetic: {} / {} is undefined; a size that must be positive is not", a, b));
-  throw ConfigError(fmt::format("size arithmetic: {} {} {} does not fit in 64 bits; no real model and layout is "
-                                "that large (check the model's dimensions, --seq-length and --micro-batch-size)",
-                                a, op == '*' ? 'x' : op, b));
+  throw ConfigError(
+      fmt::format("size arithmetic: {} {} {} does not fit in 64 bits; no real model and layout is "
+                  "that large (check the model's dimensions, --seq-length and --micro-batch-size)",
+                  a, op == '*' ? 'x' : op, b));
 }
 
 }  // namespace mme

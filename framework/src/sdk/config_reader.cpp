@@ -21,16 +21,16 @@ std::string describe(const nlohmann::json& v) {
 }  // namespace
 
 std::string too_many_layers(std::string_view count) {
-  return fmt::format("{} layers is more than mme accepts (at most {}; the deepest real models have about 130, and "
-                     "the planner's cost grows with the square of the layer count)",
-                     count, ConfigReader::kMaxLayers);
+  return fmt::format(
+      "{} layers is more than mme accepts (at most {}; the deepest real models have about 130, and "
+      "the planner's cost grows with the square of the layer count)",
+      count, ConfigReader::kMaxLayers);
 }
 
 ConfigReader::ConfigReader(const nlohmann::json& config, std::string source)
     : config_(config), source_(std::move(source)) {
   if (!config_.is_object())
-    throw ConfigError(fmt::format("{}: expected a JSON object at the top level, got {}", source_,
-                                  config_.type_name()));
+    throw ConfigError(fmt::format("{}: expected a JSON object at the top level, got {}", source_, config_.type_name()));
 }
 
 void ConfigReader::fail(std::string_view key, const std::string& what) const {
@@ -65,8 +65,7 @@ std::int64_t ConfigReader::to_integer(std::string_view key, const nlohmann::json
     }
   } else if (v.is_number_float()) {
     double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d))
-      fail(key, fmt::format("expected {}, got {}", expected, describe(v)));
+    if (!std::isfinite(d) || d != std::floor(d)) fail(key, fmt::format("expected {}, got {}", expected, describe(v)));
     if (d > static_cast<double>(max))
       fail(key, fmt::format("{} is larger than {}, which no real model has", describe(v), max));
     if (d < static_cast<double>(min)) fail(key, fmt::format("expected {}, got {}", expected, describe(v)));

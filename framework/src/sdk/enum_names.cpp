@@ -16,14 +16,11 @@ constexpr EnumName kPrecisionArr[] = {{"bf16", static_cast<int>(Precision::kBF16
                                       {"fp8", static_cast<int>(Precision::kFP8)},
                                       {"fp32", static_cast<int>(Precision::kFP32)}};
 // The torch spellings are accepted too (PyTorch dtype names; "uint8" is how FP8 states are stored).
-constexpr EnumName kDTypeArr[] = {{"fp32", static_cast<int>(DType::kFP32)},
-                                  {"bf16", static_cast<int>(DType::kBF16)},
-                                  {"fp16", static_cast<int>(DType::kFP16)},
-                                  {"fp8", static_cast<int>(DType::kFP8)},
-                                  {"float32", static_cast<int>(DType::kFP32), true},
-                                  {"bfloat16", static_cast<int>(DType::kBF16), true},
-                                  {"float16", static_cast<int>(DType::kFP16), true},
-                                  {"uint8", static_cast<int>(DType::kFP8), true}};
+constexpr EnumName kDTypeArr[] = {
+    {"fp32", static_cast<int>(DType::kFP32)},          {"bf16", static_cast<int>(DType::kBF16)},
+    {"fp16", static_cast<int>(DType::kFP16)},          {"fp8", static_cast<int>(DType::kFP8)},
+    {"float32", static_cast<int>(DType::kFP32), true}, {"bfloat16", static_cast<int>(DType::kBF16), true},
+    {"float16", static_cast<int>(DType::kFP16), true}, {"uint8", static_cast<int>(DType::kFP8), true}};
 constexpr EnumName kAttentionBackendArr[] = {{"flash", static_cast<int>(AttentionBackend::kFlash)},
                                              {"fused", static_cast<int>(AttentionBackend::kFlash), true},
                                              {"unfused", static_cast<int>(AttentionBackend::kUnfused)},

@@ -1,9 +1,9 @@
 #include "mme/sdk/error.hpp"
 
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
-#include <vector>
 
 namespace mme {
 

@@ -19,8 +19,10 @@ void check_json_nesting(std::string_view text, const std::string& source, std::s
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -40,8 +42,8 @@ std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::
   if (!fs::exists(st)) throw NotFoundError(fmt::format("{}: no such file", name));
   if (fs::is_directory(st)) throw NotFoundError(fmt::format("{}: is a folder, not {}", name, what));
   if (!fs::is_regular_file(st))
-    throw NotFoundError(fmt::format("{}: not a regular file (a device, FIFO or socket); {} is read from a file", name,
-                                    what));
+    throw NotFoundError(
+        fmt::format("{}: not a regular file (a device, FIFO or socket); {} is read from a file", name, what));
   const auto size = fs::file_size(path, ec);
   if (!ec && size > max_bytes)
     throw ConfigError(fmt::format("{}: {} bytes is more than the {} bytes {} may have", name, size, max_bytes, what));

@@ -3,13 +3,14 @@
 #include <cstdlib>
 #include <string>
 
+#include <spdlog/details/os.h>
 #include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/details/os.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include "mme/sdk/input_text.hpp"
+
+#include <unistd.h>
 
 namespace mme {
 
@@ -28,7 +29,9 @@ class PrintableSink : public spdlog::sinks::sink {
   }
   void flush() override { next_->flush(); }
   void set_pattern(const std::string& pattern) override { next_->set_pattern(pattern); }
-  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override { next_->set_formatter(std::move(formatter)); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    next_->set_formatter(std::move(formatter));
+  }
 
  private:
   std::shared_ptr<spdlog::sinks::sink> next_;

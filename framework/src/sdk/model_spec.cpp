@@ -59,8 +59,8 @@ void validate_model_spec(const ModelSpec& m) {
     if (f.kind.empty()) throw ConfigError(fmt::format("{}: {}: mlp kind is empty", m.name, where));
     require_positive(m, where + " num_attention_heads", a.num_heads, kDim);
     if (a.num_query_groups <= 0 || a.num_query_groups > a.num_heads || a.num_heads % a.num_query_groups != 0)
-      throw ConfigError(fmt::format("{}: {}: num_query_groups = {} must divide num_attention_heads = {}", m.name,
-                                    where, a.num_query_groups, a.num_heads));
+      throw ConfigError(fmt::format("{}: {}: num_query_groups = {} must divide num_attention_heads = {}", m.name, where,
+                                    a.num_query_groups, a.num_heads));
   }
 }
 

@@ -114,8 +114,9 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
     return c;
   }
   const std::string why_not_fused =
-      !env.fused_enabled ? "NVTE_FUSED_ATTN=0"
-                         : fmt::format("deterministic training on sm{} disables cuDNN fused attention", compute_capability);
+      !env.fused_enabled
+          ? "NVTE_FUSED_ATTN=0"
+          : fmt::format("deterministic training on sm{} disables cuDNN fused attention", compute_capability);
   if (!env.flash_enabled || env.flash_attn_installed == false) {
     c.backend = AttentionBackend::kUnfused;
     c.reason = fmt::format("unfused attention: {} and {}", why_not_fused,
@@ -127,12 +128,13 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
     c.reason = fmt::format("flash attention ({}; flash-attn installed)", why_not_fused);
   } else {
     c.may_fall_back_to_unfused = true;
-    c.reason = fmt::format("flash attention assumed ({}; without flash-attn >= 2.4.1 TE falls back to unfused "
-                           "attention, which the upper bound covers)", why_not_fused);
+    c.reason = fmt::format(
+        "flash attention assumed ({}; without flash-attn >= 2.4.1 TE falls back to unfused "
+        "attention, which the upper bound covers)",
+        why_not_fused);
   }
   return c;
 }
-
 
 namespace {
 struct ModuleName {
@@ -140,9 +142,12 @@ struct ModuleName {
   RecomputeModule flag;
 };
 constexpr ModuleName kModuleNames[] = {
-    {"core_attn", kRecomputeCoreAttn}, {"mlp", kRecomputeMlp},
-    {"moe", kRecomputeMoe},            {"moe_act", kRecomputeMoeAct},
-    {"layernorm", kRecomputeLayernorm}, {"mla_up_proj", kRecomputeMlaUpProj},
+    {"core_attn", kRecomputeCoreAttn},
+    {"mlp", kRecomputeMlp},
+    {"moe", kRecomputeMoe},
+    {"moe_act", kRecomputeMoeAct},
+    {"layernorm", kRecomputeLayernorm},
+    {"mla_up_proj", kRecomputeMlaUpProj},
     {"shared_experts", kRecomputeSharedExperts},
 };
 }  // namespace

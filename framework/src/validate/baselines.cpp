@@ -50,8 +50,7 @@ std::int64_t megatron_theoretical_memory(const ModelSpec& m, const TrainingSetup
   for (const auto& l : m.layers) add_layer(l, 1.0, tp_block, rep_block, exp_block);
   rep_block += nu * h;  // final norm
   double tp_mtp = 0, rep_mtp = 0, exp_mtp = 0;
-  if (m.mtp_num_layers > 0)
-    add_layer(m.layers.back(), static_cast<double>(m.mtp_num_layers), tp_mtp, rep_mtp, exp_mtp);
+  if (m.mtp_num_layers > 0) add_layer(m.layers.back(), static_cast<double>(m.mtp_num_layers), tp_mtp, rep_mtp, exp_mtp);
 
   // Most loaded shard: 1/p of the decoder, the whole MTP block and one embedding.
   double p_tp = (tp_block / pp + tp_mtp + h * V) / t;
@@ -59,7 +58,8 @@ std::int64_t megatron_theoretical_memory(const ModelSpec& m, const TrainingSetup
   const double p_exp = (exp_block / pp + exp_mtp) / static_cast<double>(effective_etp(p) * p.ep);
   if (!m.tie_embeddings && p.pp == 1) p_tp += h * V / t;
   auto bpp = [&](double shards) { return s.optimizer.distributed ? 6.0 + 12.0 / shards : 18.0; };
-  const double weights = (p_tp + p_rep) * bpp(static_cast<double>(p.dp)) + p_exp * bpp(static_cast<double>(p.expert_dp));
+  const double weights =
+      (p_tp + p_rep) * bpp(static_cast<double>(p.dp)) + p_exp * bpp(static_cast<double>(p.expert_dp));
 
   // Activations of the first stage.
   const double sq = static_cast<double>(s.seq_length), b = static_cast<double>(s.micro_batch_size);
@@ -95,7 +95,8 @@ std::int64_t seed_tool_peak(const ModelSpec& m, const TrainingSetup& s) {
 
   // Layers on stage 0 (the seed reports stage 0 only).
   std::int64_t first = m.num_layers / par.pp;
-  if (s.pipeline.first_stage_layers) first = *s.pipeline.first_stage_layers;
+  if (s.pipeline.first_stage_layers)
+    first = *s.pipeline.first_stage_layers;
   else if (s.pipeline.last_stage_layers && par.pp > 1)
     first = (m.num_layers - *s.pipeline.last_stage_layers) / (par.pp - 1);
   first = std::min<std::int64_t>(first, m.num_layers);
@@ -168,8 +169,8 @@ std::int64_t seed_tool_peak(const ModelSpec& m, const TrainingSetup& s) {
       s.optimizer.distributed
           ? 6 + 12 / (static_cast<double>(par.world_size) / (static_cast<double>(par.pp * par.ep) * et))
           : 18;
-  const double weights = par.ep * et > 1 ? (params - expert_params) * dense_rate + expert_params * expert_rate
-                                         : params * dense_rate;
+  const double weights =
+      par.ep * et > 1 ? (params - expert_params) * dense_rate + expert_params * expert_rate : params * dense_rate;
   return static_cast<std::int64_t>(std::llround(weights + act));
 }
 

@@ -1,12 +1,10 @@
 // `mme validate --from-log`: the memory reports of a Megatron-LM training log, per rank, against
 // the estimate of the stage each rank belongs to (validation.hpp).
-#include "mme/validate/validation.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <istream>
 #include <fstream>
+#include <istream>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -14,6 +12,7 @@
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
 #include "mme/sdk/units.hpp"
+#include "mme/validate/validation.hpp"
 
 namespace mme {
 
@@ -21,12 +20,11 @@ namespace mme {
 
 namespace {
 
-
 // The value token after `key` in `line`: up to white space, '|', ',' or '}'. Empty if none.
 std::string token_after(const std::string& line, std::size_t at) {
   std::size_t b = at;
-  while (b < line.size() && (line[b] == ' ' || line[b] == '\t' || line[b] == ':' || line[b] == '=' ||
-                             line[b] == '\'' || line[b] == '"'))
+  while (b < line.size() &&
+         (line[b] == ' ' || line[b] == '\t' || line[b] == ':' || line[b] == '=' || line[b] == '\'' || line[b] == '"'))
     ++b;
   std::size_t e = b;
   while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '|' && line[e] != ',' && line[e] != '}' &&
@@ -53,7 +51,8 @@ std::optional<std::int64_t> rank_of(const std::string& line, const std::string& 
   while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
   if (e == b || e >= line.size() || line[e] != ']')
     throw ConfigError(fmt::format("{}: '[Rank' is not followed by a rank number and ']'", where));
-  if (e - b > 18) throw ConfigError(fmt::format("{}: the rank {} is beyond any world size", where, line.substr(b, e - b)));
+  if (e - b > 18)
+    throw ConfigError(fmt::format("{}: the rank {} is beyond any world size", where, line.substr(b, e - b)));
   return std::stoll(line.substr(b, e - b));
 }
 
@@ -125,16 +124,16 @@ std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, 
   if (world_size < 1 || pp < 1 || world_size % pp != 0)
     throw ConfigError(fmt::format("a world size of {} GPUs does not split into {} pipeline stages", world_size, pp));
   if (rank < 0 || rank >= world_size)
-    throw ConfigError(fmt::format("rank {} is beyond the world size of {} GPUs (ranks 0 to {}); give the run's "
-                                  "--num-gpus",
-                                  rank, world_size, world_size - 1));
+    throw ConfigError(
+        fmt::format("rank {} is beyond the world size of {} GPUs (ranks 0 to {}); give the run's "
+                    "--num-gpus",
+                    rank, world_size, world_size - 1));
   return rank / (world_size / pp);
 }
 
 double RankComparison::peak_error() const {
-  return measured_max_allocated_gib > 0
-             ? (estimated_peak_gib - measured_max_allocated_gib) / measured_max_allocated_gib
-             : 0.0;
+  return measured_max_allocated_gib > 0 ? (estimated_peak_gib - measured_max_allocated_gib) / measured_max_allocated_gib
+                                        : 0.0;
 }
 
 std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& reports, const Estimate& estimate,
@@ -150,9 +149,9 @@ std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& 
     if (fresh) {
       c.rank = r.rank;
       try {
-        c.stage = r.rank ? pipeline_stage_of_rank(*r.rank, estimate.setup.parallel.world_size,
-                                                  estimate.setup.parallel.pp)
-                         : static_cast<std::int64_t>(estimate.stages.size()) - 1;
+        c.stage = r.rank
+                      ? pipeline_stage_of_rank(*r.rank, estimate.setup.parallel.world_size, estimate.setup.parallel.pp)
+                      : static_cast<std::int64_t>(estimate.stages.size()) - 1;
       } catch (const ConfigError& e) {
         throw ConfigError(fmt::format("{}:{}: {}", source, r.line, e.what()));
       }

@@ -1,17 +1,16 @@
 // The --golden / --case filters of `mme validate` (validation.hpp, RowFilter).
-#include "mme/validate/validation.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <istream>
 #include <fstream>
+#include <istream>
 #include <sstream>
 
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/validate/validation.hpp"
 
 namespace mme {
 
@@ -40,9 +39,10 @@ struct RowFilter::Parser {
   }
   void check(const Fragment& f) const {
     if (f.size() > kMaxFilterStates)
-      throw UsageError(fmt::format("{}: the regular expression expands to more than {} states; use smaller repeat "
-                                   "counts",
-                                   flag, kMaxFilterStates));
+      throw UsageError(
+          fmt::format("{}: the regular expression expands to more than {} states; use smaller repeat "
+                      "counts",
+                      flag, kMaxFilterStates));
   }
   static RowFilter::Inst inst(RowFilter::Op op, int x = 0, int y = 0) { return {op, 0, x, y, 0}; }
   static void append(Fragment& to, const Fragment& f) { to.insert(to.end(), f.begin(), f.end()); }
@@ -79,7 +79,8 @@ struct RowFilter::Parser {
     auto number = [&](int& out) {
       const std::size_t start = j;
       long v = 0;
-      while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && j - start < 5) v = v * 10 + (p[j++] - '0');
+      while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && j - start < 5)
+        v = v * 10 + (p[j++] - '0');
       if (j == start) return false;
       if (v > kMaxFilterCount)
         throw UsageError(fmt::format("{}: a repeat count of {} in the regular expression is more than {}", flag, v,
@@ -163,7 +164,12 @@ struct RowFilter::Parser {
   // The character of an escape \c that stands for one character; -1 for a class (\d ...).
   int escaped(char c) {
     switch (c) {
-      case 'd': case 'D': case 'w': case 'W': case 's': case 'S': return -1;
+      case 'd':
+      case 'D':
+      case 'w':
+      case 'W':
+      case 's':
+      case 'S': return -1;
       case 't': return '\t';
       case 'n': return '\n';
       case 'r': return '\r';
@@ -205,7 +211,9 @@ struct RowFilter::Parser {
         return f;
       }
       case ')': fail("a ')' without its '('");
-      case '*': case '+': case '?': fail("nothing to repeat");
+      case '*':
+      case '+':
+      case '?': fail("nothing to repeat");
       case '^': f.push_back(inst(Op::kBol)); return f;
       case '$': f.push_back(inst(Op::kEol)); return f;
       case '.': f.push_back(inst(Op::kAny)); return f;
@@ -258,8 +266,10 @@ struct RowFilter::Parser {
         const char e = p[i++];
         const int v = escaped(e);
         RowFilter::Inst in = inst(v < 0 ? Op::kClass : Op::kByte);
-        if (v < 0) in.cls = add_class(named(e));
-        else in.c = static_cast<unsigned char>(v);
+        if (v < 0)
+          in.cls = add_class(named(e));
+        else
+          in.c = static_cast<unsigned char>(v);
         f.push_back(in);
         return f;
       }

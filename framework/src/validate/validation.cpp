@@ -10,20 +10,18 @@
 
 #include <fmt/core.h>
 
-#include "mme/validate/baselines.hpp"
-#include "mme/sdk/error.hpp"
 #include "mme/engine/estimator.hpp"
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/model_loader.hpp"
-#include "mme/sdk/units.hpp"
+#include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
 #include "mme/sdk/training_setup.hpp"
+#include "mme/sdk/units.hpp"
+#include "mme/validate/baselines.hpp"
 
 namespace mme {
 
-const char* csv_format_name(CsvFormat f) {
-  return f == CsvFormat::kRealRuns ? "real_runs" : "functional_test";
-}
+const char* csv_format_name(CsvFormat f) { return f == CsvFormat::kRealRuns ? "real_runs" : "functional_test"; }
 
 double ValidationCase::peak_error() const {
   return measured_peak_gib > 0 ? (estimated_peak_gib - measured_peak_gib) / measured_peak_gib : 0.0;
@@ -71,8 +69,15 @@ std::vector<std::string> split_csv_line(const std::string& line, const std::stri
 
 // Columns that describe the measurement, not Megatron flags.
 bool is_meta_column(const std::string& c) {
-  static const char* kMeta[] = {"model", "test_case", "golden", "n_iters", "max_alloc_GiB_max", "max_alloc_GiB_last",
-                                "alloc_GiB_median", "alloc_GiB_first", "nodes_gpus"};
+  static const char* kMeta[] = {"model",
+                                "test_case",
+                                "golden",
+                                "n_iters",
+                                "max_alloc_GiB_max",
+                                "max_alloc_GiB_last",
+                                "alloc_GiB_median",
+                                "alloc_GiB_first",
+                                "nodes_gpus"};
   return std::any_of(std::begin(kMeta), std::end(kMeta), [&](const char* m) { return c == m; });
 }
 
@@ -172,14 +177,14 @@ std::string column_list(const char* const (&cols)[N]) {
 CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where) {
   const CsvFormat format = has_column(header, "test_case") || has_column(header, "max_alloc_GiB_max")
                                ? CsvFormat::kFunctionalTest
-                           : has_column(header, "mme_args") || has_column(header, "measured_gib")
-                               ? CsvFormat::kRealRuns
-                               : [&]() -> CsvFormat {
+                           : has_column(header, "mme_args") || has_column(header, "measured_gib") ? CsvFormat::kRealRuns
+                                                                                                  : [&]() -> CsvFormat {
     std::string got;
     for (const auto& h : header) got += (got.empty() ? "" : ", ") + h;
-    throw ConfigError(fmt::format("{}: unknown set of columns ({}); expected a functional-test file (columns {}, then "
-                                  "one per Megatron-LM flag) or a real-runs file (columns {})",
-                                  where, got, column_list(kFunctionalColumns), column_list(kRealRunsColumns)));
+    throw ConfigError(
+        fmt::format("{}: unknown set of columns ({}); expected a functional-test file (columns {}, then "
+                    "one per Megatron-LM flag) or a real-runs file (columns {})",
+                    where, got, column_list(kFunctionalColumns), column_list(kRealRunsColumns)));
   }();
   if (format == CsvFormat::kFunctionalTest) {
     for (const char* required : kFunctionalColumns)
@@ -214,8 +219,8 @@ CsvTable parse_csv_table(std::string_view text, const std::string& where) {
     if (line.empty() || line == "\r") continue;
     const auto cells = split_csv_line(line, fmt::format("{}:{}", where, lineno));
     if (cells.size() != table.header.size())
-      throw ConfigError(fmt::format("{}:{}: {} cells for {} columns", where, lineno, cells.size(),
-                                    table.header.size()));
+      throw ConfigError(
+          fmt::format("{}:{}: {} cells for {} columns", where, lineno, cells.size(), table.header.size()));
     CsvRow row;
     for (std::size_t i = 0; i < cells.size(); ++i)
       if (!cells[i].empty()) row[table.header[i]] = cells[i];
@@ -284,9 +289,9 @@ void take_stage(ValidationCase& c, const StageEstimate& stage) {
 
 ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   ValidationCase c;
-  c.model = printable(get(row, "model"));  // printed in the report
+  c.model = printable(get(row, "model"));          // printed in the report
   c.test_case = printable(get(row, "test_case"));  // printed in the report
-  c.golden = printable(get(row, "golden"));  // printed in the report
+  c.golden = printable(get(row, "golden"));        // printed in the report
   c.compute_capability = compute_capability_of(c.golden);
   // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
   // peak once counted as 0 % error).
@@ -295,8 +300,8 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
     c.measured_peak_gib = number(row, "max_alloc_GiB_max");
     c.measured_static_gib = number(row, "alloc_GiB_median");
     if (!std::isfinite(c.measured_peak_gib) || !(c.measured_peak_gib > 0))
-      throw ConfigError(fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB",
-                                    get(row, "max_alloc_GiB_max")));
+      throw ConfigError(
+          fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB", get(row, "max_alloc_GiB_max")));
     if (!std::isfinite(c.measured_static_gib) || c.measured_static_gib < 0)
       throw ConfigError(fmt::format("alloc_GiB_median '{}' is not a number of GiB", get(row, "alloc_GiB_median")));
     c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
@@ -322,9 +327,12 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
       args.set_env(col.substr(4), value);
       continue;
     }
-    if (value == "True" || value == "true") args.set(col, {});
-    else if (value == "False" || value == "false") continue;
-    else args.set(col, {value});
+    if (value == "True" || value == "true")
+      args.set(col, {});
+    else if (value == "False" || value == "false")
+      continue;
+    else
+      args.set(col, {value});
   }
   try {
     const ModelSpec model = adapt_config(args.to_config(), c.test_case, "ground-truth row " + c.test_case, registry);
@@ -356,7 +364,7 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
   c.format = CsvFormat::kRealRuns;
   c.id = printable(get(row, "id"));  // printed in the report
   c.test_case = c.id;
-  c.model = printable(get(row, "model"));  // printed in the report
+  c.model = printable(get(row, "model"));    // printed in the report
   c.source = printable(get(row, "source"));  // printed in the report
   c.metric = get(row, "metric");
   c.rank_note = printable(get(row, "rank_note"));  // printed in the report

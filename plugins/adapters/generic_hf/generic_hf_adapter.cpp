@@ -15,8 +15,8 @@ namespace mme::plugins {
 namespace {
 
 constexpr int kFallback = 10;
-constexpr std::array<std::string_view, 4> kEssentialKeys = {"hidden_size", "num_hidden_layers",
-                                                            "num_attention_heads", "vocab_size"};
+constexpr std::array<std::string_view, 4> kEssentialKeys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                            "vocab_size"};
 
 // Facts of a family that its config.json does not state (the HF modeling code hard-codes them).
 struct FamilyTraits {
@@ -70,9 +70,9 @@ bool is_gelu_family(std::string_view act) { return act.rfind("gelu", 0) == 0; }
 
 // Keys containing "expert" that this adapter understands; any other one gets a warning.
 const std::set<std::string, std::less<>>& known_expert_keys() {
-  static const std::set<std::string, std::less<>> keys = {
-      "num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-      "shared_expert_intermediate_size"};
+  static const std::set<std::string, std::less<>> keys = {"num_experts",      "num_local_experts",
+                                                          "n_routed_experts", "num_experts_per_tok",
+                                                          "n_shared_experts", "shared_expert_intermediate_size"};
   return keys;
 }
 
@@ -102,18 +102,20 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
     for (const char* k : {"num_decoder_layers", "decoder_layers", "encoder_layers"})
       if (shape.empty() && c.contains(k)) shape = fmt::format("it has {}", k);
     if (!shape.empty())
-      throw ConfigError(fmt::format("{}: T5-style encoder-decoder models are not modelled (model_type '{}': {}); mme "
-                                    "estimates decoder-only models as Megatron-LM's GPT model trains them",
-                                    input.source, type.empty() ? "(none)" : type, shape));
+      throw ConfigError(
+          fmt::format("{}: T5-style encoder-decoder models are not modelled (model_type '{}': {}); mme "
+                      "estimates decoder-only models as Megatron-LM's GPT model trains them",
+                      input.source, type.empty() ? "(none)" : type, shape));
   }
   std::string missing;
   for (auto k : kEssentialKeys)
     if (!r.has(k)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", k);
   if (!missing.empty())
-    throw ConfigError(fmt::format("{}: {}: required {} missing (model_type '{}' is handled by the generic adapter, "
-                                  "which needs hidden_size, num_hidden_layers, num_attention_heads and vocab_size)",
-                                  input.source, missing, missing.find(',') == std::string::npos ? "key is" : "keys are",
-                                  type.empty() ? "(none)" : type));
+    throw ConfigError(
+        fmt::format("{}: {}: required {} missing (model_type '{}' is handled by the generic adapter, "
+                    "which needs hidden_size, num_hidden_layers, num_attention_heads and vocab_size)",
+                    input.source, missing, missing.find(',') == std::string::npos ? "key is" : "keys are",
+                    type.empty() ? "(none)" : type));
 
   const FamilyTraits traits = traits_for(type);
   ModelSpec spec = hf::start_spec(input, type.empty() ? "generic" : type, name());
@@ -121,8 +123,9 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
     spec.warnings.push_back("no rms_norm_eps or layer_norm_eps key: RMSNorm assumed");
   if (traits.caveat) spec.warnings.emplace_back(traits.caveat);
   if (!traits.known_family && !r.has("tie_word_embeddings"))
-    spec.warnings.push_back("no tie_word_embeddings key: tied embeddings assumed (the transformers default, which "
-                            "config.json omits)");
+    spec.warnings.push_back(
+        "no tie_word_embeddings key: tied embeddings assumed (the transformers default, which "
+        "config.json omits)");
 
   // Position embedding: rotary unless the config says otherwise.
   spec.position_embedding = PositionEmbedding::kRope;
@@ -154,8 +157,9 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   const bool use_bias = r.bool_or("use_bias", false);
   spec.add_bias_linear = traits.all_linear_bias || use_bias || (attention_bias && mlp_bias);
   if (attention_bias && !spec.add_bias_linear)
-    spec.warnings.push_back("attention_bias is true: the q/k/v biases are counted, the o_proj bias "
-                            "(hidden_size per layer) is not");
+    spec.warnings.push_back(
+        "attention_bias is true: the q/k/v biases are counted, the o_proj bias "
+        "(hidden_size per layer) is not");
   if (mlp_bias && !spec.add_bias_linear)
     spec.warnings.push_back("mlp_bias is true without attention_bias: the MLP biases are not modelled");
 
@@ -215,9 +219,10 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   for (const auto& item : c.items()) {
     const std::string& key = item.key();
     if (key.find("expert") != std::string::npos && !known_expert_keys().count(key) && !item.value().is_null())
-      spec.warnings.push_back(fmt::format("key '{}' looks like a mixture-of-experts setting this adapter does not "
-                                          "understand; it is ignored",
-                                          key));
+      spec.warnings.push_back(
+          fmt::format("key '{}' looks like a mixture-of-experts setting this adapter does not "
+                      "understand; it is ignored",
+                      key));
   }
   hf::build_layers(
       r, spec, attention, moe,
@@ -230,19 +235,19 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   // Keys seen but not honoured (rope_theta / rope_scaling change no memory and are not listed).
   const bool sliding = r.has("sliding_window") && r.bool_or("use_sliding_window", true);
   if (sliding)
-    spec.warnings.push_back("sliding_window is set: sliding-window attention is not modelled; attention memory is "
-                            "estimated for full causal attention");
+    spec.warnings.push_back(
+        "sliding_window is set: sliding-window attention is not modelled; attention memory is "
+        "estimated for full causal attention");
   for (auto key : {"attn_logit_softcapping", "final_logit_softcapping"})
     if (r.has(key))
-      spec.warnings.push_back(fmt::format("{} is set: logit soft-capping is not modelled (no effect on parameters; "
-                                          "unfused attention may keep one more score-sized tensor)",
-                                          key));
+      spec.warnings.push_back(
+          fmt::format("{} is set: logit soft-capping is not modelled (no effect on parameters; "
+                      "unfused attention may keep one more score-sized tensor)",
+                      key));
   hf::finish_spec(spec, r);
   return spec;
 }
 
-void register_generic_hf_adapter(Registrar& registry) {
-  registry.add_adapter(std::make_shared<GenericHfAdapter>());
-}
+void register_generic_hf_adapter(Registrar& registry) { registry.add_adapter(std::make_shared<GenericHfAdapter>()); }
 
 }  // namespace mme::plugins

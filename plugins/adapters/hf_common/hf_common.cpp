@@ -95,7 +95,8 @@ std::string read_activation(ConfigReader& r, std::initializer_list<std::string_v
       break;
     }
   }
-  std::transform(act.begin(), act.end(), act.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(act.begin(), act.end(), act.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return act;
 }
 
@@ -106,8 +107,7 @@ GqaHeads read_gqa_heads(ConfigReader& r, std::int64_t hidden_size, bool require_
   g.heads = r.require_size("num_attention_heads");
   g.groups = r.size_or("num_key_value_heads", g.heads);
   if (g.groups > g.heads || g.heads % g.groups != 0)
-    r.fail("num_key_value_heads",
-           fmt::format("{} does not divide num_attention_heads = {}", g.groups, g.heads));
+    r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads = {}", g.groups, g.heads));
   if (require_head_dim) {
     g.kv_channels = r.require_size("head_dim");
   } else if (auto d = r.optional_size("head_dim")) {
@@ -116,8 +116,7 @@ GqaHeads read_gqa_heads(ConfigReader& r, std::int64_t hidden_size, bool require_
     // HF (and Megatron's kv_channels default): hidden_size // num_attention_heads.
     if (hidden_size % g.heads != 0)
       r.fail("num_attention_heads",
-             fmt::format("{} heads do not divide hidden_size = {} and there is no head_dim key", g.heads,
-                         hidden_size));
+             fmt::format("{} heads do not divide hidden_size = {} and there is no head_dim key", g.heads, hidden_size));
     g.kv_channels = hidden_size / g.heads;
   }
   return g;
@@ -210,9 +209,9 @@ long double approx_layer(const ModelSpec& m, const LayerSpec& l, long double& at
   if (a.kind == "mla") {
     const long double dq = static_cast<long double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
     const long double kv_r = static_cast<long double>(a.kv_lora_rank);
-    attention = a.q_lora_rank ? h * static_cast<long double>(*a.q_lora_rank) +
-                                    static_cast<long double>(*a.q_lora_rank) * n * dq
-                              : h * n * dq;
+    attention = a.q_lora_rank
+                    ? h * static_cast<long double>(*a.q_lora_rank) + static_cast<long double>(*a.q_lora_rank) * n * dq
+                    : h * n * dq;
     attention += h * (kv_r + static_cast<long double>(a.qk_pos_emb_head_dim)) +
                  kv_r * n * static_cast<long double>(a.qk_head_dim + a.v_head_dim) +
                  n * static_cast<long double>(a.v_head_dim) * h;
@@ -234,8 +233,8 @@ long double approx_layer(const ModelSpec& m, const LayerSpec& l, long double& at
 
 void check_plausible_size(const ModelSpec& m, const ConfigReader& r) {
   const long double h = static_cast<long double>(m.hidden_size);
-  const long double embedding = 2 * static_cast<long double>(m.vocab_size) * h +
-                                static_cast<long double>(m.max_position_embeddings) * h;
+  const long double embedding =
+      2 * static_cast<long double>(m.vocab_size) * h + static_cast<long double>(m.max_position_embeddings) * h;
   long double attention = 0, mlp = 0, total = embedding;
   for (const auto& l : m.layers) {
     long double a = 0, f = 0;
@@ -251,13 +250,16 @@ void check_plausible_size(const ModelSpec& m, const ConfigReader& r) {
   }
   if (total <= kMaxPlausibleParams) return;
   std::string_view culprit = "num_hidden_layers and hidden_size";
-  if (embedding >= attention && embedding >= mlp) culprit = "vocab_size and hidden_size";
-  else if (attention >= mlp) culprit = "num_hidden_layers, hidden_size and the attention head sizes";
-  else culprit = "num_hidden_layers, hidden_size and the MLP / expert sizes";
-  throw ConfigError(fmt::format("{}: the config describes about {:.3g} parameters, more than {:.0g}, which no real "
-                                "model comes near; check {}",
-                                r.source(), static_cast<double>(total), static_cast<double>(kMaxPlausibleParams),
-                                culprit));
+  if (embedding >= attention && embedding >= mlp)
+    culprit = "vocab_size and hidden_size";
+  else if (attention >= mlp)
+    culprit = "num_hidden_layers, hidden_size and the attention head sizes";
+  else
+    culprit = "num_hidden_layers, hidden_size and the MLP / expert sizes";
+  throw ConfigError(
+      fmt::format("{}: the config describes about {:.3g} parameters, more than {:.0g}, which no real "
+                  "model comes near; check {}",
+                  r.source(), static_cast<double>(total), static_cast<double>(kMaxPlausibleParams), culprit));
 }
 
 void finish_spec(ModelSpec& spec, const ConfigReader& r) {

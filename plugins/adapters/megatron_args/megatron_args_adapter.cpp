@@ -2,9 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <mme/inputs/megatron_args.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
-#include <mme/inputs/megatron_args.hpp>
 
 namespace mme::plugins {
 
@@ -70,9 +70,10 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   // arguments.py: without --kv-channels, `assert args.hidden_size % args.num_attention_heads == 0`
   // (the rule HF configs without head_dim and spec files follow too).
   if (!a.has("kv-channels") && m.hidden_size % heads != 0)
-    throw ConfigError(fmt::format("{}: --num-attention-heads {} does not divide --hidden-size {} and there is no "
-                                  "--kv-channels (Megatron-LM asserts hidden_size % num_attention_heads == 0)",
-                                  src, heads, m.hidden_size));
+    throw ConfigError(
+        fmt::format("{}: --num-attention-heads {} does not divide --hidden-size {} and there is no "
+                    "--kv-channels (Megatron-LM asserts hidden_size % num_attention_heads == 0)",
+                    src, heads, m.hidden_size));
   const std::int64_t kv_channels = size_flag(a, src, "kv-channels", m.hidden_size / heads);
   const bool swiglu = a.enabled("swiglu");
   // arguments.py: ffn_hidden_size defaults to 4h, or int(4h * 2/3 / 64) * 64 with SwiGLU.
@@ -80,18 +81,23 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   const std::int64_t ffn = size_flag(a, src, "ffn-hidden-size", default_ffn);
 
   const std::string norm = a.value("normalization").value_or("LayerNorm");
-  if (norm == "RMSNorm") m.normalization = Normalization::kRMSNorm;
-  else if (norm == "LayerNorm") m.normalization = Normalization::kLayerNorm;
-  else throw ConfigError(fmt::format("{}: --normalization: unknown value '{}' (LayerNorm, RMSNorm)", src, norm));
+  if (norm == "RMSNorm")
+    m.normalization = Normalization::kRMSNorm;
+  else if (norm == "LayerNorm")
+    m.normalization = Normalization::kLayerNorm;
+  else
+    throw ConfigError(fmt::format("{}: --normalization: unknown value '{}' (LayerNorm, RMSNorm)", src, norm));
   m.gated_linear_unit = swiglu;
   m.activation = swiglu ? "silu" : (a.enabled("squared-relu") ? "squared_relu" : "gelu");
   m.add_bias_linear = !a.enabled("disable-bias-linear");
-  const std::string pos = a.value("position-embedding-type").value_or(a.enabled("use-rotary-position-embeddings")
-                                                                          ? "rope"
-                                                                          : "learned_absolute");
-  if (pos == "rope" || pos == "yarn" || pos == "mrope") m.position_embedding = PositionEmbedding::kRope;
-  else if (pos == "learned_absolute") m.position_embedding = PositionEmbedding::kLearnedAbsolute;
-  else if (pos == "none" || pos == "relative") m.position_embedding = PositionEmbedding::kNone;
+  const std::string pos = a.value("position-embedding-type")
+                              .value_or(a.enabled("use-rotary-position-embeddings") ? "rope" : "learned_absolute");
+  if (pos == "rope" || pos == "yarn" || pos == "mrope")
+    m.position_embedding = PositionEmbedding::kRope;
+  else if (pos == "learned_absolute")
+    m.position_embedding = PositionEmbedding::kLearnedAbsolute;
+  else if (pos == "none" || pos == "relative")
+    m.position_embedding = PositionEmbedding::kNone;
   else
     throw ConfigError(fmt::format(
         "{}: --position-embedding-type: unknown value '{}' (learned_absolute, rope, yarn, mrope, relative, none)", src,

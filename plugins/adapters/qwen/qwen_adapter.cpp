@@ -12,9 +12,7 @@ namespace {
 
 constexpr int kOwnModelType = 100;
 
-bool is_qwen_type(const std::string& t) {
-  return t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe";
-}
+bool is_qwen_type(const std::string& t) { return t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe"; }
 
 }  // namespace
 
@@ -56,8 +54,9 @@ ModelSpec QwenAdapter::adapt(const ConfigInput& input) const {
     attention.qk_norm = false;
   }
   if (r.bool_or("use_sliding_window", false))
-    spec.warnings.push_back("use_sliding_window is true: sliding-window attention is not modelled; attention "
-                            "memory is estimated for full causal attention");
+    spec.warnings.push_back(
+        "use_sliding_window is true: sliding-window attention is not modelled; attention "
+        "memory is estimated for full causal attention");
 
   // MoE: layer i is sparse iff num_experts > 0, i is not in mlp_only_layers and
   // (i + 1) % decoder_sparse_step == 0 (Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
-#include <mme/sdk/error.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
 
 namespace mme::plugins {
 
@@ -19,10 +19,10 @@ constexpr std::int64_t kDefaultTopK = 2;
 
 constexpr const char* kMlaFields[] = {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
                                       "v_head_dim"};
-constexpr const char* kMoeFields[] = {"moe_router_topk",        "moe_ffn_hidden_size",
-                                      "moe_shared_expert_intermediate_size", "moe_shared_expert_gate",
-                                      "moe_router_enable_expert_bias",       "moe_router_dtype",
-                                      "moe_layer_freq"};
+constexpr const char* kMoeFields[] = {
+    "moe_router_topk",        "moe_ffn_hidden_size",           "moe_shared_expert_intermediate_size",
+    "moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_router_dtype",
+    "moe_layer_freq"};
 
 AttentionSpec read_attention(SpecModelReader& r, std::int64_t hidden_size) {
   AttentionSpec a;

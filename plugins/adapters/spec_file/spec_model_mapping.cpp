@@ -191,8 +191,10 @@ std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, c
   const MlpSpec* moe = nullptr;
   std::vector<int> pattern;
   for (const auto& l : m.layers) {
-    if (l.mlp.kind == "moe") moe = &l.mlp;
-    else dense = &l.mlp;
+    if (l.mlp.kind == "moe")
+      moe = &l.mlp;
+    else
+      dense = &l.mlp;
     pattern.push_back(l.mlp.kind == "moe" ? 1 : 0);
   }
   add("name", m.name);
@@ -205,8 +207,8 @@ std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, c
   add("vocab_size", m.vocab_size);
   add("max_position_embeddings", m.max_position_embeddings);
   add("position_embedding_type", m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
-                                 : m.position_embedding == PositionEmbedding::kNone           ? "none"
-                                                                                              : "rope");
+                                 : m.position_embedding == PositionEmbedding::kNone          ? "none"
+                                                                                             : "rope");
   add("normalization", m.normalization == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm");
   add("layernorm_epsilon", 1e-5, true);
   add("activation_func", *activation_func_of(m));

@@ -17,8 +17,8 @@
 
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
-#include <mme/sdk/units.hpp>
 #include <mme/sdk/json_text.hpp>
+#include <mme/sdk/units.hpp>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -32,9 +32,8 @@ constexpr double kMaxMemoryGib = 1024.0 * 1024.0;
 
 const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = {
-      "name",        "memory_gib",         "aliases",     "reserved_gib", "hbm_bandwidth_gbps",
-      "bf16_tflops", "fp8_tflops",         "link_bandwidth_gbps",          "vendor",
-      "architecture", "compute_capability", "source"};
+      "name",       "memory_gib",          "aliases", "reserved_gib", "hbm_bandwidth_gbps", "bf16_tflops",
+      "fp8_tflops", "link_bandwidth_gbps", "vendor",  "architecture", "compute_capability", "source"};
   return keys;
 }
 
@@ -42,8 +41,8 @@ const std::vector<std::string>& known_keys() {
 // `compute_capability`: the lowest of the architecture's data-centre parts. An empty name is
 // taken as Hopper (the default of an estimate without a GPU); any other name as not CUDA (0).
 int compute_capability_of(const std::string& architecture) {
-  static const std::pair<const char*, int> kKnown[] = {{"volta", 70},  {"turing", 75}, {"ampere", 80},
-                                                       {"ada", 89},    {"hopper", 90}, {"blackwell", 100}};
+  static const std::pair<const char*, int> kKnown[] = {{"volta", 70}, {"turing", 75}, {"ampere", 80},
+                                                       {"ada", 89},   {"hopper", 90}, {"blackwell", 100}};
   if (architecture.empty()) return kDefaultComputeCapability;
   for (const auto& [name, cc] : kKnown)
     if (architecture == name) return cc;
@@ -110,8 +109,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
   const double memory_gib = number("memory_gib", 0, true);
   if (memory_gib <= 0) fail(fmt::format("{}'memory_gib' must be positive, got {}", label, json_text(p["memory_gib"])));
   if (memory_gib > kMaxMemoryGib)
-    fail(fmt::format("{}'memory_gib' {} is more than {} GiB (1 PiB); is it in bytes?", label, json_text(p["memory_gib"]),
-                     kMaxMemoryGib));
+    fail(fmt::format("{}'memory_gib' {} is more than {} GiB (1 PiB); is it in bytes?", label,
+                     json_text(p["memory_gib"]), kMaxMemoryGib));
   h.memory_bytes = gib_to_bytes(memory_gib);
   if (h.memory_bytes <= 0) fail(fmt::format("{}'memory_gib' {} is less than one byte", label, memory_gib));
   const bool reserved_given = p.contains("reserved_gib");
@@ -135,8 +134,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const double cc = number("compute_capability", 0, false, 99.9);
     const double tenths = cc * 10;
     if (std::abs(tenths - std::round(tenths)) > 1e-6)
-      fail(fmt::format("{}'compute_capability' is major.minor with one digit after the point (9.0, 8.9), got {}",
-                       label, json_text(p["compute_capability"])));
+      fail(fmt::format("{}'compute_capability' is major.minor with one digit after the point (9.0, 8.9), got {}", label,
+                       json_text(p["compute_capability"])));
     h.compute_capability = static_cast<int>(std::lround(tenths));
   } else {
     h.compute_capability = compute_capability_of(h.architecture);
@@ -147,8 +146,7 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const json& a = p["aliases"];
     if (!a.is_array()) fail(fmt::format("{}'aliases' must be an array of strings, got {}", label, type_name(a)));
     for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_string())
-        fail(fmt::format("{}'aliases'[{}] must be a string, got {}", label, i, type_name(a[i])));
+      if (!a[i].is_string()) fail(fmt::format("{}'aliases'[{}] must be a string, got {}", label, i, type_name(a[i])));
       std::string alias = a[i].get<std::string>();
       if (printable(alias) != alias) fail(fmt::format("{}'aliases'[{}] must not contain control characters", label, i));
       if (normalize_hardware_name(alias).empty())
@@ -294,8 +292,10 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>&
     for (const auto& h : profiles) {
       for (const auto& [spelling, key] : names_of(h)) {
         std::string holder;
-        if (auto it = owner.find(key); it != owner.end()) holder = it->second;
-        else if (taken_by) holder = taken_by(spelling);
+        if (auto it = owner.find(key); it != owner.end())
+          holder = it->second;
+        else if (taken_by)
+          holder = taken_by(spelling);
         if (!holder.empty()) {
           clash = fmt::format("name '{}' of profile '{}' is already taken by {}", spelling, h.name, holder);
           break;
@@ -308,7 +308,8 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>&
       continue;
     }
     for (auto& h : profiles) {
-      for (const auto& [spelling, key] : names_of(h)) owner.emplace(key, fmt::format("profile '{}' of {}", h.name, path));
+      for (const auto& [spelling, key] : names_of(h))
+        owner.emplace(key, fmt::format("profile '{}' of {}", h.name, path));
       accepted.push_back(std::move(h));
     }
   }

@@ -14,8 +14,7 @@ void DenseMlpModel::validate_spec(const ModelSpec& model, const LayerSpec& layer
 
 void DenseMlpModel::validate(const BlockContext& ctx) const {
   const std::int64_t f = ctx.layer.mlp.ffn_hidden_size;
-  if (f % ctx.tp != 0)
-    throw LayoutError(fmt::format("ffn_hidden_size {} is not divisible by --tp {}", f, ctx.tp));
+  if (f % ctx.tp != 0) throw LayoutError(fmt::format("ffn_hidden_size {} is not divisible by --tp {}", f, ctx.tp));
 }
 
 void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const {

@@ -24,18 +24,17 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
   const auto& a = ctx.layer.attention;
   // Megatron splits whole heads and whole query groups over TP (attention.py divide()).
   if (a.num_heads % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
-                                  "heads{}: {}",
-                                  a.num_heads, ctx.tp, a.num_heads,
-                                  a.num_query_groups != a.num_heads
-                                      ? fmt::format(" and the {} query groups", a.num_query_groups)
-                                      : std::string(),
-                                  divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
+    throw LayoutError(fmt::format(
+        "{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
+        "heads{}: {}",
+        a.num_heads, ctx.tp, a.num_heads,
+        a.num_query_groups != a.num_heads ? fmt::format(" and the {} query groups", a.num_query_groups) : std::string(),
+        divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
   if (a.num_query_groups % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} query groups (KV heads) are not divisible by --tp {}; --tp must divide the {} "
-                                  "query groups: {} (Megatron-LM does not replicate KV heads)",
-                                  a.num_query_groups, ctx.tp, a.num_query_groups,
-                                  divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
+    throw LayoutError(fmt::format(
+        "{} query groups (KV heads) are not divisible by --tp {}; --tp must divide the {} "
+        "query groups: {} (Megatron-LM does not replicate KV heads)",
+        a.num_query_groups, ctx.tp, a.num_query_groups, divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
 }
@@ -52,8 +51,7 @@ void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
   if (a.qkv_bias || m.add_bias_linear)
     add_param(out, "linear_qkv_bias", ParamGroup::kAttention, ShardClass::kTensorParallel, q + 2 * kv, t);
   // q_layernorm / k_layernorm over the head dim, shared by all heads (Qwen3).
-  if (a.qk_norm)
-    add_param(out, "qk_norm", ParamGroup::kNorms, ShardClass::kReplicated, 2 * norm_weight_count(m, d), 1);
+  if (a.qk_norm) add_param(out, "qk_norm", ParamGroup::kNorms, ShardClass::kReplicated, 2 * norm_weight_count(m, d), 1);
   // linear_proj: row-parallel [n d -> h]; its bias is not split.
   add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, q * h, t);
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);

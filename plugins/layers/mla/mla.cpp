@@ -21,9 +21,10 @@ void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& l
 void MlaAttentionModel::validate(const BlockContext& ctx) const {
   const auto& a = ctx.layer.attention;
   if (a.num_heads % ctx.tp != 0)
-    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
-                                  "heads: {}",
-                                  a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
+    throw LayoutError(
+        fmt::format("{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
+                    "heads: {}",
+                    a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
 }

@@ -27,11 +27,11 @@ void MoeModel::validate(const BlockContext& ctx) const {
   if (f.num_experts % ctx.ep != 0)
     throw LayoutError(fmt::format("{} experts are not divisible by --ep {}", f.num_experts, ctx.ep));
   if (f.expert_ffn_hidden_size % ctx.etp != 0)
-    throw LayoutError(fmt::format("moe_ffn_hidden_size {} is not divisible by --etp {}", f.expert_ffn_hidden_size,
-                                  ctx.etp));
+    throw LayoutError(
+        fmt::format("moe_ffn_hidden_size {} is not divisible by --etp {}", f.expert_ffn_hidden_size, ctx.etp));
   if (f.shared_expert_ffn_hidden_size % ctx.tp != 0)
-    throw LayoutError(fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size,
-                                  ctx.tp));
+    throw LayoutError(
+        fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size, ctx.tp));
 }
 
 CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
@@ -40,9 +40,9 @@ CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
   if (ctx.setup.moe_capacity_factor && ctx.setup.moe_pad_to_capacity) {
     // moe_utils.py get_capacity: ceil(tokens * k / E * cf) per expert, padded to it
     // (token_dispatcher.py, moe_pad_expert_input_to_capacity).
-    const double per_expert = std::ceil(static_cast<double>((CheckedInt(ctx.local_tokens) * ctx.etp * ctx.ep).value()) *
-                                        static_cast<double>(f.top_k) / static_cast<double>(f.num_experts) *
-                                        *ctx.setup.moe_capacity_factor);
+    const double per_expert =
+        std::ceil(static_cast<double>((CheckedInt(ctx.local_tokens) * ctx.etp * ctx.ep).value()) *
+                  static_cast<double>(f.top_k) / static_cast<double>(f.num_experts) * *ctx.setup.moe_capacity_factor);
     // A capacity beyond 2^62 tokens cannot be converted (nor held): the same error as any
     // other size that does not fit.
     if (!(per_expert < 0x1p62)) throw_overflow('*', ctx.local_tokens, f.top_k);

@@ -38,11 +38,16 @@ std::unique_ptr<Registry> make_registry(const std::vector<std::string>& adapters
   add(*r, "layer_dense_mlp", plugins::register_dense_mlp);
   add(*r, "layer_moe", plugins::register_moe);
   for (const auto& a : adapters) {
-    if (a == "deepseek") add(*r, "adapter_deepseek", plugins::register_deepseek_adapter);
-    else if (a == "moonlight_kimi") add(*r, "adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter);
-    else if (a == "qwen") add(*r, "adapter_qwen", plugins::register_qwen_adapter);
-    else if (a == "generic_hf") add(*r, "adapter_generic_hf", plugins::register_generic_hf_adapter);
-    else throw std::runtime_error("unknown adapter " + a);
+    if (a == "deepseek")
+      add(*r, "adapter_deepseek", plugins::register_deepseek_adapter);
+    else if (a == "moonlight_kimi")
+      add(*r, "adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter);
+    else if (a == "qwen")
+      add(*r, "adapter_qwen", plugins::register_qwen_adapter);
+    else if (a == "generic_hf")
+      add(*r, "adapter_generic_hf", plugins::register_generic_hf_adapter);
+    else
+      throw std::runtime_error("unknown adapter " + a);
   }
   return r;
 }

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <mme/sdk/model_spec.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/sdk/model_spec.hpp>
 
 namespace mme::test {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "mme/sdk/hardware_profile.hpp"
-#include "mme/sdk/model_spec.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/engine/setup_checks.hpp"
+#include "mme/sdk/hardware_profile.hpp"
+#include "mme/sdk/model_spec.hpp"
 #include "mme/sdk/training_setup.hpp"
 
 namespace mme {
@@ -37,7 +37,7 @@ struct ChunkEstimate {
 
 struct StageEstimate {
   std::int64_t pp_rank = 0;
-  std::int64_t layers = 0;      // decoder layers over all virtual chunks
+  std::int64_t layers = 0;  // decoder layers over all virtual chunks
   std::int64_t mtp_layers = 0;
   std::vector<ChunkEstimate> chunks;
   std::int64_t parameters = 0;         // held by one rank of this stage
@@ -45,18 +45,19 @@ struct StageEstimate {
   std::int64_t weight_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;
-  std::int64_t activation_bytes = 0;   // at the peak: saved activations + transient working memory
-  std::int64_t other_bytes = 0;        // persistent framework buffers (workspaces, gather buffers)
-  std::int64_t static_bytes = 0;       // weights + gradients + optimizer + other: memory_allocated after a step
-  std::int64_t total_bytes = 0;        // the peak: what torch.cuda.max_memory_allocated shows
-  std::int64_t upper_bytes = 0;        // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
+  std::int64_t activation_bytes = 0;  // at the peak: saved activations + transient working memory
+  std::int64_t other_bytes = 0;       // persistent framework buffers (workspaces, gather buffers)
+  std::int64_t static_bytes = 0;      // weights + gradients + optimizer + other: memory_allocated after a step
+  std::int64_t total_bytes = 0;       // the peak: what torch.cuda.max_memory_allocated shows
+  std::int64_t upper_bytes =
+      0;  // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
   // The two phases of a training step; total_bytes is the larger. Forward/backward: static
   // memory without the optimizer step's temporaries, plus activations. Optimizer step: static
   // memory with the fp32 copies of 16-bit gradients (step_only_bytes) and what the step
   // gathers next to them (step_transient_bytes), no activations.
   std::int64_t forward_backward_bytes = 0;
   std::int64_t optimizer_step_bytes = 0;
-  std::int64_t step_only_bytes = 0;    // part of optimizer_bytes that exists from the step to the next zero_grad
+  std::int64_t step_only_bytes = 0;       // part of optimizer_bytes that exists from the step to the next zero_grad
   std::int64_t step_transient_bytes = 0;  // Megatron-FSDP: the next forward's first layers, gathered in the step
   const char* peak_phase = "forward-backward";  // or "optimizer-step"
   // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
@@ -69,18 +70,18 @@ struct StageEstimate {
 // One distinct decoder-layer kind under the layout (DeepSeek-V3: dense-MLA, MoE-MLA, and the
 // MTP layer), for the per-layer breakdown of `--verbose`.
 struct LayerKindEstimate {
-  std::string attention, mlp;     // block kinds, e.g. "mla" and "moe"
-  std::int64_t layers = 0;        // decoder layers of this kind (0 for the MTP kind)
-  bool mtp = false;               // the multi-token-prediction layer's kind
-  std::int64_t parameters = 0;    // per rank, one layer
+  std::string attention, mlp;                        // block kinds, e.g. "mla" and "moe"
+  std::int64_t layers = 0;                           // decoder layers of this kind (0 for the MTP kind)
+  bool mtp = false;                                  // the multi-token-prediction layer's kind
+  std::int64_t parameters = 0;                       // per rank, one layer
   std::int64_t activation_bytes_per_microbatch = 0;  // one layer, one micro-batch
   std::int64_t transient_bytes = 0;                  // the layer's busiest moment
-  std::vector<Component> components;  // parameters (elements) and activations (bytes), one layer
+  std::vector<Component> components;                 // parameters (elements) and activations (bytes), one layer
 };
 
 struct ModelSummary {
   std::string name, family, model_type, adapter;
-  std::int64_t total_params = 0;   // unique weights (tied embedding once, MTP excluded)
+  std::int64_t total_params = 0;  // unique weights (tied embedding once, MTP excluded)
   std::int64_t active_params = 0;
   std::int64_t mtp_params = 0;
   std::int64_t padded_vocab_size = 0;
@@ -89,7 +90,7 @@ struct ModelSummary {
 
 struct Estimate {
   ModelSummary model;
-  TrainingSetup setup;  // after defaults
+  TrainingSetup setup;                                    // after defaults
   AttentionBackend attention = AttentionBackend::kFlash;  // the point estimate's backend (auto resolved)
   std::vector<StageEstimate> stages;
   std::vector<LayerKindEstimate> layer_kinds;  // filled with EstimateOptions::layer_breakdown
@@ -108,9 +109,9 @@ struct EstimateOptions {
   // The target GPU's CUDA compute capability (HardwareProfile::compute_capability: 80, 90,
   // 100, ...; 0 = not CUDA), which decides workspace sizes and TE's attention kernel.
   int compute_capability = kDefaultComputeCapability;
-  bool components = true;  // build the named component lists (the planner turns this off)
+  bool components = true;        // build the named component lists (the planner turns this off)
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
-  bool upper_bound = true;  // also evaluate the upper bound (a second pass where something is uncertain)
+  bool upper_bound = true;       // also evaluate the upper bound (a second pass where something is uncertain)
   // Skip the bound's second pass when the point estimate's peak already exceeds this (the bound
   // is then at least the estimate plus the allocator term, and above the caller's limit anyway).
   std::int64_t bound_pass_up_to_bytes = std::numeric_limits<std::int64_t>::max();

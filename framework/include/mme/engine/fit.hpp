@@ -17,13 +17,13 @@ inline constexpr double kDefaultHeadroom = 0.05;  // 5% of capacity kept free fo
 struct FitVerdict {
   const HardwareProfile* hardware = nullptr;
   std::int64_t capacity_bytes = 0;
-  std::int64_t usable_bytes = 0;   // capacity - reserved - headroom
-  std::int64_t needed_bytes = 0;   // the peak stage's upper bound (or total, on the point estimate)
-  bool on_bound = true;            // judged on the upper bound (the default) or the point estimate
+  std::int64_t usable_bytes = 0;  // capacity - reserved - headroom
+  std::int64_t needed_bytes = 0;  // the peak stage's upper bound (or total, on the point estimate)
+  bool on_bound = true;           // judged on the upper bound (the default) or the point estimate
   bool fits = false;
-  std::int64_t headroom_bytes = 0;  // usable - needed (negative: short by that much)
-  std::int64_t reserved_bytes = 0;  // what the CUDA context and NCCL take (the profile's, or the override)
-  std::int64_t kept_free_bytes = 0; // the headroom fraction of the capacity
+  std::int64_t headroom_bytes = 0;   // usable - needed (negative: short by that much)
+  std::int64_t reserved_bytes = 0;   // what the CUDA context and NCCL take (the profile's, or the override)
+  std::int64_t kept_free_bytes = 0;  // the headroom fraction of the capacity
   double headroom_fraction = 0;
 };
 

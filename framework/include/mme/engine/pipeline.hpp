@@ -32,8 +32,8 @@ struct PipelinePartition {
 };
 
 // Builds the partition. Throws LayoutError with the flags to use when the layers do not split.
-PipelinePartition partition_pipeline(std::int64_t num_layers, std::int64_t mtp_layers,
-                                     const ParallelLayout& parallel, const PipelineSplit& split);
+PipelinePartition partition_pipeline(std::int64_t num_layers, std::int64_t mtp_layers, const ParallelLayout& parallel,
+                                     const PipelineSplit& split);
 
 // A parsed --pipeline-model-parallel-layout: one entry per virtual stage (stage index
 // vpp_rank * pp + pp_rank), counting E, t, m and L.

@@ -60,8 +60,7 @@ class Registry final : public Registrar, public HostView {
   // name: the profile is skipped), with a warning naming the profile and plugin that own it.
   // `keep_alive` (the plugin's library) is held by every object the plugin registered.
   bool register_plugin(const std::string& name, const std::string& version, const std::string& path,
-                       const std::function<void(Registrar&)>& register_fn,
-                       std::shared_ptr<void> keep_alive = nullptr);
+                       const std::function<void(Registrar&)>& register_fn, std::shared_ptr<void> keep_alive = nullptr);
   void record_rejected(std::string path, std::string reason);
 
   const std::vector<Registered<ConfigAdapter>>& adapters() const { return adapters_; }

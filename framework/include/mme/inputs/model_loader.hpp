@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "mme/engine/registry.hpp"
 #include "mme/inputs/model_source.hpp"
 #include "mme/sdk/model_spec.hpp"
-#include "mme/engine/registry.hpp"
 
 namespace mme {
 

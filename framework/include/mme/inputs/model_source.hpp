@@ -22,16 +22,16 @@ struct SourceOptions {
   bool allow_network = true;                    // HF_HUB_OFFLINE=1 turns it off as well
   long connect_timeout_s = 10;                  // per connection
   long transfer_timeout_s = 60;                 // the whole download, redirects included
-  long low_speed_timeout_s = 15;   // abort when no byte arrives for this long (a stalled server)
-  std::int64_t max_bytes = 4 << 20;  // a config.json is small; refuse more
-  int max_redirects = 5;             // redirects followed; HF_TOKEN only goes to the endpoint's origin
+  long low_speed_timeout_s = 15;                // abort when no byte arrives for this long (a stalled server)
+  std::int64_t max_bytes = 4 << 20;             // a config.json is small; refuse more
+  int max_redirects = 5;                        // redirects followed; HF_TOKEN only goes to the endpoint's origin
 };
 
 struct ResolvedModel {
-  nlohmann::json config;        // the text model's config (text_config of a multimodal config)
-  std::string name;             // canonical name, e.g. "deepseek-ai/DeepSeek-V3" or the path
-  std::filesystem::path path;   // the config.json read (the URL, if a download could not be cached)
-  std::string origin;           // "local", "bundled", "hf-cache", "hf-hub"
+  nlohmann::json config;       // the text model's config (text_config of a multimodal config)
+  std::string name;            // canonical name, e.g. "deepseek-ai/DeepSeek-V3" or the path
+  std::filesystem::path path;  // the config.json read (the URL, if a download could not be cached)
+  std::string origin;          // "local", "bundled", "hf-cache", "hf-hub"
 };
 
 struct BundledModel {

@@ -61,10 +61,10 @@ struct SetupKnob {
   KnobKind kind;
 
   // --- `mme estimate` flags ---------------------------------------------------------------
-  const char* flag = nullptr;            // the value flag, or the switch that sets a bool knob true
+  const char* flag = nullptr;             // the value flag, or the switch that sets a bool knob true
   std::vector<const char*> aliases = {};  // more spellings of the value flag (Megatron-LM's names), hidden in --help
-  const char* help = "";                 // --help text of `flag`
-  const char* off_flag = nullptr;        // bool: the switch that sets it false
+  const char* help = "";                  // --help text of `flag`
+  const char* off_flag = nullptr;         // bool: the switch that sets it false
   const char* off_help = "";
   // Switches that set an enum knob to one value ({"bf16", "bf16", help}).
   struct ValueSwitch {
@@ -97,7 +97,7 @@ struct SetupKnob {
   // Value flags: the spellings, the first one printed; bool knobs: the store_true switches.
   std::vector<const char*> megatron = {};
   std::vector<const char*> megatron_off = {};  // bool: the store_false switches (--no-...)
-  std::optional<J> megatron_default = {};       // Megatron-LM's default where it differs from mme's
+  std::optional<J> megatron_default = {};      // Megatron-LM's default where it differs from mme's
   // Replaces the generic reading for knobs Megatron-LM spells in several flags.
   void (*megatron_read)(const MegatronArgs&, TrainingSetup&) = nullptr;
   // Megatron-LM flags this knob's megatron_read also reads (for the unknown-flag check).
@@ -108,19 +108,19 @@ struct SetupKnob {
   const char* spec_name = nullptr;
   bool spec_required = false;
   std::optional<std::int64_t> spec_min = {};  // kInt: the spec file's lower bound, where it differs
-  std::vector<const char*> spec_values = {};   // kEnum: the spec file's values, where they differ
-  const char* spec_default = "";  // docs/spec-files.md's default column
+  std::vector<const char*> spec_values = {};  // kEnum: the spec file's values, where they differ
+  const char* spec_default = "";              // docs/spec-files.md's default column
   const char* spec_summary = "";
-  J (*spec_get)(const TrainingSetup&) = nullptr;        // default: get
+  J (*spec_get)(const TrainingSetup&) = nullptr;         // default: get
   void (*spec_set)(TrainingSetup&, const J&) = nullptr;  // default: set; the reader checked the value
 
   // --- JSON `setup` block -------------------------------------------------------------------
   const char* json_key = nullptr;
-  J (*json_get)(const TrainingSetup&) = nullptr;   // default: get
+  J (*json_get)(const TrainingSetup&) = nullptr;      // default: get
   bool (*json_when)(const TrainingSetup&) = nullptr;  // written only when this holds (default: always)
 
   // --- printed command lines (setup_to_args) ------------------------------------------------
-  bool args_always = false;                      // printed even at its default (the layout)
+  bool args_always = false;                           // printed even at its default (the layout)
   bool (*args_when)(const TrainingSetup&) = nullptr;  // printed only when this holds
   J (*args_get)(const TrainingSetup&) = nullptr;      // default: get
 

@@ -31,10 +31,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mme/engine/registry.hpp"
 #include "mme/inputs/model_source.hpp"
 #include "mme/sdk/config_adapter.hpp"
 #include "mme/sdk/model_spec.hpp"
-#include "mme/engine/registry.hpp"
 #include "mme/sdk/training_setup.hpp"
 
 namespace mme {
@@ -59,7 +59,7 @@ struct SpecFile {
   std::string path;  // as given; errors start with it
   SpecFormat format = SpecFormat::kYaml;
 
-  bool has_model = false;        // the file has a model section
+  bool has_model = false;         // the file has a model section
   std::optional<std::string> hf;  // model.hf: the base model (a MODEL argument)
   // The model section as a config document: {"mme_source": "spec-file", "file": path,
   // "model": {field: value, ...}, "lines": {field: line, ...}, "section_line": line}. Values
@@ -171,8 +171,8 @@ ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const 
 void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const TrainingSetup& setup);
 
 struct SpecWriteOptions {
-  std::vector<std::string> header;  // comment lines at the top of the YAML (without "# ")
-  std::optional<std::string> gpu;   // infrastructure.gpu
+  std::vector<std::string> header;   // comment lines at the top of the YAML (without "# ")
+  std::optional<std::string> gpu;    // infrastructure.gpu
   const SpecFile* origin = nullptr;  // the spec the model came from, if any
 };
 

@@ -17,9 +17,9 @@
 
 #include "mme/engine/estimator.hpp"
 #include "mme/engine/fit.hpp"
+#include "mme/engine/registry.hpp"
 #include "mme/sdk/hardware_profile.hpp"
 #include "mme/sdk/model_spec.hpp"
-#include "mme/engine/registry.hpp"
 #include "mme/sdk/training_setup.hpp"
 
 namespace mme {
@@ -114,8 +114,8 @@ struct PlanResult {
   // alone exceed the GPU, the other micro-batch sizes and recompute variants of that layout
   // cannot fit either and are not estimated (unless every valid layout is streamed).
   std::uint64_t estimated = 0;
-  std::uint64_t valid = 0;      // of which Megatron accepts (the engine's validation)
-  std::uint64_t fitting = 0;    // of which fit the GPU with the headroom
+  std::uint64_t valid = 0;    // of which Megatron accepts (the engine's validation)
+  std::uint64_t fitting = 0;  // of which fit the GPU with the headroom
   double elapsed_s = 0;
   unsigned threads = 0;
   std::int64_t usable_bytes = 0;  // per GPU: capacity - reserved - headroom
@@ -126,7 +126,7 @@ struct PlanResult {
   // The estimated layout with the smallest peak (each layout's most frugal variant, the
   // smallest micro-batch with the most frugal recompute, is always estimated).
   std::optional<Plan> smallest;
-  std::string first_error;        // the engine's reason for the first rejected candidate
+  std::string first_error;  // the engine's reason for the first rejected candidate
 };
 
 // Free memory (usable - upper bound) below which a fitting plan is flagged as tight: the
@@ -141,7 +141,7 @@ double plan_global_batch(const PlanOptions& o);
 
 // A change that makes some layout fit when none does.
 struct PlanSuggestion {
-  std::string change;             // e.g. "--num-gpus 2048"
+  std::string change;  // e.g. "--num-gpus 2048"
   // The best layout after the change with the smallest micro-batch size and the most frugal
   // recompute variant (whenever any variant fits, those do), and its `mme estimate` flags.
   std::vector<std::string> args;

@@ -16,13 +16,13 @@
 namespace mme::cli {
 
 struct RenderOptions {
-  bool verbose = false;    // per-stage components, chunks and assumptions
-  bool colour = false;     // ANSI colour (terminal, no NO_COLOR)
-  bool bars = false;       // stacked bar per stage (terminal only)
+  bool verbose = false;                         // per-stage components, chunks and assumptions
+  bool colour = false;                          // ANSI colour (terminal, no NO_COLOR)
+  bool bars = false;                            // stacked bar per stage (terminal only)
   const HardwareProfile* chosen_gpu = nullptr;  // --gpu
-  std::string etp_note;   // a line under Parallelism when ETP took the seed's default
-  std::string gpus_note;  // after "Total GPUs: N" when --num-gpus was not given
-  std::vector<std::string> next_steps;  // when nothing fits: the changes that would, ranked
+  std::string etp_note;                         // a line under Parallelism when ETP took the seed's default
+  std::string gpus_note;                        // after "Total GPUs: N" when --num-gpus was not given
+  std::vector<std::string> next_steps;          // when nothing fits: the changes that would, ranked
 };
 
 void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits,

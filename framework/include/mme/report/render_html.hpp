@@ -13,8 +13,8 @@
 
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
-#include <mme/sdk/model_spec.hpp>
 #include <mme/planner/planner.hpp>
+#include <mme/sdk/model_spec.hpp>
 
 namespace mme::cli {
 
@@ -66,12 +66,12 @@ class FitMap {
  public:
   struct Cell {
     std::int64_t min_peak = 0;
-    PlanLayout smallest;       // the layout with that peak
-    std::uint64_t valid = 0;   // valid layouts with these coordinates
-    std::uint64_t fitting = 0; // of which fit
+    PlanLayout smallest;        // the layout with that peak
+    std::uint64_t valid = 0;    // valid layouts with these coordinates
+    std::uint64_t fitting = 0;  // of which fit
   };
   using FacetKey = std::pair<std::int64_t, RecomputeVariant>;  // EP, recompute
-  using CellKey = std::pair<std::int64_t, std::int64_t>;        // PP, TP
+  using CellKey = std::pair<std::int64_t, std::int64_t>;       // PP, TP
 
   void add(const Plan& plan);
   const std::map<FacetKey, std::map<CellKey, Cell>>& facets() const { return facets_; }

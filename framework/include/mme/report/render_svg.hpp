@@ -41,8 +41,8 @@ std::string xml_escape(std::string_view text);
 
 struct SvgOptions {
   const HardwareProfile* chosen_gpu = nullptr;  // --gpu
-  bool standalone = true;  // an .svg file (XML declaration, xmlns) rather than SVG inline in HTML
-  int width = 960;         // CSS pixels
+  bool standalone = true;                       // an .svg file (XML declaration, xmlns) rather than SVG inline in HTML
+  int width = 960;                              // CSS pixels
 };
 
 // The per-stage chart of an estimate.
@@ -51,7 +51,7 @@ std::string render_estimate_svg(const ModelSpec& model, const Estimate& est, con
 
 // The fit map: peak memory against the usable memory of the GPU, in fixed bands.
 struct FitBand {
-  double upto;        // peak / usable below this (the last band: infinity)
+  double upto;  // peak / usable below this (the last band: infinity)
   const char* hex;
   const char* label;  // "< 50%"
 };
@@ -61,16 +61,16 @@ inline constexpr const char* kNoLayoutColour = "#e6e6e6";
 
 // One facet of the fit map: a grid of cells, columns (e.g. TP) by rows (e.g. PP).
 struct FitMapCellView {
-  bool present = false;   // some valid layout has these coordinates
-  double ratio = 0;       // smallest peak / usable
-  std::string text;       // what the cell shows (the smallest peak in GiB)
-  std::string mark;       // shown before the text, e.g. "★" for the best plan
-  bool highlight = false; // framed: holds one of the top plans
+  bool present = false;    // some valid layout has these coordinates
+  double ratio = 0;        // smallest peak / usable
+  std::string text;        // what the cell shows (the smallest peak in GiB)
+  std::string mark;        // shown before the text, e.g. "★" for the best plan
+  bool highlight = false;  // framed: holds one of the top plans
   std::string tooltip;
-  std::string key;        // for machines: the cell's data-key attribute
+  std::string key;  // for machines: the cell's data-key attribute
 };
 struct FitMapFacetView {
-  std::string title;  // "EP 8 · recompute none"
+  std::string title;                  // "EP 8 · recompute none"
   std::string column_name, row_name;  // "TP", "PP"
   std::vector<std::int64_t> columns, rows;
   std::vector<std::vector<FitMapCellView>> cells;  // [row][column]

@@ -85,10 +85,10 @@ inline CheckedInt context_parallel_attention_transient(const BlockContext& ctx, 
 }
 
 // Adds a parameter term whose per-rank share is total / divisor.
-inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard,
-                      CheckedInt total, CheckedInt divisor, CheckedInt active = -1) {
-  out.terms.push({name, group, shard, total.value(), (total / divisor).value(),
-                  active < 0 ? total.value() : active.value()});
+inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard, CheckedInt total,
+                      CheckedInt divisor, CheckedInt active = -1) {
+  out.terms.push(
+      {name, group, shard, total.value(), (total / divisor).value(), active < 0 ? total.value() : active.value()});
 }
 
 inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes) {

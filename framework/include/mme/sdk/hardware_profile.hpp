@@ -35,8 +35,6 @@ inline constexpr int kDefaultComputeCapability = 90;
 // Canonical form used to compare hardware names: lower case, no '-', '_' or spaces.
 std::string normalize_hardware_name(std::string_view name);
 
-inline std::int64_t allocatable_bytes(const HardwareProfile& hw) {
-  return hw.memory_bytes - hw.reserved_bytes;
-}
+inline std::int64_t allocatable_bytes(const HardwareProfile& hw) { return hw.memory_bytes - hw.reserved_bytes; }
 
 }  // namespace mme

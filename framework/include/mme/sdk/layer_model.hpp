@@ -72,9 +72,9 @@ struct BlockContext {
   const TrainingSetup& setup;
   std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
   bool sequence_parallel = false;
-  std::int64_t tokens = 0;        // T = seq * micro_batch / CP: tokens of a micro-batch on one CP rank
-  std::int64_t local_tokens = 0;  // T / TP with sequence parallel, else T
-  std::int64_t act_bytes = 2;     // bytes per activation element (bf16/fp16)
+  std::int64_t tokens = 0;              // T = seq * micro_batch / CP: tokens of a micro-batch on one CP rank
+  std::int64_t local_tokens = 0;        // T / TP with sequence parallel, else T
+  std::int64_t act_bytes = 2;           // bytes per activation element (bf16/fp16)
   std::int64_t linear_input_bytes = 2;  // bytes of a saved GEMM input (1 under FP8)
   double hidden_dropout = 0.0;
   double attention_dropout = 0.0;

@@ -38,13 +38,13 @@ struct MlpSpec {
   std::string kind = "dense";
   std::int64_t ffn_hidden_size = 0;  // dense MLP width (ffn_hidden_size)
   // Mixture of experts.
-  std::int64_t num_experts = 0;                // num_moe_experts
-  std::int64_t top_k = 0;                      // moe_router_topk
-  std::int64_t expert_ffn_hidden_size = 0;     // moe_ffn_hidden_size
+  std::int64_t num_experts = 0;                    // num_moe_experts
+  std::int64_t top_k = 0;                          // moe_router_topk
+  std::int64_t expert_ffn_hidden_size = 0;         // moe_ffn_hidden_size
   std::int64_t shared_expert_ffn_hidden_size = 0;  // moe_shared_expert_intermediate_size (all shared experts)
-  bool shared_expert_gate = false;             // moe_shared_expert_gate (Qwen2-MoE)
-  bool router_expert_bias = false;             // moe_router_enable_expert_bias (DeepSeek-V3 noaux_tc)
-  bool router_fp32 = false;                    // moe_router_dtype fp32 (DeepSeek-style configs)
+  bool shared_expert_gate = false;                 // moe_shared_expert_gate (Qwen2-MoE)
+  bool router_expert_bias = false;                 // moe_router_enable_expert_bias (DeepSeek-V3 noaux_tc)
+  bool router_fp32 = false;                        // moe_router_dtype fp32 (DeepSeek-style configs)
 
   bool operator==(const MlpSpec&) const = default;
 };
@@ -74,8 +74,8 @@ struct ModelSpec {
   bool tie_embeddings = false;  // share_embeddings_and_output_weights
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
   Normalization normalization = Normalization::kRMSNorm;
-  bool add_bias_linear = false;    // biases on every linear layer (Megatron default: on)
-  bool gated_linear_unit = true;   // SwiGLU / GeGLU
+  bool add_bias_linear = false;   // biases on every linear layer (Megatron default: on)
+  bool gated_linear_unit = true;  // SwiGLU / GeGLU
   std::string activation = "silu";
   double hidden_dropout = 0.0;
   double attention_dropout = 0.0;

@@ -33,9 +33,8 @@ using PluginEntryFn = const PluginInfo*();
 // `mme_plugin_entry` instead; the host names them as built for an older API.)
 #define MME_PLUGIN_ENTRY_SYMBOL "mme_plugin_info"
 
-#define MME_PLUGIN(NAME, VERSION, REGISTER_FN)                                                     \
-  extern "C" __attribute__((visibility("default"))) const ::mme::PluginInfo* mme_plugin_info() {  \
-    static const ::mme::PluginInfo info{::mme::kPluginApiVersion, MME_ABI_TAG, NAME, VERSION,     \
-                                        &(REGISTER_FN)};                                          \
-    return &info;                                                                                 \
+#define MME_PLUGIN(NAME, VERSION, REGISTER_FN)                                                                 \
+  extern "C" __attribute__((visibility("default"))) const ::mme::PluginInfo* mme_plugin_info() {               \
+    static const ::mme::PluginInfo info{::mme::kPluginApiVersion, MME_ABI_TAG, NAME, VERSION, &(REGISTER_FN)}; \
+    return &info;                                                                                              \
   }

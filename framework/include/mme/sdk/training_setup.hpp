@@ -60,8 +60,8 @@ struct ParallelLayout {
   std::optional<bool> sequence_parallel;  // unset: on when TP > 1
 
   // Derived (valid after resolve_setup).
-  std::int64_t dp = 0;          // data parallel = world / (tp * pp * cp)
-  std::int64_t expert_dp = 0;   // expert data parallel = world / (etp * ep * pp)
+  std::int64_t dp = 0;         // data parallel = world / (tp * pp * cp)
+  std::int64_t expert_dp = 0;  // expert data parallel = world / (etp * ep * pp)
 };
 
 struct RecomputeSettings {
@@ -70,9 +70,7 @@ struct RecomputeSettings {
   std::int64_t num_layers = 1;
   std::uint32_t modules = kRecomputeCoreAttn;  // selective modules (Megatron default core_attn)
 
-  bool has(RecomputeModule m) const {
-    return granularity == RecomputeGranularity::kSelective && (modules & m) != 0;
-  }
+  bool has(RecomputeModule m) const { return granularity == RecomputeGranularity::kSelective && (modules & m) != 0; }
 };
 
 struct PipelineSplit {
@@ -88,18 +86,18 @@ struct PipelineSplit {
 };
 
 struct OptimizerSettings {
-  bool distributed = true;                 // --use-distributed-optimizer
-  std::int64_t instances = 1;              // --num-distributed-optimizer-instances
+  bool distributed = true;     // --use-distributed-optimizer
+  std::int64_t instances = 1;  // --num-distributed-optimizer-instances
   // --main-grads-dtype: the gradient buffer's dtype. Unset = Megatron-LM's default: fp32 for
   // bf16/fp8 training (accumulate_allreduce_grads_in_fp32 is switched on), fp16 for fp16.
   std::optional<DType> main_grads;
-  bool precision_aware = false;            // --use-precision-aware-optimizer
-  DType main_params = DType::kFP32;        // --main-params-dtype
-  DType exp_avg = DType::kFP32;            // --exp-avg-dtype
-  DType exp_avg_sq = DType::kFP32;         // --exp-avg-sq-dtype
-  bool store_param_remainders = true;      // TE FusedAdam keeps a 16-bit remainder of bf16 params
-  double cpu_offload_fraction = 0.0;       // --optimizer-offload-fraction with --optimizer-cpu-offload
-  std::string name = "adam";               // --optimizer (adam | sgd | muon)
+  bool precision_aware = false;        // --use-precision-aware-optimizer
+  DType main_params = DType::kFP32;    // --main-params-dtype
+  DType exp_avg = DType::kFP32;        // --exp-avg-dtype
+  DType exp_avg_sq = DType::kFP32;     // --exp-avg-sq-dtype
+  bool store_param_remainders = true;  // TE FusedAdam keeps a 16-bit remainder of bf16 params
+  double cpu_offload_fraction = 0.0;   // --optimizer-offload-fraction with --optimizer-cpu-offload
+  std::string name = "adam";           // --optimizer (adam | sgd | muon)
 };
 
 // Sharded data parallelism: Megatron-FSDP (--use-megatron-fsdp, distributed/fsdp/) or PyTorch
@@ -111,13 +109,13 @@ enum class FsdpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
 struct FsdpSettings {
   FsdpKind kind = FsdpKind::kNone;
   FsdpSharding strategy = FsdpSharding::kOptimGradsParams;  // --data-parallel-sharding-strategy
-  FsdpSharding outer = FsdpSharding::kNoShard;  // --outer-dp-sharding-strategy (HSDP: no_shard or optim)
-  DType main_params = DType::kFP32;              // --megatron-fsdp-main-params-dtype
-  std::optional<DType> main_grads;               // --megatron-fsdp-main-grads-dtype (unset: auto)
-  std::optional<DType> grad_comm;                // --megatron-fsdp-grad-comm-dtype (unset: auto)
-  bool double_buffer = false;                    // --fsdp-double-buffer
-  std::int64_t communication_unit_size = 0;      // --suggested-communication-unit-size (0: unset)
-  bool reshard_after_forward = true;             // FSDP2; --torch-fsdp2-no-reshard-after-forward
+  FsdpSharding outer = FsdpSharding::kNoShard;              // --outer-dp-sharding-strategy (HSDP: no_shard or optim)
+  DType main_params = DType::kFP32;                         // --megatron-fsdp-main-params-dtype
+  std::optional<DType> main_grads;                          // --megatron-fsdp-main-grads-dtype (unset: auto)
+  std::optional<DType> grad_comm;                           // --megatron-fsdp-grad-comm-dtype (unset: auto)
+  bool double_buffer = false;                               // --fsdp-double-buffer
+  std::int64_t communication_unit_size = 0;                 // --suggested-communication-unit-size (0: unset)
+  bool reshard_after_forward = true;                        // FSDP2; --torch-fsdp2-no-reshard-after-forward
 };
 
 struct TrainingSetup {
@@ -132,7 +130,7 @@ struct TrainingSetup {
   std::int64_t global_batch_size = 0;  // 0 = not given: assume enough micro-batches to fill the pipeline
 
   Precision precision = Precision::kBF16;
-  bool fp8_param_gather = false;  // --fp8-param-gather
+  bool fp8_param_gather = false;                                 // --fp8-param-gather
   AttentionBackend attention_backend = AttentionBackend::kAuto;  // Megatron-LM's default
   // What Transformer Engine's get_attention_backend (attention/dot_product_attention/utils.py)
   // reads besides the model: NVTE_FLASH_ATTN / NVTE_FUSED_ATTN (1 unless set), determinism
@@ -165,10 +163,10 @@ struct TrainingSetup {
   // DotProductAttention, no Transformer Engine workspaces).
   bool transformer_engine = true;
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
-  std::optional<double> moe_capacity_factor;  // --moe-expert-capacity-factor (unset: dropless)
-  bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
-  bool moe_grouped_gemm = true;               // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
-  bool cross_entropy_fusion = false;          // --cross-entropy-loss-fusion
+  std::optional<double> moe_capacity_factor;   // --moe-expert-capacity-factor (unset: dropless)
+  bool moe_pad_to_capacity = false;            // --moe-pad-expert-input-to-capacity
+  bool moe_grouped_gemm = true;                // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
+  bool cross_entropy_fusion = false;           // --cross-entropy-loss-fusion
   CpCommType cp_comm_type = CpCommType::kP2P;  // --cp-comm-type (Megatron-LM's default: p2p)
   // CUBLAS_WORKSPACE_CONFIG (e.g. ":4096:8", what deterministic runs set); empty = PyTorch's
   // default for the GPU architecture.
@@ -185,9 +183,9 @@ struct TrainingSetup {
 
 // The largest sizes resolve_setup accepts (the CLI and spec files use the same bounds): far
 // beyond any real run, and small enough that products of them with model sizes stay in 64 bits.
-inline constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;  // TP, PP, VPP, EP, ETP, CP, PP x VPP
-inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 40;     // GPUs, global batch size
-inline constexpr std::int64_t kMaxSequenceSize = std::int64_t{1} << 24;  // sequence length, micro-batch size
+inline constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;      // TP, PP, VPP, EP, ETP, CP, PP x VPP
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 40;         // GPUs, global batch size
+inline constexpr std::int64_t kMaxSequenceSize = std::int64_t{1} << 24;      // sequence length, micro-batch size
 inline constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 32;  // sequence length x micro-batch size
 
 // Transformer Engine's attention choice for a run on a GPU of CUDA compute capability
@@ -225,18 +223,16 @@ struct NumberRange {
   bool lo_open = false, hi_open = false;
   constexpr bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
 };
-inline constexpr NumberRange kOffloadFractionRange{0, 1};           // --optimizer-cpu-offload-fraction
-inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};       // --moe-routing-imbalance
-inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};    // --moe-capacity-factor
-inline constexpr NumberRange kDropoutRange{0, 1, false, true};      // --hidden-dropout, --attention-dropout
+inline constexpr NumberRange kOffloadFractionRange{0, 1};         // --optimizer-cpu-offload-fraction
+inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};     // --moe-routing-imbalance
+inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};  // --moe-capacity-factor
+inline constexpr NumberRange kDropoutRange{0, 1, false, true};    // --hidden-dropout, --attention-dropout
 // "[0, 1]", "(0, 1e+06]", "[0, 1)".
 std::string to_string(const NumberRange& range);
 
 // The effective expert tensor parallel size (ETP unset = TP).
 inline std::int64_t effective_etp(const ParallelLayout& p) { return p.etp > 0 ? p.etp : p.tp; }
-inline bool sequence_parallel_on(const ParallelLayout& p) {
-  return p.sequence_parallel.value_or(p.tp > 1) && p.tp > 1;
-}
+inline bool sequence_parallel_on(const ParallelLayout& p) { return p.sequence_parallel.value_or(p.tp > 1) && p.tp > 1; }
 
 // Names used in reports and flags.
 const char* to_string(Precision p);

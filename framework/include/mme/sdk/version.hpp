@@ -28,7 +28,7 @@
 // The C++ ABI a plugin was built against. Objects cross the boundary as C++ types
 // (std::string, std::shared_ptr, nlohmann::json), so host and plugin must agree on the
 // standard library ABI and on the nlohmann_json major.minor version.
-#define MME_ABI_TAG                                                                     \
+#define MME_ABI_TAG                                                                   \
   "libstdc++-cxx11abi" MME_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) "-gxxabi" MME_STRINGIFY( \
       __GXX_ABI_VERSION) "-json" MME_STRINGIFY(NLOHMANN_JSON_VERSION_MAJOR) "." MME_STRINGIFY(NLOHMANN_JSON_VERSION_MINOR)
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "mme/engine/estimator.hpp"
-#include "mme/sdk/model_spec.hpp"
 #include "mme/engine/registry.hpp"
+#include "mme/sdk/model_spec.hpp"
 
 namespace mme {
 
@@ -34,20 +34,20 @@ struct ValidationCase {
   // Real-runs rows: the row id, its source, the metric ("max_allocated" or "other"), the rank
   // note and the mme_args as written.
   std::string id, source, metric, rank_note, mme_args;
-  std::string status;  // "ok", "skipped" or "error" (the estimate itself failed)
-  std::string reason;  // why skipped / the error
+  std::string status;                                     // "ok", "skipped" or "error" (the estimate itself failed)
+  std::string reason;                                     // why skipped / the error
   double measured_peak_gib = 0, measured_static_gib = 0;  // static: 0 = not measured
   double estimated_peak_gib = 0, estimated_static_gib = 0;
   // The engine's bound for the compared stage (StageEstimate::upper_bytes); an engine that
   // reports no bound (0) gives the peak itself.
   double estimated_upper_gib = 0;
-  std::int64_t stage = 0;  // pipeline rank of the compared stage
+  std::int64_t stage = 0;               // pipeline rank of the compared stage
   double megatron_theoretical_gib = 0;  // Megatron-LM's theoretical_memory_usage, for comparison
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
   int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
 
-  double peak_error() const;    // (estimated - measured) / measured, signed
+  double peak_error() const;  // (estimated - measured) / measured, signed
   double static_error() const;
   double baseline_error() const;  // Megatron-LM's formula against the measured peak
   double seed_error() const;      // the seed tool's formulas against the measured peak
@@ -74,7 +74,7 @@ struct SizeBucket {
 struct SignedStats {
   std::size_t count = 0;
   double median = 0;
-  std::size_t under = 0, over = 0;  // more than 5 % below / above the measured peak
+  std::size_t under = 0, over = 0;         // more than 5 % below / above the measured peak
   double under_share = 0, over_share = 0;  // of count
 };
 
@@ -127,8 +127,8 @@ class RowFilter {
 };
 
 struct ValidationOptions {
-  std::string golden_regex;  // keep rows whose golden matches (RowFilter); empty = all
-  std::string case_regex;    // keep rows whose test_case (real runs: id) matches
+  std::string golden_regex;     // keep rows whose golden matches (RowFilter); empty = all
+  std::string case_regex;       // keep rows whose test_case (real runs: id) matches
   ArgsEstimator estimate_args;  // needed for real-runs files
 };
 
@@ -192,8 +192,8 @@ std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, 
 struct RankComparison {
   std::optional<std::int64_t> rank;  // none: lines without a rank, compared with the last stage
   std::int64_t stage = 0;
-  std::size_t reports = 0;               // memory lines of this rank
-  double measured_max_allocated_gib = 0;  // the maximum over the log
+  std::size_t reports = 0;                       // memory lines of this rank
+  double measured_max_allocated_gib = 0;         // the maximum over the log
   std::optional<double> measured_allocated_gib;  // the last "allocated" value logged, if any
   double estimated_peak_gib = 0, estimated_upper_gib = 0, estimated_static_gib = 0;
   double peak_error() const;  // (estimated - measured) / measured, signed

@@ -3,6 +3,7 @@
 
 #include "mme/inputs/spec_file.hpp"
 #include "mme/sdk/error.hpp"
+
 #include "spec_internal.hpp"
 
 namespace mme {
@@ -41,24 +42,25 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
   using LD = long double;
   const LD attn = static_cast<LD>(p.pp) * static_cast<LD>(p.tp) * static_cast<LD>(p.cp);
   if (attn > static_cast<LD>(p.world_size) || p.world_size % (p.pp * p.tp * p.cp) != 0)
-    fail(fmt::format("{}: must satisfy the parallelism constraint world_size = pp x tp x cp x dp, and {} is not "
-                     "divisible by pp x tp x cp = {} x {} x {} = {}",
-                     where("infrastructure.world_size"), p.world_size, p.pp, p.tp, p.cp,
-                     static_cast<double>(attn)));
+    fail(
+        fmt::format("{}: must satisfy the parallelism constraint world_size = pp x tp x cp x dp, and {} is not "
+                    "divisible by pp x tp x cp = {} x {} x {} = {}",
+                    where("infrastructure.world_size"), p.world_size, p.pp, p.tp, p.cp, static_cast<double>(attn)));
   // world_size = pp x ep x etp x edp
   const LD moe = static_cast<LD>(p.pp) * static_cast<LD>(p.ep) * static_cast<LD>(etp);
   if (moe > static_cast<LD>(p.world_size) || p.world_size % (p.pp * p.ep * etp) != 0)
-    fail(fmt::format("{}: must satisfy the parallelism constraint world_size = pp x ep x etp x edp, and {} is not "
-                     "divisible by pp x ep x etp = {} x {} x {} = {}",
-                     where("infrastructure.world_size"), p.world_size, p.pp, p.ep, etp, static_cast<double>(moe)));
+    fail(
+        fmt::format("{}: must satisfy the parallelism constraint world_size = pp x ep x etp x edp, and {} is not "
+                    "divisible by pp x ep x etp = {} x {} x {} = {}",
+                    where("infrastructure.world_size"), p.world_size, p.pp, p.ep, etp, static_cast<double>(moe)));
   // num_experts must be divisible by expert_model_parallel_size
   if (any_moe) {
     for (const auto& l : model.layers)
       if (l.mlp.num_experts > 0 && l.mlp.num_experts % p.ep != 0)
-        fail(fmt::format("{}: num_experts must be divisible by expert_model_parallel_size ({} experts {}, "
-                         "expert_model_parallel_size {})",
-                         where("parallelism.expert_model_parallel_size"), l.mlp.num_experts,
-                         model_value("num_experts"), p.ep));
+        fail(fmt::format(
+            "{}: num_experts must be divisible by expert_model_parallel_size ({} experts {}, "
+            "expert_model_parallel_size {})",
+            where("parallelism.expert_model_parallel_size"), l.mlp.num_experts, model_value("num_experts"), p.ep));
   } else if (p.ep > 1) {
     fail(fmt::format("{}: {} needs a mixture-of-experts model, and {} has no experts",
                      where("parallelism.expert_model_parallel_size"), p.ep, model.name));
@@ -72,34 +74,35 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
   for (const auto& l : model.layers) {
     const auto& a = l.attention;
     if (a.num_heads % p.tp != 0)
-      fail(fmt::format("{}: num_attention_heads must be divisible by tensor_model_parallel_size ({} heads {}, "
-                       "tensor_model_parallel_size {})",
-                       where("parallelism.tensor_model_parallel_size"), a.num_heads,
-                       model_value("num_attention_heads"), p.tp));
+      fail(fmt::format(
+          "{}: num_attention_heads must be divisible by tensor_model_parallel_size ({} heads {}, "
+          "tensor_model_parallel_size {})",
+          where("parallelism.tensor_model_parallel_size"), a.num_heads, model_value("num_attention_heads"), p.tp));
     // Only attention with fewer KV heads than heads (GQA) can fail here: MLA has one per head.
     if (a.num_query_groups != a.num_heads && a.num_query_groups % p.tp != 0)
-      fail(fmt::format("{}: num_query_groups must be divisible by tensor_model_parallel_size ({} query groups {}, "
-                       "tensor_model_parallel_size {}); Megatron-LM does not replicate KV heads",
-                       where("parallelism.tensor_model_parallel_size"), a.num_query_groups,
-                       model_value("num_query_groups"), p.tp));
+      fail(fmt::format(
+          "{}: num_query_groups must be divisible by tensor_model_parallel_size ({} query groups {}, "
+          "tensor_model_parallel_size {}); Megatron-LM does not replicate KV heads",
+          where("parallelism.tensor_model_parallel_size"), a.num_query_groups, model_value("num_query_groups"), p.tp));
   }
   // Uneven pipelines need num_layers_in_first/last_pipeline_stage.
   const auto& pl = s.pipeline;
   if (p.pp > 1 && !pl.first_stage_layers && !pl.last_stage_layers && pl.layout.empty() && !pl.account_for_embedding &&
       !pl.account_for_loss && model.num_layers % p.pp != 0)
-    fail(fmt::format("{}: num_layers ({} {}) is not evenly divisible by pipeline_model_parallel_size ({}); set "
-                     "num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage",
-                     where("parallelism.pipeline_model_parallel_size"), model.num_layers, model_value("num_layers"),
-                     p.pp));
+    fail(fmt::format(
+        "{}: num_layers ({} {}) is not evenly divisible by pipeline_model_parallel_size ({}); set "
+        "num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage",
+        where("parallelism.pipeline_model_parallel_size"), model.num_layers, model_value("num_layers"), p.pp));
   // Sequence parallelism requires tensor_model_parallel_size > 1.
   if (p.sequence_parallel.value_or(false) && p.tp == 1)
     fail(fmt::format("{}: requires tensor_model_parallel_size > 1 (tensor_model_parallel_size is 1)",
                      where("training.sequence_parallel")));
   // Megatron-LM: MoE with TP needs sequence parallelism.
   if (any_moe && p.tp > 1 && p.sequence_parallel.has_value() && !*p.sequence_parallel)
-    fail(fmt::format("{}: Megatron-LM requires sequence parallelism when MoE and tensor parallelism are combined "
-                     "(tensor_model_parallel_size {}); set sequence_parallel: true",
-                     where("training.sequence_parallel"), p.tp));
+    fail(
+        fmt::format("{}: Megatron-LM requires sequence parallelism when MoE and tensor parallelism are combined "
+                    "(tensor_model_parallel_size {}); set sequence_parallel: true",
+                    where("training.sequence_parallel"), p.tp));
 }
 
 }  // namespace mme

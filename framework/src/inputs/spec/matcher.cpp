@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "mme/inputs/spec_file.hpp"
+
 #include "spec_internal.hpp"
 
 namespace mme {
@@ -21,8 +22,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   for (std::size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      const bool same =
+          std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (same ? 0 : 1)});
     }
     std::swap(prev, cur);
@@ -94,8 +95,10 @@ std::string unknown_field_message(const std::string& section, const std::string&
     std::vector<std::string> same_names, all_names;
     for (const auto& s : same) same_names.push_back(s.substr(s.find('.') + 1));
     for (const auto& s : all) all_names.push_back(s.substr(s.find('.') + 1));
-    if (auto c = closest_name(key, same_names); !c.empty()) suggestion = section + "." + c;
-    else if (auto c2 = closest_name(key, all_names); !c2.empty()) suggestion = section_of_field(c2) + "." + c2;
+    if (auto c = closest_name(key, same_names); !c.empty())
+      suggestion = section + "." + c;
+    else if (auto c2 = closest_name(key, all_names); !c2.empty())
+      suggestion = section_of_field(c2) + "." + c2;
   }
   if (suggestion.empty())
     return fmt::format("unknown field (docs/spec-files.md lists the fields of the {} section)", section);

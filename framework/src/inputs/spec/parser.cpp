@@ -12,6 +12,7 @@
 
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+
 #include "spec_internal.hpp"
 
 namespace mme::spec_detail {
@@ -101,17 +102,18 @@ struct YamlWalk {
 
 Node from_yaml(const YAML::Node& y, int line, YamlWalk& walk) {
   if (++walk.nodes > kMaxYamlNodes)
-    throw ConfigError(fmt::format("{}: more than {} values once YAML aliases are expanded; a spec file has a few "
-                                  "hundred",
-                                  walk.source, kMaxYamlNodes));
+    throw ConfigError(
+        fmt::format("{}: more than {} values once YAML aliases are expanded; a spec file has a few "
+                    "hundred",
+                    walk.source, kMaxYamlNodes));
   if (y.IsSequence() || y.IsMap()) {
     for (const auto& above : walk.path)
       if (above.is(y))
-        throw ConfigError(fmt::format("{}:{}: a YAML alias refers to a node that contains it (a cycle)", walk.source,
-                                      line));
+        throw ConfigError(
+            fmt::format("{}:{}: a YAML alias refers to a node that contains it (a cycle)", walk.source, line));
     if (static_cast<int>(walk.path.size()) >= kMaxNestingDepth)
-      throw ConfigError(fmt::format("{}:{}: YAML nested more than {} levels deep; a spec file nests a few",
-                                    walk.source, line, kMaxNestingDepth));
+      throw ConfigError(fmt::format("{}:{}: YAML nested more than {} levels deep; a spec file nests a few", walk.source,
+                                    line, kMaxNestingDepth));
   }
   walk.path.push_back(y);
   struct Pop {
@@ -126,9 +128,10 @@ Node from_yaml(const YAML::Node& y, int line, YamlWalk& walk) {
     case YAML::NodeType::Scalar: {
       walk.bytes += y.Scalar().size();
       if (walk.bytes > kMaxYamlBytes)
-        throw ConfigError(fmt::format("{}: more than {} bytes of text once YAML aliases are expanded; a spec file "
-                                      "is small",
-                                      walk.source, kMaxYamlBytes));
+        throw ConfigError(
+            fmt::format("{}: more than {} bytes of text once YAML aliases are expanded; a spec file "
+                        "is small",
+                        walk.source, kMaxYamlBytes));
       const std::string& tag = y.Tag();
       if (tag == "!" || tag == "tag:yaml.org,2002:str") {
         n = make_scalar(Node::Kind::kString, y.Scalar());
@@ -191,9 +194,10 @@ Node parse_yaml(std::string_view text, const std::string& source) {
     int count = 0;
     while (count < kMaxDocuments && parser.HandleNextDocument(none)) ++count;
     if (count >= kMaxDocuments)
-      throw ConfigError(fmt::format("{}: not valid YAML: {} or more documents (a stray ',' or other flow character?); "
-                                    "a spec file is one document",
-                                    source, kMaxDocuments));
+      throw ConfigError(
+          fmt::format("{}: not valid YAML: {} or more documents (a stray ',' or other flow character?); "
+                      "a spec file is one document",
+                      source, kMaxDocuments));
     if (count > 1)
       throw ConfigError(fmt::format("{}: holds {} YAML documents; a spec file is one document", source, count));
     if (count == 1) docs.push_back(YAML::Load(std::string(text)));
@@ -364,9 +368,10 @@ Node parse_json(std::string_view text, const std::string& source) {
     std::size_t end = digits;
     while (end != std::string::npos && end < what.size() && std::isdigit(static_cast<unsigned char>(what[end]))) ++end;
     const auto colon = end == std::string::npos ? end : what.find(": ", end);
-    if (end != std::string::npos && end > digits && what.compare(end, 9, ", column ") == 0 && colon != std::string::npos)
-      throw ConfigError(fmt::format("{}:{}: not valid JSON: {}", source, what.substr(digits, end - digits),
-                                    what.substr(colon + 2)));
+    if (end != std::string::npos && end > digits && what.compare(end, 9, ", column ") == 0 &&
+        colon != std::string::npos)
+      throw ConfigError(
+          fmt::format("{}:{}: not valid JSON: {}", source, what.substr(digits, end - digits), what.substr(colon + 2)));
     throw ConfigError(fmt::format("{}: not valid JSON: {}", source, what));
   }
   return std::move(builder.root());

@@ -15,6 +15,7 @@
 #include "mme/inputs/spec_file.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+
 #include "spec_internal.hpp"
 
 namespace mme {
@@ -47,8 +48,9 @@ class SpecParser {
 
   void run(const Node& root) {
     if (root.kind == Node::Kind::kNull)
-      fail_at(0, "the file is empty (expected the sections model, parallelism, training, infrastructure and "
-                 "precision)");
+      fail_at(0,
+              "the file is empty (expected the sections model, parallelism, training, infrastructure and "
+              "precision)");
     if (root.kind != Node::Kind::kMap)
       fail_at(root.line, fmt::format("expected the sections model, parallelism, training, infrastructure and "
                                      "precision, got {}",
@@ -98,8 +100,7 @@ class SpecParser {
         fail_at(field.line, fmt::format("{}: given twice (first on line {})", key, it->second));
       out_.lines[key] = field.line;
       J value = to_json(field);
-      if (!value.is_null())
-        value = check_value(*f, value, [&](const std::string& what) { fail_field(key, what); });
+      if (!value.is_null()) value = check_value(*f, value, [&](const std::string& what) { fail_field(key, what); });
       values_[key] = value;
       order_.push_back(key);
     }
@@ -120,8 +121,10 @@ class SpecParser {
       fields[name] = values_.at(key);
       lines[name] = out_.lines.at(key);
     }
-    if (const J* hf = value("model.hf")) out_.hf = hf->get<std::string>();
-    else if (given("model.hf")) fail_field("model.hf", "expected a model name, got null");
+    if (const J* hf = value("model.hf"))
+      out_.hf = hf->get<std::string>();
+    else if (given("model.hf"))
+      fail_field("model.hf", "expected a model name, got null");
     out_.model_document = {{"mme_source", kMarker},
                            {"file", out_.path},
                            {"name", file_stem(out_.path)},
@@ -161,10 +164,12 @@ class SpecParser {
     const std::string dtype = dtype_value ? dtype_value->get<std::string>() : "bf16";
     const bool fp8 = value("precision.fp8") && value("precision.fp8")->get<bool>();
     if (fp8 && dtype != "bf16")
-      fail_field("precision.fp8", fmt::format("FP8 training is estimated with bf16 parameters; params_dtype is {}",
-                                              dtype));
-    s.precision = fp8 ? Precision::kFP8 : dtype == "fp16" ? Precision::kFP16 : dtype == "fp32" ? Precision::kFP32
-                                                                                                : Precision::kBF16;
+      fail_field("precision.fp8",
+                 fmt::format("FP8 training is estimated with bf16 parameters; params_dtype is {}", dtype));
+    s.precision = fp8               ? Precision::kFP8
+                  : dtype == "fp16" ? Precision::kFP16
+                  : dtype == "fp32" ? Precision::kFP32
+                                    : Precision::kBF16;
     check_file_rules();
   }
 
@@ -173,8 +178,8 @@ class SpecParser {
     const TrainingSetup& s = out_.setup;
     const auto granularity = s.recompute.granularity;
     if (value("training.recompute_method") && granularity != RecomputeGranularity::kFull)
-      fail_field("training.recompute_method", fmt::format("only used with recompute_granularity: full (it is {})",
-                                                          granularity_text(granularity)));
+      fail_field("training.recompute_method",
+                 fmt::format("only used with recompute_granularity: full (it is {})", granularity_text(granularity)));
     if (const J* n = value("training.recompute_num_layers");
         n && granularity == RecomputeGranularity::kFull && n->get<std::int64_t>() == 0)
       fail_field("training.recompute_num_layers",
@@ -277,8 +282,10 @@ bool is_spec_file_config(const J& config) {
 
 SpecModelReader::SpecModelReader(const J& document) : doc_(document) {
   if (!is_spec_file_config(document)) throw ConfigError("not the model document of a spec file");
-  if (auto it = doc_.find("file"); it != doc_.end() && it->is_string()) file_ = it->get<std::string>();
-  else file_ = "spec file";
+  if (auto it = doc_.find("file"); it != doc_.end() && it->is_string())
+    file_ = it->get<std::string>();
+  else
+    file_ = "spec file";
   const auto m = doc_.find("model");
   if (m == doc_.end() || !m->is_object()) throw ConfigError(fmt::format("{}: the model document has no fields", file_));
   for (const auto& item : m->items()) {
@@ -286,7 +293,8 @@ SpecModelReader::SpecModelReader(const J& document) : doc_(document) {
     const std::string& name = item.key();
     const FieldDef* f = find_def("model", name);
     if (!f) fail(name, unknown_field_message("model", name));
-    if (!item.value().is_null()) (void)check_value(*f, item.value(), [&](const std::string& what) { fail(name, what); });
+    if (!item.value().is_null())
+      (void)check_value(*f, item.value(), [&](const std::string& what) { fail(name, what); });
   }
 }
 
@@ -421,21 +429,23 @@ const SpecModelMapping* spec_model_mapping(const Registry& registry) {
 
 ModelSpec load_spec_model(const SpecFile& spec, const Registry& registry, const SourceOptions& options) {
   if (!spec.has_model)
-    throw ConfigError(fmt::format("{}: the file has no model section (give one, or MODEL on the command line)",
-                                  spec.path));
+    throw ConfigError(
+        fmt::format("{}: the file has no model section (give one, or MODEL on the command line)", spec.path));
   const std::string stem = file_stem(spec.path);
   if (!spec.hf) {
     if (!registry.best_adapter(spec.model_document))
-      throw PluginError(fmt::format("{}: no loaded config adapter reads spec files (the spec_file plugin; see `mme "
-                                    "plugins`)",
-                                    spec.path));
+      throw PluginError(
+          fmt::format("{}: no loaded config adapter reads spec files (the spec_file plugin; see `mme "
+                      "plugins`)",
+                      spec.path));
     return adapt_config(spec.model_document, stem, spec.path, registry);
   }
   const SpecModelMapping* mapping = spec_model_mapping(registry);
   if (!mapping)
-    throw PluginError(fmt::format("{}: no loaded config adapter maps the model fields of spec files onto a Hugging "
-                                  "Face base (the spec_file plugin; see `mme plugins`)",
-                                  spec.path));
+    throw PluginError(
+        fmt::format("{}: no loaded config adapter maps the model fields of spec files onto a Hugging "
+                    "Face base (the spec_file plugin; see `mme plugins`)",
+                    spec.path));
   SpecModelReader r(spec.model_document);
   std::string arg = *spec.hf;
   const fs::path next_to_spec = fs::path(spec.path).parent_path() / arg;

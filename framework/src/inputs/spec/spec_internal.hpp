@@ -28,9 +28,9 @@ inline constexpr const char* kMarker = "spec-file";
 struct Node {
   enum class Kind { kNull, kBool, kInt, kFloat, kString, kList, kMap };
   Kind kind = Kind::kNull;
-  int line = 0;          // 1-based; for a map member, the line of its key
-  std::string key;       // for a map member
-  std::string text;      // scalars: as written (a string's content)
+  int line = 0;      // 1-based; for a map member, the line of its key
+  std::string key;   // for a map member
+  std::string text;  // scalars: as written (a string's content)
   bool b = false;
   std::int64_t i = 0;
   double f = 0;

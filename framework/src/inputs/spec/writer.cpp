@@ -8,6 +8,7 @@
 #include "mme/inputs/spec_file.hpp"
 #include "mme/sdk/input_text.hpp"
 #include "mme/sdk/json_text.hpp"
+
 #include "spec_internal.hpp"
 
 namespace mme {
@@ -126,9 +127,10 @@ std::string write_spec_yaml(const ModelSpec& model, const TrainingSetup& setup, 
   // A header line may hold input (`mme init MODEL`): a newline in it would end the comment.
   for (const auto& h : options.header) out += h.empty() ? "#\n" : "# " + printable(h) + "\n";
   if (!w.hf_reason.empty())
-    out += fmt::format("# The model is written as `hf:` (its own config) because {};\n"
-                       "# docs/spec-files.md lists the fields that may override such a base.\n",
-                       w.hf_reason);
+    out += fmt::format(
+        "# The model is written as `hf:` (its own config) because {};\n"
+        "# docs/spec-files.md lists the fields that may override such a base.\n",
+        w.hf_reason);
   for (const auto& [section, fields] : w.sections) {
     if (!out.empty()) out += "\n";
     out += section + ":\n";

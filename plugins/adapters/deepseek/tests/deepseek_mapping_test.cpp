@@ -1,6 +1,6 @@
-// What the deepseek adapter puts into the ModelSpec: DeepSeek-V2/V3 (MLA, MoE layer frequency, query compression, the expert bias), the keys it read and the
-// warnings for keys it cannot honour. Configs are adapted as the CLI does (best adapter of the
-// full registry, tests/support/adapters).
+// What the deepseek adapter puts into the ModelSpec: DeepSeek-V2/V3 (MLA, MoE layer frequency, query compression, the
+// expert bias), the keys it read and the warnings for keys it cannot honour. Configs are adapted as the CLI does (best
+// adapter of the full registry, tests/support/adapters).
 #include <algorithm>
 
 #include <gmock/gmock.h>
@@ -42,7 +42,7 @@ TEST(adapter_mapping, DeepSeekV3) {
       EXPECT_EQ(l.mlp.top_k, 8);
       EXPECT_EQ(l.mlp.expert_ffn_hidden_size, 2048);
       EXPECT_EQ(l.mlp.shared_expert_ffn_hidden_size, 2048);  // 1 shared x 2048
-      EXPECT_TRUE(l.mlp.router_expert_bias);                  // noaux_tc
+      EXPECT_TRUE(l.mlp.router_expert_bias);                 // noaux_tc
       EXPECT_TRUE(l.mlp.router_fp32);
       EXPECT_FALSE(l.mlp.shared_expert_gate);
     }

@@ -1,6 +1,6 @@
-// What the generic_hf adapter puts into the ModelSpec: the generic Hugging Face adapter (Llama, Mixtral, Gemma-2 and the generic rules), the keys it read and the
-// warnings for keys it cannot honour. Configs are adapted as the CLI does (best adapter of the
-// full registry, tests/support/adapters).
+// What the generic_hf adapter puts into the ModelSpec: the generic Hugging Face adapter (Llama, Mixtral, Gemma-2 and
+// the generic rules), the keys it read and the warnings for keys it cannot honour. Configs are adapted as the CLI does
+// (best adapter of the full registry, tests/support/adapters).
 #include <algorithm>
 
 #include <gmock/gmock.h>
@@ -52,14 +52,14 @@ TEST(adapter_mapping, LlamaHasNoWarnings) {
 }
 
 TEST(adapter_mapping, GenericRules) {
-  nlohmann::json c = {{"model_type", "my_gpt"}, {"hidden_size", 1024},      {"num_hidden_layers", 4},
-                      {"num_attention_heads", 16}, {"vocab_size", 50000}, {"intermediate_size", 4096},
+  nlohmann::json c = {{"model_type", "my_gpt"},    {"hidden_size", 1024},     {"num_hidden_layers", 4},
+                      {"num_attention_heads", 16}, {"vocab_size", 50000},     {"intermediate_size", 4096},
                       {"layer_norm_eps", 1e-5},    {"hidden_act", "gelu_new"}};
   ModelSpec s = adapt(c);
   EXPECT_EQ(s.normalization, Normalization::kLayerNorm);  // no rms_norm_eps
-  EXPECT_FALSE(s.gated_linear_unit);                        // gelu outside a GeGLU family
-  EXPECT_EQ(s.layers[0].attention.num_query_groups, 16);    // num_key_value_heads defaults to heads
-  EXPECT_EQ(s.layers[0].attention.kv_channels, 64);         // hidden / heads
+  EXPECT_FALSE(s.gated_linear_unit);                      // gelu outside a GeGLU family
+  EXPECT_EQ(s.layers[0].attention.num_query_groups, 16);  // num_key_value_heads defaults to heads
+  EXPECT_EQ(s.layers[0].attention.kv_channels, 64);       // hidden / heads
   EXPECT_DOUBLE_EQ(s.hidden_dropout, 0.0);
   // An unknown family without the key: transformers omits tie_word_embeddings exactly when
   // it is true (PretrainedConfig's default), so tied, with a warning.

@@ -1,6 +1,6 @@
-// What the qwen adapter puts into the ModelSpec: Qwen2/2.5/3 and their MoE variants (QKV bias, QK norm, shared-expert gate, sparse layers), the keys it read and the
-// warnings for keys it cannot honour. Configs are adapted as the CLI does (best adapter of the
-// full registry, tests/support/adapters).
+// What the qwen adapter puts into the ModelSpec: Qwen2/2.5/3 and their MoE variants (QKV bias, QK norm, shared-expert
+// gate, sparse layers), the keys it read and the warnings for keys it cannot honour. Configs are adapted as the CLI
+// does (best adapter of the full registry, tests/support/adapters).
 #include <algorithm>
 
 #include <gmock/gmock.h>

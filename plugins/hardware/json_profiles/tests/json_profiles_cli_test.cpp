@@ -1,14 +1,13 @@
 // JSON hardware profiles end to end through the built `mme`: --hardware-file and
 // MME_HARDWARE_PATH feed `mme hardware`, the estimate's fit verdicts and --gpu; a bad file is
 // one warning on stderr and the command still succeeds.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
 
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -22,8 +21,9 @@ namespace {
 using test::run_mme;
 using test::RunResult;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 std::string describe(const RunResult& r) {
   return fmt::format("exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}", r.exit_code, r.out, r.err);
@@ -63,7 +63,8 @@ constexpr const char* kAcme = R"([
 TEST(HardwareJsonCli, HardwareFileProfilesAreListed) {
   test::TempDir dir;
   test::write_file(dir.path() / "acme.json", kAcme);
-  const RunResult r = run_mme({"hardware", "--json", "--hardware-file", (dir.path() / "acme.json").string()}, kCleanEnv);
+  const RunResult r =
+      run_mme({"hardware", "--json", "--hardware-file", (dir.path() / "acme.json").string()}, kCleanEnv);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.err, "");
   const json list = parse_stdout(r)["hardware"];
@@ -93,8 +94,8 @@ TEST(HardwareJsonCli, FoldersInMmeHardwarePathAreRead) {
   test::write_file(one.path() / "acme.json", kAcme);
   test::write_file(two.path() / "lab.json", R"({"name": "Lab-GPU-40", "memory_gib": 40})");
   test::write_file(two.path() / "readme.txt", "not read");
-  const RunResult r = run_mme({"hardware", "--json"},
-                              env_with("MME_HARDWARE_PATH", one.path().string() + ":" + two.path().string()));
+  const RunResult r =
+      run_mme({"hardware", "--json"}, env_with("MME_HARDWARE_PATH", one.path().string() + ":" + two.path().string()));
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.err, "");
   const json list = parse_stdout(r)["hardware"];
@@ -114,8 +115,8 @@ TEST(HardwareJsonCli, ABadFileIsOneWarningAndTheRestLoads) {
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 5) << r.err;
   const auto warned = [&](const std::string& file, const std::string& why) {
-    EXPECT_CONTAINS(r.err, fmt::format("mme: warning: hardware profile file {} skipped: {}",
-                                       (dir.path() / file).string(), why));
+    EXPECT_CONTAINS(
+        r.err, fmt::format("mme: warning: hardware profile file {} skipped: {}", (dir.path() / file).string(), why));
   };
   warned("broken.json", "invalid JSON: parse error at line 1");
   warned("negative.json", "'Neg': 'memory_gib' must not be negative, got -4");
@@ -123,8 +124,9 @@ TEST(HardwareJsonCli, ABadFileIsOneWarningAndTheRestLoads) {
   // acme.json sorts before dup.json, so acme's ACME-X1-96GB stays.
   warned("dup.json", "name 'ACME-X1-96GB' of profile 'ACME-X1-96GB' is already taken by profile 'ACME-X1-96GB' of " +
                          (dir.path() / "acme.json").string());
-  warned("h100.json", "name 'H100' of profile 'Not-an-H100' is already taken by profile 'H100-SXM-80GB' of plugin "
-                      "hw_nvidia_hopper");
+  warned("h100.json",
+         "name 'H100' of profile 'Not-an-H100' is already taken by profile 'H100-SXM-80GB' of plugin "
+         "hw_nvidia_hopper");
   const json list = parse_stdout(r)["hardware"];
   EXPECT_NE(find_named(list, "name", "ACME-X1-96GB"), nullptr);
   EXPECT_EQ((*find_named(list, "name", "ACME-X1-96GB"))["memory_bytes"], 96LL << 30);
@@ -156,16 +158,16 @@ TEST(HardwareJsonCli, EstimateJudgesTheFitOnJsonProfilesAndAcceptsThemAsGpu) {
   EXPECT_EQ((*mini)["fits"], peak <= (*mini)["usable_bytes"].get<std::int64_t>());
   EXPECT_LT((*mini)["usable_bytes"].get<std::int64_t>(), 7LL << 30);  // 8 GiB - 1 GiB reserved - 5% headroom
 
-  const RunResult one = run_mme({"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file},
-                                kCleanEnv);
+  const RunResult one =
+      run_mme({"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file}, kCleanEnv);
   ASSERT_EQ(one.exit_code, 0) << describe(one);
   const json fits = parse_stdout(one)["fits"];
   ASSERT_EQ(fits.size(), 1u);
   EXPECT_EQ(fits[0]["hardware"], "ACME-X1-96GB");
   EXPECT_EQ(fits[0]["usable_bytes"], (96LL << 30) - (2LL << 30) - std::llround(static_cast<double>(96LL << 30) * 0.05));
 
-  const RunResult text = run_mme({"estimate", "Qwen/Qwen3-0.6B", "--gpu", "acme_x1_96gb", "--hardware-file", file},
-                                 kCleanEnv);
+  const RunResult text =
+      run_mme({"estimate", "Qwen/Qwen3-0.6B", "--gpu", "acme_x1_96gb", "--hardware-file", file}, kCleanEnv);
   ASSERT_EQ(text.exit_code, 0) << describe(text);
   EXPECT_CONTAINS(text.out, "ACME-X1-96GB");
 
@@ -185,7 +187,8 @@ TEST(HardwareJsonCli, HardwareFileAddsToMmeHardwareFiles) {
                               env_with("MME_HARDWARE_FILES", (dir.path() / "a.json").string()));
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json list = parse_stdout(r)["hardware"];
-  for (const char* name : {"Env-GPU", "Flag-GPU", "Flag-GPU-2"}) EXPECT_NE(find_named(list, "name", name), nullptr) << name;
+  for (const char* name : {"Env-GPU", "Flag-GPU", "Flag-GPU-2"})
+    EXPECT_NE(find_named(list, "name", name), nullptr) << name;
 }
 
 TEST(HardwareJsonCli, AMissingHardwareFileIsAnError) {

@@ -1,23 +1,23 @@
 // The json_profiles plugin through its static archive: what a profile file may hold, the
 // figures it turns into, and that every kind of bad file costs exactly one warning naming the
 // file while the good files still load.
-#include <gtest/gtest.h>
+#include "json_profiles.hpp"
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <mme/engine/registry.hpp>
 #include <mme/sdk/version.hpp>
 
-#include "json_profiles.hpp"
 #include "nvidia_hopper.hpp"
 #include "test_support.hpp"
 
@@ -34,8 +34,9 @@ using plugins::parse_hardware_profiles;
 constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kGiB = 1024 * kMiB;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (haystack) << "' lacks '" << (needle) << "'"
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "'" << (haystack) << "' lacks '" << (needle) << "'"
 
 struct Loaded {
   std::vector<HardwareProfile> profiles;
@@ -209,8 +210,9 @@ TEST(JsonProfiles, ANameTakenByTheHostIsSkipped) {
   const Loaded l = load({dir.path() / "x.json"}, taken);
   EXPECT_TRUE(l.profiles.empty());
   ASSERT_EQ(l.warnings.size(), 1u);
-  EXPECT_CONTAINS(l.warnings[0], "name 'h-100' of profile 'My-H100' is already taken by profile 'H100-SXM-80GB' of "
-                                 "plugin hw_nvidia_hopper");
+  EXPECT_CONTAINS(l.warnings[0],
+                  "name 'h-100' of profile 'My-H100' is already taken by profile 'H100-SXM-80GB' of "
+                  "plugin hw_nvidia_hopper");
 }
 
 TEST(JsonProfiles, MissingAndUnreadableFilesAreWarnings) {
@@ -262,8 +264,10 @@ class JsonProfilesPlugin : public ::testing::Test {
   void TearDown() override {
     spdlog::set_default_logger(previous_);
     for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
   std::ostringstream log_;
