@@ -20,9 +20,11 @@ std::int64_t megatron_theoretical_memory(const ModelSpec& m, const TrainingSetup
   for (const auto& l : m.layers) ffn = std::max(ffn, static_cast<double>(l.mlp.ffn_hidden_size));
   if (ffn == 0) ffn = 4 * h;
 
+  // The tools' formulas know multi-latent attention by its low-rank KV projection (the fields
+  // the mla block requires), not by a block kind's name.
   auto attention = [&](const AttentionSpec& a) {
     const double n = static_cast<double>(a.num_heads);
-    if (a.kind == "mla") {
+    if (a.kv_lora_rank > 0) {
       const double dq = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
       const double q = a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) * (h + n * dq + nu) : h * n * dq;
       const double kv_r = static_cast<double>(a.kv_lora_rank);
@@ -107,7 +109,7 @@ std::int64_t seed_tool_peak(const ModelSpec& m, const TrainingSetup& s) {
     const auto& a = l.attention;
     const double nh = static_cast<double>(a.num_heads);
     double act = 0;
-    if (a.kind == "mla") {
+    if (a.kv_lora_rank > 0) {  // multi-latent attention (see above)
       const double dq = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
       const double qr = a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) : 0.0;
       const double kvr = static_cast<double>(a.kv_lora_rank), dv = static_cast<double>(a.v_head_dim);
