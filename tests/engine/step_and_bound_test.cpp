@@ -151,6 +151,31 @@ TEST_F(StepAndBound, TheBoundCoversAllocatorRoundingAndAttentionFallback) {
   EXPECT_GT(unfused.peak().total_bytes, a.peak().total_bytes);
 }
 
+// Unfused attention cannot run context parallelism (the attention blocks refuse it), so with CP
+// a run whose flash attention is uncertain cannot fall back to it: the bound leaves that state
+// out and says so, instead of refusing a layout the point estimate accepts (it exited 4).
+TEST_F(StepAndBound, TheBoundTakesNoAttentionFallbackTheLayoutCannotReach) {
+  const ModelSpec dense = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 2;
+  s.parallel.cp = 2;
+  s.attention_env.deterministic = true;  // TE's fused backend is out: flash, if flash-attn is installed
+  ASSERT_TRUE(resolve_attention(s, 80).may_fall_back_to_unfused);
+  const Estimate e = run(dense, s, 80);
+  ASSERT_EQ(e.bound_terms.size(), 1u);  // the allocator's rounding only
+  EXPECT_EQ(e.bound_terms.front().rfind("allocator block rounding", 0), 0u) << e.bound_terms.front();
+  const auto& st = e.peak();
+  EXPECT_EQ(e.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes));
+  bool named = false;
+  for (const auto& a : e.assumptions)
+    named = named || a.find("no unfused-attention fallback in the upper bound: context parallelism") == 0;
+  EXPECT_TRUE(named);
+  // Without CP the same setup keeps the fallback in the bound.
+  s.parallel.world_size = 1;
+  s.parallel.cp = 1;
+  EXPECT_EQ(run(dense, s, 80).bound_terms.size(), 2u);
+}
+
 // The MoE block's routed tokens grow by the imbalance in the bound's pass only.
 TEST_F(StepAndBound, RoutingImbalanceRaisesTheBoundNotTheEstimate) {
   ModelSpec moe = test::gpt_model(4, 1024, 16);

@@ -35,6 +35,11 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
 
 struct Estimator::Impl : EngineTables {};
 
+namespace {
+constexpr std::string_view kUnfusedFallbackTerm =
+    "attention may fall back to unfused (score tensors of s^2 per head kept)";
+}  // namespace
+
 const EngineTables& engine_tables(const Estimator& estimator) { return *estimator.impl_; }
 
 namespace {
@@ -194,14 +199,23 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
                     "of tokens (--moe-routing-imbalance)",
                     imbalance));
-  if (bound_attention != attn.backend)
-    est.bound_terms.push_back("attention may fall back to unfused (score tensors of s^2 per head kept)");
+  if (bound_attention != attn.backend) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
   const bool second_pass = !est.bound_terms.empty() && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const Estimate bound = second_pass ? [&] {
     EstimateOptions quiet = options;
     quiet.components = false;
     quiet.layer_breakdown = false;
-    return run_pass(requested, quiet, bound_attention, imbalance);
+    try {
+      return run_pass(requested, quiet, bound_attention, imbalance);
+    } catch (const LayoutError& e) {
+      if (bound_attention == attn.backend) throw;
+      // A fallback the blocks refuse under this layout (unfused attention cannot run context
+      // parallelism) is no state the run can reach: without flash-attn it stops instead.
+      est.assumptions.push_back(fmt::format(
+          "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead", e.what()));
+      std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
+      return run_pass(requested, quiet, attn.backend, imbalance);
+    }
   }()
                                      : Estimate{};
   std::int64_t slack = 0;
