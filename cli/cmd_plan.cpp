@@ -364,11 +364,11 @@ int run_plan(const std::vector<std::string>& args) {
                       name));
 
   PlanOptions o;
-  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, std::int64_t{1} << 40);
+  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
   if (vm.count("micro-batch-size")) {
     o.micro_batch_sizes.clear();
     for (const auto& item : split_list(vm["micro-batch-size"].as<std::string>())) {
-      const std::int64_t b = parse_int("--micro-batch-size", item, 1, std::int64_t{1} << 24);
+      const std::int64_t b = parse_int("--micro-batch-size", item, 1, kMaxSequenceSize);
       if (std::find(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end(), b) == o.micro_batch_sizes.end())
         o.micro_batch_sizes.push_back(b);
     }
@@ -382,8 +382,7 @@ int run_plan(const std::vector<std::string>& args) {
     }
   }
   auto fixed = [&](std::initializer_list<const char*> names, std::optional<std::int64_t>& into) {
-    if (auto v = get_aliased(vm, names))
-      into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, std::int64_t{1} << 20);
+    if (auto v = get_aliased(vm, names)) into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, kMaxParallelSize);
   };
   fixed({"tp", "tensor-model-parallel-size"}, o.tp);
   fixed({"pp", "pipeline-model-parallel-size"}, o.pp);
@@ -394,8 +393,8 @@ int run_plan(const std::vector<std::string>& args) {
   o.base = read_setup(vm);
   if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
   if (vm.count("gpus-per-node"))
-    o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, 1 << 20);
-  if (vm.count("max-tp")) o.max_tp = parse_int("--max-tp", vm["max-tp"].as<std::string>(), 1, 1 << 20);
+    o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, kMaxParallelSize);
+  if (vm.count("max-tp")) o.max_tp = parse_int("--max-tp", vm["max-tp"].as<std::string>(), 1, kMaxParallelSize);
   if (vm.count("inter-node-bandwidth"))
     o.inter_node_bandwidth_gbps =
         parse_double("--inter-node-bandwidth", vm["inter-node-bandwidth"].as<std::string>(), 1e-3, 1e9);

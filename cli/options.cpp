@@ -108,21 +108,6 @@ po::variables_map parse(const std::string& command, const std::vector<std::strin
   return vm;
 }
 
-std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t min, std::int64_t max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(begin, &end, 10);
-  if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
-    throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
-  if (errno == ERANGE || v > max) throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
-  if (v < min) {
-    if (min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
-    throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, min, text));
-  }
-  return v;
-}
-
 double parse_double(const std::string& flag, const std::string& text, double min, double max) {
   const char* begin = text.c_str();
   char* end = nullptr;

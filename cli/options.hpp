@@ -10,6 +10,8 @@
 
 #include <boost/program_options.hpp>
 
+#include <mme/inputs/setup_schema.hpp>
+
 namespace mme::cli {
 
 namespace po = boost::program_options;
@@ -34,8 +36,9 @@ po::variables_map parse(const std::string& command, const std::vector<std::strin
 std::string unknown_option_message(const std::string& command, const std::string& given,
                                    const po::options_description& options);
 
-// Strict conversions: the whole string must be a number in range.
-std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t min, std::int64_t max);
+// Strict conversions: the whole string must be a number in range (integers: mme::parse_int of
+// the setup schema, mme/inputs/setup_schema.hpp).
+using mme::parse_int;
 double parse_double(const std::string& flag, const std::string& text, double min, double max);
 
 // The value of an option given under one of several names (aliases); UsageError if two

@@ -19,40 +19,22 @@
 #include <mme/planner/planner.hpp>
 
 #include "deepseek_adapter.hpp"
-#include "dense_mlp.hpp"
 #include "generic_hf_adapter.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
 #include "moonlight_kimi_adapter.hpp"
-#include "nvidia_hopper.hpp"
-#include "test_support.hpp"
+#include "planner_fixture.hpp"
 
 namespace mme {
 namespace {
 
 const Registry& registry() {
-  static const std::unique_ptr<Registry> r = [] {
-    auto reg = std::make_unique<Registry>();
-    reg->register_plugin("adapter_deepseek", "test", "", plugins::register_deepseek_adapter);
-    reg->register_plugin("adapter_moonlight_kimi", "test", "", plugins::register_moonlight_kimi_adapter);
-    reg->register_plugin("adapter_generic_hf", "test", "", plugins::register_generic_hf_adapter);
-    reg->register_plugin("layer_gqa", "test", "", plugins::register_gqa);
-    reg->register_plugin("layer_mla", "test", "", plugins::register_mla);
-    reg->register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
-    reg->register_plugin("layer_moe", "test", "", plugins::register_moe);
-    reg->register_plugin("hw_nvidia_hopper", "test", "", plugins::register_nvidia_hopper);
-    return reg;
-  }();
+  static const std::unique_ptr<Registry> r =
+      test::planner_registry({{"adapter_deepseek", plugins::register_deepseek_adapter},
+                              {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
+                              {"adapter_generic_hf", plugins::register_generic_hf_adapter}});
   return *r;
 }
 
-ModelSpec bundled(const std::string& id) {
-  std::string dir = id;
-  dir.replace(dir.find('/'), 1, "--");
-  const auto path = test::source_dir() / "models" / dir / "config.json";
-  return adapt_config(read_config_file(path), id, path.string(), registry());
-}
+ModelSpec bundled(const std::string& id) { return test::bundled_model(id, registry()); }
 
 struct Case {
   std::string name;

@@ -182,26 +182,28 @@ std::string knob_values_text(const SetupKnob& k) {
   return out;
 }
 
+std::int64_t parse_int(std::string_view flag, const std::string& text, std::int64_t min, std::int64_t max,
+                       bool megatron) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(begin, &end, 10);
+  if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
+    throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
+  if (errno == ERANGE || v > max) {
+    if (megatron) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, text, max));
+    throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
+  }
+  if (v < min) {
+    if (min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
+    throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, min, text));
+  }
+  return v;
+}
+
 J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& text, bool megatron) {
   switch (k.kind) {
-    case KnobKind::kInt: {
-      const char* begin = text.c_str();
-      char* end = nullptr;
-      errno = 0;
-      const long long v = std::strtoll(begin, &end, 10);
-      if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
-        throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
-      if (errno == ERANGE || v > k.max) {
-        if (megatron)
-          throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, text, k.max));
-        throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, k.max));
-      }
-      if (v < k.min) {
-        if (k.min == 1) throw UsageError(fmt::format("{}: expected a positive integer, got {}", flag, text));
-        throw UsageError(fmt::format("{}: expected an integer of at least {}, got {}", flag, k.min, text));
-      }
-      return J(static_cast<std::int64_t>(v));
-    }
+    case KnobKind::kInt: return J(parse_int(flag, text, k.min, k.max, megatron));
     case KnobKind::kNumber: {
       const char* begin = text.c_str();
       char* end = nullptr;

@@ -147,6 +147,11 @@ const SetupKnob* find_knob(std::string_view name);
 // which no real run uses"), as Megatron-LM flags always were.
 nlohmann::json parse_knob_text(const SetupKnob& knob, std::string_view flag, const std::string& text,
                                bool megatron = false);
+// An integer flag's value in [min, max]: UsageError naming `flag` ("--tp: expected a positive
+// integer, got 0", "... is too large (at most N)"). `megatron`: beyond `max` is the LayoutError
+// Megatron-LM flags always gave ("--seq-length N is larger than M, which no real run uses").
+std::int64_t parse_int(std::string_view flag, const std::string& text, std::int64_t min, std::int64_t max,
+                       bool megatron = false);
 // The text of a value on a command line ("4", "0.3", "core_attn,mlp", "a2a+p2p").
 std::string knob_text(const SetupKnob& knob, const nlohmann::json& value);
 // "bf16, fp16, fp8, fp32": what an enum knob accepts, for messages.
