@@ -224,7 +224,16 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
                      {"activation_bytes_per_microbatch", k.activation_bytes_per_microbatch},
                      {"transient_bytes", k.transient_bytes},
                      {"parameter_terms", params},
-                     {"activation_terms", acts}});
+                     {"activation_terms", acts},
+                     {"costs_per_microbatch",
+                      {{"forward_flops", k.costs.forward_flops},
+                       {"recompute_flops", k.costs.recompute_flops},
+                       {"weight_bytes_read", k.costs.weight_bytes},
+                       {"collective_bytes",
+                        {{"tp", k.costs.tp_bytes},
+                         {"cp", k.costs.cp_bytes},
+                         {"ep", k.costs.ep_bytes},
+                         {"etp", k.costs.etp_bytes}}}}}});
   }
   j["layer_kinds"] = kinds;
   j["assumptions"] = est.assumptions;
@@ -369,6 +378,12 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
       out << fmt::format("  {} + {}{}: {} parameters, {} of activations, {} transient\n", k.attention, k.mlp,
                          k.mtp ? " (MTP)" : fmt::format(" x {} layers", k.layers), format_count(k.parameters),
                          format_bytes(k.activation_bytes_per_microbatch), format_bytes(k.transient_bytes));
+      const LayerCosts& lc = k.costs;
+      auto bytes = [](double b) { return format_bytes(static_cast<std::int64_t>(b)); };
+      out << fmt::format("    costs: {:.3g} forward FLOPs, {} of weights read, {} sent (TP {}, CP {}, EP {}, ETP {})\n",
+                         lc.forward_flops, bytes(lc.weight_bytes),
+                         bytes(lc.tp_bytes + lc.cp_bytes + lc.ep_bytes + lc.etp_bytes), bytes(lc.tp_bytes),
+                         bytes(lc.cp_bytes), bytes(lc.ep_bytes), bytes(lc.etp_bytes));
       for (const auto& c : k.components)
         out << fmt::format("      {:<58} {:>12}\n", c.name,
                            c.category == MemoryCategory::kWeights ? format_count(c.bytes) : format_bytes(c.bytes));
