@@ -33,8 +33,8 @@ TEST(GeneratedSchemas, EverySpecFieldHasItsProperty) {
     EXPECT_EQ(def.at("additionalProperties"), false);
     // "required" in the table's default column: required in the schema (the model's unless hf).
     const OJ& clause = f.section == "model" ? def.at("else") : def;  // setup sections: their own required
-    const bool required = clause.contains("required") &&
-                          std::find(clause["required"].begin(), clause["required"].end(), f.name) != clause["required"].end();
+    const bool required = clause.contains("required") && std::find(clause["required"].begin(), clause["required"].end(),
+                                                                   f.name) != clause["required"].end();
     EXPECT_EQ(required, f.default_text == "required");
   }
   EXPECT_EQ(sections.size(), spec_sections().size());
