@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <mme/engine/estimator.hpp>
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
@@ -97,6 +98,8 @@ int run_init(const std::vector<std::string>& args) {
 
   SpecWriteOptions wo;
   wo.header = {
+      // First: editors that speak the YAML language server complete and check the fields.
+      "yaml-language-server: $schema=" + spec_file_schema_reference(),
       "mme spec file (docs/spec-files.md): a model, its parallel layout and its training settings,",
       "in Megatron-LM's TransformerConfig names and the sections of the configuration guide.",
       "  mme estimate --config FILE [flags]         estimate it; command-line flags override the file",

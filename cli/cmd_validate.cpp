@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <mme/inputs/json_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -173,7 +174,8 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
     for (const auto& c : counted) list.push_back(case_json(c));
     for (const auto& c : other) other_list.push_back(case_json(c));
     std::cout << json_text(
-                     nlohmann::json{{"format", csv_format_name(CsvFormat::kRealRuns)},
+                     nlohmann::json{{"schema_version", kSchemaVersion},
+                                    {"format", csv_format_name(CsvFormat::kRealRuns)},
                                     {"cases", list},
                                     {"summary", summary_json(sum, false)},
                                     {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
@@ -205,7 +207,8 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
   if (json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& c : cases) list.push_back(case_json(c));
-    std::cout << json_text(nlohmann::json{{"format", csv_format_name(CsvFormat::kFunctionalTest)},
+    std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion},
+                                          {"format", csv_format_name(CsvFormat::kFunctionalTest)},
                                           {"cases", list},
                                           {"summary", summary_json(sum, true)}},
                            2)
@@ -281,6 +284,7 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
       list.push_back(j);
     }
     nlohmann::json doc{
+        {"schema_version", kSchemaVersion},
         {"format", "log"},
         {"log", log},
         {"model", est.model.name},

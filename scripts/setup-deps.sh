@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev  # spec files (mme estimate --config)
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
+  python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then

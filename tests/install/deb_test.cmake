@@ -36,7 +36,8 @@ mme_run_ok(list COMMAND "${DPKG_DEB}" -c "${runtime}")
 foreach(path ./usr/bin/mme ./usr/lib/libmme_sdk.so.${MME_PROJECT_VERSION} ./usr/lib/libmme_engine.so.${MME_PROJECT_VERSION}
              ./usr/lib/libmme_report.so.${MME_PROJECT_VERSION} ./usr/lib/mme/plugins/mme_hw_nvidia_hopper.so
              ./usr/lib/mme/plugins/mme_json_profiles.so ./usr/lib/mme/plugins/mme_adapter_generic_hf.so
-             ./usr/share/mme/models/Qwen--Qwen3-8B/config.json
+             ./usr/share/mme/models/Qwen--Qwen3-8B/config.json ./usr/share/mme/schema/estimate.schema.json
+             ./usr/share/mme/schema/spec-file.schema.json
              ./usr/share/doc/megatron-memory-estimator/README.md)
   mme_expect_contains("${list_out}" " ${path}\n" "contents of the runtime package")
 endforeach()

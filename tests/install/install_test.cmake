@@ -29,6 +29,9 @@ mme_expect_exists(
   "${first}/lib/mme/plugins/mme_hw_nvidia_hopper.so" "${first}/lib/mme/plugins/mme_json_profiles.so"
   "${first}/lib/mme/plugins/mme_adapter_generic_hf.so" "${first}/lib/mme/plugins/mme_layer_gqa.so"
   "${first}/share/mme/models/Qwen--Qwen3-8B/config.json"
+  "${first}/share/mme/schema/estimate.schema.json" "${first}/share/mme/schema/plan.schema.json"
+  "${first}/share/mme/schema/spec-file.schema.json" "${first}/share/mme/schema/setup.schema.json"
+  "${first}/share/mme/schema/hardware-profile.schema.json"
   "${first}/include/mme/sdk/plugin.hpp" "${first}/include/mme/sdk/registrar.hpp" "${first}/include/mme/sdk/version.hpp"
   "${first}/include/mme/engine/registry.hpp" "${first}/include/mme/report/render_estimate.hpp"
   "${first}/lib/cmake/mme/mmeConfig.cmake" "${first}/lib/cmake/mme/mmeConfigVersion.cmake"
@@ -78,6 +81,21 @@ mme_expect_contains("${models_out}" "\"Qwen/Qwen3-8B\"" "the bundled models of t
 mme_expect_contains("${models_out}" "${prefix}/share/mme/models/" "the bundled models of the moved prefix")
 mme_run_ok(builtin COMMAND "${mme}" estimate Qwen/Qwen3-8B --json)
 mme_expect_contains("${builtin_out}" "\"schema_version\": 1" "estimate of a bundled model")
+# The published schemas (docs/cli.md, "Contracts"): every one the build staged is installed, each
+# names its own $id, and `mme init` of the moved tree points editors at the moved spec-file schema.
+file(GLOB staged_schemas RELATIVE "${MME_BUILD_DIR}/stage/share/mme/schema" "${MME_BUILD_DIR}/stage/share/mme/schema/*.json")
+file(GLOB installed_schemas RELATIVE "${prefix}/share/mme/schema" "${prefix}/share/mme/schema/*.json")
+list(SORT staged_schemas)
+list(SORT installed_schemas)
+mme_expect_equal("${installed_schemas}" "${staged_schemas}" "the installed schemas")
+foreach(name IN LISTS installed_schemas)
+  file(READ "${prefix}/share/mme/schema/${name}" text)
+  string(JSON id GET "${text}" "$id")
+  mme_expect_equal("${id}" "https://megatron-memory-estimator.invalid/schema/v1/${name}" "the $id of ${name}")
+endforeach()
+mme_run_ok(init COMMAND "${mme}" init)
+mme_expect_contains("${init_out}" "# yaml-language-server: $schema=file://${prefix}/share/mme/schema/spec-file.schema.json\n"
+                    "the schema line of mme init in the moved prefix")
 
 # The family is unknown until its plugin is built: no adapter reads config.json.
 set(config "${MME_SOURCE_DIR}/examples/acme_model_family/config.json")

@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_svg.hpp>
@@ -131,7 +132,7 @@ nlohmann::json setup_to_json(const TrainingSetup& s) { return setup_to_json_bloc
 
 nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits) {
   nlohmann::json j;
-  j["schema_version"] = 1;
+  j["schema_version"] = kSchemaVersion;
   const auto& ms = est.model;
   j["model"] = {{"name", ms.name},
                 {"family", ms.family},
@@ -184,6 +185,9 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"components", comps},
         // The seed tool's fields: counts in billions, memory in GiB (it prints "GB").
         {"parameters_b", static_cast<double>(s.parameters) / 1e9},
+        {"activation_bytes_b", static_cast<double>(s.activation_bytes) / 1e9},
+        // Deprecated (docs/cli.md, "Contracts"; removed in schema_version 2): the seed's
+        // "activation elements" as bytes / 2, which holds only for 2-byte activations.
         {"activation_b", static_cast<double>(s.activation_bytes) / 2.0 / 1e9},
         {"weight_grad_gb", gib(wg)},
         {"weight_grad_optim_gb", gib(wg + s.optimizer_bytes)},
@@ -296,7 +300,9 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("  Layers: {}{}, micro-batches in flight: {}\n", st.layers,
                        st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "", st.inflight_microbatches);
     out << fmt::format("  Parameters: {:.2f}B\n", static_cast<double>(st.parameters) / 1e9);
-    out << fmt::format("  Activations: {:.2f}B\n", static_cast<double>(st.activation_bytes) / 2.0 / 1e9);
+    // Bytes, in billions: the activations mix dtypes (fp32 logits, 1-byte masks), so no element
+    // count follows from them (the seed printed bytes / 2 as "elements").
+    out << fmt::format("  Activations: {:.2f}B bytes\n", static_cast<double>(st.activation_bytes) / 1e9);
     out << "  Memory Breakdown:\n";
     const std::int64_t wg = st.weight_bytes + st.gradient_bytes;
     out << fmt::format("    - Weights + Gradients: {:.2f} GiB\n", gib(wg));
