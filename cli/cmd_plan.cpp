@@ -21,6 +21,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
 #include <unistd.h>
 
@@ -337,7 +338,9 @@ int run_plan(const std::vector<std::string>& args) {
   pos.add("model", 1);
   po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
+  // The model and the setup as every command that takes a model reads them (estimate_inputs.hpp);
+  // plan takes MODEL only, and reads the setup once the list flags are out of the way.
+  EstimateRequest request = read_model_source(vm, model_argument(vm), InputRules{"plan", false, false});
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
   if (!gpus_text) throw UsageError("plan needs --num-gpus N");
   const bool json = switch_on(vm, "json"), csv = switch_on(vm, "csv");
@@ -390,7 +393,8 @@ int run_plan(const std::vector<std::string>& args) {
   fixed({"ep", "expert-model-parallel-size"}, o.ep);
   fixed({"etp", "expert-tensor-parallel-size"}, o.etp);
   fixed({"cp", "context-parallel-size"}, o.cp);
-  o.base = read_setup(vm);
+  read_request_setup(vm, request);
+  o.base = request.setup;
   if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
   if (vm.count("gpus-per-node"))
     o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, kMaxParallelSize);
@@ -407,13 +411,7 @@ int run_plan(const std::vector<std::string>& args) {
   use_hardware_files(vm);
   load_registry(registry, common);
   if (vm.count("gpu")) {
-    const std::string name = vm["gpu"].as<std::string>();
-    o.gpu = registry.find_hardware(name);
-    if (!o.gpu) {
-      std::string known;
-      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
-    }
+    o.gpu = request_gpu(request, vm, registry);
   } else {
     for (const auto& h : registry.hardware()) {
       const HardwareProfile* c = h.object.get();
@@ -426,9 +424,8 @@ int run_plan(const std::vector<std::string>& args) {
   const bool every_gpu = !vm.count("gpu") && !json && !csv && !html_file;
   if (!vm.count("gpu") && !every_gpu)
     spdlog::warn("no --gpu: planning for {}, the GPU with the most memory (give --gpu NAME to choose)", o.gpu->name);
-  SourceOptions sources;
-  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
+  std::vector<std::string> assumptions;  // only launch flags make any, and plan takes none
+  const ModelSpec model = load_request_model(request, vm, registry, assumptions);
   const Planner planner(model, registry);
 
   if (every_gpu) return print_every_gpu(registry, model, planner, o);

@@ -512,5 +512,75 @@ TEST(Cli, ErrorLinesAreColouredLikeWarningsOnATerminal) {
   EXPECT_CONTAINS(both.out, "mme: \x1b[31m\x1b[1merror\x1b[m: ");
 }
 
+// ---------------------------------------------------------------------------------------
+// Where the model and the GPU come from: one lookup for estimate, plan and init
+// (cli/estimate_inputs.hpp, mme/inputs/gpu_lookup.hpp), so the same name gets the same answer.
+
+TEST(Cli, AnUnknownGpuIsTheSameUsageErrorInEveryCommand) {
+  const RunResult hardware = run_mme({"hardware", "--json"});
+  ASSERT_EQ(hardware.exit_code, 0) << describe(hardware);
+  std::string known;
+  for (const auto& h : parse_stdout(hardware)["hardware"])
+    known += (known.empty() ? "" : ", ") + h["name"].get<std::string>();
+  // `mme hardware` lists the profiles smallest first; the message names them as loaded. Same
+  // set, whatever the order.
+  const std::vector<std::vector<std::string>> runs = {
+      {"estimate", "Qwen/Qwen3-8B", "--gpu", "Z900"},
+      {"compare", "Qwen/Qwen3-8B", "--tp", "1,2", "--gpu", "Z900"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "Z900"},
+      {"init", "Qwen/Qwen3-8B", "--gpu", "Z900"},
+      {"init", "--gpu", "Z900"},
+  };
+  std::string first;
+  for (const auto& args : runs) {
+    SCOPED_TRACE(args.front());
+    const RunResult r = run_mme(args);
+    expect_usage_error(r, "--gpu: unknown GPU 'Z900' (known: ");
+    for (const auto& h : parse_stdout(hardware)["hardware"]) EXPECT_CONTAINS(r.err, h["name"].get<std::string>());
+    if (first.empty()) first = r.err;
+    EXPECT_EQ(r.err, first);
+  }
+}
+
+TEST(Cli, AGpuOfAHardwareFileIsFoundByEveryCommand) {
+  // init had no --hardware-file: a GPU that estimate and plan took from a JSON file was
+  // unknown to init, whose spec file then named no GPU. Now all three read the same profiles.
+  test::TempDir dir;
+  const fs::path lab = dir.path() / "lab.json";
+  test::write_file(lab, R"({"name": "Lab-GPU-24GB", "memory_gib": 24, "aliases": ["lab"]})");
+  const RunResult init = run_mme({"init", "Qwen/Qwen3-0.6B", "--hardware-file", lab.string(), "--gpu", "lab"});
+  ASSERT_EQ(init.exit_code, 0) << describe(init);
+  EXPECT_CONTAINS(init.out, "gpu: Lab-GPU-24GB");
+  const fs::path spec = dir.path() / "spec.yaml";
+  test::write_file(spec, init.out);
+  const RunResult est = run_mme({"estimate", "--config", spec.string(), "--hardware-file", lab.string(), "--json"});
+  ASSERT_EQ(est.exit_code, 0) << describe(est);
+  const json j = parse_stdout(est);
+  ASSERT_EQ(j["fits"].size(), 1u);
+  EXPECT_EQ(j["fits"][0]["hardware"], "Lab-GPU-24GB");
+  const RunResult plan = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--hardware-file", lab.string(),
+                                  "--gpu", "lab", "--json", "--top", "1"});
+  ASSERT_EQ(plan.exit_code, 0) << describe(plan);
+  EXPECT_EQ(parse_stdout(plan)["gpu"], "Lab-GPU-24GB");
+  // Without the file the name is unknown to each, with the same message.
+  expect_usage_error(run_mme({"init", "Qwen/Qwen3-0.6B", "--gpu", "lab"}), "--gpu: unknown GPU 'lab' (known: ");
+}
+
+TEST(Cli, EachCommandNamesTheModelSourcesItTakes) {
+  expect_usage_error(run_mme({"estimate"}),
+                     "estimate needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config");
+  expect_usage_error(run_mme({"plan", "--num-gpus", "8"}), "plan needs a MODEL (a hub id, a config.json or a folder)");
+  EXPECT_EQ(run_mme({"plan", "--num-gpus", "8"}).err,
+            "mme: error: plan needs a MODEL (a hub id, a config.json or a folder)\n");
+  // plan checks the model first, before its own flags.
+  expect_usage_error(run_mme({"plan"}), "plan needs a MODEL");
+  // init's example model stands in for a missing MODEL; its setup has the seed's defaults as
+  // estimate's has (ETP 1, 8 GPUs).
+  const RunResult example = run_mme({"init", "--tp", "2"});
+  ASSERT_EQ(example.exit_code, 0) << describe(example);
+  EXPECT_CONTAINS(example.out, "world_size: 8");
+  EXPECT_CONTAINS(example.out, "expert_tensor_parallel_size: 1");
+}
+
 }  // namespace
 }  // namespace mme
