@@ -44,16 +44,16 @@ void build_options(po::options_description& d, po::options_description& hidden) 
       "breakdown", po::bool_switch(),
       "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
       "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")(
-      "fit-on", po::value<std::string>()->value_name("bound|estimate"),
+      "fit-on", choice_value({"bound", "estimate"})->value_name("bound|estimate"),
       "judge the fit on the upper bound (default) or on the point estimate")(
       "headroom", po::value<std::string>(),
       "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")(
       "overhead-per-gpu", po::value<std::string>()->value_name("GIB"),
       "GiB each GPU keeps for the CUDA context and NCCL, instead of the GPU profile's reserve (`mme hardware`); "
       "with --headroom 0 the seed's \"< 80 GB\" rule is --overhead-per-gpu 0")(
-      "html", po::value<std::string>()->value_name("FILE"),
+      "html", file_value(),
       "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")(
-      "svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")(
+      "svg", file_value(), "also write the per-stage chart alone to FILE, as SVG")(
       "dump-config", po::bool_switch(),
       "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
   add_estimate_input_options(d, hidden);
@@ -76,9 +76,9 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
       "revision", po::value<std::string>(), "hub revision to download (default main)")(
       "megatron-args", po::value<std::string>(),
       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")(
-      "megatron-args-file", po::value<std::string>(),
+      "megatron-args-file", file_value(),
       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")(
-      "config", po::value<std::string>(),
+      "config", file_value(),
       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
 }
@@ -632,5 +632,7 @@ int run_estimate(const std::vector<std::string>& args) {
   if (breakdown) render_module_tree(std::cout, model, est);
   return 0;
 }
+
+po::options_description options_estimate() { return visible_options(); }
 
 }  // namespace mme::cli

@@ -104,4 +104,6 @@ int run_init(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description options_init() { return visible_options(); }
+
 }  // namespace mme::cli

@@ -29,26 +29,39 @@ namespace mme::cli {
 
 namespace {
 
+std::vector<std::string> recompute_names() {
+  std::vector<std::string> out;
+  for (const RecomputeVariant v : all_recompute_variants()) out.emplace_back(to_string(v));
+  return out;
+}
+
+std::vector<std::string> sort_key_names() {
+  std::vector<std::string> out;
+  for (const PlanSortKey k :
+       {PlanSortKey::kScore, PlanSortKey::kPeak, PlanSortKey::kBubble, PlanSortKey::kCommunication})
+    out.emplace_back(to_string(k));
+  return out;
+}
+
 po::options_description visible_options() {
   po::options_description d("Options");
   po::options_description hidden;
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")(
       "csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")(
-      "html", po::value<std::string>()->value_name("FILE"),
-      "also write an HTML report to FILE: a fit map of the searched space and the top plans")(
+      "html", file_value(), "also write an HTML report to FILE: a fit map of the searched space and the top plans")(
       "gpu", po::value<std::string>(),
       "the GPU to fit (name or alias, see `mme hardware`); without it: the best layout for each known GPU "
       "(--json/--csv/--html: the one with the most memory)")(
       "headroom", po::value<std::string>(),
       "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
-      "recompute", po::value<std::string>(),
+      "recompute", choice_value(recompute_names()),
       "recompute variants to try, comma separated: none, selective, full (default all three)")(
       "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
       "gpus-per-node", po::value<std::string>(),
       "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
       "inter-node-bandwidth", po::value<std::string>(),
       "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")(
-      "sort", po::value<std::string>(), "order of the plans: score (default), peak, bubble, comm")(
+      "sort", choice_value(sort_key_names()), "order of the plans: score (default), peak, bubble, comm")(
       "top", po::value<std::string>(), "how many plans to show (default 10)")("threads", po::value<std::string>(),
                                                                               "worker threads (default: every core)")(
       "revision", po::value<std::string>(), "hub revision to download (default main)");
@@ -472,5 +485,7 @@ int run_plan(const std::vector<std::string>& args) {
   print_plan_text(model, planner, o, r, suggestions);
   return 0;
 }
+
+po::options_description options_plan() { return visible_options(); }
 
 }  // namespace mme::cli

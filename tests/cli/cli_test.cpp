@@ -582,5 +582,54 @@ TEST(Cli, EachCommandNamesTheModelSourcesItTakes) {
   EXPECT_CONTAINS(example.out, "expert_tensor_parallel_size: 1");
 }
 
+// ---------------------------------------------------------------------------------------
+// Shell completion and man pages (the scripts are tested in their shells by
+// completion_bash_test.sh and completion_shell_test.sh, the pages by man_pages_test.sh).
+
+TEST(Cli, CompletionTakesOneKnownShell) {
+  expect_usage_error(run_mme({"completion"}), "completion takes one shell: bash, zsh or fish");
+  expect_usage_error(run_mme({"completion", "bash", "zsh"}), "completion takes one shell");
+  expect_usage_error(run_mme({"completion", "tcsh"}), "completion: unknown shell 'tcsh' (bash, zsh, fish)");
+  for (const char* shell : {"bash", "zsh", "fish"}) {
+    const RunResult r = run_mme({"completion", shell});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.err, "");
+    // Every command, and an enum knob's values from the setup schema.
+    for (const char* word : {"estimate", "validate", "completion", "recompute-granularity", "full selective"})
+      EXPECT_CONTAINS(r.out, word);
+  }
+}
+
+TEST(Cli, ManPagesComeFromTheHelpAndTheOptionTables) {
+  const RunResult page = run_mme({"help", "--man", "estimate"});
+  ASSERT_EQ(page.exit_code, 0) << describe(page);
+  EXPECT_EQ(page.err, "");
+  EXPECT_CONTAINS(page.out, "\n.TH MME-ESTIMATE 1 \"\" \"mme ");
+  EXPECT_CONTAINS(page.out, "\n.SH NAME\nmme\\-estimate \\- per\\-GPU memory of a training layout");
+  EXPECT_CONTAINS(page.out, "\n.SH SYNOPSIS\nmme estimate MODEL [options]\n.SH DESCRIPTION\n");
+  const RunResult validate = run_mme({"help", "--man", "validate"});
+  EXPECT_CONTAINS(validate.out, "\n.SH SYNOPSIS\nmme validate CASES.csv");  // two usage lines
+  EXPECT_CONTAINS(validate.out, "\n.br\nmme validate \\-\\-from\\-log LOG");
+  // Every visible flag of the help text is an entry of OPTIONS, with its value name.
+  const RunResult help = run_mme({"help", "estimate"});
+  for (const char* flag : {"json", "config", "tp", "recompute-granularity", "plugin-dir", "hardware-file"}) {
+    std::string escaped;
+    for (char c : std::string(flag)) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+    EXPECT_CONTAINS(help.out, std::string("--") + flag);
+    EXPECT_CONTAINS(page.out, "\n.TP\n\\fB\\-\\-" + escaped + "\\fR");
+  }
+  EXPECT_CONTAINS(page.out, "\\fB\\-\\-recompute\\-granularity\\fR \\fIG\\fR\n");
+  EXPECT_CONTAINS(page.out, "\\fB\\-q\\fR, \\fB\\-\\-quiet\\fR");
+  EXPECT_CONTAINS(page.out, "\n.SS \"Common options\"\n");
+  // The top page lists every command.
+  const RunResult top = run_mme({"help", "--man"});
+  ASSERT_EQ(top.exit_code, 0) << describe(top);
+  EXPECT_CONTAINS(top.out, ".TH MME 1 ");
+  for (const char* c : {"estimate", "plan", "completion", "help"})
+    EXPECT_CONTAINS(top.out, std::string("\n.TP\n.B ") + c + "\n");
+  expect_usage_error(run_mme({"help", "--man", "estimat"}), "unknown command 'estimat'; did you mean 'estimate'?");
+  expect_usage_error(run_mme({"help", "--mann"}), "unknown option --mann; did you mean --man?");
+}
+
 }  // namespace
 }  // namespace mme
