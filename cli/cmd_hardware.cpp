@@ -81,4 +81,6 @@ int run_hardware(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description options_hardware() { return visible_options(); }
+
 }  // namespace mme::cli

@@ -82,4 +82,6 @@ int run_models(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description options_models() { return visible_options(); }
+
 }  // namespace mme::cli

@@ -111,4 +111,6 @@ int run_params(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description options_params() { return visible_options(); }
+
 }  // namespace mme::cli

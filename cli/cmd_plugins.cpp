@@ -80,4 +80,6 @@ int run_plugins(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description options_plugins() { return visible_options(); }
+
 }  // namespace mme::cli

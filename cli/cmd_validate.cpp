@@ -29,7 +29,7 @@ void build_options(po::options_description& d, po::options_description& estimate
       "case", po::value<std::string>(),
       "only rows whose test_case (real-runs files: id) matches this regular expression")(
       "show-skipped", po::bool_switch(), "list the skipped rows and why in the text report")(
-      "from-log", po::value<std::string>()->value_name("LOG"),
+      "from-log", file_value()->value_name("LOG"),
       "compare with the memory lines of a Megatron-LM training log, per rank; the run's layout comes from the "
       "estimate options below (MODEL, --megatron-args-file, --num-gpus, ...)");
   d.add(common_options());
@@ -386,5 +386,7 @@ int run_validate(const std::vector<std::string>& args) {
                                    : read_csv_table(*positional).format == CsvFormat::kRealRuns;
   return real ? report_real_runs(cases, json) : report_functional(cases, json, vm["show-skipped"].as<bool>());
 }
+
+po::options_description options_validate() { return visible_options(); }
 
 }  // namespace mme::cli

@@ -13,6 +13,7 @@ packages=(
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
   python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
+  groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then

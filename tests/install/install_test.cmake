@@ -38,7 +38,45 @@ mme_expect_exists(
   "${first}/lib/cmake/mme/mmeTargets.cmake" "${first}/lib/cmake/mme/mmePluginHelpers.cmake"
   "${first}/share/doc/megatron-memory-estimator/README.md"
   "${first}/share/doc/megatron-memory-estimator/plugin-authoring.md"
-  "${first}/share/doc/megatron-memory-estimator/examples/acme_hardware/CMakeLists.txt")
+  "${first}/share/doc/megatron-memory-estimator/examples/acme_hardware/CMakeLists.txt"
+  # Shell completion and man pages (cli/CMakeLists.txt), where bash-completion, zsh, fish and man look.
+  "${first}/share/bash-completion/completions/mme" "${first}/share/zsh/vendor-completions/_mme"
+  "${first}/share/fish/vendor_completions.d/mme.fish" "${first}/share/man/man1/mme.1")
+# A man page for every command `mme help` lists, and the installed pages are what the
+# installed mme writes.
+mme_run_ok(help COMMAND "${first}/bin/mme" help)
+string(REGEX MATCH "\nCommands:\n([^\n]+\n)+" listing "${help_out}")
+string(REGEX MATCHALL "\n  [a-z]+" listed "${listing}")
+list(LENGTH listed n_listed)
+if(n_listed LESS 10)
+  mme_fail("mme help lists only ${n_listed} commands:\n${help_out}")
+endif()
+foreach(entry IN LISTS listed)
+  string(STRIP "${entry}" command)
+  mme_expect_exists("${first}/share/man/man1/mme-${command}.1")
+endforeach()
+mme_run_ok(page COMMAND "${first}/bin/mme" help --man estimate)
+file(READ "${first}/share/man/man1/mme-estimate.1" installed_page)
+mme_expect_equal("${installed_page}" "${page_out}" "the installed mme-estimate.1")
+mme_run_ok(script COMMAND "${first}/bin/mme" completion bash)
+file(READ "${first}/share/bash-completion/completions/mme" installed_script)
+mme_expect_equal("${installed_script}" "${script_out}" "the installed bash completion")
+# man -l (or groff) formats an installed page.
+find_program(MAN man)
+find_program(GROFF groff)
+if(MAN)
+  set(ENV{MANWIDTH} 80)
+  mme_run_ok(formatted COMMAND "${MAN}" -l "${first}/share/man/man1/mme-estimate.1")
+elseif(GROFF)
+  mme_run_ok(formatted COMMAND "${GROFF}" -k -man -Tutf8 "${first}/share/man/man1/mme-estimate.1")
+else()
+  message(STATUS "neither man nor groff is installed: the man page is not formatted")
+  set(formatted_out "")
+endif()
+if(MAN OR GROFF)
+  mme_expect_contains("${formatted_out}" "SYNOPSIS" "the formatted mme-estimate.1")
+  mme_expect_contains("${formatted_out}" "recompute" "the formatted mme-estimate.1")
+endif()
 file(GLOB static_archives "${first}/lib/*.a" "${first}/lib/mme/plugins/*.a")
 if(static_archives)
   mme_fail("static archives were installed: ${static_archives}")
