@@ -405,10 +405,13 @@ def group_mutations(c):
     for extra in ({"unknown": 1}, {"schema_version": 2}):
         m = dict(estimate, **extra)
         c.expect_invalid("estimate.schema.json", m, f"estimate with {extra}")
-    # layer_kinds entries stay open (per-layer cost fields are added by other work).
+    # layer_kinds entries are closed too, their costs included.
     m = copy.deepcopy(estimate)
     m["layer_kinds"][0]["flops_per_microbatch"] = 123
-    c.expect_valid("estimate.schema.json", m, "estimate with an extra layer_kinds field")
+    c.expect_invalid("estimate.schema.json", m, "estimate with an extra layer_kinds field")
+    m = copy.deepcopy(estimate)
+    m["layer_kinds"][0]["costs_per_microbatch"]["collective_bytes"]["pp"] = 1
+    c.expect_invalid("estimate.schema.json", m, "estimate with an unknown collective group")
     params = c.json_of(["params", "deepseek-ai/DeepSeek-V3", "--json"])
     mutate_every_key(c, "params.schema.json", params, "params")
     plan = c.json_of(["plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "H100", "--json", "--top", "2",

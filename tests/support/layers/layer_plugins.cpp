@@ -20,7 +20,8 @@ void register_layer_plugins(Registry& registry) {
       {"layer_language_model", plugins::register_language_model},
   };
   for (const auto& [name, fn] : plugins)
-    if (!registry.register_plugin(name, "test", "", fn)) throw std::runtime_error(std::string("registering ") + name + " failed");
+    if (!registry.register_plugin(name, "test", "", fn))
+      throw std::runtime_error(std::string("registering ") + name + " failed");
 }
 
 }  // namespace mme::test

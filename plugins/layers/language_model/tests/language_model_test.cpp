@@ -2,12 +2,12 @@
 // are worked out by hand from the Megatron-LM code each term names (language_model.cpp).
 // The model: h = 1024, V = 50000 padded to a multiple of 128 x TP = 512 -> 50176, so V/TP = 12544
 // at TP 4; seq 2048 x micro-batch 2 = 4096 tokens per CP rank, 1024 per rank under SP.
+#include "language_model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <mme/sdk/model_spec.hpp>
 #include <mme/sdk/training_setup.hpp>
-
-#include "language_model.hpp"
 
 namespace mme::plugins {
 namespace {
@@ -57,8 +57,8 @@ TEST(EmbeddingBlock, WordAndPositionEmbeddings) {
   ASSERT_EQ(p.terms.size(), 2u);
   const ParamTerm* word = find(p, "word_embeddings");
   ASSERT_NE(word, nullptr);
-  EXPECT_EQ(word->total, 51'200'000);       // 1024 x 50000, the checkpoint's rows
-  EXPECT_EQ(word->per_rank, 12'845'056);    // 1024 x 12544, padded and split
+  EXPECT_EQ(word->total, 51'200'000);     // 1024 x 50000, the checkpoint's rows
+  EXPECT_EQ(word->per_rank, 12'845'056);  // 1024 x 12544, padded and split
   EXPECT_EQ(word->shard, ShardClass::kTensorParallel);
   const ParamTerm* pos = find(p, "position_embeddings");
   ASSERT_NE(pos, nullptr);
@@ -127,9 +127,9 @@ TEST(OutputHeadBlock, LossTensorsBuffersAndDeferredGradients) {
   BlockActivations a;
   OutputHeadModel().activations(c.context(), a);
   EXPECT_EQ(saved(a, "final_norm_and_output_input"), 4'194'304);  // 2 x 2 B x 1024 x 1024
-  EXPECT_EQ(saved(a, "logits_fp32_softmax"), 205'520'896);         // 4 B x 4096 x 12544
-  EXPECT_EQ(a.transient, 102'760'448);                              // the bf16 logits, 2 B x 4096 x 12544
-  EXPECT_EQ(a.global_buffer, 8'388'608);                            // the SP all-gather, 2 B x 4096 x 1024
+  EXPECT_EQ(saved(a, "logits_fp32_softmax"), 205'520'896);        // 4 B x 4096 x 12544
+  EXPECT_EQ(a.transient, 102'760'448);                            // the bf16 logits, 2 B x 4096 x 12544
+  EXPECT_EQ(a.global_buffer, 8'388'608);                          // the SP all-gather, 2 B x 4096 x 1024
   ASSERT_EQ(a.held_for_step.size(), 1u);
   // 8 micro-batches x 2 B x (4096 x 12544 + 1024 x 1024).
   EXPECT_EQ(a.held_for_step[0].bytes, 838'860'800);
