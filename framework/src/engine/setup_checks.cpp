@@ -3,7 +3,6 @@
 #include "mme/engine/setup_checks.hpp"
 
 #include <algorithm>
-#include <utility>
 
 #include <fmt/core.h>
 
@@ -28,11 +27,14 @@ void validate_model_blocks(const ModelSpec& model, const Registry& registry) {
   // The blocks around the layers see the first (embedding) or the last decoder layer.
   const auto& lm = model.lm_blocks;
   const std::size_t last = model.layers.size() - 1;
-  for (const auto& [kind, index] : {std::pair{&lm.embedding, std::size_t{0}}, std::pair{&lm.output_head, last},
-                                    std::pair{&lm.mtp_projection, last}}) {
-    if (kind == &lm.mtp_projection && model.mtp_num_layers == 0) continue;
-    if (const LayerMemoryModel* block = registry.find_layer_model(*kind))
-      call_plugin("checking a model's blocks", [&] { block->validate_spec(model, model.layers[index], index); });
+  struct Around {
+    const std::string* kind;
+    std::size_t index;
+  };
+  for (const Around& b : {Around{&lm.embedding, 0}, Around{&lm.output_head, last}, Around{&lm.mtp_projection, last}}) {
+    if (b.kind == &lm.mtp_projection && model.mtp_num_layers == 0) continue;
+    if (const LayerMemoryModel* block = registry.find_layer_model(*b.kind))
+      call_plugin("checking a model's blocks", [&] { block->validate_spec(model, model.layers[b.index], b.index); });
   }
 }
 
