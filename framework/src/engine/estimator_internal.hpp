@@ -143,12 +143,42 @@ struct BlockLayout {
   double hidden_dropout = 0, attention_dropout = 0;
 };
 // What a block model sees of the layout: `layer` is the decoder layer it belongs to (or, for a
-// block around the layers, the one LmBlock::layer names).
-BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerSpec& layer, bool is_mtp);
+// block around the layers, the one LmBlock::layer names). Inline: the planner's hot path.
+inline BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerSpec& layer, bool is_mtp) {
+  BlockContext ctx{m, layer, b.setup};
+  ctx.tp = b.tp;
+  ctx.cp = b.cp;
+  ctx.ep = b.ep;
+  ctx.etp = b.etp;
+  ctx.sequence_parallel = b.sp;
+  ctx.tokens = b.tokens.value();
+  ctx.local_tokens = b.local_tokens.value();
+  ctx.act_bytes = b.act_bytes;
+  ctx.linear_input_bytes = b.linear_input_bytes;
+  ctx.weight_bytes = b.weight_bytes;
+  ctx.pp = b.pp;
+  ctx.vocab_local = b.vocab_local.value();
+  ctx.hidden_dropout = b.hidden_dropout;
+  ctx.attention_dropout = b.attention_dropout;
+  ctx.is_mtp = is_mtp;
+  return ctx;
+}
+
 // The blocks' parameters, by shard class, into an LmBlockEval (FP8-castable: GEMM weights only).
 void add_block_params(LmBlockEval& e, const BlockParams& p);
-// A parameter term of a GEMM weight FP8 can cast (not norms, router, embedding or output layer).
-bool is_fp8_gemm_weight(const ParamTerm& t);
+// Transformer Engine casts the GEMM weights of the transformer layers to FP8; norms and the
+// router stay in the training dtype, and so do the embedding and Megatron's own output layer.
+inline bool is_fp8_gemm_weight(const ParamTerm& t) {
+  switch (t.group) {
+    case ParamGroup::kNorms:
+    case ParamGroup::kRouter:
+    case ParamGroup::kEmbedding:
+    case ParamGroup::kPositionEmbedding:
+    case ParamGroup::kOutputLayer: return false;
+    default: return true;
+  }
+}
+
 // The setup of a pass: --num-layers-per-virtual-pipeline-stage as VPP, then resolve_setup.
 TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested);
 // `resolved` is resolve_pass_setup's; `attention` the backend the blocks are evaluated with.

@@ -33,45 +33,12 @@ void add_params(TypeEval& e, const BlockParams& p) {
 
 }  // namespace
 
-// Transformer Engine casts the GEMM weights of the transformer layers to FP8; norms and the
-// router stay in the training dtype, and so do the embedding and Megatron's own output layer.
-bool is_fp8_gemm_weight(const ParamTerm& t) {
-  switch (t.group) {
-    case ParamGroup::kNorms:
-    case ParamGroup::kRouter:
-    case ParamGroup::kEmbedding:
-    case ParamGroup::kPositionEmbedding:
-    case ParamGroup::kOutputLayer: return false;
-    default: return true;
-  }
-}
-
 void add_block_params(LmBlockEval& e, const BlockParams& p) {
   for (const auto& t : p.terms) {
     // The blocks around the layers hold no expert-sharded parameters (validate_lm_block).
     (t.shard == ShardClass::kReplicated ? e.rep : e.tp) += t.per_rank;
     if (is_fp8_gemm_weight(t)) e.fp8 += t.per_rank;
   }
-}
-
-BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerSpec& layer, bool is_mtp) {
-  BlockContext ctx{m, layer, b.setup};
-  ctx.tp = b.tp;
-  ctx.cp = b.cp;
-  ctx.ep = b.ep;
-  ctx.etp = b.etp;
-  ctx.sequence_parallel = b.sp;
-  ctx.tokens = b.tokens.value();
-  ctx.local_tokens = b.local_tokens.value();
-  ctx.act_bytes = b.act_bytes;
-  ctx.linear_input_bytes = b.linear_input_bytes;
-  ctx.weight_bytes = b.weight_bytes;
-  ctx.pp = b.pp;
-  ctx.vocab_local = b.vocab_local.value();
-  ctx.hidden_dropout = b.hidden_dropout;
-  ctx.attention_dropout = b.attention_dropout;
-  ctx.is_mtp = is_mtp;
-  return ctx;
 }
 
 namespace {
@@ -232,7 +199,12 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       tp_params += params_n * b.tp;
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
-      for (const auto& term : b.acts.saved) act(block_act_name(term.name), acts_n * term.bytes);
+      for (const auto& term : b.acts.saved) {
+        const CheckedInt bytes = acts_n * term.bytes;
+        chunk_act += bytes;
+        if (bytes > kLargeAlloc) chunk_large += 1;
+        if (comps.enabled()) comps.add(MemoryCategory::kActivations, block_act_name(term.name), bytes * mb);
+      }
       transient = std::max(transient, CheckedInt(b.acts.transient));
       sp_gather_buffer = std::max(sp_gather_buffer, CheckedInt(b.acts.global_buffer));
     };
@@ -246,7 +218,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       // What the output head holds for the whole step (deferred weight-gradient buffers).
       for (const auto& term : ps.output_head.acts.held_for_step) {
         saved += term.bytes;
-        comps.add(MemoryCategory::kActivations, block_act_name(term.name), term.bytes);
+        if (comps.enabled()) comps.add(MemoryCategory::kActivations, block_act_name(term.name), term.bytes);
       }
     }
     st.layers += ch.num_layers;
