@@ -3,19 +3,19 @@ one JSON response; docs/python.md)."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
-import logging
 import os
 import warnings
-from typing import Any, Iterable, Mapping, Sequence
+
+# Only what every call needs is imported here (`import mme` is part of a script's start-up,
+# docs/performance.md): difflib, logging and shlex when a call needs them. The annotations are
+# not evaluated (from __future__ import annotations), so typing is not imported either.
 
 from . import _core
 from ._errors import MmeWarning, UsageError, error_from_response
 from ._result import Estimate, Plan, Result, normalize_gpu_name
 
-_log = logging.getLogger("mme")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -26,14 +26,16 @@ def _models_dir() -> str | None:
     return path if os.path.isdir(path) else None
 
 
-_LOG_LEVELS = {"trace": logging.DEBUG - 5, "debug": logging.DEBUG, "info": logging.INFO}
+_LOG_LEVELS = {"trace": 5, "debug": 10, "info": 20}  # logging.DEBUG - 5, logging.DEBUG, logging.INFO
 
 
 def _emit_log(lines: Iterable[Mapping[str, str]]) -> None:
     for line in lines:
         level, message = line.get("level", "warning"), line.get("message", "")
         if level in _LOG_LEVELS:
-            _log.log(_LOG_LEVELS[level], "%s", message)
+            import logging
+
+            logging.getLogger("mme").log(_LOG_LEVELS[level], "%s", message)
         else:  # warning, error, critical: what the CLI prints as "mme: warning: ..."
             warnings.warn(message, MmeWarning, stacklevel=4)
 
@@ -95,13 +97,15 @@ def setup_keywords() -> dict[str, dict[str, Any]]:
 
 
 def _unknown_keyword(function: str, name: str, accepted: Iterable[str]) -> UsageError:
+    import difflib
+
     close = difflib.get_close_matches(name, list(accepted), n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return UsageError(f"{function}(): unknown keyword '{name}'{hint}")
 
 
 def _env_value(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    if hasattr(value, "items"):  # a mapping NAME -> VALUE
         return [f"{k}={v}" for k, v in value.items()]
     if isinstance(value, str):
         return [value]
@@ -212,12 +216,6 @@ def plan(model: str | os.PathLike[str], **kwargs: Any) -> Plan:
     args.update(_option_args(explicit, _PLAN_OPTIONS))
     args.update(_setup_args("plan", setup, _PLAN_OPTIONS))
     return Plan(_call("plan", args))
-
-
-def _check_keywords(function: str, kwargs: Mapping[str, Any], options: Mapping[str, str]) -> None:
-    for name in kwargs:
-        if name not in options:
-            raise _unknown_keyword(function, name, options)
 
 
 def params(model: str | os.PathLike[str], *, revision: str | None = None,

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class Error(Exception):
     """Every error mme reports. ``exit_code`` is the CLI's exit status for it, ``message`` the

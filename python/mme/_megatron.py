@@ -4,10 +4,8 @@ schema knows which of them mme reads (docs/python.md, "From a Megatron-LM traini
 
 from __future__ import annotations
 
-import enum
 import functools
-import shlex
-from typing import Any, Mapping
+import sys
 
 from ._api import estimate, schema
 from ._errors import OutOfMemoryError, UsageError
@@ -36,7 +34,8 @@ def known_megatron_flags() -> frozenset[str]:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, enum.Enum):
+    enum = sys.modules.get("enum")  # an Enum value exists only once enum is imported
+    if enum is not None and isinstance(value, enum.Enum):
         return str(value.name)  # AttnBackend.flash -> flash
     return str(value)
 
@@ -47,7 +46,7 @@ def megatron_flags(args: Any) -> list[str]:
     does not read are left out (learning rates, data paths, ...), as are ``None`` values; a
     Namespace after Megatron-LM's validation may carry ``padded_vocab_size`` only, which then
     stands for ``--vocab-size`` (padding it again changes nothing)."""
-    values: Mapping[str, Any] = args if isinstance(args, Mapping) else vars(args)
+    values: Mapping[str, Any] = args if hasattr(args, "items") else vars(args)
     known = known_megatron_flags()
     out: list[str] = []
     for name in sorted(values):
@@ -82,6 +81,8 @@ def megatron_flags(args: Any) -> list[str]:
 
 def megatron_args_line(args: Any) -> str:
     """:func:`megatron_flags` as one launch line (shell-quoted), as ``megatron_args=`` takes it."""
+    import shlex
+
     return shlex.join(megatron_flags(args))
 
 

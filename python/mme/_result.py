@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from typing import Any, Iterator
-
 from ._errors import UsageError
 
 
@@ -38,6 +35,8 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The document, as ``json.loads`` of the CLI's ``--json`` output gives it."""
+        import copy
+
         return copy.deepcopy(self._doc)
 
     def __getattr__(self, name: str) -> Any:
