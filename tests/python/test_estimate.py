@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import pytest
 
@@ -152,14 +153,19 @@ def test_every_setup_keyword_does_what_its_flag_does():
         for value in _samples(entry):
             cli = run_cli("estimate", "Qwen/Qwen3-0.6B", *(["--pp", "2"] if base else []), *_cli_words(entry, value),
                           "--json")
-            try:
-                got = mme.estimate("Qwen/Qwen3-0.6B", **base, **{name: value})
-            except mme.Error as e:
-                assert cli.code == e.exit_code, (name, value, cli.err, e)
-                assert cli.error_message() == e.message, name
-            else:
-                assert cli.code == 0, (name, value, cli.err)
-                assert got.to_dict() == json.loads(cli.out), name
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    got = mme.estimate("Qwen/Qwen3-0.6B", **base, **{name: value})
+                except mme.Error as e:
+                    assert cli.code == e.exit_code, (name, value, cli.err, e)
+                    assert cli.error_message() == e.message, name
+                else:
+                    assert cli.code == 0, (name, value, cli.err)
+                    assert got.to_dict() == json.loads(cli.out), name
+            # The CLI's warnings on stderr are the module's MmeWarnings.
+            cli_warnings = [l[len("mme: warning: "):] for l in cli.err.splitlines() if l.startswith("mme: warning: ")]
+            assert [str(w.message) for w in caught if w.category is mme.MmeWarning] == cli_warnings, name
             checked += 1
     assert checked > 60
 
