@@ -70,6 +70,16 @@ def test_namespace_is_the_cli_launch_line():
     assert any("--overlap-grad-reduce" in a for a in r.assumptions)
 
 
+def test_interleaved_namespace_carries_both_vpp_attributes():
+    # Megatron-LM derives virtual_pipeline_model_parallel_size from
+    # --num-layers-per-virtual-pipeline-stage; get_args() holds both.
+    ns = llama_namespace(num_layers_per_virtual_pipeline_stage=4, virtual_pipeline_model_parallel_size=4)
+    r = mme.from_megatron_args(ns)
+    assert r.to_dict() == run_cli("estimate", "--megatron-args", LLAMA_LINE + " --num-layers-per-virtual-pipeline-stage 4",
+                                  "--json").json()
+    assert r.setup.vpp == 4
+
+
 def test_flags_of_a_namespace():
     flags = mme.megatron_flags(llama_namespace())
     assert "--lr" not in flags and "--rank" not in flags and "--data-path" not in flags and "--seed" not in flags
