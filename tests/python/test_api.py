@@ -130,8 +130,9 @@ def _peak_of(tp: int) -> tuple[int, int]:
 
 
 def test_multiprocessing_sweep_with_two_processes():
+    # (map_async(...).get(timeout): a worker that died would leave a plain map() waiting forever.)
     with multiprocessing.get_context("fork").Pool(2) as pool:
-        got = dict(pool.map(_peak_of, [1, 2, 4, 8]))
+        got = dict(pool.map_async(_peak_of, [1, 2, 4, 8]).get(timeout=300))
     assert got == dict(_peak_of(tp) for tp in [1, 2, 4, 8])
     for tp, peak in got.items():
         assert peak == run_cli("estimate", "meta-llama/Meta-Llama-3-70B", "--tp", str(tp), "--pp", "4", "--num-gpus",
@@ -139,7 +140,7 @@ def test_multiprocessing_sweep_with_two_processes():
     # Errors come back from a worker with their class and exit code.
     with multiprocessing.get_context("fork").Pool(2) as pool:
         with pytest.raises(mme.LayoutError):
-            pool.map(_peak_of, [3])
+            pool.map_async(_peak_of, [3]).get(timeout=300)
 
 
 def test_the_gil_is_released_during_a_plan():
