@@ -14,6 +14,7 @@
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
 #include "gqa.hpp"
+#include "language_model.hpp"
 #include "mla.hpp"
 #include "moe.hpp"
 #include "nvidia_hopper.hpp"
@@ -29,6 +30,7 @@ struct Fixture {
     registry.register_plugin("layer_mla", "bench", "", mme::plugins::register_mla);
     registry.register_plugin("layer_dense_mlp", "bench", "", mme::plugins::register_dense_mlp);
     registry.register_plugin("layer_moe", "bench", "", mme::plugins::register_moe);
+    registry.register_plugin("layer_language_model", "bench", "", mme::plugins::register_language_model);
     registry.register_plugin("hw_nvidia_hopper", "bench", "", mme::plugins::register_nvidia_hopper);
     const std::string path = std::string(MME_SOURCE_DIR) + "/models/deepseek-ai--DeepSeek-V3/config.json";
     model = mme::adapt_config(mme::read_config_file(path), "deepseek-ai/DeepSeek-V3", path, registry);

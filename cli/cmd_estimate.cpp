@@ -6,12 +6,14 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
+#include <mme/inputs/gpu_lookup.hpp>
 #include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
@@ -42,16 +44,16 @@ void build_options(po::options_description& d, po::options_description& hidden) 
       "breakdown", po::bool_switch(),
       "after the report, the module tree of each pipeline stage: memory by category, block and term, and the "
       "layers of each kind with their parameters and activations (the Hugging Face Space's \"Raw\" view)")(
-      "fit-on", po::value<std::string>()->value_name("bound|estimate"),
+      "fit-on", choice_value({"bound", "estimate"})->value_name("bound|estimate"),
       "judge the fit on the upper bound (default) or on the point estimate")(
       "headroom", po::value<std::string>(),
       "share of GPU memory kept free for allocator fragmentation: a fraction (0.05) or a percentage (5%); default 5%")(
       "overhead-per-gpu", po::value<std::string>()->value_name("GIB"),
       "GiB each GPU keeps for the CUDA context and NCCL, instead of the GPU profile's reserve (`mme hardware`); "
       "with --headroom 0 the seed's \"< 80 GB\" rule is --overhead-per-gpu 0")(
-      "html", po::value<std::string>()->value_name("FILE"),
+      "html", file_value(),
       "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")(
-      "svg", po::value<std::string>()->value_name("FILE"), "also write the per-stage chart alone to FILE, as SVG")(
+      "svg", file_value(), "also write the per-stage chart alone to FILE, as SVG")(
       "dump-config", po::bool_switch(),
       "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
   add_estimate_input_options(d, hidden);
@@ -74,9 +76,9 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
       "revision", po::value<std::string>(), "hub revision to download (default main)")(
       "megatron-args", po::value<std::string>(),
       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")(
-      "megatron-args-file", po::value<std::string>(),
+      "megatron-args-file", file_value(),
       "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")(
-      "config", po::value<std::string>(),
+      "config", file_value(),
       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
 }
@@ -114,8 +116,12 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, std::vector<std
   return out;
 }
 
-EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
-                                      const std::string& command) {
+std::optional<std::string> model_argument(const po::variables_map& vm) {
+  return vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt;
+}
+
+EstimateRequest read_model_source(const po::variables_map& vm, const std::optional<std::string>& model,
+                                  const InputRules& rules) {
   EstimateRequest r;
   r.model_name = model;
   auto& megatron = r.megatron;
@@ -160,9 +166,15 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     for (const auto& missing : spec->missing)
       if (!setup_flag_given(vm, missing.flag)) throw ConfigError(missing.message);
   }
-  if (!megatron && !spec && !model)
-    throw UsageError(
-        fmt::format("{} needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config", command));
+  if (!megatron && !spec && !model && !rules.model_optional)
+    throw UsageError(fmt::format("{} needs a MODEL (a hub id, a config.json or a folder){}", rules.command,
+                                 rules.launch_flags_and_spec ? ", --megatron-args or --config" : ""));
+  return r;
+}
+
+void read_request_setup(const po::variables_map& vm, EstimateRequest& r) {
+  const auto& megatron = r.megatron;
+  const auto& spec = r.spec;
   // Megatron flags and spec files describe the layout too; explicit mme flags override them.
   r.setup = read_setup(vm, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
                            : spec   ? spec->setup
@@ -180,6 +192,12 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
     r.setup.parallel.world_size = default_world_size(r.setup.parallel);
     r.gpus_defaulted = true;
   }
+}
+
+EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
+                                      const InputRules& rules) {
+  EstimateRequest r = read_model_source(vm, model, rules);
+  read_request_setup(vm, r);
   return r;
 }
 
@@ -224,9 +242,31 @@ DefaultNotes default_notes(const EstimateRequest& request, const ModelSpec& mode
   return notes;
 }
 
+SourceOptions source_options(const po::variables_map& vm) {
+  SourceOptions sources;
+  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
+  return sources;
+}
+
+ModelSpec load_request_model(const EstimateRequest& request, const po::variables_map& vm, const Registry& registry,
+                             std::vector<std::string>& assumptions) {
+  const SourceOptions sources = source_options(vm);
+  if (request.megatron)
+    return adapt_config(with_tokenizer_vocabulary(*request.megatron, assumptions).to_config(), "Megatron-LM flags",
+                        request.megatron_source, registry);
+  if (request.model_name) return load_model(*request.model_name, registry, sources);
+  if (request.spec) return load_spec_model(*request.spec, registry, sources);
+  throw std::logic_error("load_request_model: the request names no model");
+}
+
+const HardwareProfile* request_gpu(const EstimateRequest& request, const po::variables_map& vm,
+                                   const Registry& registry) {
+  return find_gpu(registry, vm.count("gpu") ? std::optional<std::string>(vm["gpu"].as<std::string>()) : std::nullopt,
+                  request.spec ? &*request.spec : nullptr);
+}
+
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
                                        const Registry& registry) {
-  const auto& spec = request.spec;
   EstimateInputs in;
   in.setup = request.setup;
   in.assumptions = request.assumptions;
@@ -234,27 +274,9 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   static std::set<std::string> warned;
   if (!request.unknown_flags.empty() && warned.insert(request.unknown_flags).second)
     spdlog::warn("{}", request.unknown_flags);
-  if (vm.count("gpu") || (spec && spec->gpu)) {
-    const bool from_file = !vm.count("gpu");
-    const std::string name = from_file ? *spec->gpu : vm["gpu"].as<std::string>();
-    in.gpu = registry.find_hardware(name);
-    if (!in.gpu) {
-      std::string known;
-      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      if (known.empty()) known = "none loaded";
-      if (from_file)
-        throw ConfigError(fmt::format("{}:{}: infrastructure.gpu: unknown GPU '{}' (known: {})", spec->path,
-                                      spec->line_of("infrastructure.gpu"), name, known));
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
-    }
-  }
-  SourceOptions sources;
-  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  in.model = request.megatron ? adapt_config(with_tokenizer_vocabulary(*request.megatron, in.assumptions).to_config(),
-                                             "Megatron-LM flags", request.megatron_source, registry)
-             : request.model_name ? load_model(*request.model_name, registry, sources)
-                                  : load_spec_model(*spec, registry, sources);
-  if (spec) check_spec_layout(&*spec, in.model, in.setup);
+  in.gpu = request_gpu(request, vm, registry);
+  in.model = load_request_model(request, vm, registry, in.assumptions);
+  if (request.spec) check_spec_layout(&*request.spec, in.model, in.setup);
   return in;
 }
 
@@ -284,8 +306,7 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
       throw UsageError(fmt::format("--{} is not allowed here (give it to `mme validate` itself, or drop it)", refused));
   if (vm["dump-config"].as<bool>()) throw UsageError("--dump-config is not allowed here: it replaces the estimate");
   if (vm.count("headroom")) (void)parse_headroom(vm["headroom"].as<std::string>());
-  const EstimateRequest request = read_estimate_request(
-      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");
+  const EstimateRequest request = read_estimate_request(vm, model_argument(vm), "estimate");
   EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
   EstimateOptions eo;
   eo.components = false;
@@ -323,8 +344,7 @@ CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const
     out.reserved = static_cast<std::int64_t>(
         std::llround(parse_double("--overhead-per-gpu", vm["overhead-per-gpu"].as<std::string>(), 0.0, 1024.0) *
                      static_cast<double>(kGiB)));
-  const EstimateRequest request = read_estimate_request(
-      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "compare");
+  const EstimateRequest request = read_estimate_request(vm, model_argument(vm), "compare");
   const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
   EstimateOptions eo;
   eo.components = false;
@@ -478,8 +498,7 @@ int run_estimate(const std::vector<std::string>& args) {
   build_options(visible, hidden);
   const auto vm = parse("estimate", args, visible, hidden, pos);
   const CommonSettings common = read_common(vm);
-  const EstimateRequest request = read_estimate_request(
-      vm, vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt, "estimate");
+  const EstimateRequest request = read_estimate_request(vm, model_argument(vm), "estimate");
   const auto& spec = request.spec;
   const bool dump_config = vm["dump-config"].as<bool>();
   if (dump_config && (vm.count("html") || vm.count("svg")))
@@ -613,5 +632,7 @@ int run_estimate(const std::vector<std::string>& args) {
   if (breakdown) render_module_tree(std::cout, model, est);
   return 0;
 }
+
+po::options_description options_estimate() { return visible_options(); }
 
 }  // namespace mme::cli

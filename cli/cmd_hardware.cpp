@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <mme/inputs/json_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -60,7 +61,7 @@ int run_hardware(const std::vector<std::string>& args) {
                    {"source", h.source},
                    {"plugin", r->plugin}});
     }
-    std::cout << json_text(nlohmann::json{{"hardware", j}}, 2) << "\n";
+    std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion}, {"hardware", j}}, 2) << "\n";
     return 0;
   }
   if (list.empty()) {
@@ -79,5 +80,7 @@ int run_hardware(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+po::options_description options_hardware() { return visible_options(); }
 
 }  // namespace mme::cli

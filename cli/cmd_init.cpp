@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <mme/engine/estimator.hpp>
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
@@ -37,6 +38,7 @@ po::options_description visible_options() {
       "gpu", po::value<std::string>(), "the GPU to judge the fit on (infrastructure.gpu; see `mme hardware`)")(
       "revision", po::value<std::string>(), "hub revision to download (default main)");
   add_setup_options(d, hidden);
+  add_hardware_file_option(d);
   d.add(common_options());
   return d;
 }
@@ -60,29 +62,20 @@ int run_init(const std::vector<std::string>& args) {
   pos.add("model", 1);
   const auto vm = parse("init", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  TrainingSetup setup = read_setup(vm, TrainingSetup{});
-  // The seed's defaults, as `mme estimate MODEL` has them (cmd_estimate.cpp).
-  if (!setup_flag_given(vm, "etp")) setup.parallel.etp = 1;
-  if (!setup_flag_given(vm, "num-gpus")) setup.parallel.world_size = default_world_size(setup.parallel);
+  // MODEL (or none: the example) and the layout flags with the seed's defaults, as `mme estimate
+  // MODEL` reads them (estimate_inputs.hpp).
+  const EstimateRequest request = read_estimate_request(vm, model_argument(vm), InputRules{"init", false, true});
+  const TrainingSetup& setup = request.setup;
 
   Registry registry;
+  use_hardware_files(vm);
   load_registry(registry, common);
-  const HardwareProfile* gpu = nullptr;
-  if (vm.count("gpu")) {
-    const std::string name = vm["gpu"].as<std::string>();
-    gpu = registry.find_hardware(name);
-    if (!gpu) {
-      std::string known;
-      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
-    }
-  }
-  SourceOptions sources;
-  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const bool example = !vm.count("model");
-  const ModelSpec model =
-      example ? load_spec_model(parse_spec_text(kExampleModel, "my-model.yaml", SpecFormat::kYaml), registry, sources)
-              : load_model(vm["model"].as<std::string>(), registry, sources);
+  const HardwareProfile* gpu = request_gpu(request, vm, registry);
+  const bool example = !request.model_name;
+  std::vector<std::string> assumptions;  // only launch flags make any, and init takes none
+  const ModelSpec model = example ? load_spec_model(parse_spec_text(kExampleModel, "my-model.yaml", SpecFormat::kYaml),
+                                                    registry, source_options(vm))
+                                  : load_request_model(request, vm, registry, assumptions);
 
   // The layout is checked the way an estimate checks it, so the template always estimates.
   Estimator estimator(model, registry);
@@ -97,12 +90,14 @@ int run_init(const std::vector<std::string>& args) {
 
   SpecWriteOptions wo;
   wo.header = {
+      // First: editors that speak the YAML language server complete and check the fields.
+      "yaml-language-server: $schema=" + spec_file_schema_reference(),
       "mme spec file (docs/spec-files.md): a model, its parallel layout and its training settings,",
       "in Megatron-LM's TransformerConfig names and the sections of the configuration guide.",
       "  mme estimate --config FILE [flags]         estimate it; command-line flags override the file",
       "  mme estimate --config FILE --dump-config   print it back with every default filled in",
       example ? "Written by `mme init`: an example model in the shape of Llama-3-8B."
-              : fmt::format("Written by `mme init {}`.", vm["model"].as<std::string>()),
+              : fmt::format("Written by `mme init {}`.", *request.model_name),
       "Each line's comment gives the field's meaning and default; a line that starts with",
       "\"# field:\" is a field this model does not use, shown with its default.",
   };
@@ -111,5 +106,7 @@ int run_init(const std::vector<std::string>& args) {
                                       : write_spec_yaml(model, est.setup, registry, wo));
   return 0;
 }
+
+po::options_description options_init() { return visible_options(); }
 
 }  // namespace mme::cli

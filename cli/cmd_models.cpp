@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <mme/engine/estimator.hpp>
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
@@ -72,7 +73,7 @@ int run_models(const std::vector<std::string>& args) {
       spdlog::warn("bundled model {}: {}", b.name, e.what());
     }
   }
-  if (json) std::cout << json_text(nlohmann::json{{"models", list}}, 2) << "\n";
+  if (json) std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion}, {"models", list}}, 2) << "\n";
   if (!with_warnings.empty()) {
     std::string names;
     for (const auto& n : with_warnings) names += (names.empty() ? "" : ", ") + n;
@@ -80,5 +81,7 @@ int run_models(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+po::options_description options_models() { return visible_options(); }
 
 }  // namespace mme::cli

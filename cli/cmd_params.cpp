@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <mme/engine/estimator.hpp>
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
@@ -79,6 +80,7 @@ int run_params(const std::vector<std::string>& args) {
     for (const auto& [k, v] : total) breakdown[k] = v;
     for (const auto& [k, v] : active) active_json[k] = v;
     nlohmann::ordered_json j;
+    j["schema_version"] = kSchemaVersion;
     j["model"] = model.name;
     j["family"] = model.family;
     j["model_type"] = model.model_type;
@@ -108,5 +110,7 @@ int run_params(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+po::options_description options_params() { return visible_options(); }
 
 }  // namespace mme::cli

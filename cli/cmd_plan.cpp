@@ -21,6 +21,7 @@
 
 #include "command.hpp"
 #include "context.hpp"
+#include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
 #include <unistd.h>
 
@@ -28,26 +29,39 @@ namespace mme::cli {
 
 namespace {
 
+std::vector<std::string> recompute_names() {
+  std::vector<std::string> out;
+  for (const RecomputeVariant v : all_recompute_variants()) out.emplace_back(to_string(v));
+  return out;
+}
+
+std::vector<std::string> sort_key_names() {
+  std::vector<std::string> out;
+  for (const PlanSortKey k :
+       {PlanSortKey::kScore, PlanSortKey::kPeak, PlanSortKey::kBubble, PlanSortKey::kCommunication})
+    out.emplace_back(to_string(k));
+  return out;
+}
+
 po::options_description visible_options() {
   po::options_description d("Options");
   po::options_description hidden;
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")(
       "csv", po::bool_switch(), "stream every valid layout as CSV on stdout, in enumeration order")(
-      "html", po::value<std::string>()->value_name("FILE"),
-      "also write an HTML report to FILE: a fit map of the searched space and the top plans")(
+      "html", file_value(), "also write an HTML report to FILE: a fit map of the searched space and the top plans")(
       "gpu", po::value<std::string>(),
       "the GPU to fit (name or alias, see `mme hardware`); without it: the best layout for each known GPU "
       "(--json/--csv/--html: the one with the most memory)")(
       "headroom", po::value<std::string>(),
       "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
-      "recompute", po::value<std::string>(),
+      "recompute", choice_value(recompute_names()),
       "recompute variants to try, comma separated: none, selective, full (default all three)")(
       "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
       "gpus-per-node", po::value<std::string>(),
       "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
       "inter-node-bandwidth", po::value<std::string>(),
       "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")(
-      "sort", po::value<std::string>(), "order of the plans: score (default), peak, bubble, comm")(
+      "sort", choice_value(sort_key_names()), "order of the plans: score (default), peak, bubble, comm")(
       "top", po::value<std::string>(), "how many plans to show (default 10)")("threads", po::value<std::string>(),
                                                                               "worker threads (default: every core)")(
       "revision", po::value<std::string>(), "hub revision to download (default main)");
@@ -337,7 +351,9 @@ int run_plan(const std::vector<std::string>& args) {
   pos.add("model", 1);
   po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  if (!vm.count("model")) throw UsageError("plan needs a MODEL (a hub id, a config.json or a folder)");
+  // The model and the setup as every command that takes a model reads them (estimate_inputs.hpp);
+  // plan takes MODEL only, and reads the setup once the list flags are out of the way.
+  EstimateRequest request = read_model_source(vm, model_argument(vm), InputRules{"plan", false, false});
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
   if (!gpus_text) throw UsageError("plan needs --num-gpus N");
   const bool json = switch_on(vm, "json"), csv = switch_on(vm, "csv");
@@ -390,7 +406,8 @@ int run_plan(const std::vector<std::string>& args) {
   fixed({"ep", "expert-model-parallel-size"}, o.ep);
   fixed({"etp", "expert-tensor-parallel-size"}, o.etp);
   fixed({"cp", "context-parallel-size"}, o.cp);
-  o.base = read_setup(vm);
+  read_request_setup(vm, request);
+  o.base = request.setup;
   if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
   if (vm.count("gpus-per-node"))
     o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, kMaxParallelSize);
@@ -407,13 +424,7 @@ int run_plan(const std::vector<std::string>& args) {
   use_hardware_files(vm);
   load_registry(registry, common);
   if (vm.count("gpu")) {
-    const std::string name = vm["gpu"].as<std::string>();
-    o.gpu = registry.find_hardware(name);
-    if (!o.gpu) {
-      std::string known;
-      for (const auto& h : registry.hardware()) known += (known.empty() ? "" : ", ") + h.object->name;
-      throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known.empty() ? "none loaded" : known));
-    }
+    o.gpu = request_gpu(request, vm, registry);
   } else {
     for (const auto& h : registry.hardware()) {
       const HardwareProfile* c = h.object.get();
@@ -426,9 +437,8 @@ int run_plan(const std::vector<std::string>& args) {
   const bool every_gpu = !vm.count("gpu") && !json && !csv && !html_file;
   if (!vm.count("gpu") && !every_gpu)
     spdlog::warn("no --gpu: planning for {}, the GPU with the most memory (give --gpu NAME to choose)", o.gpu->name);
-  SourceOptions sources;
-  if (vm.count("revision")) sources.revision = vm["revision"].as<std::string>();
-  const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
+  std::vector<std::string> assumptions;  // only launch flags make any, and plan takes none
+  const ModelSpec model = load_request_model(request, vm, registry, assumptions);
   const Planner planner(model, registry);
 
   if (every_gpu) return print_every_gpu(registry, model, planner, o);
@@ -475,5 +485,7 @@ int run_plan(const std::vector<std::string>& args) {
   print_plan_text(model, planner, o, r, suggestions);
   return 0;
 }
+
+po::options_description options_plan() { return visible_options(); }
 
 }  // namespace mme::cli

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <mme/engine/plugin_loader.hpp>
+#include <mme/inputs/json_schema.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/version.hpp>
@@ -43,6 +44,7 @@ int run_plugins(const std::vector<std::string>& args) {
   const auto dirs = plugin_search_path(common.plugin_dirs);
   if (vm["json"].as<bool>()) {
     nlohmann::json j;
+    j["schema_version"] = kSchemaVersion;
     j["api_version"] = kPluginApiVersion;
     j["abi_tag"] = std::string(kAbiTag);
     j["search_path"] = nlohmann::json::array();
@@ -77,5 +79,7 @@ int run_plugins(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+po::options_description options_plugins() { return visible_options(); }
 
 }  // namespace mme::cli

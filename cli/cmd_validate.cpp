@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <mme/inputs/json_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -28,7 +29,7 @@ void build_options(po::options_description& d, po::options_description& estimate
       "case", po::value<std::string>(),
       "only rows whose test_case (real-runs files: id) matches this regular expression")(
       "show-skipped", po::bool_switch(), "list the skipped rows and why in the text report")(
-      "from-log", po::value<std::string>()->value_name("LOG"),
+      "from-log", file_value()->value_name("LOG"),
       "compare with the memory lines of a Megatron-LM training log, per rank; the run's layout comes from the "
       "estimate options below (MODEL, --megatron-args-file, --num-gpus, ...)");
   d.add(common_options());
@@ -173,7 +174,8 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
     for (const auto& c : counted) list.push_back(case_json(c));
     for (const auto& c : other) other_list.push_back(case_json(c));
     std::cout << json_text(
-                     nlohmann::json{{"format", csv_format_name(CsvFormat::kRealRuns)},
+                     nlohmann::json{{"schema_version", kSchemaVersion},
+                                    {"format", csv_format_name(CsvFormat::kRealRuns)},
                                     {"cases", list},
                                     {"summary", summary_json(sum, false)},
                                     {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
@@ -205,7 +207,8 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
   if (json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& c : cases) list.push_back(case_json(c));
-    std::cout << json_text(nlohmann::json{{"format", csv_format_name(CsvFormat::kFunctionalTest)},
+    std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion},
+                                          {"format", csv_format_name(CsvFormat::kFunctionalTest)},
                                           {"cases", list},
                                           {"summary", summary_json(sum, true)}},
                            2)
@@ -281,6 +284,7 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
       list.push_back(j);
     }
     nlohmann::json doc{
+        {"schema_version", kSchemaVersion},
         {"format", "log"},
         {"log", log},
         {"model", est.model.name},
@@ -382,5 +386,7 @@ int run_validate(const std::vector<std::string>& args) {
                                    : read_csv_table(*positional).format == CsvFormat::kRealRuns;
   return real ? report_real_runs(cases, json) : report_functional(cases, json, vm["show-skipped"].as<bool>());
 }
+
+po::options_description options_validate() { return visible_options(); }
 
 }  // namespace mme::cli

@@ -20,7 +20,7 @@ void load_registry(Registry& registry, const CommonSettings& settings) {
 }
 
 void add_hardware_file_option(po::options_description& options) {
-  options.add_options()("hardware-file", po::value<std::vector<std::string>>()->composing(),
+  options.add_options()("hardware-file", files_value(),
                         "also load the GPU profiles of this JSON file (repeatable; format in "
                         "docs/plugin-authoring.md)");
 }

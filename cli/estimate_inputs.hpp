@@ -11,6 +11,7 @@
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/registry.hpp>
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/model_source.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/model_spec.hpp>
 #include <mme/sdk/training_setup.hpp>
@@ -55,9 +56,46 @@ struct DefaultNotes {
   std::string gpus;
 };
 DefaultNotes default_notes(const EstimateRequest& request, const ModelSpec& model, const TrainingSetup& setup);
-// `command` names the subcommand in the "needs a MODEL" error.
+// Where the model and the setup come from, for every command that takes a model (estimate,
+// compare, validate --from-log, plan, init), and which wins:
+//   the model: MODEL, or Megatron-LM flags (--megatron-args or --megatron-args-file, not both),
+//     or a spec file's model section (--config); exactly one (UsageError: two of them, or none
+//     where the command needs a model; ConfigError: a spec without a model section and no MODEL);
+//   the setup: the launch flags' or the spec's setup (else the defaults), with the mme flags on
+//     top; with neither, the seed tool's defaults ETP = 1 and 8 GPUs (or the smallest count the
+//     layout allows) for what the flags leave unset.
+// `command` names the subcommand in the "needs a MODEL" error; a command without
+// --megatron-args(-file) and --config (plan, init) says so by `launch_flags_and_spec` = false,
+// and one that has a model of its own when none is given (init's example) by `model_optional`.
+struct InputRules {
+  std::string command;
+  bool launch_flags_and_spec = true;
+  bool model_optional = false;
+};
+// The two halves, for a command that reads other flags in between (plan): the model's source
+// (and the launch flags' or spec's own checks), then the setup.
+EstimateRequest read_model_source(const po::variables_map& vm, const std::optional<std::string>& model,
+                                  const InputRules& rules);
+void read_request_setup(const po::variables_map& vm, EstimateRequest& request);
 EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
-                                      const std::string& command);
+                                      const InputRules& rules);
+inline EstimateRequest read_estimate_request(const po::variables_map& vm, const std::optional<std::string>& model,
+                                             const std::string& command) {
+  return read_estimate_request(vm, model, InputRules{command});
+}
+// MODEL as the positional argument gives it (nullopt when absent).
+std::optional<std::string> model_argument(const po::variables_map& vm);
+
+// --revision as the model sources take it.
+SourceOptions source_options(const po::variables_map& vm);
+// The request's model through the registry: the launch flags (with --tokenizer-model's
+// vocabulary, whose assumption goes to `assumptions`), MODEL, or the spec's model section.
+// A request without any (init without MODEL) is a caller's bug: std::logic_error.
+ModelSpec load_request_model(const EstimateRequest& request, const po::variables_map& vm, const Registry& registry,
+                             std::vector<std::string>& assumptions);
+// --gpu (or the spec's infrastructure.gpu) through the registry: find_gpu, mme/inputs/gpu_lookup.hpp.
+const HardwareProfile* request_gpu(const EstimateRequest& request, const po::variables_map& vm,
+                                   const Registry& registry);
 
 // The model, the setup and the GPU (--gpu or the spec's), resolved through the registry.
 struct EstimateInputs {

@@ -49,10 +49,17 @@ void add_setup_options(po::options_description& visible, po::options_description
         visible.add_options()(k->flag, po::value<std::vector<std::string>>()->composing()->value_name(k->doc_value),
                               k->help);
         break;
-      default:
-        visible.add_options()(k->flag, po::value<std::string>(), k->help);
+      default: {
+        // An enum knob's values are its flag's completions (mme completion); the value is
+        // named as in docs/cli.md ("--tp N").
+        po::typed_value<std::string>* value = k->kind == KnobKind::kEnum && !k->values.empty()
+                                                  ? choice_value({k->values.begin(), k->values.end()})
+                                                  : po::value<std::string>();
+        if (*k->doc_value) value->value_name(k->doc_value);
+        visible.add_options()(k->flag, value, k->help);
         for (const char* a : k->aliases) hidden.add_options()(a, po::value<std::string>(), "");
         for (const auto& sw : k->switches) visible.add_options()(sw.flag, po::bool_switch(), sw.help);
+      }
     }
   }
 }

@@ -13,11 +13,38 @@
 
 namespace mme::cli {
 
+po::typed_value<std::string>* choice_value(std::vector<std::string> choices) {
+  return new HintedValue<std::string>(ValueKind::kChoice, std::move(choices));
+}
+
+po::typed_value<std::string>* file_value() {
+  return (new HintedValue<std::string>(ValueKind::kFile, {}))->value_name("FILE");
+}
+
+po::typed_value<std::vector<std::string>>* files_value() {
+  return (new HintedValue<std::vector<std::string>>(ValueKind::kFile, {}))->composing()->value_name("FILE");
+}
+
+po::typed_value<std::vector<std::string>>* directories_value() {
+  return (new HintedValue<std::vector<std::string>>(ValueKind::kDirectory, {}))->composing()->value_name("DIR");
+}
+
+const ValueHint* value_hint(const po::option_description& option) {
+  return dynamic_cast<const ValueHint*>(option.semantic().get());
+}
+
+const std::vector<std::string>& log_levels() {
+  static const std::vector<std::string> levels = {"trace", "debug", "info",     "warn", "warning",
+                                                  "error", "err",   "critical", "off"};
+  return levels;
+}
+
 po::options_description common_options() {
   po::options_description d("Common options");
-  d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+  d.add_options()("plugin-dir", directories_value(),
                   "load plugins from DIR first (repeatable); then MME_PLUGIN_PATH, then <exe>/../lib/mme/plugins")(
-      "log-level", po::value<std::string>(), "stderr log level: trace, debug, info, warn (default), error, off")(
+      "log-level", choice_value({"trace", "debug", "info", "warn", "error", "off"}),
+      "stderr log level: trace, debug, info, warn (default), error, off")(
       "v,v", po::bool_switch(), "same as --log-level debug (-v; --v is accepted too)")("quiet,q", po::bool_switch(),
                                                                                        "same as --log-level error");
   return d;
@@ -31,9 +58,8 @@ CommonSettings read_common(const po::variables_map& vm) {
   if (vm.count("quiet") && vm["quiet"].as<bool>()) s.log_level = "error";
   if (vm.count("log-level")) {
     s.log_level = vm["log-level"].as<std::string>();
-    static const char* kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"};
     bool ok = false;
-    for (const char* l : kLevels) ok = ok || s.log_level == l;
+    for (const auto& l : log_levels()) ok = ok || s.log_level == l;
     if (!ok)
       throw UsageError(
           fmt::format("--log-level: unknown level '{}' (trace, debug, info, warn, error, off)", s.log_level));

@@ -16,6 +16,36 @@ namespace mme::cli {
 
 namespace po = boost::program_options;
 
+// What a flag's value is, for the shell completion and the man pages (cmd_completion.cpp): a
+// value kind the option tables record where they define the flag. A flag whose semantic is
+// not one of these takes free text.
+enum class ValueKind { kText, kChoice, kFile, kDirectory };
+class ValueHint {
+ public:
+  virtual ~ValueHint() = default;
+  ValueKind kind = ValueKind::kText;
+  std::vector<std::string> choices;  // kChoice: the values, in the order listed
+};
+template <class T>
+class HintedValue final : public po::typed_value<T>, public ValueHint {
+ public:
+  HintedValue(ValueKind k, std::vector<std::string> values) : po::typed_value<T>(nullptr) {
+    kind = k;
+    choices = std::move(values);
+  }
+};
+// A flag taking one of `choices` (the check of the value stays where it is read).
+po::typed_value<std::string>* choice_value(std::vector<std::string> choices);
+// A flag taking a file (value name FILE) or a folder (DIR); `repeatable` ones compose.
+po::typed_value<std::string>* file_value();
+po::typed_value<std::vector<std::string>>* files_value();
+po::typed_value<std::vector<std::string>>* directories_value();
+// The hint of an option (nullptr: free text, or a switch).
+const ValueHint* value_hint(const po::option_description& option);
+
+// The levels --log-level takes.
+const std::vector<std::string>& log_levels();
+
 // --plugin-dir (repeatable), --log-level, -v, -q.
 po::options_description common_options();
 

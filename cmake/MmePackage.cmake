@@ -6,6 +6,8 @@
 #                                 report (the .so link-time names in the dev package)
 #   lib/mme/plugins/*.so          RUNPATH $ORIGIN/../..
 #   share/mme/models/             the bundled configs
+#   share/bash-completion/, share/zsh/, share/fish/, share/man/man1/
+#                                 shell completion and man pages (cli/CMakeLists.txt)
 #   include/mme/<library>/*.hpp  the headers: sdk/ for plugins, the host libraries beside it
 #   lib/cmake/mme/                mmeConfig.cmake, mmeConfigVersion.cmake, mmeTargets*.cmake,
 #                                 mmePluginHelpers.cmake

@@ -10,6 +10,7 @@
 #include "generic_hf_adapter.hpp"
 #include "gqa.hpp"
 #include "json_profiles.hpp"
+#include "language_model.hpp"
 #include "megatron_args_adapter.hpp"
 #include "mla.hpp"
 #include "moe.hpp"
@@ -45,6 +46,7 @@ void register_all_plugins(Registry& r) {
       {"layer_gqa", plugins::register_gqa},
       {"layer_mla", plugins::register_mla},
       {"layer_moe", plugins::register_moe},
+      {"layer_language_model", plugins::register_language_model},
   };
   for (const auto& p : kPlugins) r.register_plugin(p.name, "fuzz", "", p.fn);
 }

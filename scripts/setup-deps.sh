@@ -12,6 +12,8 @@ packages=(
   libyaml-cpp-dev  # spec files (mme estimate --config)
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
+  python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
+  groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
   python3-dev python3-pybind11 python3-pytest python3-venv  # the Python module and its tests (docs/python.md)
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.

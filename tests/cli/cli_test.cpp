@@ -512,5 +512,124 @@ TEST(Cli, ErrorLinesAreColouredLikeWarningsOnATerminal) {
   EXPECT_CONTAINS(both.out, "mme: \x1b[31m\x1b[1merror\x1b[m: ");
 }
 
+// ---------------------------------------------------------------------------------------
+// Where the model and the GPU come from: one lookup for estimate, plan and init
+// (cli/estimate_inputs.hpp, mme/inputs/gpu_lookup.hpp), so the same name gets the same answer.
+
+TEST(Cli, AnUnknownGpuIsTheSameUsageErrorInEveryCommand) {
+  const RunResult hardware = run_mme({"hardware", "--json"});
+  ASSERT_EQ(hardware.exit_code, 0) << describe(hardware);
+  std::string known;
+  for (const auto& h : parse_stdout(hardware)["hardware"])
+    known += (known.empty() ? "" : ", ") + h["name"].get<std::string>();
+  // `mme hardware` lists the profiles smallest first; the message names them as loaded. Same
+  // set, whatever the order.
+  const std::vector<std::vector<std::string>> runs = {
+      {"estimate", "Qwen/Qwen3-8B", "--gpu", "Z900"},
+      {"compare", "Qwen/Qwen3-8B", "--tp", "1,2", "--gpu", "Z900"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "Z900"},
+      {"init", "Qwen/Qwen3-8B", "--gpu", "Z900"},
+      {"init", "--gpu", "Z900"},
+  };
+  std::string first;
+  for (const auto& args : runs) {
+    SCOPED_TRACE(args.front());
+    const RunResult r = run_mme(args);
+    expect_usage_error(r, "--gpu: unknown GPU 'Z900' (known: ");
+    for (const auto& h : parse_stdout(hardware)["hardware"]) EXPECT_CONTAINS(r.err, h["name"].get<std::string>());
+    if (first.empty()) first = r.err;
+    EXPECT_EQ(r.err, first);
+  }
+}
+
+TEST(Cli, AGpuOfAHardwareFileIsFoundByEveryCommand) {
+  // init had no --hardware-file: a GPU that estimate and plan took from a JSON file was
+  // unknown to init, whose spec file then named no GPU. Now all three read the same profiles.
+  test::TempDir dir;
+  const fs::path lab = dir.path() / "lab.json";
+  test::write_file(lab, R"({"name": "Lab-GPU-24GB", "memory_gib": 24, "aliases": ["lab"]})");
+  const RunResult init = run_mme({"init", "Qwen/Qwen3-0.6B", "--hardware-file", lab.string(), "--gpu", "lab"});
+  ASSERT_EQ(init.exit_code, 0) << describe(init);
+  EXPECT_CONTAINS(init.out, "gpu: Lab-GPU-24GB");
+  const fs::path spec = dir.path() / "spec.yaml";
+  test::write_file(spec, init.out);
+  const RunResult est = run_mme({"estimate", "--config", spec.string(), "--hardware-file", lab.string(), "--json"});
+  ASSERT_EQ(est.exit_code, 0) << describe(est);
+  const json j = parse_stdout(est);
+  ASSERT_EQ(j["fits"].size(), 1u);
+  EXPECT_EQ(j["fits"][0]["hardware"], "Lab-GPU-24GB");
+  const RunResult plan = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--hardware-file", lab.string(),
+                                  "--gpu", "lab", "--json", "--top", "1"});
+  ASSERT_EQ(plan.exit_code, 0) << describe(plan);
+  EXPECT_EQ(parse_stdout(plan)["gpu"], "Lab-GPU-24GB");
+  // Without the file the name is unknown to each, with the same message.
+  expect_usage_error(run_mme({"init", "Qwen/Qwen3-0.6B", "--gpu", "lab"}), "--gpu: unknown GPU 'lab' (known: ");
+}
+
+TEST(Cli, EachCommandNamesTheModelSourcesItTakes) {
+  expect_usage_error(run_mme({"estimate"}),
+                     "estimate needs a MODEL (a hub id, a config.json or a folder), --megatron-args or --config");
+  expect_usage_error(run_mme({"plan", "--num-gpus", "8"}), "plan needs a MODEL (a hub id, a config.json or a folder)");
+  EXPECT_EQ(run_mme({"plan", "--num-gpus", "8"}).err,
+            "mme: error: plan needs a MODEL (a hub id, a config.json or a folder)\n");
+  // plan checks the model first, before its own flags.
+  expect_usage_error(run_mme({"plan"}), "plan needs a MODEL");
+  // init's example model stands in for a missing MODEL; its setup has the seed's defaults as
+  // estimate's has (ETP 1, 8 GPUs).
+  const RunResult example = run_mme({"init", "--tp", "2"});
+  ASSERT_EQ(example.exit_code, 0) << describe(example);
+  EXPECT_CONTAINS(example.out, "world_size: 8");
+  EXPECT_CONTAINS(example.out, "expert_tensor_parallel_size: 1");
+}
+
+// ---------------------------------------------------------------------------------------
+// Shell completion and man pages (the scripts are tested in their shells by
+// completion_bash_test.sh and completion_shell_test.sh, the pages by man_pages_test.sh).
+
+TEST(Cli, CompletionTakesOneKnownShell) {
+  expect_usage_error(run_mme({"completion"}), "completion takes one shell: bash, zsh or fish");
+  expect_usage_error(run_mme({"completion", "bash", "zsh"}), "completion takes one shell");
+  expect_usage_error(run_mme({"completion", "tcsh"}), "completion: unknown shell 'tcsh' (bash, zsh, fish)");
+  for (const char* shell : {"bash", "zsh", "fish"}) {
+    const RunResult r = run_mme({"completion", shell});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.err, "");
+    // Every command, and an enum knob's values from the setup schema.
+    for (const char* word : {"estimate", "validate", "completion", "recompute-granularity", "full selective"})
+      EXPECT_CONTAINS(r.out, word);
+  }
+}
+
+TEST(Cli, ManPagesComeFromTheHelpAndTheOptionTables) {
+  const RunResult page = run_mme({"help", "--man", "estimate"});
+  ASSERT_EQ(page.exit_code, 0) << describe(page);
+  EXPECT_EQ(page.err, "");
+  EXPECT_CONTAINS(page.out, "\n.TH MME-ESTIMATE 1 \"\" \"mme ");
+  EXPECT_CONTAINS(page.out, "\n.SH NAME\nmme\\-estimate \\- per\\-GPU memory of a training layout");
+  EXPECT_CONTAINS(page.out, "\n.SH SYNOPSIS\nmme estimate MODEL [options]\n.SH DESCRIPTION\n");
+  const RunResult validate = run_mme({"help", "--man", "validate"});
+  EXPECT_CONTAINS(validate.out, "\n.SH SYNOPSIS\nmme validate CASES.csv");  // two usage lines
+  EXPECT_CONTAINS(validate.out, "\n.br\nmme validate \\-\\-from\\-log LOG");
+  // Every visible flag of the help text is an entry of OPTIONS, with its value name.
+  const RunResult help = run_mme({"help", "estimate"});
+  for (const char* flag : {"json", "config", "tp", "recompute-granularity", "plugin-dir", "hardware-file"}) {
+    std::string escaped;
+    for (char c : std::string(flag)) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+    EXPECT_CONTAINS(help.out, std::string("--") + flag);
+    EXPECT_CONTAINS(page.out, "\n.TP\n\\fB\\-\\-" + escaped + "\\fR");
+  }
+  EXPECT_CONTAINS(page.out, "\\fB\\-\\-recompute\\-granularity\\fR \\fIG\\fR\n");
+  EXPECT_CONTAINS(page.out, "\\fB\\-q\\fR, \\fB\\-\\-quiet\\fR");
+  EXPECT_CONTAINS(page.out, "\n.SS \"Common options\"\n");
+  // The top page lists every command.
+  const RunResult top = run_mme({"help", "--man"});
+  ASSERT_EQ(top.exit_code, 0) << describe(top);
+  EXPECT_CONTAINS(top.out, ".TH MME 1 ");
+  for (const char* c : {"estimate", "plan", "completion", "help"})
+    EXPECT_CONTAINS(top.out, std::string("\n.TP\n.B ") + c + "\n");
+  expect_usage_error(run_mme({"help", "--man", "estimat"}), "unknown command 'estimat'; did you mean 'estimate'?");
+  expect_usage_error(run_mme({"help", "--mann"}), "unknown option --mann; did you mean --man?");
+}
+
 }  // namespace
 }  // namespace mme

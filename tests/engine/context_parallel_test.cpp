@@ -8,6 +8,7 @@
 #include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
+#include "gqa.hpp"
 
 namespace mme {
 namespace {

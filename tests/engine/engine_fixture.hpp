@@ -7,19 +7,11 @@
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/registry.hpp>
 
-#include "dense_mlp.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "layer_plugins.hpp"
 
 namespace mme::test {
 
-inline void register_layer_models(Registry& r) {
-  r.register_plugin("layer_gqa", "test", "", plugins::register_gqa);
-  r.register_plugin("layer_mla", "test", "", plugins::register_mla);
-  r.register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
-  r.register_plugin("layer_moe", "test", "", plugins::register_moe);
-}
+inline void register_layer_models(Registry& r) { test::register_layer_plugins(r); }
 
 // A GPT model the way Korthikanti et al. describe it: MHA, LayerNorm, GELU MLP of 4h, no
 // biases counted in the 12 h^2 weights per layer, dropout 0.1.

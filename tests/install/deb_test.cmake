@@ -36,8 +36,13 @@ mme_run_ok(list COMMAND "${DPKG_DEB}" -c "${runtime}")
 foreach(path ./usr/bin/mme ./usr/lib/libmme_sdk.so.${MME_PROJECT_VERSION} ./usr/lib/libmme_engine.so.${MME_PROJECT_VERSION}
              ./usr/lib/libmme_report.so.${MME_PROJECT_VERSION} ./usr/lib/mme/plugins/mme_hw_nvidia_hopper.so
              ./usr/lib/mme/plugins/mme_json_profiles.so ./usr/lib/mme/plugins/mme_adapter_generic_hf.so
-             ./usr/share/mme/models/Qwen--Qwen3-8B/config.json
-             ./usr/share/doc/megatron-memory-estimator/README.md)
+             ./usr/share/mme/models/Qwen--Qwen3-8B/config.json ./usr/share/mme/schema/estimate.schema.json
+             ./usr/share/mme/schema/spec-file.schema.json
+             ./usr/share/doc/megatron-memory-estimator/README.md
+             ./usr/share/bash-completion/completions/mme ./usr/share/zsh/vendor-completions/_mme
+             ./usr/share/fish/vendor_completions.d/mme.fish ./usr/share/man/man1/mme.1
+             ./usr/share/man/man1/mme-estimate.1 ./usr/share/man/man1/mme-plan.1
+             ./usr/share/man/man1/mme-completion.1)
   mme_expect_contains("${list_out}" " ${path}\n" "contents of the runtime package")
 endforeach()
 foreach(path ./usr/include/ ./usr/lib/cmake/ "./usr/lib/libmme_sdk.so " "./usr/lib/libmme_engine.so ")
@@ -72,6 +77,9 @@ mme_json_find(h100 "${hw_out}" hardware name H100-SXM-80GB)
 if(NOT h100)
   mme_fail("the unpacked package's mme lists no H100:\n${hw_out}")
 endif()
+mme_run_ok(page COMMAND "${WORK_DIR}/root/usr/bin/mme" help --man plan)
+file(READ "${WORK_DIR}/root/usr/share/man/man1/mme-plan.1" packaged_page)
+mme_expect_equal("${packaged_page}" "${page_out}" "the packaged mme-plan.1")
 mme_run_ok(est COMMAND "${WORK_DIR}/root/usr/bin/mme" estimate Qwen/Qwen3-8B --json)
 mme_expect_contains("${est_out}" "\"schema_version\": 1" "estimate with the unpacked package")
 

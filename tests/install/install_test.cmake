@@ -29,13 +29,54 @@ mme_expect_exists(
   "${first}/lib/mme/plugins/mme_hw_nvidia_hopper.so" "${first}/lib/mme/plugins/mme_json_profiles.so"
   "${first}/lib/mme/plugins/mme_adapter_generic_hf.so" "${first}/lib/mme/plugins/mme_layer_gqa.so"
   "${first}/share/mme/models/Qwen--Qwen3-8B/config.json"
+  "${first}/share/mme/schema/estimate.schema.json" "${first}/share/mme/schema/plan.schema.json"
+  "${first}/share/mme/schema/spec-file.schema.json" "${first}/share/mme/schema/setup.schema.json"
+  "${first}/share/mme/schema/hardware-profile.schema.json"
   "${first}/include/mme/sdk/plugin.hpp" "${first}/include/mme/sdk/registrar.hpp" "${first}/include/mme/sdk/version.hpp"
   "${first}/include/mme/engine/registry.hpp" "${first}/include/mme/report/render_estimate.hpp"
   "${first}/lib/cmake/mme/mmeConfig.cmake" "${first}/lib/cmake/mme/mmeConfigVersion.cmake"
   "${first}/lib/cmake/mme/mmeTargets.cmake" "${first}/lib/cmake/mme/mmePluginHelpers.cmake"
   "${first}/share/doc/megatron-memory-estimator/README.md"
   "${first}/share/doc/megatron-memory-estimator/plugin-authoring.md"
-  "${first}/share/doc/megatron-memory-estimator/examples/acme_hardware/CMakeLists.txt")
+  "${first}/share/doc/megatron-memory-estimator/examples/acme_hardware/CMakeLists.txt"
+  # Shell completion and man pages (cli/CMakeLists.txt), where bash-completion, zsh, fish and man look.
+  "${first}/share/bash-completion/completions/mme" "${first}/share/zsh/vendor-completions/_mme"
+  "${first}/share/fish/vendor_completions.d/mme.fish" "${first}/share/man/man1/mme.1")
+# A man page for every command `mme help` lists, and the installed pages are what the
+# installed mme writes.
+mme_run_ok(help COMMAND "${first}/bin/mme" help)
+string(REGEX MATCH "\nCommands:\n([^\n]+\n)+" listing "${help_out}")
+string(REGEX MATCHALL "\n  [a-z]+" listed "${listing}")
+list(LENGTH listed n_listed)
+if(n_listed LESS 10)
+  mme_fail("mme help lists only ${n_listed} commands:\n${help_out}")
+endif()
+foreach(entry IN LISTS listed)
+  string(STRIP "${entry}" command)
+  mme_expect_exists("${first}/share/man/man1/mme-${command}.1")
+endforeach()
+mme_run_ok(page COMMAND "${first}/bin/mme" help --man estimate)
+file(READ "${first}/share/man/man1/mme-estimate.1" installed_page)
+mme_expect_equal("${installed_page}" "${page_out}" "the installed mme-estimate.1")
+mme_run_ok(script COMMAND "${first}/bin/mme" completion bash)
+file(READ "${first}/share/bash-completion/completions/mme" installed_script)
+mme_expect_equal("${installed_script}" "${script_out}" "the installed bash completion")
+# man -l (or groff) formats an installed page.
+find_program(MAN man)
+find_program(GROFF groff)
+if(MAN)
+  set(ENV{MANWIDTH} 80)
+  mme_run_ok(formatted COMMAND "${MAN}" -l "${first}/share/man/man1/mme-estimate.1")
+elseif(GROFF)
+  mme_run_ok(formatted COMMAND "${GROFF}" -k -man -Tutf8 "${first}/share/man/man1/mme-estimate.1")
+else()
+  message(STATUS "neither man nor groff is installed: the man page is not formatted")
+  set(formatted_out "")
+endif()
+if(MAN OR GROFF)
+  mme_expect_contains("${formatted_out}" "SYNOPSIS" "the formatted mme-estimate.1")
+  mme_expect_contains("${formatted_out}" "recompute" "the formatted mme-estimate.1")
+endif()
 file(GLOB static_archives "${first}/lib/*.a" "${first}/lib/mme/plugins/*.a")
 if(static_archives)
   mme_fail("static archives were installed: ${static_archives}")
@@ -78,6 +119,21 @@ mme_expect_contains("${models_out}" "\"Qwen/Qwen3-8B\"" "the bundled models of t
 mme_expect_contains("${models_out}" "${prefix}/share/mme/models/" "the bundled models of the moved prefix")
 mme_run_ok(builtin COMMAND "${mme}" estimate Qwen/Qwen3-8B --json)
 mme_expect_contains("${builtin_out}" "\"schema_version\": 1" "estimate of a bundled model")
+# The published schemas (docs/cli.md, "Contracts"): every one the build staged is installed, each
+# names its own $id, and `mme init` of the moved tree points editors at the moved spec-file schema.
+file(GLOB staged_schemas RELATIVE "${MME_BUILD_DIR}/stage/share/mme/schema" "${MME_BUILD_DIR}/stage/share/mme/schema/*.json")
+file(GLOB installed_schemas RELATIVE "${prefix}/share/mme/schema" "${prefix}/share/mme/schema/*.json")
+list(SORT staged_schemas)
+list(SORT installed_schemas)
+mme_expect_equal("${installed_schemas}" "${staged_schemas}" "the installed schemas")
+foreach(name IN LISTS installed_schemas)
+  file(READ "${prefix}/share/mme/schema/${name}" text)
+  string(JSON id GET "${text}" "$id")
+  mme_expect_equal("${id}" "https://megatron-memory-estimator.invalid/schema/v1/${name}" "the $id of ${name}")
+endforeach()
+mme_run_ok(init COMMAND "${mme}" init)
+mme_expect_contains("${init_out}" "# yaml-language-server: $schema=file://${prefix}/share/mme/schema/spec-file.schema.json\n"
+                    "the schema line of mme init in the moved prefix")
 
 # The family is unknown until its plugin is built: no adapter reads config.json.
 set(config "${MME_SOURCE_DIR}/examples/acme_model_family/config.json")

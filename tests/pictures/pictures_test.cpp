@@ -18,6 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include <mme/engine/fit.hpp>
+#include <mme/engine/plugin_loader.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/planner/planner.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
@@ -275,26 +279,43 @@ TEST(Svg, SegmentsAreProportionalToTheBytesOnOneScaleAndStackWithoutGaps) {
   const Case c;
   const std::string svg = svg_of(c, c.all_fits());
   const auto segs = tags(svg, "<rect class=\"seg\"");
-  std::vector<std::int64_t> bytes;
-  for (const auto& s : c.est.stages)
-    for (auto b : cli::category_bytes(s))
-      if (b > 0) bytes.push_back(b);
-  ASSERT_EQ(segs.size(), bytes.size());
-  double stage0 = 0;  // 96 GiB in five segments
-  for (std::size_t i = 0; i < 5; ++i) stage0 += std::stod(attr(svg, segs[i], "width"));
-  const double px_per_gib = stage0 / 96.0;
-  ASSERT_GT(px_per_gib, 1.0);
-  double prev_end = -1, prev_y = -1;
+  // The scale, by hand: the peak is 100 GiB and the one line drawn is GPU-M's 103.5 GiB usable
+  // (GPU-L's 189 is beyond 1.6 x the peak), so the axis covers 103.5 x 1.02 = 105.57 GiB in
+  // "nice" steps of 20 (105.57 / 6 = 17.6 -> 20): 0 to 120 GiB. The plot runs from x = 96 to
+  // 960 - 104 = 856, 760 px for 120 GiB: 19/3 px per GiB. A segment starts at
+  // 96 + 19/3 x (the GiB below it) and is 19/3 x its GiB wide, printed with two decimals.
+  struct Seg {
+    const char* x;
+    const char* width;
+  };
+  const std::vector<Seg> expected = {
+      // stage 0: 10, 20, 40, 25, 1 GiB; starts at 0, 10, 30, 70, 95 GiB
+      {"96.00", "63.33"},    // 10 x 19/3 = 63.333
+      {"159.33", "126.67"},  // 96 + 63.333; 20 x 19/3 = 126.667
+      {"286.00", "253.33"},  // 96 + 30 x 19/3 = 96 + 190; 40 x 19/3 = 253.333
+      {"539.33", "158.33"},  // 96 + 70 x 19/3 = 96 + 443.333; 25 x 19/3 = 158.333
+      {"697.67", "6.33"},    // 96 + 95 x 19/3 = 96 + 601.667; 1 x 19/3
+      // stage 1: 12, 24, 48, 10, 1 GiB; starts at 0, 12, 36, 84, 94 GiB
+      {"96.00", "76.00"},    // 12 x 19/3 = 76
+      {"172.00", "152.00"},  // 96 + 76; 24 x 19/3 = 152
+      {"324.00", "304.00"},  // 96 + 36 x 19/3 = 96 + 228; 48 x 19/3 = 304
+      {"628.00", "63.33"},   // 96 + 84 x 19/3 = 96 + 532; 10 x 19/3
+      {"691.33", "6.33"},    // 96 + 94 x 19/3 = 96 + 595.333
+      // stage 2: 14, 28, 56, (no activations), 2 GiB; starts at 0, 14, 42, 98 GiB
+      {"96.00", "88.67"},    // 14 x 19/3 = 88.667
+      {"184.67", "177.33"},  // 96 + 88.667; 28 x 19/3 = 177.333
+      {"362.00", "354.67"},  // 96 + 42 x 19/3 = 96 + 266; 56 x 19/3 = 354.667
+      {"716.67", "12.67"},   // 96 + 98 x 19/3 = 96 + 620.667; 2 x 19/3 = 12.667
+  };
+  ASSERT_EQ(segs.size(), expected.size());
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    const double x = std::stod(attr(svg, segs[i], "x")), w = std::stod(attr(svg, segs[i], "width"));
-    const double y = std::stod(attr(svg, segs[i], "y"));
-    EXPECT_NEAR(w, px_per_gib * static_cast<double>(bytes[i]) / static_cast<double>(kGiB64), 0.03) << i;
-    if (y == prev_y) {
-      EXPECT_NEAR(x, prev_end, 0.02) << "segment " << i << " does not start where the last ended";
-    }
-    prev_end = x + w;
-    prev_y = y;
+    EXPECT_EQ(attr(svg, segs[i], "x"), expected[i].x) << "segment " << i;
+    EXPECT_EQ(attr(svg, segs[i], "width"), expected[i].width) << "segment " << i;
   }
+  // The axis ticks of that scale: 0, 20, ..., 120 GiB.
+  for (const char* tick : {">0</text>", ">20</text>", ">60</text>", ">120</text>"})
+    EXPECT_NE(svg.find(tick), std::string::npos) << tick;
+  EXPECT_EQ(svg.find(">140</text>"), std::string::npos);
 }
 
 TEST(Svg, ChosenGpuGetsTheOnlyLine) {
@@ -307,11 +328,15 @@ TEST(Svg, ChosenGpuGetsTheOnlyLine) {
   EXPECT_EQ(attr(svg, lines[0], "data-fits"), "false");
   EXPECT_EQ(attr(svg, lines[0], "stroke"), "#d70000");
   EXPECT_NE(svg.find("GPU-S 59.8 GiB"), std::string::npos);
-  // The line sits at the usable memory on the bars' scale.
+  // The line sits at the usable memory on the bars' scale. By hand: GPU-S keeps 64 x 5% = 3.2
+  // GiB free and reserves 1 GiB, so 59.8 GiB are usable; the axis is the peak's, 100 x 1.02 =
+  // 102 GiB in steps of 20 (102 / 6 = 17 -> 20), so 0 to 120 GiB over the 760 px from x = 96:
+  // 96 + 59.8 x 760 / 120 = 96 + 378.733 = 474.73.
+  EXPECT_EQ(attr(svg, lines[0], "x1"), "474.73");
+  EXPECT_EQ(attr(svg, lines[0], "x2"), "474.73");
   const auto segs = tags(svg, "<rect class=\"seg\"");
-  const double x0 = std::stod(attr(svg, segs[0], "x"));
-  const double px_per_gib = std::stod(attr(svg, segs[0], "width")) / 10.0;
-  EXPECT_NEAR(std::stod(attr(svg, lines[0], "x1")), x0 + px_per_gib * to_gib(fits[0].usable_bytes), 0.05);
+  ASSERT_FALSE(segs.empty());
+  EXPECT_EQ(attr(svg, segs[0], "width"), "63.33");  // the same scale: 10 GiB x 760 / 120
 }
 
 TEST(Svg, EveryFittingProfileGetsALineAndFarLargerOnesAreNamedOffTheScale) {
@@ -556,34 +581,43 @@ TEST(TerminalBars, ShadesAddUpToEachStageOnOneScaleWithTheUsableMemoryMarked) {
   EXPECT_EQ(report.find('\033'), std::string::npos);
   const auto lines = bar_lines(report);
   ASSERT_EQ(lines.size(), 3u) << report;
-  const double scale = static_cast<double>(fits[1].usable_bytes);  // larger than every stage
-  const auto& styles = cli::category_styles();
+  // By hand: GPU-M's 103.5 GiB usable (110 - 5.5 headroom - 1 reserved) is more than the
+  // 100 GiB peak and less than twice it, so 50 cells stand for 103.5 GiB (2.07 GiB a cell) and
+  // the marker sits after round(103.5 / 103.5 x 50) = 50 cells. A segment ends where its
+  // running sum rounds to: cells(g) = round(g x 50 / 103.5) = round(g x 0.48309).
+  //   stage 0, sums 10 30 70 95 96 GiB -> 4.83 14.49 33.82 45.89 46.38 -> edges 5 14 34 46 46
+  //   stage 1, sums 12 36 84 94 95     -> 5.80 17.39 40.58 45.41 45.89 -> edges 6 17 41 45 46
+  //   stage 2, sums 14 42 98 98 100    -> 6.76 20.29 47.34 47.34 48.31 -> edges 7 20 47 47 48
+  // Rounding each segment alone would give other counts (stage 1: 6 12 23 5 0).
+  struct Expected {
+    long weights, gradients, optimizer, activations, other, blank;
+    const char* total;
+  };
+  const std::vector<Expected> expected = {
+      {5, 9, 20, 12, 0, 4, " 96.00 GiB"},
+      {6, 11, 24, 4, 1, 4, " 95.00 GiB"},
+      {7, 13, 27, 0, 1, 2, " 100.00 GiB"},
+  };
   for (std::size_t i = 0; i < 3; ++i) {
-    const auto& st = c.est.stages[i];
     const auto cols = columns(lines[i]);
-    // 50 cells, the marker between two of them, then " <total> GiB".
-    const auto mark = static_cast<std::size_t>(std::lround(scale / scale * 50));
+    // 50 cells, the marker after the 50th, then " <total> GiB".
     ASSERT_GE(cols.size(), 51u);
-    EXPECT_EQ(cols[mark], "│") << lines[i];
-    EXPECT_NE(lines[i].find(fmt::format(" {:.2f} GiB", to_gib(st.total_bytes))), std::string::npos);
+    EXPECT_EQ(cols[50], "│") << lines[i];
+    EXPECT_NE(lines[i].find(expected[i].total), std::string::npos) << lines[i];
     std::map<std::string, long> n;
-    for (std::size_t k = 0; k < 51; ++k)
-      if (k != mark) ++n[cols[k]];
-    long filled = 0;
-    double cum = 0;
-    long prev_edge = 0;
-    const auto bytes = cli::category_bytes(st);
-    for (std::size_t k = 0; k < cli::kCategories; ++k) {
-      cum += static_cast<double>(bytes[k]);
-      const long edge = std::lround(cum / scale * 50);
-      EXPECT_EQ(n[styles[k].glyph], edge - prev_edge) << "stage " << i << " " << styles[k].label;
-      filled += n[styles[k].glyph];
-      prev_edge = edge;
-    }
-    EXPECT_EQ(filled, std::lround(static_cast<double>(st.total_bytes) / scale * 50));
-    EXPECT_EQ(n[" "], 50 - filled);
+    for (std::size_t k = 0; k < 50; ++k) ++n[cols[k]];
+    EXPECT_EQ(n["█"], expected[i].weights) << "stage " << i << ": " << lines[i];
+    EXPECT_EQ(n["▓"], expected[i].gradients) << "stage " << i << ": " << lines[i];
+    EXPECT_EQ(n["▒"], expected[i].optimizer) << "stage " << i << ": " << lines[i];
+    EXPECT_EQ(n["░"], expected[i].activations) << "stage " << i << ": " << lines[i];
+    EXPECT_EQ(n["·"], expected[i].other) << "stage " << i << ": " << lines[i];
+    EXPECT_EQ(n[" "], expected[i].blank) << "stage " << i << ": " << lines[i];
   }
-  EXPECT_NE(report.find("█ weights  ▓ gradients  ▒ optimizer  ░ activations  · other"), std::string::npos);
+  // Stacking order: stage 1 reads 6 weights, 11 gradients, 24 optimizer, 4 activations, 1 other.
+  EXPECT_EQ(lines[1].substr(0, lines[1].find("│")),
+            std::string() + "██████" + "▓▓▓▓▓▓▓▓▓▓▓" + "▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒" + "░░░░" + "·" + "    ");
+  EXPECT_NE(report.find("█ weights  ▓ gradients  ▒ optimizer  ░ activations  · other  (1 cell = 2.07 GiB)"),
+            std::string::npos);
   EXPECT_NE(report.find("│ usable memory of GPU-M: 103.50 GiB"), std::string::npos);
 }
 
@@ -679,13 +713,17 @@ TEST(CliPictures, HtmlAndSvgFilesNextToTheUsualReport) {
   EXPECT_EQ(markup_problem(s, false), "");
   EXPECT_NE(h.find("Qwen/Qwen3-8B"), std::string::npos);
   EXPECT_EQ(count(s, "<g class=\"stage\""), 2u);
-  // The numbers agree with the JSON document.
+  // The numbers agree with the text report's stage totals ("    - Total: 25.62 GiB") and the
+  // JSON document's bytes.
+  std::vector<std::string> totals;
+  const std::regex total_re("\n    - Total: ([0-9]+\\.[0-9]{2} GiB)\n");
+  for (auto it = std::sregex_iterator(plain.out.begin(), plain.out.end(), total_re); it != std::sregex_iterator(); ++it)
+    totals.push_back((*it)[1]);
+  ASSERT_EQ(totals.size(), 2u) << plain.out;
+  for (const auto& total : totals) EXPECT_NE(s.find(">" + total), std::string::npos) << total;
   const auto j = nlohmann::json::parse(run_mme(with(kQwen, {"--json"})).out);
-  for (const auto& st : j["stages"]) {
-    const std::string total = fmt::format("{:.2f} GiB", st["total_bytes"].get<std::int64_t>() / 1073741824.0);
-    EXPECT_NE(s.find(total), std::string::npos) << total;
+  for (const auto& st : j["stages"])
     EXPECT_NE(h.find(fmt::format("<td title=\"{} bytes\">", st["total_bytes"].get<std::int64_t>())), std::string::npos);
-  }
   // The file permissions follow the umask like any other file (not mkstemp's 0600).
   EXPECT_NE(fs::status(html).permissions() & fs::perms::others_read, fs::perms::none);
 }
@@ -834,15 +872,15 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
       ++starred;
       EXPECT_EQ(std::stoll(m[6]), best_peak) << key;
       EXPECT_LT(t.min_peak, best_peak) << key << ": the check below could not tell the two apart";
-      const double g = static_cast<double>(best_peak) / (1024.0 * 1024.0 * 1024.0);
-      const std::string shown = g < 10    ? fmt::format("{:.2f}", g)
-                                : g < 100 ? fmt::format("{:.1f}", g)
-                                          : fmt::format("{:.0f}", g);
-      const std::size_t end = h.find("</g>", static_cast<std::size_t>(m.position(0)));
-      EXPECT_NE(h.substr(static_cast<std::size_t>(m.position(0)), end - static_cast<std::size_t>(m.position(0)))
-                    .find(">★ " + shown + "</text>"),
-                std::string::npos)
-          << key << " should show " << shown;
+      // The number it shows (its precision is PlanHtml.FitMapCellsShowTheirPeak...'s to check)
+      // is the best plan's peak, nearer to it than to the cell's smallest.
+      const std::size_t at = static_cast<std::size_t>(m.position(0));
+      const std::string cell = h.substr(at, h.find("</g>", at) - at);
+      std::smatch shown;
+      ASSERT_TRUE(std::regex_search(cell, shown, std::regex(">★ ([0-9]+(?:\\.[0-9]+)?)</text>"))) << cell;
+      const double g = std::stod(shown[1]), best_gib = to_gib(best_peak), min_gib = to_gib(t.min_peak);
+      EXPECT_LT(std::abs(g - best_gib), std::abs(g - min_gib)) << key << " shows " << shown[1];
+      EXPECT_LE(std::abs(g - best_gib), 0.5) << key << " shows " << shown[1];
     }
   }
   EXPECT_EQ(starred, 1u);
@@ -861,6 +899,66 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   const std::string plain = std::regex_replace(table, std::regex("</?span[^>]*>"), "");
   EXPECT_NE(plain.find("<code>" + best + "</code>"), std::string::npos) << best;
   EXPECT_EQ(count(h, "★ "), 1u + 2u);  // the caption's explanation, and the one cell and its tooltip
+}
+
+// The fit map of a plan made by hand: four cells of known peaks on a GPU of 103.5 GiB usable,
+// each showing its peak in GiB with two decimals below 10 GiB, one below 100 and none above,
+// rounded (not cut); the best plan's cell shows that plan's peak with a star.
+TEST(PlanHtml, FitMapCellsShowTheirPeakInGibWithThePrecisionOfItsSize) {
+  Registry registry;
+  load_plugins(registry, {test::plugin_dir()});
+  SourceOptions offline;
+  offline.allow_network = false;
+  const ModelSpec model = load_model((test::models_dir() / "Qwen--Qwen3-8B").string(), registry, offline);
+  const Planner planner(model, registry);
+  const HardwareProfile gpu = Case::profile("GPU-M", 110);  // 110 - 5.5 - 1 = 103.5 GiB usable
+  PlanOptions o;
+  o.num_gpus = 8;
+  o.gpu = &gpu;
+  constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+  auto plan = [&](std::int64_t tp, std::int64_t pp, std::int64_t peak) {
+    Plan p;
+    p.layout.tp = tp;
+    p.layout.pp = pp;
+    p.layout.dp = 8 / (tp * pp);
+    p.layout.last_stage_layers = p.layout.first_stage_layers = p.layout.middle_stage_layers = 36 / pp;
+    p.peak_bytes = p.upper_bytes = peak;
+    p.headroom_bytes = usable_memory_bytes(gpu, kDefaultHeadroom) - peak;
+    p.fits = p.headroom_bytes >= 0;
+    return p;
+  };
+  const Plan a = plan(1, 1, 7 * kGiB64 + 1000 * kMiB);        // 7 + 1000/1024 = 7.9766 GiB -> "7.98"
+  const Plan b = plan(2, 1, 45 * kGiB64 + 980 * kMiB);        // 45 + 980/1024 = 45.957 GiB -> "46.0"
+  const Plan c = plan(1, 2, 123 * kGiB64 + 600 * kMiB);       // 123 + 600/1024 = 123.586 GiB -> "124", > 103.5
+  const Plan d_small = plan(2, 2, 20 * kGiB64 + 100 * kMiB);  // 20 + 100/1024 = 20.098 GiB -> "20.1"
+  const Plan d_best = plan(2, 2, 30 * kGiB64 + 300 * kMiB);   // 30 + 300/1024 = 30.293 GiB -> "30.3"
+  cli::FitMap map;
+  for (const Plan* p : {&a, &b, &c, &d_small, &d_best}) map.add(*p);
+  PlanResult r;
+  r.usable_bytes = usable_memory_bytes(gpu, kDefaultHeadroom);
+  r.evaluated = r.estimated = r.valid = 5;
+  r.fitting = 4;
+  r.plans = {d_best};
+  const std::string h = cli::render_plan_html(model, planner, o, r, {}, map);
+  EXPECT_EQ(markup_problem(h, true), "");
+  // The cell of each (TP, PP): its data-key, then its text.
+  auto cell_text = [&](std::int64_t tp, std::int64_t pp) {
+    const std::string key = fmt::format("data-key=\"ep=1 recompute=none tp={} pp={} ", tp, pp);
+    const std::size_t at = h.find(key);
+    if (at == std::string::npos) return std::string("(no cell " + key + ")");
+    const std::size_t end = h.find("</text></g>", at);
+    return h.substr(h.rfind('>', end) + 1, end - h.rfind('>', end) - 1);
+  };
+  EXPECT_EQ(cell_text(1, 1), "7.98");
+  EXPECT_EQ(cell_text(2, 1), "46.0");
+  EXPECT_EQ(cell_text(1, 2), "124");
+  EXPECT_EQ(cell_text(2, 2), "★ 30.3");
+  // The key keeps the cell's smallest peak in bytes: 20 x 2^30 + 100 x 2^20 = 21579694080; the best plan 30 x 2^30 +
+  // 300 x 2^20 = 32526827520.
+  EXPECT_NE(h.find("tp=2 pp=2 peak=21579694080 valid=2 fitting=2 best_peak=32526827520\""), std::string::npos);
+  // Fits and misses against the 103.5 GiB: only the 124 GiB cell does not fit.
+  EXPECT_NE(h.find("data-fits=\"false\" data-key=\"ep=1 recompute=none tp=1 pp=2 "), std::string::npos);
+  EXPECT_NE(h.find("data-fits=\"true\" data-key=\"ep=1 recompute=none tp=1 pp=1 "), std::string::npos);
 }
 
 TEST(CliPictures, PlanHtmlEscapesAModelPathAndRefusesAnUnwritablePath) {

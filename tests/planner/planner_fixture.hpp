@@ -11,10 +11,7 @@
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
 
-#include "dense_mlp.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "layer_plugins.hpp"
 #include "nvidia_hopper.hpp"
 #include "test_support.hpp"
 
@@ -29,10 +26,7 @@ struct NamedPlugin {
 inline std::unique_ptr<Registry> planner_registry(std::initializer_list<NamedPlugin> adapters) {
   auto reg = std::make_unique<Registry>();
   for (const auto& a : adapters) reg->register_plugin(a.name, "test", "", a.register_fn);
-  reg->register_plugin("layer_gqa", "test", "", plugins::register_gqa);
-  reg->register_plugin("layer_mla", "test", "", plugins::register_mla);
-  reg->register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
-  reg->register_plugin("layer_moe", "test", "", plugins::register_moe);
+  test::register_layer_plugins(*reg);
   reg->register_plugin("hw_nvidia_hopper", "test", "", plugins::register_nvidia_hopper);
   return reg;
 }

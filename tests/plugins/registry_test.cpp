@@ -60,6 +60,7 @@ class TestLayer final : public LayerMemoryModel {
   void validate(const BlockContext&) const override {}
   void parameters(const BlockContext&, BlockParams&) const override {}
   void activations(const BlockContext&, BlockActivations&) const override {}
+  void costs(const BlockContext&, BlockCosts&) const override {}
 
  private:
   std::string kind_;

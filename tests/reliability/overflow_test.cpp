@@ -18,10 +18,7 @@
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/training_setup.hpp>
 
-#include "dense_mlp.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "layer_plugins.hpp"
 
 namespace mme {
 namespace {
@@ -32,10 +29,7 @@ constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 const Registry& layers() {
   static const Registry r = [] {
     Registry out;
-    out.register_plugin("layer_gqa", "test", "", plugins::register_gqa);
-    out.register_plugin("layer_mla", "test", "", plugins::register_mla);
-    out.register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
-    out.register_plugin("layer_moe", "test", "", plugins::register_moe);
+    test::register_layer_plugins(out);
     return out;
   }();
   return r;

@@ -85,7 +85,9 @@ TEST(spec_cli, InitTemplateEstimatesLikeTheFlags) {
     const auto direct = json_of(run_mme(cat(cat({"estimate", c.model}, c.flags), {"--json"})));
     const auto init = run_mme(cat({"init", c.model}, c.flags));
     ASSERT_EQ(init.exit_code, 0) << init.err;
-    EXPECT_THAT(init.out, StartsWith("# mme spec file (docs/spec-files.md)"));
+    // The editors' schema line first (tests/contracts checks where it points), then the header.
+    EXPECT_THAT(init.out, StartsWith("# yaml-language-server: $schema=file://"));
+    EXPECT_THAT(init.out, HasSubstr("\n# mme spec file (docs/spec-files.md)"));
     const std::string path = write(dir, fmt::format("spec{}.yaml", n++), init.out);
     const auto via_spec = json_of(run_mme({"estimate", "--config", path, "--json"}));
     EXPECT_EQ(comparable(via_spec), comparable(direct));

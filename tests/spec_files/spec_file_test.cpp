@@ -14,11 +14,8 @@
 #include <mme/sdk/error.hpp>
 
 #include "deepseek_adapter.hpp"
-#include "dense_mlp.hpp"
 #include "generic_hf_adapter.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "layer_plugins.hpp"
 #include "moonlight_kimi_adapter.hpp"
 #include "qwen_adapter.hpp"
 #include "spec_file_adapter.hpp"
@@ -36,10 +33,7 @@ const Registry& registry() {
     auto add = [&](const char* name, void (*fn)(Registrar&)) {
       if (!reg->register_plugin(name, "test", "", fn)) throw std::runtime_error(std::string("cannot register ") + name);
     };
-    add("layer_gqa", plugins::register_gqa);
-    add("layer_mla", plugins::register_mla);
-    add("layer_dense_mlp", plugins::register_dense_mlp);
-    add("layer_moe", plugins::register_moe);
+    test::register_layer_plugins(*reg);
     add("adapter_spec_file", plugins::register_spec_file_adapter);
     add("adapter_deepseek", plugins::register_deepseek_adapter);
     add("adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter);

@@ -11,11 +11,8 @@
 #include <mme/sdk/units.hpp>
 #include <mme/validate/validation.hpp>
 
-#include "dense_mlp.hpp"
-#include "gqa.hpp"
+#include "layer_plugins.hpp"
 #include "megatron_args_adapter.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
 #include "test_support.hpp"
 
 namespace mme {
@@ -147,10 +144,7 @@ class RealRunsWithTheLibrary : public ::testing::Test {
  protected:
   void SetUp() override {
     registry_.register_plugin("adapter_megatron_args", "test", "", plugins::register_megatron_args);
-    registry_.register_plugin("layer_gqa", "test", "", plugins::register_gqa);
-    registry_.register_plugin("layer_mla", "test", "", plugins::register_mla);
-    registry_.register_plugin("layer_dense_mlp", "test", "", plugins::register_dense_mlp);
-    registry_.register_plugin("layer_moe", "test", "", plugins::register_moe);
+    test::register_layer_plugins(registry_);
   }
   Registry registry_;
 };

@@ -44,39 +44,41 @@ const EngineTables& engine_tables(const Estimator& estimator) { return *estimato
 
 namespace {
 
-// The attention core's widths from the layer's head dimensions. Multi-latent attention expands
-// K and V per head before the core (multi_latent_attention.py): Q and K of d_qk + d_rope, V of
-// d_v per head, all exchanged by context parallelism. MHA/GQA (attention.py) keeps K and V of
-// the query groups, of the head dim (kv_channels, else hidden / heads).
-AttentionCore attention_core(const ModelSpec& m, const AttentionSpec& a) {
-  AttentionCore core;
-  const double heads = static_cast<double>(a.num_heads);
-  if (a.qk_head_dim + a.qk_pos_emb_head_dim > 0 && a.v_head_dim > 0) {
-    const double dqk = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
-    const double dv = static_cast<double>(a.v_head_dim);
-    core.width = heads * (dqk + dv);
-    core.kv_width = heads * (dqk + dv);
-  } else {
-    const double d =
-        static_cast<double>(a.kv_channels > 0 ? a.kv_channels : (a.num_heads > 0 ? m.hidden_size / a.num_heads : 0));
-    const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
-    core.width = heads * 2 * d;
-    core.kv_width = groups * 2 * d;
-  }
-  return core;
-}
-
 // A layer kind's parameter terms on one GPU: what `params` counts and the planner's speed proxy
 // reads (unsharded totals and the elements one token uses).
-KindParams single_gpu_params(const EngineTables& im, const LayerType& lt, const TrainingSetup& single, bool is_mtp) {
-  BlockContext ctx{im.model, lt.spec, single};
+BlockContext single_gpu_context(const ModelSpec& m, const LayerSpec& layer, const TrainingSetup& single, bool is_mtp) {
+  BlockContext ctx{m, layer, single};
   ctx.is_mtp = is_mtp;
+  ctx.vocab_local = padded_vocab_size(m.vocab_size, single.make_vocab_size_divisible_by, 1);
+  return ctx;
+}
+
+KindParams single_gpu_params(const EngineTables& im, const LayerType& lt, const TrainingSetup& single, bool is_mtp) {
+  const BlockContext ctx = single_gpu_context(im.model, lt.spec, single, is_mtp);
   KindParams kp;
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, kp.attention);
     lt.mlp->parameters(ctx, kp.mlp);
   });
   return kp;
+}
+
+// The layer-memory model of a block around the decoder layers, checked for its role.
+LmBlock find_lm_block(const Registry& registry, const std::string& kind, BlockRole role, const LayerSpec& layer) {
+  LmBlock b;
+  b.model = registry.find_layer_model(kind);
+  b.layer = &layer;
+  if (!b.model || b.model->role() != role)
+    throw PluginError(
+        fmt::format("no layer-memory model for {} kind '{}' is loaded (check `mme plugins`)", to_string(role), kind));
+  return b;
+}
+
+bool has_expert_params(const KindParams& kp) {
+  for (const BlockParams* bp : {&kp.attention, &kp.mlp})
+    for (const auto& t : bp->terms)
+      if (t.shard == ShardClass::kExpert) return true;
+  return false;
 }
 
 }  // namespace
@@ -98,9 +100,6 @@ Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(s
     if (!t.mlp || t.mlp->role() != BlockRole::kMlp)
       throw PluginError(
           fmt::format("no layer-memory model for MLP kind '{}' is loaded (check `mme plugins`)", layer.mlp.kind));
-    t.moe = layer.mlp.num_experts > 0;
-    t.core = attention_core(im.model, layer.attention);
-    im.any_moe = im.any_moe || t.moe;
     im.types.push_back(std::move(t));
   }
   im.layer_type = grouped.kind_of_layer;
@@ -112,8 +111,24 @@ Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(s
   TrainingSetup single;
   single.parallel.world_size = 1;
   single = resolve_setup(single);
-  for (auto& t : im.types) t.single_gpu = single_gpu_params(im, t, single, false);
+  for (auto& t : im.types) {
+    t.single_gpu = single_gpu_params(im, t, single, false);
+    t.moe = has_expert_params(t.single_gpu);
+    im.any_moe = im.any_moe || t.moe;
+  }
   if (im.model.mtp_num_layers > 0) im.mtp_single_gpu = single_gpu_params(im, im.types[im.mtp_type], single, true);
+  // The blocks around the layers: the embedding sees the first decoder layer, the output head
+  // and the MTP projection the last.
+  const auto& lm = im.model.lm_blocks;
+  im.embedding = find_lm_block(registry, lm.embedding, BlockRole::kEmbedding, im.model.layers.front());
+  im.output_head = find_lm_block(registry, lm.output_head, BlockRole::kOutputHead, im.model.layers.back());
+  if (im.model.mtp_num_layers > 0)
+    im.mtp_projection = find_lm_block(registry, lm.mtp_projection, BlockRole::kMtpProjection, im.model.layers.back());
+  for (LmBlock* b : {&im.embedding, &im.output_head, &im.mtp_projection}) {
+    if (!b->model) continue;
+    const BlockContext ctx = single_gpu_context(im.model, *b->layer, single, b == &im.mtp_projection);
+    call_plugin("layer model parameters", [&] { b->model->parameters(ctx, b->single_gpu); });
+  }
   im.params = count_parameters_uncached();
 }
 
@@ -135,15 +150,11 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
     total[group] += t;
     active[group] += a;
   };
-  const CheckedInt h = m.hidden_size;
-  const CheckedInt norm = norm_weight_count(m, h);
   ParamCount out;
-  // Word embedding (HF checkpoints store the unpadded vocabulary) and, untied, the output head.
-  add("embedding", h * m.vocab_size, h * m.vocab_size);
-  if (m.position_embedding == PositionEmbedding::kLearnedAbsolute)
-    add("position_embedding", h * m.max_position_embeddings, h * m.max_position_embeddings);
-  if (!m.tie_embeddings) add("output_layer", h * m.vocab_size, h * m.vocab_size);
-  add("norms", norm, norm);  // final norm
+  // The embedding and the output head with the final norm, as their block models count them
+  // (HF checkpoints store the unpadded vocabulary; a tied output layer is the embedding's weight).
+  for (const LmBlock* b : {&im.embedding, &im.output_head})
+    for (const auto& term : b->single_gpu.terms) add(to_string(term.group), term.total, term.active);
   // Identical layers count alike: once per layer kind, times the number of layers of that kind.
   for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
     const CheckedInt n = im.count_in(ti, 0, m.num_layers);
@@ -160,11 +171,11 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
   }
   out.total = sum_total.value();
   out.active = sum_active.value();
-  // MTP depth: a transformer layer of the last layer's kind + enorm, hnorm, eh_proj (2h -> h)
-  // and its own final norm (stage_extras); the embedding and output head are shared with the
-  // main model. Every depth is alike: one depth's count times the depth.
+  // MTP depth: a transformer layer of the last layer's kind and the MTP projection block
+  // (enorm, hnorm, eh_proj, its own final norm); the embedding and output head are shared with
+  // the main model. Every depth is alike: one depth's count times the depth.
   if (m.mtp_num_layers > 0) {
-    CheckedInt t = stage_extras(m, 1, 1, 0).mtp_depth.dense();
+    CheckedInt t = mme::sum_total(im.mtp_projection.single_gpu);
     for (const BlockParams* bp : {&im.mtp_single_gpu.attention, &im.mtp_single_gpu.mlp})
       for (const auto& term : bp->terms) t += term.total;
     out.mtp = (t * m.mtp_num_layers).value();

@@ -31,21 +31,21 @@ struct KindParams {
   BlockParams attention, mlp;
 };
 
-// The attention core of a layer kind, per token (the speed proxy's attention FLOPs and the K/V
-// that context parallelism exchanges; the block models keep their own memory terms).
-struct AttentionCore {
-  double width = 0;     // heads x (d_qk + d_v): the core's multiply-adds per token and key
-  double kv_width = 0;  // K and V elements per token
-};
-
 // One distinct decoder-layer kind of the model (DeepSeek-V3 has two: dense-MLA and MoE-MLA).
 struct LayerType {
   LayerSpec spec;
   const LayerMemoryModel* attention = nullptr;
   const LayerMemoryModel* mlp = nullptr;
-  bool moe = false;       // routed experts
+  bool moe = false;       // routed experts (expert-sharded parameters)
   KindParams single_gpu;  // the decoder layer's terms (is_mtp false)
-  AttentionCore core;
+};
+
+// A block around the decoder layers (embedding, output head, MTP projection): its model, the
+// decoder layer its context carries, and its terms on one GPU.
+struct LmBlock {
+  const LayerMemoryModel* model = nullptr;  // null: not in this model (no MTP)
+  const LayerSpec* layer = nullptr;         // in EngineTables::model
+  BlockParams single_gpu;
 };
 
 // A layer type evaluated under one layout.
@@ -94,6 +94,7 @@ struct EngineTables {
   std::vector<std::vector<std::int64_t>> prefix;  // prefix[type][i]: layers of that type before i
   std::size_t mtp_type = 0;
   KindParams mtp_single_gpu;  // an MTP layer's terms (of the mtp_type kind, is_mtp true); empty without MTP
+  LmBlock embedding, output_head, mtp_projection;
   bool any_moe = false;
   Estimator::ParamCount params;  // exact counts, computed once
 
@@ -117,19 +118,15 @@ struct ElementBytes {
 };
 ElementBytes element_bytes(const TrainingSetup& s);
 
-// Parameters (elements per rank) a pipeline chunk holds beyond its decoder layers.
-struct ExtraParams {
+// A block around the decoder layers under one layout: its terms, and its parameters per rank
+// by shard class (GEMM weights FP8 can cast apart).
+struct LmBlockEval {
+  BlockParams params;
+  BlockActivations acts;
   CheckedInt tp = 0, rep = 0;  // by shard class (TP-split, replicated)
-  CheckedInt fp8 = 0;          // of which GEMM weights (FP8-castable)
+  CheckedInt fp8 = 0;          // of which FP8-castable GEMM weights
   CheckedInt dense() const { return tp + rep; }
 };
-struct StageExtras {
-  ExtraParams embedding;  // on the chunk that holds the embedding
-  ExtraParams mtp_depth;  // per MTP depth, beyond the depth's transformer layer
-  ExtraParams loss;       // on the chunk that holds the output layer and the loss
-};
-// `tp` and `pp` of the layout, `vocab_local` the padded vocabulary per TP rank.
-StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local);
 
 // What the block models of a layout see: the setup with the pass's attention backend and
 // routed-token factor, and the sizes every block context shares (make_context).
@@ -140,8 +137,18 @@ struct BlockLayout {
   CheckedInt tokens = 0, local_tokens = 0;  // T per CP rank; T / TP under SP
   std::int64_t act_bytes = 2;               // activation dtype bytes
   std::int64_t linear_input_bytes = 2;      // a saved GEMM input (FP8: 1)
+  std::int64_t weight_bytes = 2;            // a weight element as the GEMMs read it (FP8: 1)
+  std::int64_t pp = 1;
+  CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank
   double hidden_dropout = 0, attention_dropout = 0;
 };
+// What a block model sees of the layout: `layer` is the decoder layer it belongs to (or, for a
+// block around the layers, the one LmBlock::layer names).
+BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerSpec& layer, bool is_mtp);
+// The blocks' parameters, by shard class, into an LmBlockEval (FP8-castable: GEMM weights only).
+void add_block_params(LmBlockEval& e, const BlockParams& p);
+// A parameter term of a GEMM weight FP8 can cast (not norms, router, embedding or output layer).
+bool is_fp8_gemm_weight(const ParamTerm& t);
 // The setup of a pass: --num-layers-per-virtual-pipeline-stage as VPP, then resolve_setup.
 TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested);
 // `resolved` is resolve_pass_setup's; `attention` the backend the blocks are evaluated with.
@@ -161,13 +168,11 @@ struct Pass {
   std::int64_t p = 1, v = 1;
   CheckedInt h = 0;
   bool fp8 = false;
-  CheckedInt norm_params = 0;
   std::int64_t vocab = 0;  // padded
-  CheckedInt vocab_local = 0;
   std::int64_t wgrad_bytes = 2;
-  StageExtras extras;
   std::vector<TypeEval> evals;  // per layer type
   TypeEval mtp_eval;
+  LmBlockEval embedding, output_head, mtp_projection;  // mtp_projection: empty without MTP
   PipelinePartition part;
   bool full_recompute = false;
   CheckedInt layer_input_bytes = 0;

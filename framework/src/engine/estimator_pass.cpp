@@ -17,7 +17,8 @@ namespace mme {
 
 namespace {
 
-bool is_gemm_weight(const ParamTerm& t) { return t.group != ParamGroup::kNorms && t.group != ParamGroup::kRouter; }
+// "activations/<term>": the component name of a block's activation term.
+std::string block_act_name(std::string_view term) { return fmt::format("activations/{}", term); }
 
 void add_params(TypeEval& e, const BlockParams& p) {
   for (const auto& t : p.terms) {
@@ -26,13 +27,35 @@ void add_params(TypeEval& e, const BlockParams& p) {
       case ShardClass::kReplicated: e.rep_params += t.per_rank; break;
       case ShardClass::kExpert: e.exp_params += t.per_rank; break;
     }
-    if (is_gemm_weight(t)) e.fp8_params += t.per_rank;
+    if (is_fp8_gemm_weight(t)) e.fp8_params += t.per_rank;
   }
 }
 
-// What a block model sees of the layout.
-BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerType& lt, bool is_mtp) {
-  BlockContext ctx{m, lt.spec, b.setup};
+}  // namespace
+
+// Transformer Engine casts the GEMM weights of the transformer layers to FP8; norms and the
+// router stay in the training dtype, and so do the embedding and Megatron's own output layer.
+bool is_fp8_gemm_weight(const ParamTerm& t) {
+  switch (t.group) {
+    case ParamGroup::kNorms:
+    case ParamGroup::kRouter:
+    case ParamGroup::kEmbedding:
+    case ParamGroup::kPositionEmbedding:
+    case ParamGroup::kOutputLayer: return false;
+    default: return true;
+  }
+}
+
+void add_block_params(LmBlockEval& e, const BlockParams& p) {
+  for (const auto& t : p.terms) {
+    // The blocks around the layers hold no expert-sharded parameters (validate_lm_block).
+    (t.shard == ShardClass::kReplicated ? e.rep : e.tp) += t.per_rank;
+    if (is_fp8_gemm_weight(t)) e.fp8 += t.per_rank;
+  }
+}
+
+BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerSpec& layer, bool is_mtp) {
+  BlockContext ctx{m, layer, b.setup};
   ctx.tp = b.tp;
   ctx.cp = b.cp;
   ctx.ep = b.ep;
@@ -42,11 +65,16 @@ BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const LayerT
   ctx.local_tokens = b.local_tokens.value();
   ctx.act_bytes = b.act_bytes;
   ctx.linear_input_bytes = b.linear_input_bytes;
+  ctx.weight_bytes = b.weight_bytes;
+  ctx.pp = b.pp;
+  ctx.vocab_local = b.vocab_local.value();
   ctx.hidden_dropout = b.hidden_dropout;
   ctx.attention_dropout = b.attention_dropout;
   ctx.is_mtp = is_mtp;
   return ctx;
 }
+
+namespace {
 
 // One layer kind under the pass's layout: its parameters, what it keeps per micro-batch and its
 // busiest moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
@@ -54,7 +82,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
   const auto& s = ps.s;
   const auto& options = ps.options;
   const std::int64_t wgrad_bytes = ps.wgrad_bytes;
-  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt, is_mtp);
+  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt.spec, is_mtp);
 
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, e.attn_params);
@@ -82,7 +110,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
     CheckedInt largest = 0;
     for (const auto* bp : {&e.attn_params, &e.mlp_params})
       for (const auto& term : bp->terms)
-        if (is_gemm_weight(term)) largest = std::max(largest, CheckedInt(term.per_rank));
+        if (is_fp8_gemm_weight(term)) largest = std::max(largest, CheckedInt(term.per_rank));
     e.transient += wgrad_bytes * largest;
   }
   e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
@@ -99,16 +127,7 @@ struct StageLayers {
 StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight,
                          ComponentSink& comps, StageEstimate& st) {
   // The pass's values under the names the terms below use.
-  const auto& s = ps.s;
-  const auto& p = ps.p;
   const auto& v = ps.v;
-  const auto& h = ps.h;
-  const auto& sp = ps.blocks.sp;
-  const auto& tokens = ps.blocks.tokens;
-  const auto& local_tokens = ps.blocks.local_tokens;
-  const auto& act_bytes = ps.blocks.act_bytes;
-  const auto& hidden_dropout = ps.blocks.hidden_dropout;
-  const auto& vocab_local = ps.vocab_local;
   const auto& evals = ps.evals;
   const auto& mtp_eval = ps.mtp_eval;
   const auto& part = ps.part;
@@ -206,62 +225,29 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       large_tensors += max_layer_large;
     }
 
-    auto add_extra = [&](const ExtraParams& x, CheckedInt n) {
-      tp_params += n * x.tp;
-      rep_params += n * x.rep;
-      fp8_params += n * x.fp8;
+    // The blocks around the decoder layers on this chunk: their parameters, and what they keep
+    // per micro-batch (`n` times: an MTP projection per depth, the output head once more per
+    // depth), their busiest moment and the global buffer they gather into.
+    auto account_block = [&](const LmBlockEval& b, CheckedInt params_n, CheckedInt acts_n) {
+      tp_params += params_n * b.tp;
+      rep_params += params_n * b.rep;
+      fp8_params += params_n * b.fp8;
+      for (const auto& term : b.acts.saved) act(block_act_name(term.name), acts_n * term.bytes);
+      transient = std::max(transient, CheckedInt(b.acts.transient));
+      sp_gather_buffer = std::max(sp_gather_buffer, CheckedInt(b.acts.global_buffer));
     };
-    if (ch.embedding) {
-      add_extra(ps.extras.embedding, 1);
-      // Embedding lookup keeps the int64 token ids of the micro-batch for backward.
-      act("activations/embedding/token_ids", 8 * tokens);
-      // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
-      if (hidden_dropout > 0) act("activations/embedding/dropout_mask", local_tokens * h);
-    }
-    if (ch.mtp_layers > 0) {
-      add_extra(ps.extras.mtp_depth, ch.mtp_layers);
-      // Per depth: shifted token ids, enorm and hnorm inputs/outputs, the concatenated
-      // [s/TP, b, 2h] eh_proj input, and the depth's final-norm input and output.
-      act("activations/mtp/token_ids", CheckedInt(ch.mtp_layers) * 8 * tokens);
-      act("activations/mtp/norms_and_eh_proj", CheckedInt(ch.mtp_layers) * act_bytes * local_tokens * h * (4 + 2 + 2));
-    }
-    if (ch.loss) {
-      add_extra(ps.extras.loss, 1);
-      const CheckedInt heads = CheckedInt(1) + ch.mtp_layers;  // main loss + one per MTP depth
-      // Final norm keeps its input; the output layer keeps its (sequence-local) input.
-      act("activations/final_norm_and_output_input", heads * 2 * act_bytes * local_tokens * h);
-      // Every loss path keeps an fp32 [T, V/TP] tensor for backward: the unfused
-      // tensor_parallel/cross_entropy.py and the fused native fusions/fused_cross_entropy.py
-      // (calculate_logits_max: logits.float(); the softmax saved) alike, and TE's
-      // parallel_cross_entropy (cross_entropy.py: grad_input = empty_like(fp32), saved).
-      act("activations/logits_fp32_softmax", heads * 4 * tokens * vocab_local);
-      // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32
-      // logits gradient (backward): one more 2-byte copy.
-      transient = std::max(transient, act_bytes * tokens * vocab_local);
-      if (s.cross_entropy_fusion && !s.cross_entropy_te) {
-        // The native fused path runs calculate_predicted_logits through jit_fuser
-        // (torch.compile, megatron/core/jit.py): the compiled graph applies the in-place
-        // `-= max` and `exp(out=)` to its fp32 input by computing the result into a new
-        // buffer and copying it back, so the fp32 logits exist twice next to the bf16 ones.
-        transient = std::max(transient, (CheckedInt(act_bytes) + 4) * tokens * vocab_local);
-      }
-      // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into
-      // the persistent global memory buffer (parallel_state.get_global_memory_buffer).
-      if (sp) sp_gather_buffer = std::max(sp_gather_buffer, act_bytes * tokens * h);
-    }
+    if (ch.embedding) account_block(ps.embedding, 1, 1);
+    if (ch.mtp_layers > 0) account_block(ps.mtp_projection, ch.mtp_layers, ch.mtp_layers);
+    if (ch.loss) account_block(ps.output_head, 1, CheckedInt(1) + ch.mtp_layers);  // main loss + one per MTP depth
     ce.activation_bytes_per_microbatch = chunk_act.value();
     saved += chunk_act * mb;
     large_tensors += chunk_large * mb;
-    if (ch.loss && s.defer_embedding_wgrad) {
-      // --defer-embedding-wgrad-compute (tensor_parallel/layers.py, gpt_model.py): the last
-      // stage's output layer keeps each micro-batch's input and logits gradient in
-      // embedding_activation_buffer / grad_output_buffer until the pipeline flush
-      // (schedules.py finish_embedding_wgrad_compute), for up to --wgrad-deferral-limit of them.
-      const std::int64_t all = s.num_micro_batches > 0 ? s.num_micro_batches : p;
-      const std::int64_t k = s.wgrad_deferral_limit > 0 ? std::min(s.wgrad_deferral_limit, all) : all;
-      const CheckedInt deferred = CheckedInt(k) * act_bytes * (tokens * vocab_local + local_tokens * h);
-      saved += deferred;
-      comps.add(MemoryCategory::kActivations, "activations/deferred_output_wgrad_buffers", deferred);
+    if (ch.loss) {
+      // What the output head holds for the whole step (deferred weight-gradient buffers).
+      for (const auto& term : ps.output_head.acts.held_for_step) {
+        saved += term.bytes;
+        comps.add(MemoryCategory::kActivations, block_act_name(term.name), term.bytes);
+      }
     }
     st.layers += ch.num_layers;
     st.mtp_layers += ch.mtp_layers;
@@ -272,25 +258,6 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
 }
 
 }  // namespace
-
-StageExtras stage_extras(const ModelSpec& m, std::int64_t tp, std::int64_t pp, CheckedInt vocab_local) {
-  const CheckedInt h = m.hidden_size, t = tp;
-  const CheckedInt norm_params = norm_weight_count(m, h);
-  StageExtras x;
-  // LanguageModelEmbedding: word embedding [V/TP, h], vocab-parallel; a learned absolute
-  // position embedding [max_positions, h], replicated.
-  x.embedding.tp = vocab_local * h;
-  if (m.position_embedding == PositionEmbedding::kLearnedAbsolute) x.embedding.rep = h * m.max_position_embeddings;
-  // MultiTokenPredictionLayer: enorm + hnorm + eh_proj (2h -> h, column-parallel) + final norm.
-  x.mtp_depth.tp = 2 * h * h / t;
-  x.mtp_depth.fp8 = 2 * h * h / t;
-  x.mtp_depth.rep = 3 * norm_params;
-  // Final norm [h] and output layer [V/TP, h]; tied embeddings skip the output weight only
-  // when the same stage holds the embedding (gpt_model.py, pre_process).
-  x.loss.rep = norm_params;
-  if (!(m.tie_embeddings && pp == 1)) x.loss.tp = vocab_local * h;
-  return x;
-}
 
 ElementBytes element_bytes(const TrainingSetup& s) {
   ElementBytes b;
@@ -342,6 +309,9 @@ BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBa
   const ElementBytes bytes = element_bytes(s);
   b.act_bytes = bytes.act;
   b.linear_input_bytes = bytes.linear_input;
+  b.weight_bytes = bytes.fp8 ? 1 : bytes.param;
+  b.pp = par.pp;
+  b.vocab_local = CheckedInt(padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, b.tp)) / b.tp;
   b.hidden_dropout = s.hidden_dropout.value_or(m.hidden_dropout);
   b.attention_dropout = s.attention_dropout.value_or(m.attention_dropout);
   return b;
@@ -350,11 +320,35 @@ BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBa
 // Block-level checks (heads, widths by TP/ETP), before the layout as a whole.
 void validate_blocks(const EngineTables& im, const BlockLayout& blocks) {
   for (const auto& lt : im.types) {
-    const BlockContext ctx = make_context(im.model, blocks, lt, false);
+    const BlockContext ctx = make_context(im.model, blocks, lt.spec, false);
     call_plugin("layer model validate", [&] { lt.attention->validate(ctx); });
     call_plugin("layer model validate", [&] { lt.mlp->validate(ctx); });
   }
+  for (const LmBlock* b : {&im.embedding, &im.output_head, &im.mtp_projection}) {
+    if (!b->model) continue;
+    const BlockContext ctx = make_context(im.model, blocks, *b->layer, b == &im.mtp_projection);
+    call_plugin("layer model validate", [&] { b->model->validate(ctx); });
+  }
 }
+
+namespace {
+
+// A block around the decoder layers under the pass's layout.
+void evaluate_lm_block(const Pass& ps, const LmBlock& b, bool is_mtp, LmBlockEval& e) {
+  if (!b.model) return;
+  const BlockContext ctx = make_context(ps.im.model, ps.blocks, *b.layer, is_mtp);
+  call_plugin("layer model parameters", [&] { b.model->parameters(ctx, e.params); });
+  call_plugin("layer model activations", [&] { b.model->activations(ctx, e.acts); });
+  for (const auto& t : e.params.terms)
+    if (t.shard == ShardClass::kExpert)
+      throw PluginError(
+          fmt::format("layer-memory model '{}' ({}) reports expert-sharded parameters ('{}'), "
+                      "which only an MLP block may hold",
+                      b.model->kind(), to_string(b.model->role()), t.name));
+  add_block_params(e, e.params);
+}
+
+}  // namespace
 
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance) {
@@ -370,10 +364,8 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   ps.h = m.hidden_size;
   const ElementBytes bytes = element_bytes(s);
   ps.fp8 = bytes.fp8;
-  ps.norm_params = norm_weight_count(m, ps.h);
   ps.vocab = padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, t);
-  ps.vocab_local = ps.vocab / t;
-  checked_mul(checked_mul(ps.blocks.tokens.value(), ps.vocab_local.value(), "logits"), 8, "logits bytes");
+  checked_mul(checked_mul(ps.blocks.tokens.value(), ps.blocks.vocab_local.value(), "logits"), 8, "logits bytes");
   ps.wgrad_bytes = bytes.wgrad;
   ps.param_dtype = bytes.param_dtype, ps.grad_dtype = bytes.grad_dtype, ps.param_b = bytes.param;
   ps.grad_b = bytes.grad;
@@ -383,7 +375,9 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
-  ps.extras = stage_extras(m, t, ps.p, ps.vocab_local);
+  evaluate_lm_block(ps, im.embedding, false, ps.embedding);
+  evaluate_lm_block(ps, im.output_head, false, ps.output_head);
+  evaluate_lm_block(ps, im.mtp_projection, true, ps.mtp_projection);
 
   ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   ps.v = ps.part.vpp;
@@ -441,6 +435,28 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   return ps;
 }
 
+namespace {
+
+LayerCosts layer_costs(const Pass& ps, const LayerType& lt, bool is_mtp) {
+  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt.spec, is_mtp);
+  LayerCosts out;
+  for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
+    BlockCosts c;
+    call_plugin("layer model costs", [&] { block->costs(ctx, c); });
+    out.forward_flops += c.gemm_flops + c.attention_flops + c.expert_flops;
+    out.recompute_flops += c.recompute_flops;
+    out.weight_bytes += c.weight_bytes + c.expert_weight_bytes;
+    auto both = [&](CommGroup g) { return sum_forward_bytes(c, g) + sum_backward_bytes(c, g); };
+    out.tp_bytes += both(CommGroup::kTensor);
+    out.cp_bytes += both(CommGroup::kContext);
+    out.ep_bytes += both(CommGroup::kExpert);
+    out.etp_bytes += both(CommGroup::kExpertTensor);
+  }
+  return out;
+}
+
+}  // namespace
+
 // The per-layer-kind breakdown (--verbose, layer_kinds).
 void describe_layer_kinds(const Pass& ps, Estimate& est) {
   // The pass's values under the names the terms below use.
@@ -457,6 +473,7 @@ void describe_layer_kinds(const Pass& ps, Estimate& est) {
     k.parameters = (e.tp_params + e.rep_params + e.exp_params).value();
     k.activation_bytes_per_microbatch = e.saved.value();
     k.transient_bytes = e.transient.value();
+    k.costs = layer_costs(ps, lt, mtp);
     for (const auto* bp : {&e.attn_params, &e.mlp_params})
       for (const auto& term : bp->terms)
         k.components.push_back({fmt::format("parameters/{}", term.name), MemoryCategory::kWeights, term.per_rank});

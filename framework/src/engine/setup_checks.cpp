@@ -24,6 +24,18 @@ void validate_model_blocks(const ModelSpec& model, const Registry& registry) {
       if (const LayerMemoryModel* block = registry.find_layer_model(*kind))
         call_plugin("checking a model's layers", [&] { block->validate_spec(model, layer, first_layer[k]); });
   }
+  // The blocks around the layers see the first (embedding) or the last decoder layer.
+  const auto& lm = model.lm_blocks;
+  const std::size_t last = model.layers.size() - 1;
+  struct Around {
+    const std::string* kind;
+    std::size_t index;
+  };
+  for (const Around& b : {Around{&lm.embedding, 0}, Around{&lm.output_head, last}, Around{&lm.mtp_projection, last}}) {
+    if (b.kind == &lm.mtp_projection && model.mtp_num_layers == 0) continue;
+    if (const LayerMemoryModel* block = registry.find_layer_model(*b.kind))
+      call_plugin("checking a model's blocks", [&] { block->validate_spec(model, model.layers[b.index], b.index); });
+  }
 }
 
 namespace {

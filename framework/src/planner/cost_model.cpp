@@ -1,9 +1,10 @@
 // The planner's speed proxy (docs/planner.md, "The speed proxy"): per layer kind and
 // micro-batch a roofline of its GEMMs and attention core and its TP/EP/CP traffic, per pipeline
 // rank the sum over its layers, then the pipeline bubble and the data-parallel
-// synchronisation of a step. Its figures come from the engine: the block models' single-GPU
-// parameter terms and attention-core widths (EngineTables), the element sizes
-// (element_bytes) and the embedding/output/MTP parameters (stage_extras).
+// synchronisation of a step. Its figures come from the block models of the engine's layer table
+// (EngineTables), decoder layers and the blocks around them alike: their costs per micro-batch
+// under the slice's layout (LayerMemoryModel::costs: FLOPs, weight bytes, collective bytes) and
+// their parameters; the element sizes are the engine's (element_bytes).
 #include <algorithm>
 
 #include <fmt/core.h>
@@ -47,142 +48,173 @@ double nominal_sequences(const PlanOptions& o) {
   return static_cast<double>(o.num_gpus) * static_cast<double>(largest);
 }
 
-LayerFigures figures_of(const LayerType& lt, const KindParams& kp) {
-  LayerFigures f;
-  for (const BlockParams* bp : {&kp.attention, &kp.mlp}) {
-    for (const auto& term : bp->terms) {
-      const auto total = static_cast<double>(term.total);
-      const auto active = static_cast<double>(term.active);
-      switch (term.shard) {
-        case ShardClass::kTensorParallel: f.w_tp += total; break;
-        case ShardClass::kReplicated: f.w_rep += total; break;
-        case ShardClass::kExpert: f.w_exp += total; break;
-      }
-      if (term.group == ParamGroup::kNorms) continue;  // no GEMM
-      if (term.shard == ShardClass::kExpert)
-        f.expert_active += active;
-      else if (bp == &kp.attention)
-        f.attn_active += active;
-      else
-        f.mlp_active += active;
-      if (term.group == ParamGroup::kSharedExperts) f.shared_active += active;
-    }
-  }
-  f.core_width = lt.core.width;
-  f.kv_width = lt.core.kv_width;
-  f.moe = lt.moe;
-  f.top_k = static_cast<double>(lt.spec.mlp.top_k);
-  return f;
-}
-
 }  // namespace planning
 
-Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
-    : estimator(model, registry), tables(engine_tables(estimator)) {
-  for (const LayerType& lt : tables.types) figures.push_back(figures_of(lt, lt.single_gpu));
-  if (model.mtp_num_layers > 0) mtp_figures = figures_of(tables.types[tables.mtp_type], tables.mtp_single_gpu);
+namespace {
+
+BlockCosts costs_of(const LayerMemoryModel& block, const BlockContext& ctx) {
+  BlockCosts c;
+  call_plugin("layer model costs", [&] { block.costs(ctx, c); });
+  return c;
 }
+
+double forward_flops(const BlockCosts& c) { return c.gemm_flops + c.attention_flops + c.expert_flops; }
+
+double per_rank_params(const LayerMemoryModel& block, const BlockContext& ctx) {
+  BlockParams p;
+  call_plugin("layer model parameters", [&] { block.parameters(ctx, p); });
+  return static_cast<double>(sum_per_rank(p));
+}
+
+// Bandwidths of the slice's process groups: one node's links while the group fits in a node.
+struct GroupBandwidth {
+  double tp = 0, cp = 0, ep = 0, etp = 0;
+};
+
+// Seconds of a unit of blocks for one micro-batch: the roofline of its dense and, apart, its
+// expert GEMMs over three passes (forward, and a backward of twice the work), the recompute and
+// its collectives. `layer`: a decoder (or MTP) layer, which recompute runs again in part or, under
+// full recompute, whole (its collectives included).
+LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, const Figures& f, const GroupBandwidth& bw,
+                    bool full_recompute, bool layer) {
+  double dense = 0, expert = 0, dense_bytes = 0, expert_bytes = 0, recompute = 0;
+  double tp = 0, cp = 0, ep = 0, etp = 0;
+  const bool again = full_recompute && layer;
+  for (const BlockCosts* c : blocks) {
+    dense += c->gemm_flops + c->attention_flops;
+    expert += c->expert_flops;
+    dense_bytes += c->weight_bytes;
+    expert_bytes += c->expert_weight_bytes;
+    recompute += c->recompute_flops;
+    auto passes = [&](CommGroup g) { return sum_forward_bytes(*c, g) * (again ? 2 : 1) + sum_backward_bytes(*c, g); };
+    tp += passes(CommGroup::kTensor);
+    cp += passes(CommGroup::kContext);
+    ep += passes(CommGroup::kExpert);
+    etp += passes(CommGroup::kExpertTensor);
+  }
+  auto roofline = [&](double flops, double bytes) { return std::max(flops / f.flops, bytes / f.hbm); };
+  LayerTime t;
+  t.compute = roofline(3 * dense, 3 * dense_bytes);
+  if (expert > 0 || expert_bytes > 0) t.compute += roofline(3 * expert, 3 * expert_bytes);
+  if (again)
+    t.recompute = t.compute / 3;  // one more forward pass
+  else if (layer)
+    t.recompute = recompute / f.flops;
+  t.tp = tp / bw.tp;
+  t.cp = cp / bw.cp;
+  t.ep = ep / bw.ep + etp / bw.etp;
+  t.dense_params = dense_bytes / f.weight_bytes;
+  t.expert_params = expert_bytes / f.weight_bytes;
+  return t;
+}
+
+void add_time(LayerTime& a, const LayerTime& b) {
+  a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.ep += b.ep, a.cp += b.cp;
+}
+
+}  // namespace
+
+Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
+    : estimator(model, registry), tables(engine_tables(estimator)) {}
 
 SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanOptions& o) const {
   const ModelSpec& m = model();
+  const EngineTables& im = tables;
   const Figures f = figures_of(o);
-  const double tp = static_cast<double>(q.tp), cp = static_cast<double>(q.cp);
-  const double ep = static_cast<double>(q.ep), etp = static_cast<double>(q.etp);
-  const double h = static_cast<double>(m.hidden_size);
-  const double seq = static_cast<double>(o.base.seq_length);
-  const double T = static_cast<double>(mbs) * seq;  // tokens of one micro-batch
-  const double Tg = T / (tp * cp);                  // of them, per GPU of a TP x CP group
+  // What the block models see of this slice: the engine's block layout of its setup.
+  PlanLayout pl;
+  pl.tp = q.tp, pl.cp = q.cp, pl.ep = q.ep, pl.etp = q.etp;
+  pl.micro_batch_size = mbs;
+  pl.recompute = rc;
+  TrainingSetup setup = setup_for(pl, o);
+  setup.parallel.sequence_parallel = q.sequence_parallel;
+  const BlockLayout b = block_layout(m, setup, setup.attention_backend, 1.0);
   const std::int64_t node = o.gpus_per_node;
-  const double bw_tp = q.tp <= node ? f.link : f.inter;
-  const double bw_cp = q.tp * q.cp <= node ? f.link : f.inter;
-  const double bw_ep = q.etp * q.ep <= node ? f.link : f.inter;
-  const double bw_etp = q.etp <= node ? f.link : f.inter;
+  GroupBandwidth bw;
+  bw.tp = q.tp <= node ? f.link : f.inter;
+  bw.cp = q.tp * q.cp <= node ? f.link : f.inter;
+  bw.ep = q.etp * q.ep <= node ? f.link : f.inter;
+  bw.etp = q.etp <= node ? f.link : f.inter;
   const bool full = rc == RecomputeVariant::kFull;
-  const std::uint32_t modules = rc == RecomputeVariant::kSelective ? o.base.recompute.modules : 0u;
-  // Collectives per layer and micro-batch: forward, backward, and the forward again under
-  // full recompute.
-  const double c_tp = full ? 12 : 8, c_a2a = full ? 6 : 4, c_cp = full ? 4 : 3;
-  const double ab = f.act_bytes, wb = f.weight_bytes;
+  auto lm_context = [&](const BlockLayout& layout, const LmBlock& block) {
+    return make_context(m, layout, *block.layer, &block == &im.mtp_projection);
+  };
 
-  auto roofline = [&](double flops, double bytes) { return std::max(flops / f.flops, bytes / f.hbm); };
   SliceCost c;
   c.figures = f;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(m.num_layers); ++i) {
-    const LayerFigures& t = figures[tables.layer_type[i]];
-    c.ideal_flops_per_token += 6 * (t.attn_active + t.mlp_active + t.expert_active) + 3 * t.core_width * seq;
+  c.types.reserve(im.types.size());
+  for (const LayerType& lt : im.types) {
+    const BlockContext ctx = make_context(m, b, lt.spec, false);
+    const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
+    c.types.push_back(unit_time({&attn, &mlp}, f, bw, full, true));
   }
-  c.ideal_flops_per_token += 6 * h * static_cast<double>(m.vocab_size);
+  const BlockCosts embedding = costs_of(*im.embedding.model, lm_context(b, im.embedding));
+  const BlockCosts output = costs_of(*im.output_head.model, lm_context(b, im.output_head));
+  c.embedding = unit_time({&embedding}, f, bw, full, false);
+  c.output = unit_time({&output}, f, bw, full, false);
+  c.embedding_params = per_rank_params(*im.embedding.model, lm_context(b, im.embedding));
+  BlockLayout staged = b;
+  staged.pp = 1;
+  c.output_params_pp1 = per_rank_params(*im.output_head.model, lm_context(staged, im.output_head));
+  staged.pp = 2;
+  c.output_params_pp = per_rank_params(*im.output_head.model, lm_context(staged, im.output_head));
+  // An MTP depth: a decoder layer of the MTP kind, the projection and its own pass through the
+  // output head (whose weights are the main model's).
   if (m.mtp_num_layers > 0) {
-    const LayerFigures& t = mtp_figures;
-    c.ideal_flops_per_token += static_cast<double>(m.mtp_num_layers) *
-                               (6 * (t.attn_active + t.mlp_active + t.expert_active) + 3 * t.core_width * seq +
-                                12 * h * h + 6 * h * static_cast<double>(m.vocab_size));
+    const LayerType& lt = im.types[im.mtp_type];
+    const BlockContext ctx = make_context(m, b, lt.spec, true);
+    const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
+    const BlockCosts projection = costs_of(*im.mtp_projection.model, lm_context(b, im.mtp_projection));
+    c.mtp = unit_time({&attn, &mlp}, f, bw, full, true);
+    add_time(c.mtp, unit_time({&projection}, f, bw, full, false));
+    add_time(c.mtp, c.output);
+    c.mtp_projection_params = per_rank_params(*im.mtp_projection.model, lm_context(b, im.mtp_projection));
   }
-  auto layer_time = [&](const LayerFigures& t) {
-    LayerTime lt;
-    const double core = 3 * t.core_width * seq * Tg;  // causal: each token attends to seq/2 keys on average
-    const double dense_flops = 6 * (t.attn_active + t.mlp_active) * Tg + core;
-    const double dense_bytes = 3 * wb * (t.w_tp / tp + t.w_rep);
-    const double exp_flops = 6 * t.expert_active * Tg;
-    const double exp_bytes = 3 * wb * t.w_exp / (ep * etp);
-    lt.compute = roofline(dense_flops, dense_bytes) + (t.moe ? roofline(exp_flops, exp_bytes) : 0.0);
-    if (full) {
-      lt.recompute = lt.compute / 3;  // one more forward pass
-    } else if (modules != 0) {
-      double fwd = 0;
-      if (modules & kRecomputeCoreAttn) fwd += core / 3;
-      if (modules & kRecomputeMlaUpProj) fwd += 2 * t.attn_active * Tg;
-      if (!t.moe && (modules & kRecomputeMlp)) fwd += 2 * t.mlp_active * Tg;
-      if (t.moe && (modules & kRecomputeMoe))
-        fwd += 2 * (t.mlp_active + t.expert_active) * Tg;
-      else if (t.moe && (modules & kRecomputeSharedExperts))
-        fwd += 2 * t.shared_active * Tg;
-      lt.recompute = fwd / f.flops;
-    }
-    if (q.tp > 1) lt.tp = c_tp * (tp - 1) / tp * (T / cp) * h * ab / bw_tp;
-    if (t.moe) {
-      const double routed = Tg * t.top_k * h * ab;  // token copies a GPU sends to experts
-      lt.ep = c_a2a * (ep - 1) / ep * routed / bw_ep + c_a2a * (etp - 1) * routed / bw_etp;
-    }
-    if (q.cp > 1) lt.cp = c_cp * (cp - 1) * (T / cp) * (t.kv_width / tp) * ab / bw_cp;
-    lt.dense_params = t.w_tp / tp + t.w_rep;
-    lt.expert_params = t.w_exp / (ep * etp);
-    return lt;
+
+  // The ideal: the model's forward FLOPs per token (one sequence on one GPU, the unpadded
+  // vocabulary), three passes of it.
+  BlockLayout one = b;
+  one.tp = one.cp = one.ep = one.etp = 1;
+  one.sp = false;
+  one.tokens = one.local_tokens = o.base.seq_length;
+  one.vocab_local = m.vocab_size;
+  const double seq = static_cast<double>(o.base.seq_length);
+  auto per_token = [&](std::initializer_list<const LayerMemoryModel*> blocks, const LayerSpec& layer, bool is_mtp) {
+    const BlockContext ctx = make_context(m, one, layer, is_mtp);
+    double flops = 0;
+    for (const LayerMemoryModel* block : blocks) flops += forward_flops(costs_of(*block, ctx));
+    return 3 * flops / seq;
   };
-  c.types.reserve(figures.size());
-  for (const LayerFigures& t : figures) c.types.push_back(layer_time(t));
-  // Output layer [V/TP, h] and loss on the last rank; their parameters, and the word
-  // embedding's, are the engine's stage extras (score_of).
-  const std::int64_t padded = padded_vocab_size(m.vocab_size, o.base.make_vocab_size_divisible_by, q.tp);
-  const double vocab = static_cast<double>(padded);
-  c.vocab_local = CheckedInt(padded) / q.tp;
-  c.output.compute = roofline(6 * h * vocab * Tg, 3 * wb * h * vocab / tp);
-  if (q.tp > 1) c.output.tp = 2 * (tp - 1) / tp * (T / cp) * h * ab / bw_tp;
-  // An MTP depth: a decoder layer of the last kind, eh_proj [2h -> h] and its own output head.
+  std::vector<double> layer_ideal;
+  for (const LayerType& lt : im.types) layer_ideal.push_back(per_token({lt.attention, lt.mlp}, lt.spec, false));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(m.num_layers); ++i)
+    c.ideal_flops_per_token += layer_ideal[im.layer_type[i]];
+  const double head = per_token({im.output_head.model}, *im.output_head.layer, false);
+  c.ideal_flops_per_token += head;
   if (m.mtp_num_layers > 0) {
-    c.mtp = layer_time(mtp_figures);
-    c.mtp.compute += roofline(6 * 2 * h * h * Tg, 3 * wb * 2 * h * h / tp) + c.output.compute;
-    c.mtp.tp += c.output.tp;
+    const LayerType& lt = im.types[im.mtp_type];
+    c.ideal_flops_per_token += static_cast<double>(m.mtp_num_layers) *
+                               (per_token({lt.attention, lt.mlp}, lt.spec, true) +
+                                per_token({im.mtp_projection.model}, *im.mtp_projection.layer, true) + head);
   }
   // The distributed optimizer's gradient reduce-scatter (the gradient buffer's dtype) and
   // parameter all-gather.
-  c.sync_bytes_per_param = static_cast<double>(element_bytes(o.base).grad) + wb;
+  c.sync_bytes_per_param = static_cast<double>(element_bytes(o.base).grad) + f.weight_bytes;
   // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h].
-  c.p2p_bytes = T / (cp * (q.sequence_parallel ? tp : 1)) * h * ab;
+  c.p2p_bytes = static_cast<double>(b.local_tokens.value()) * static_cast<double>(m.hidden_size) * f.act_bytes;
   return c;
 }
 
 PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::size_t split, const PlanLayout& l,
                                   const PlanOptions& o) const {
   const Figures& f = c.figures;
-  const std::size_t nt = figures.size();
+  const std::size_t nt = c.types.size();
   const auto np = static_cast<std::size_t>(ps.pp);
-  // The parameters of the embedding, output layer and MTP beyond their layers, with the
-  // tied-output rule, as the engine counts them on each stage.
-  const StageExtras x = stage_extras(model(), l.tp, l.pp, c.vocab_local);
-  const auto embedding_params = static_cast<double>(x.embedding.dense().value());
-  const auto loss_params = static_cast<double>(x.loss.dense().value());
-  const auto mtp_params = c.mtp.dense_params + static_cast<double>(x.mtp_depth.dense().value());
+  // The parameters of the embedding, output head and MTP beyond their layers, with the
+  // tied-output rule, as the block models count them on each stage.
+  const double embedding_params = c.embedding_params;
+  const double loss_params = l.pp == 1 ? c.output_params_pp1 : c.output_params_pp;
+  const double mtp_params = c.mtp.dense_params + c.mtp_projection_params;
   const std::int32_t* counts = &ps.counts[split * np * nt];
   const std::int64_t N = o.num_gpus;
   const double dcp = static_cast<double>(l.dp * l.cp);
@@ -201,6 +233,7 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
       expert += n * c.types[i].expert_params;
     }
     const std::size_t ri = split * np + r;
+    if (r == 0) t += c.embedding.total();  // the first stage's first chunk runs the embedding
     if (ps.loss[ri]) {
       t += c.output.total();
       dense += loss_params;
@@ -240,6 +273,7 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
       s.cp_seconds += n * lt.cp;
     };
     for (std::size_t i = 0; i < nt; ++i) add(c.types[i], cr[i]);
+    if (worst_rank == 0) add(c.embedding, 1);
     if (ps.loss[ri]) add(c.output, 1);
     if (ps.mtp[ri] > 0) add(c.mtp, ps.mtp[ri]);
   }

@@ -6,7 +6,8 @@
 //   suggestions.cpp              the changes that make a layout fit when none does;
 //   ordered_parallel_map.hpp     the thread pool the search runs on.
 // The memory side is the engine's own (estimator_internal.hpp): the planner reads its layer
-// table, block checks, element sizes and stage extras, and every peak is Estimator::run's.
+// table, block checks and element sizes, and every peak is Estimator::run's; the speed proxy
+// asks the same block models for their costs (LayerMemoryModel::costs).
 #pragma once
 
 #include <chrono>
@@ -37,21 +38,6 @@ struct EngineResult {
 // The one place the planner asks the engine (search.cpp). Throws what Estimator::run throws
 // (LayoutError for a layout Megatron rejects).
 EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options);
-
-// The speed proxy's figures of one layer kind (elements, unsharded), read from the block models'
-// single-GPU parameter terms in the engine's layer table.
-struct LayerFigures {
-  double attn_active = 0;                 // attention-block GEMM weights one token uses
-  double mlp_active = 0;                  // dense MLP, shared experts and router weights one token uses
-  double shared_active = 0;               // of which shared experts
-  double expert_active = 0;               // routed-expert weights one token uses (top-k)
-  double w_tp = 0, w_rep = 0, w_exp = 0;  // weights by shard class
-  double core_width = 0;                  // heads x (d_qk + d_v): attention-core FLOPs per token and key
-  double kv_width = 0;                    // K and V elements per token that context parallelism exchanges
-  double top_k = 0;
-  bool moe = false;
-};
-LayerFigures figures_of(const LayerType& kind, const KindParams& params);  // cost_model.cpp
 
 // A (split, VPP) of one PP size, with the decoder layers of each type per pipeline rank.
 struct Split {
@@ -110,9 +96,13 @@ struct SliceCost {
   Figures figures;
   double ideal_flops_per_token = 0;  // the whole model, forward and backward
   std::vector<LayerTime> types;
-  LayerTime output;            // output layer + loss (last rank)
-  LayerTime mtp;               // one MTP depth, its eh_proj and its output head
-  CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank (the engine's stage extras)
+  LayerTime embedding;  // the embedding (first rank)
+  LayerTime output;     // final norm, output layer and loss (last rank)
+  LayerTime mtp;        // one MTP depth: its transformer layer, projection and output head
+  // Parameters per rank of the blocks around the layers, as their block models count them: the
+  // embedding's, the output head's with PP 1 and with PP > 1 (a tied output layer is a copy of
+  // its own only on a later stage), and one MTP depth's projection.
+  double embedding_params = 0, output_params_pp1 = 0, output_params_pp = 0, mtp_projection_params = 0;
   double sync_bytes_per_param = 0;
   double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
 };
@@ -126,9 +116,7 @@ double nominal_sequences(const PlanOptions& o);
 
 struct Planner::Impl {
   Estimator estimator;
-  const EngineTables& tables;                   // the estimator's: its layer kinds and their block models
-  std::vector<planning::LayerFigures> figures;  // per layer kind of `tables`
-  planning::LayerFigures mtp_figures;           // an MTP layer's (the engine's is_mtp terms)
+  const EngineTables& tables;  // the estimator's: its layer kinds and their block models
 
   Impl(const ModelSpec& model, const Registry& registry);
 

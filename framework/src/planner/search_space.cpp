@@ -223,12 +223,9 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   for (auto c : fixed_or(o.cp, divisors_of(N, seq)))
     if (seq % c == 0 && (c == 1 || seq % (2 * c) == 0)) cps.push_back(c);
   std::vector<std::int64_t> eps;
-  for (auto e : fixed_or(o.ep, divisors_of(N, N))) {
-    bool ok = tables.any_moe || e == 1;
-    for (const auto& t : tables.types)
-      if (t.moe && t.spec.mlp.num_experts % e != 0) ok = false;
-    if (ok) eps.push_back(e);
-  }
+  // EP > 1 only with routed experts; which sizes split them is the MoE blocks' to say (below).
+  for (auto e : fixed_or(o.ep, divisors_of(N, N)))
+    if (tables.any_moe || e == 1) eps.push_back(e);
   const std::vector<std::int64_t> etps_all = fixed_or(o.etp, divisors_of(N, max_tp));
   const std::vector<std::int64_t> pps_all = fixed_or(o.pp, divisors_of(N, L));
 

@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_svg.hpp>
@@ -131,7 +132,7 @@ nlohmann::json setup_to_json(const TrainingSetup& s) { return setup_to_json_bloc
 
 nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, const std::vector<FitVerdict>& fits) {
   nlohmann::json j;
-  j["schema_version"] = 1;
+  j["schema_version"] = kSchemaVersion;
   const auto& ms = est.model;
   j["model"] = {{"name", ms.name},
                 {"family", ms.family},
@@ -184,6 +185,9 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"components", comps},
         // The seed tool's fields: counts in billions, memory in GiB (it prints "GB").
         {"parameters_b", static_cast<double>(s.parameters) / 1e9},
+        {"activation_bytes_b", static_cast<double>(s.activation_bytes) / 1e9},
+        // Deprecated (docs/cli.md, "Contracts"; removed in schema_version 2): the seed's
+        // "activation elements" as bytes / 2, which holds only for 2-byte activations.
         {"activation_b", static_cast<double>(s.activation_bytes) / 2.0 / 1e9},
         {"weight_grad_gb", gib(wg)},
         {"weight_grad_optim_gb", gib(wg + s.optimizer_bytes)},
@@ -224,7 +228,16 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
                      {"activation_bytes_per_microbatch", k.activation_bytes_per_microbatch},
                      {"transient_bytes", k.transient_bytes},
                      {"parameter_terms", params},
-                     {"activation_terms", acts}});
+                     {"activation_terms", acts},
+                     {"costs_per_microbatch",
+                      {{"forward_flops", k.costs.forward_flops},
+                       {"recompute_flops", k.costs.recompute_flops},
+                       {"weight_bytes_read", k.costs.weight_bytes},
+                       {"collective_bytes",
+                        {{"tp", k.costs.tp_bytes},
+                         {"cp", k.costs.cp_bytes},
+                         {"ep", k.costs.ep_bytes},
+                         {"etp", k.costs.etp_bytes}}}}}});
   }
   j["layer_kinds"] = kinds;
   j["assumptions"] = est.assumptions;
@@ -287,7 +300,9 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("  Layers: {}{}, micro-batches in flight: {}\n", st.layers,
                        st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "", st.inflight_microbatches);
     out << fmt::format("  Parameters: {:.2f}B\n", static_cast<double>(st.parameters) / 1e9);
-    out << fmt::format("  Activations: {:.2f}B\n", static_cast<double>(st.activation_bytes) / 2.0 / 1e9);
+    // Bytes, in billions: the activations mix dtypes (fp32 logits, 1-byte masks), so no element
+    // count follows from them (the seed printed bytes / 2 as "elements").
+    out << fmt::format("  Activations: {:.2f}B bytes\n", static_cast<double>(st.activation_bytes) / 1e9);
     out << "  Memory Breakdown:\n";
     const std::int64_t wg = st.weight_bytes + st.gradient_bytes;
     out << fmt::format("    - Weights + Gradients: {:.2f} GiB\n", gib(wg));
@@ -369,6 +384,12 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
       out << fmt::format("  {} + {}{}: {} parameters, {} of activations, {} transient\n", k.attention, k.mlp,
                          k.mtp ? " (MTP)" : fmt::format(" x {} layers", k.layers), format_count(k.parameters),
                          format_bytes(k.activation_bytes_per_microbatch), format_bytes(k.transient_bytes));
+      const LayerCosts& lc = k.costs;
+      auto bytes = [](double b) { return format_bytes(static_cast<std::int64_t>(b)); };
+      out << fmt::format("    costs: {:.3g} forward FLOPs, {} of weights read, {} sent (TP {}, CP {}, EP {}, ETP {})\n",
+                         lc.forward_flops, bytes(lc.weight_bytes),
+                         bytes(lc.tp_bytes + lc.cp_bytes + lc.ep_bytes + lc.etp_bytes), bytes(lc.tp_bytes),
+                         bytes(lc.cp_bytes), bytes(lc.ep_bytes), bytes(lc.etp_bytes));
       for (const auto& c : k.components)
         out << fmt::format("      {:<58} {:>12}\n", c.name,
                            c.category == MemoryCategory::kWeights ? format_count(c.bytes) : format_bytes(c.bytes));

@@ -35,9 +35,45 @@ std::int64_t sum_saved(const BlockActivations& a) {
   return s.value();
 }
 
+double sum_forward_bytes(const BlockCosts& c, CommGroup group) {
+  double s = 0;
+  for (const auto& t : c.collectives)
+    if (t.group == group) s += t.forward_bytes;
+  return s;
+}
+
+double sum_backward_bytes(const BlockCosts& c, CommGroup group) {
+  double s = 0;
+  for (const auto& t : c.collectives)
+    if (t.group == group) s += t.backward_bytes;
+  return s;
+}
+
+const char* to_string(BlockRole r) {
+  switch (r) {
+    case BlockRole::kAttention: return "attention";
+    case BlockRole::kMlp: return "mlp";
+    case BlockRole::kEmbedding: return "embedding";
+    case BlockRole::kOutputHead: return "output_head";
+    case BlockRole::kMtpProjection: return "mtp_projection";
+  }
+  return "?";
+}
+
+const char* to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTensor: return "tp";
+    case CommGroup::kContext: return "cp";
+    case CommGroup::kExpert: return "ep";
+    case CommGroup::kExpertTensor: return "etp";
+  }
+  return "?";
+}
+
 const char* to_string(ParamGroup g) {
   switch (g) {
     case ParamGroup::kEmbedding: return "embedding";
+    case ParamGroup::kPositionEmbedding: return "position_embedding";
     case ParamGroup::kOutputLayer: return "output_layer";
     case ParamGroup::kAttention: return "attention";
     case ParamGroup::kDenseMlp: return "dense_mlp";

@@ -51,6 +51,8 @@ void validate_model_spec(const ModelSpec& m) {
                                   ConfigReader::kMaxLayers, m.mtp_num_layers));
   if (m.hidden_dropout < 0 || m.hidden_dropout >= 1 || m.attention_dropout < 0 || m.attention_dropout >= 1)
     throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1)", m.name));
+  if (m.lm_blocks.embedding.empty() || m.lm_blocks.output_head.empty() || m.lm_blocks.mtp_projection.empty())
+    throw ConfigError(fmt::format("{}: the embedding, output head and MTP projection kinds must be named", m.name));
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const auto& a = m.layers[i].attention;
     const auto& f = m.layers[i].mlp;

@@ -61,6 +61,15 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   out.transient = transient.value();
 }
 
+void DenseMlpModel::costs(const BlockContext& ctx, BlockCosts& out) const {
+  BlockParams params;
+  parameters(ctx, params);
+  add_gemm_costs(ctx, params, out);
+  // `mlp` recompute (transformer_layer.py, checkpointing self.mlp) runs fc1 and fc2 again.
+  if (ctx.setup.recompute.has(kRecomputeMlp)) out.recompute_flops += out.gemm_flops;
+  add_tp_block_collectives(ctx, out, "mlp_tp");
+}
+
 void register_dense_mlp(Registrar& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }
 
 }  // namespace mme::plugins

@@ -19,6 +19,7 @@ class DenseMlpModel final : public LayerMemoryModel {
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
+  void costs(const BlockContext& ctx, BlockCosts& out) const override;
 };
 
 void register_dense_mlp(Registrar& registry);

@@ -108,6 +108,19 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }
 
+void GqaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
+  BlockParams params;
+  parameters(ctx, params);
+  add_gemm_costs(ctx, params, out);
+  // The core (attention.py, DotProductAttention): Q K^T and the product with V on d per head; K
+  // and V of the query groups are what context parallelism exchanges.
+  const auto& a = ctx.layer.attention;
+  const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels : ctx.model.hidden_size / a.num_heads);
+  const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
+  add_attention_core_costs(ctx, static_cast<double>(a.num_heads) * 2 * d, groups * 2 * d, out);
+  add_tp_block_collectives(ctx, out, "attention_tp");
+}
+
 void register_gqa(Registrar& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }
 
 }  // namespace mme::plugins

@@ -109,6 +109,22 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }
 
+void MlaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
+  BlockParams params;
+  parameters(ctx, params);
+  add_gemm_costs(ctx, params, out);
+  // multi_latent_attention.py expands K and V per head before the core: Q and K of d_qk + d_rope,
+  // V of d_v, all of them exchanged by context parallelism.
+  const auto& a = ctx.layer.attention;
+  const double width =
+      static_cast<double>(a.num_heads) * static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim + a.v_head_dim);
+  add_attention_core_costs(ctx, width, width, out);
+  // `mla_up_proj` recompute (MLASelfAttention, CheckpointWithoutOutput) runs the block's
+  // projections again in backward.
+  if (ctx.setup.recompute.has(kRecomputeMlaUpProj)) out.recompute_flops += out.gemm_flops;
+  add_tp_block_collectives(ctx, out, "attention_tp");
+}
+
 void register_mla(Registrar& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }
 
 }  // namespace mme::plugins

@@ -20,6 +20,7 @@ class MlaAttentionModel final : public LayerMemoryModel {
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
+  void costs(const BlockContext& ctx, BlockCosts& out) const override;
 };
 
 void register_mla(Registrar& registry);

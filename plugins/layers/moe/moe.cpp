@@ -150,6 +150,30 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   out.transient = transient.value();
 }
 
+void MoeModel::costs(const BlockContext& ctx, BlockCosts& out) const {
+  BlockParams params;
+  parameters(ctx, params);
+  add_gemm_costs(ctx, params, out);
+  const auto& rc = ctx.setup.recompute;
+  // `moe` recompute (moe_layer.py, checkpointing the whole MoE layer) runs router, shared and
+  // routed experts again; `shared_experts` recompute only the shared experts.
+  if (rc.has(kRecomputeMoe))
+    out.recompute_flops += out.gemm_flops + out.expert_flops;
+  else if (rc.has(kRecomputeSharedExperts))
+    out.recompute_flops += group_gemm_flops(ctx, params, ParamGroup::kSharedExperts);
+  add_tp_block_collectives(ctx, out, "moe_tp");
+  // token_dispatcher.py: every token of the rank's TP share goes to top-k experts, once out
+  // (dispatch) and once back (combine) per pass, by all-to-all over EP ((EP - 1) / EP of it
+  // leaves the rank) and all-gathered / reduce-scattered over the ETP group.
+  const double routed = static_cast<double>(ctx.tokens) / static_cast<double>(ctx.tp) *
+                        static_cast<double>(ctx.layer.mlp.top_k) * static_cast<double>(ctx.model.hidden_size) *
+                        static_cast<double>(ctx.act_bytes);
+  const double ep = 2 * ring_bytes(routed, ctx.ep);
+  const double etp = 2 * static_cast<double>(ctx.etp - 1) * routed;
+  add_collective(out, "moe_dispatch_combine", CommGroup::kExpert, ep, ep);
+  add_collective(out, "moe_expert_tp_gather", CommGroup::kExpertTensor, etp, etp);
+}
+
 void register_moe(Registrar& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }
 
 }  // namespace mme::plugins

@@ -20,6 +20,7 @@ class MoeModel final : public LayerMemoryModel {
   void validate(const BlockContext& ctx) const override;
   void parameters(const BlockContext& ctx, BlockParams& out) const override;
   void activations(const BlockContext& ctx, BlockActivations& out) const override;
+  void costs(const BlockContext& ctx, BlockCosts& out) const override;
 
   // Tokens the routed experts of one rank process per micro-batch (balanced routing):
   // every local token is sent to top-k experts, the ETP group all-gathers its tokens, and

@@ -7,12 +7,9 @@
 #include <mme/inputs/model_source.hpp>
 
 #include "deepseek_adapter.hpp"
-#include "dense_mlp.hpp"
 #include "expected_params.hpp"
 #include "generic_hf_adapter.hpp"
-#include "gqa.hpp"
-#include "mla.hpp"
-#include "moe.hpp"
+#include "layer_plugins.hpp"
 #include "moonlight_kimi_adapter.hpp"
 #include "qwen_adapter.hpp"
 
@@ -33,10 +30,7 @@ const std::vector<std::string>& all_adapter_names() {
 
 std::unique_ptr<Registry> make_registry(const std::vector<std::string>& adapters) {
   auto r = std::make_unique<Registry>();
-  add(*r, "layer_gqa", plugins::register_gqa);
-  add(*r, "layer_mla", plugins::register_mla);
-  add(*r, "layer_dense_mlp", plugins::register_dense_mlp);
-  add(*r, "layer_moe", plugins::register_moe);
+  test::register_layer_plugins(*r);
   for (const auto& a : adapters) {
     if (a == "deepseek")
       add(*r, "adapter_deepseek", plugins::register_deepseek_adapter);

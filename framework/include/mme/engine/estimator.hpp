@@ -69,6 +69,15 @@ struct StageEstimate {
 
 // One distinct decoder-layer kind under the layout (DeepSeek-V3: dense-MLA, MoE-MLA, and the
 // MTP layer), for the per-layer breakdown of `--verbose`.
+// One layer's costs per micro-batch on one rank, as its block models report them (BlockCosts).
+struct LayerCosts {
+  double forward_flops = 0;    // GEMMs, attention core and routed experts of the forward pass
+  double recompute_flops = 0;  // forward FLOPs the selective recompute repeats in backward
+  double weight_bytes = 0;     // weight bytes one forward pass reads
+  // Collective bytes the rank sends, forward and backward together, by process group.
+  double tp_bytes = 0, cp_bytes = 0, ep_bytes = 0, etp_bytes = 0;
+};
+
 struct LayerKindEstimate {
   std::string attention, mlp;                        // block kinds, e.g. "mla" and "moe"
   std::int64_t layers = 0;                           // decoder layers of this kind (0 for the MTP kind)
@@ -77,6 +86,7 @@ struct LayerKindEstimate {
   std::int64_t activation_bytes_per_microbatch = 0;  // one layer, one micro-batch
   std::int64_t transient_bytes = 0;                  // the layer's busiest moment
   std::vector<Component> components;                 // parameters (elements) and activations (bytes), one layer
+  LayerCosts costs;
 };
 
 struct ModelSummary {

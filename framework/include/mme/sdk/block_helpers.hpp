@@ -95,4 +95,71 @@ inline void add_act(BlockActivations& out, std::string_view name, CheckedInt byt
   if (bytes != 0) out.saved.push({name, bytes.value()});
 }
 
+// --- Costs (BlockCosts) ----------------------------------------------------------------------
+
+// The GEMM FLOPs and weight bytes of a block's forward pass, from its parameter terms: 2 FLOPs
+// per weight a token uses (ParamTerm::active; norms run no GEMM) and token of the rank's TP
+// share (tokens / TP), routed experts apart; each weight read once per pass, in the GEMMs'
+// element size, as the layout shards it (total / TP, replicated whole, experts / (EP x ETP)).
+inline void add_gemm_costs(const BlockContext& ctx, const BlockParams& params, BlockCosts& out) {
+  const double tokens_per_rank = static_cast<double>(ctx.tokens) / static_cast<double>(ctx.tp);
+  const auto wb = static_cast<double>(ctx.weight_bytes);
+  for (const auto& t : params.terms) {
+    const auto total = static_cast<double>(t.total);
+    const bool expert = t.shard == ShardClass::kExpert;
+    switch (t.shard) {
+      case ShardClass::kTensorParallel: out.weight_bytes += wb * total / static_cast<double>(ctx.tp); break;
+      case ShardClass::kReplicated: out.weight_bytes += wb * total; break;
+      case ShardClass::kExpert: out.expert_weight_bytes += wb * total / static_cast<double>(ctx.ep * ctx.etp); break;
+    }
+    if (t.group == ParamGroup::kNorms) continue;
+    (expert ? out.expert_flops : out.gemm_flops) += 2 * static_cast<double>(t.active) * tokens_per_rank;
+  }
+}
+
+// The forward GEMM FLOPs of the terms of one parameter group (what recomputing them costs).
+inline double group_gemm_flops(const BlockContext& ctx, const BlockParams& params, ParamGroup group) {
+  double active = 0;
+  for (const auto& t : params.terms)
+    if (t.group == group) active += static_cast<double>(t.active);
+  return 2 * active * static_cast<double>(ctx.tokens) / static_cast<double>(ctx.tp);
+}
+
+// Bytes one rank sends in a ring all-gather or reduce-scatter of a tensor of `bytes` over n
+// ranks: (n - 1) / n of it (an all-reduce is both: twice this).
+inline double ring_bytes(double bytes, std::int64_t n) {
+  return n > 1 ? bytes * static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
+}
+
+inline void add_collective(BlockCosts& out, std::string_view name, CommGroup group, double forward, double backward) {
+  if (forward > 0 || backward > 0) out.collectives.push({name, group, forward, backward});
+}
+
+// A transformer block's tensor-parallel traffic (tensor_parallel/mappings.py): the
+// [T, h] block input all-gathered and its output reduce-scattered under sequence parallelism,
+// or its output all-reduced without it (the input's copy is free); the backward pass mirrors
+// the forward one. Either way two ring passes of T x h each way.
+inline void add_tp_block_collectives(const BlockContext& ctx, BlockCosts& out, std::string_view name) {
+  const double hidden =
+      static_cast<double>(ctx.tokens) * static_cast<double>(ctx.model.hidden_size) * static_cast<double>(ctx.act_bytes);
+  const double two_passes = 2 * ring_bytes(hidden, ctx.tp);
+  add_collective(out, name, CommGroup::kTensor, two_passes, two_passes);
+}
+
+// The attention core of one CP rank's queries against the whole causal sequence: width = heads
+// x (d_qk + d_v) multiply-adds per query and key, half the keys on average (causal), on the
+// rank's heads (heads / TP); `core_attn` recompute runs it again. Context parallelism passes
+// each rank's K and V (kv_width elements per token, on the rank's heads) around the CP ring
+// once forward and, with their gradients, twice backward (TE context_parallel.py, p2p).
+inline void add_attention_core_costs(const BlockContext& ctx, double width, double kv_width, BlockCosts& out) {
+  const auto tokens = static_cast<double>(ctx.tokens), tp = static_cast<double>(ctx.tp);
+  out.attention_flops += width * static_cast<double>(ctx.setup.seq_length) * tokens / tp;
+  if (ctx.setup.recompute.has(kRecomputeCoreAttn))
+    out.recompute_flops += width * static_cast<double>(ctx.setup.seq_length) * tokens / tp;
+  if (ctx.cp > 1) {
+    const double ring = static_cast<double>(ctx.cp - 1) * tokens * (kv_width / tp) * static_cast<double>(ctx.act_bytes);
+    add_collective(out, "context_parallel_kv_ring", CommGroup::kContext, ring, 2 * ring);
+  }
+}
+
 }  // namespace mme

@@ -1,7 +1,9 @@
-// LayerMemoryModel: the plugin interface for one block of a decoder layer (the attention
-// block or the MLP block). Given the model, the layer and the layout, a block reports the
-// parameters one rank holds, by shard class, and the bytes it keeps for backward per
-// micro-batch, as named terms. The engine only adds these up (Calculon style).
+// LayerMemoryModel: the plugin interface for one block of the model: the attention or the MLP
+// block of a decoder layer, or one of the blocks around them (the embedding, the output head
+// with the final norm and the loss, an MTP depth's projection). Given the model, the layer and
+// the layout, a block reports the parameters one rank holds, by shard class, the bytes it keeps
+// for backward per micro-batch, as named terms, and its costs per micro-batch (FLOPs, weight
+// bytes read, collective bytes). The engine and the planner only add these up (Calculon style).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,14 @@
 
 namespace mme {
 
-enum class BlockRole { kAttention, kMlp };
+enum class BlockRole {
+  kAttention,      // a decoder layer's attention block
+  kMlp,            // a decoder layer's MLP block (dense or mixture of experts)
+  kEmbedding,      // the word (and position) embedding, on the first pipeline stage
+  kOutputHead,     // the final norm, the output layer and the loss, on the last stage
+  kMtpProjection,  // a multi-token-prediction depth beyond its transformer layer (norms, eh_proj)
+};
+const char* to_string(BlockRole r);
 
 // How the distributed optimizer and the parallel layout treat a parameter.
 enum class ShardClass : std::uint8_t {
@@ -25,6 +34,7 @@ enum class ShardClass : std::uint8_t {
 // What a parameter is, for the `params` breakdown.
 enum class ParamGroup : std::uint8_t {
   kEmbedding,
+  kPositionEmbedding,
   kOutputLayer,
   kAttention,
   kDenseMlp,
@@ -63,6 +73,43 @@ struct BlockActivations {
   // block gathers into. The buffer is allocated once and kept, shared by every user: the
   // engine keeps the largest request as persistent memory.
   std::int64_t global_buffer = 0;
+  // Tensors held across the micro-batches of a step until the pipeline flush (not per
+  // micro-batch in flight), e.g. --defer-embedding-wgrad-compute's buffers of the output layer.
+  TermList<ActTerm, 4> held_for_step;
+};
+
+// The process group a collective runs over.
+enum class CommGroup : std::uint8_t {
+  kTensor,        // tensor parallel (TP)
+  kContext,       // context parallel (CP)
+  kExpert,        // expert parallel (EP)
+  kExpertTensor,  // expert tensor parallel (ETP)
+};
+const char* to_string(CommGroup g);
+
+struct CollectiveTerm {
+  std::string_view name;  // a string literal of the reporting plugin
+  CommGroup group = CommGroup::kTensor;
+  // Bytes one rank sends for one micro-batch (the algorithm's share included: (n-1)/n of the
+  // tensor for a ring all-gather or reduce-scatter), in the forward and in the backward pass.
+  double forward_bytes = 0;
+  double backward_bytes = 0;
+};
+
+// What one micro-batch costs a rank in the block, the figures of a roofline (the planner's speed
+// proxy). FLOPs and bytes are doubles: a layer's FLOPs per micro-batch can pass 2^63.
+struct BlockCosts {
+  // FLOPs of the forward pass; the backward pass is twice these (input and weight gradients).
+  double gemm_flops = 0;       // dense GEMMs (everything but routed experts)
+  double attention_flops = 0;  // the attention core, softmax(Q K^T) V, causal
+  double expert_flops = 0;     // routed experts' GEMMs
+  // HBM bytes the forward pass reads for its GEMM weights (the backward pass reads them twice).
+  double weight_bytes = 0;
+  double expert_weight_bytes = 0;
+  // Forward FLOPs the setup's selective recompute (--recompute-modules) repeats in backward.
+  // Full recompute repeats the whole forward pass: the caller's to add.
+  double recompute_flops = 0;
+  TermList<CollectiveTerm, 8> collectives;
 };
 
 // Everything a block model may read. The engine computes the derived figures once.
@@ -76,6 +123,9 @@ struct BlockContext {
   std::int64_t local_tokens = 0;        // T / TP with sequence parallel, else T
   std::int64_t act_bytes = 2;           // bytes per activation element (bf16/fp16)
   std::int64_t linear_input_bytes = 2;  // bytes of a saved GEMM input (1 under FP8)
+  std::int64_t weight_bytes = 2;        // bytes of a weight element as the GEMMs read it (1 under FP8)
+  std::int64_t pp = 1;                  // pipeline-parallel size
+  std::int64_t vocab_local = 0;         // the padded vocabulary per TP rank (the engine pads like Megatron-LM)
   double hidden_dropout = 0.0;
   double attention_dropout = 0.0;
   bool is_mtp = false;  // the block belongs to a multi-token-prediction layer
@@ -84,7 +134,7 @@ struct BlockContext {
 class LayerMemoryModel {
  public:
   virtual ~LayerMemoryModel() = default;
-  virtual std::string_view kind() const = 0;  // "gqa", "mla", "dense", "moe", ...
+  virtual std::string_view kind() const = 0;  // "gqa", "mla", "dense", "moe", "embedding", ...
   virtual BlockRole role() const = 0;
   virtual std::string_view description() const = 0;
   // Checks this block's own fields of decoder layer `index` (e.g. MLA's ranks, a MoE's expert
@@ -96,6 +146,8 @@ class LayerMemoryModel {
   virtual void validate(const BlockContext& ctx) const = 0;
   virtual void parameters(const BlockContext& ctx, BlockParams& out) const = 0;
   virtual void activations(const BlockContext& ctx, BlockActivations& out) const = 0;
+  // The block's costs for one micro-batch under the layout (see BlockCosts).
+  virtual void costs(const BlockContext& ctx, BlockCosts& out) const = 0;
 };
 
 // Sum helpers.
@@ -104,6 +156,8 @@ std::int64_t sum_per_rank(const BlockParams& p);
 std::int64_t sum_total(const BlockParams& p);
 std::int64_t sum_active(const BlockParams& p);
 std::int64_t sum_saved(const BlockActivations& a);
+double sum_forward_bytes(const BlockCosts& c, CommGroup group);
+double sum_backward_bytes(const BlockCosts& c, CommGroup group);
 const char* to_string(ParamGroup g);
 const char* to_string(ShardClass s);
 

@@ -59,6 +59,18 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
+// The blocks around the decoder layers, by the layer-memory model that handles each (as
+// AttentionSpec::kind and MlpSpec::kind name a decoder block's): the built-in ones are
+// plugins/layers/language_model's. A model family with, say, a scaled or multimodal embedding
+// names its own plugin's kind here.
+struct LanguageModelBlocks {
+  std::string embedding = "embedding";            // BlockRole::kEmbedding
+  std::string output_head = "output_head";        // BlockRole::kOutputHead
+  std::string mtp_projection = "mtp_projection";  // BlockRole::kMtpProjection (with MTP only)
+
+  bool operator==(const LanguageModelBlocks&) const = default;
+};
+
 struct ModelSpec {
   // Provenance.
   std::string name;        // e.g. "deepseek-ai/DeepSeek-V3" or the file it came from
@@ -81,6 +93,7 @@ struct ModelSpec {
   double attention_dropout = 0.0;
 
   std::vector<LayerSpec> layers;  // one per decoder layer
+  LanguageModelBlocks lm_blocks;  // the embedding, output head and MTP projection blocks
 
   // Multi-token prediction (DeepSeek-V3): depth, each an extra transformer layer of the
   // last decoder layer's kind plus enorm/hnorm/eh_proj, placed on the last pipeline stage.

@@ -20,7 +20,10 @@
 // (ModelSpec, TrainingSetup, the three interfaces, Registrar) changes layout or meaning.
 // 3: the entry is a plain extern "C" function (mme_plugin_info) and registration receives an
 //    add-only Registrar instead of the host Registry.
-#define MME_PLUGIN_API_VERSION 3
+// 4: LayerMemoryModel::costs (FLOPs, weight bytes, collective bytes per micro-batch); the blocks
+//    around the decoder layers (embedding, output head, MTP projection) are layer-memory models
+//    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local.
+#define MME_PLUGIN_API_VERSION 4
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

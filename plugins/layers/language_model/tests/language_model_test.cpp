@@ -1,0 +1,178 @@
+// The blocks around the decoder layers, called directly with hand-made contexts. Expected values
+// are worked out by hand from the Megatron-LM code each term names (language_model.cpp).
+// The model: h = 1024, V = 50000 padded to a multiple of 128 x TP = 512 -> 50176, so V/TP = 12544
+// at TP 4; seq 2048 x micro-batch 2 = 4096 tokens per CP rank, 1024 per rank under SP.
+#include "language_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <mme/sdk/model_spec.hpp>
+#include <mme/sdk/training_setup.hpp>
+
+namespace mme::plugins {
+namespace {
+
+struct Case {
+  ModelSpec model;
+  TrainingSetup setup;
+  Case() {
+    model.name = "lm-test";
+    model.num_layers = 1;
+    model.hidden_size = 1024;
+    model.vocab_size = 50000;
+    model.max_position_embeddings = 2048;
+    model.layers.resize(1);
+    setup.seq_length = 2048;
+    setup.micro_batch_size = 2;
+  }
+  BlockContext context() const {
+    BlockContext ctx{model, model.layers[0], setup};
+    ctx.tp = 4;
+    ctx.sequence_parallel = true;
+    ctx.tokens = 4096;
+    ctx.local_tokens = 1024;
+    ctx.vocab_local = 12544;
+    ctx.pp = 2;
+    return ctx;
+  }
+};
+
+const ParamTerm* find(const BlockParams& p, std::string_view name) {
+  for (const auto& t : p.terms)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::int64_t saved(const BlockActivations& a, std::string_view name) {
+  for (const auto& t : a.saved)
+    if (t.name == name) return t.bytes;
+  return -1;
+}
+
+TEST(EmbeddingBlock, WordAndPositionEmbeddings) {
+  Case c;
+  c.model.position_embedding = PositionEmbedding::kLearnedAbsolute;
+  BlockParams p;
+  EmbeddingModel().parameters(c.context(), p);
+  ASSERT_EQ(p.terms.size(), 2u);
+  const ParamTerm* word = find(p, "word_embeddings");
+  ASSERT_NE(word, nullptr);
+  EXPECT_EQ(word->total, 51'200'000);     // 1024 x 50000, the checkpoint's rows
+  EXPECT_EQ(word->per_rank, 12'845'056);  // 1024 x 12544, padded and split
+  EXPECT_EQ(word->shard, ShardClass::kTensorParallel);
+  const ParamTerm* pos = find(p, "position_embeddings");
+  ASSERT_NE(pos, nullptr);
+  EXPECT_EQ(pos->per_rank, 2'097'152);  // 2048 x 1024, replicated
+  EXPECT_EQ(pos->group, ParamGroup::kPositionEmbedding);
+}
+
+TEST(EmbeddingBlock, TokenIdsAndDropoutMask) {
+  Case c;
+  BlockContext ctx = c.context();
+  BlockActivations a;
+  EmbeddingModel().activations(ctx, a);
+  EXPECT_EQ(saved(a, "embedding/token_ids"), 32'768);  // 8 B x 4096
+  EXPECT_EQ(saved(a, "embedding/dropout_mask"), -1);   // no dropout, no mask
+  ctx.hidden_dropout = 0.1;
+  BlockActivations b;
+  EmbeddingModel().activations(ctx, b);
+  EXPECT_EQ(saved(b, "embedding/dropout_mask"), 1'048'576);  // 1 B x 1024 local tokens x 1024
+}
+
+TEST(EmbeddingBlock, ReductionOverTensorParallelRanks) {
+  Case c;
+  BlockContext ctx = c.context();
+  BlockCosts k;
+  EmbeddingModel().costs(ctx, k);
+  EXPECT_EQ(k.gemm_flops, 0);
+  // [4096, 1024] bf16 = 8 MiB reduce-scattered: 3/4 of it leaves the rank; its backward all-gather the same.
+  ASSERT_EQ(k.collectives.size(), 1u);
+  EXPECT_DOUBLE_EQ(k.collectives[0].forward_bytes, 6'291'456);
+  EXPECT_DOUBLE_EQ(k.collectives[0].backward_bytes, 6'291'456);
+  ctx.sequence_parallel = false;  // all-reduce forward (twice the ring), identity backward
+  BlockCosts n;
+  EmbeddingModel().costs(ctx, n);
+  EXPECT_DOUBLE_EQ(n.collectives[0].forward_bytes, 12'582'912);
+  EXPECT_DOUBLE_EQ(n.collectives[0].backward_bytes, 0);
+}
+
+TEST(OutputHeadBlock, TiedOutputLayerOnlyOnALaterStage) {
+  Case c;
+  c.model.tie_embeddings = true;
+  BlockContext ctx = c.context();
+  ctx.pp = 1;
+  BlockParams same;
+  OutputHeadModel().parameters(ctx, same);
+  EXPECT_EQ(find(same, "output_layer"), nullptr);  // the embedding's own weight
+  ASSERT_NE(find(same, "final_norm"), nullptr);
+  EXPECT_EQ(find(same, "final_norm")->per_rank, 1024);  // RMSNorm: a scale
+  ctx.pp = 2;
+  BlockParams later;
+  OutputHeadModel().parameters(ctx, later);
+  ASSERT_NE(find(later, "output_layer"), nullptr);
+  EXPECT_EQ(find(later, "output_layer")->per_rank, 12'845'056);  // a copy on the last stage...
+  EXPECT_EQ(find(later, "output_layer")->total, 0);              // ...that is no new parameter
+  c.model.tie_embeddings = false;
+  c.model.normalization = Normalization::kLayerNorm;
+  BlockParams untied;
+  OutputHeadModel().parameters(c.context(), untied);
+  EXPECT_EQ(find(untied, "output_layer")->total, 51'200'000);
+  EXPECT_EQ(find(untied, "final_norm")->per_rank, 2048);  // LayerNorm: scale and bias
+}
+
+TEST(OutputHeadBlock, LossTensorsBuffersAndDeferredGradients) {
+  Case c;
+  c.setup.defer_embedding_wgrad = true;
+  c.setup.num_micro_batches = 8;
+  BlockActivations a;
+  OutputHeadModel().activations(c.context(), a);
+  EXPECT_EQ(saved(a, "final_norm_and_output_input"), 4'194'304);  // 2 x 2 B x 1024 x 1024
+  EXPECT_EQ(saved(a, "logits_fp32_softmax"), 205'520'896);        // 4 B x 4096 x 12544
+  EXPECT_EQ(a.transient, 102'760'448);                            // the bf16 logits, 2 B x 4096 x 12544
+  EXPECT_EQ(a.global_buffer, 8'388'608);                          // the SP all-gather, 2 B x 4096 x 1024
+  ASSERT_EQ(a.held_for_step.size(), 1u);
+  // 8 micro-batches x 2 B x (4096 x 12544 + 1024 x 1024).
+  EXPECT_EQ(a.held_for_step[0].bytes, 838'860'800);
+  c.setup.cross_entropy_fusion = true;  // native: the compiled graph's fp32 copy next to the bf16 logits
+  BlockActivations f;
+  OutputHeadModel().activations(c.context(), f);
+  EXPECT_EQ(f.transient, 308'281'344);  // (2 + 4) B x 4096 x 12544
+}
+
+TEST(OutputHeadBlock, OutputGemmAndItsInputGather) {
+  Case c;
+  BlockContext ctx = c.context();
+  BlockCosts k;
+  OutputHeadModel().costs(ctx, k);
+  EXPECT_DOUBLE_EQ(k.gemm_flops, 105'226'698'752.0);  // 2 x 4096 x 1024 x 12544
+  EXPECT_DOUBLE_EQ(k.weight_bytes, 25'690'112.0);     // 2 B x 1024 x 12544
+  ASSERT_EQ(k.collectives.size(), 1u);
+  EXPECT_DOUBLE_EQ(k.collectives[0].forward_bytes, 6'291'456);  // 3/4 of 8 MiB all-gathered
+  EXPECT_DOUBLE_EQ(k.collectives[0].backward_bytes, 6'291'456);
+}
+
+TEST(MtpProjectionBlock, NormsProjectionAndTheirActivations) {
+  Case c;
+  BlockContext ctx = c.context();
+  ctx.is_mtp = true;
+  BlockParams p;
+  MtpProjectionModel().parameters(ctx, p);
+  ASSERT_NE(find(p, "eh_proj"), nullptr);
+  EXPECT_EQ(find(p, "eh_proj")->total, 2'097'152);   // 2h x h
+  EXPECT_EQ(find(p, "eh_proj")->per_rank, 524'288);  // column-parallel over TP 4
+  std::int64_t norms = 0;
+  for (const auto& t : p.terms)
+    if (t.group == ParamGroup::kNorms) norms += t.per_rank;
+  EXPECT_EQ(norms, 3 * 1024);  // enorm, hnorm, final norm
+  BlockActivations a;
+  MtpProjectionModel().activations(ctx, a);
+  EXPECT_EQ(saved(a, "mtp/token_ids"), 32'768);
+  EXPECT_EQ(saved(a, "mtp/norms_and_eh_proj"), 16'777'216);  // 2 B x 1024 x 1024 x 8
+  BlockCosts k;
+  MtpProjectionModel().costs(ctx, k);
+  EXPECT_DOUBLE_EQ(k.gemm_flops, 4'294'967'296.0);  // 2 x 4096 x 2048 x 1024 / 4
+  EXPECT_DOUBLE_EQ(k.weight_bytes, 1'048'576.0);    // 2 B x 2048 x 1024 / 4
+}
+
+}  // namespace
+}  // namespace mme::plugins
