@@ -40,6 +40,15 @@ function(mme_add_plugin name)
     set_property(GLOBAL PROPERTY MME_PLUGIN_TEST_LIBRARIES_${name} ${P_TEST_LIBRARIES})
   endif()
 
+  # Every built-in plugin, for programs that link the plugins instead of loading them (the C
+  # entry point and the Python module, capi/CMakeLists.txt): the global property
+  # MME_BUILTIN_PLUGIN_NAMES lists the plugins with an ENTRY, MME_BUILTIN_PLUGIN_ENTRY_<name> is
+  # that file (its MME_PLUGIN(...) names the registration function and the version).
+  if(P_ENTRY)
+    set_property(GLOBAL APPEND PROPERTY MME_BUILTIN_PLUGIN_NAMES ${name})
+    set_property(GLOBAL PROPERTY MME_BUILTIN_PLUGIN_ENTRY_${name} "${CMAKE_CURRENT_SOURCE_DIR}/${P_ENTRY}")
+  endif()
+
   # The fuzz build links the static archives into its targets and needs no loadable module.
   if(P_ENTRY AND NOT MME_BUILD_FUZZ)
     set(module_target mme_${name})

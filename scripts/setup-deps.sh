@@ -14,6 +14,7 @@ packages=(
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
   python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
   groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
+  python3-dev python3-pybind11 python3-pytest python3-venv  # the Python module and its tests (docs/python.md)
 )
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <system_error>
@@ -684,8 +685,27 @@ ResolvedModel download_to_cache(const std::string& id, const SourceOptions& opti
 
 }  // namespace
 
+namespace {
+std::mutex g_bundled_mutex;
+fs::path g_bundled_dir;  // set_bundled_models_dir(); empty: beside the executable
+}  // namespace
+
+void set_bundled_models_dir(const fs::path& dir) {
+  const std::lock_guard<std::mutex> lock(g_bundled_mutex);
+  g_bundled_dir = dir;
+}
+
+fs::path bundled_models_dir() {
+  const std::lock_guard<std::mutex> lock(g_bundled_mutex);
+  return g_bundled_dir;
+}
+
 std::vector<fs::path> default_zoo_dirs() {
   std::vector<fs::path> dirs = split_path_list(env_or_empty("MME_MODELS_PATH"));
+  if (fs::path embedded = bundled_models_dir(); !embedded.empty()) {
+    dirs.push_back(std::move(embedded));
+    return dirs;
+  }
   // executable_dir() is the kernel's resolved path, so folding "bin/.." is exact.
   if (fs::path exe = executable_dir(); !exe.empty())
     dirs.push_back((exe / ".." / "share" / "mme" / "models").lexically_normal());

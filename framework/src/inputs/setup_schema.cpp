@@ -704,6 +704,15 @@ const std::vector<std::string_view>& megatron_model_flags() {
   return v;
 }
 
+const std::vector<std::string_view>& megatron_not_modelled_flags() {
+  static const std::vector<std::string_view> v = [] {
+    std::vector<std::string_view> out;
+    for (const auto& n : kNotModelled) out.push_back(n.flag);
+    return out;
+  }();
+  return v;
+}
+
 MegatronFlagReview review_megatron_flags(const MegatronArgs& args) {
   static const std::set<std::string_view> known = [] {
     std::set<std::string_view> k(std::begin(kModelFlags), std::end(kModelFlags));

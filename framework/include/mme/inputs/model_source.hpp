@@ -39,8 +39,15 @@ struct BundledModel {
   std::filesystem::path path;
 };
 
-// Zoo folders: $MME_MODELS_PATH (colon-separated), <exe>/../share/mme/models.
+// Zoo folders: $MME_MODELS_PATH (colon-separated), then the bundled models:
+// set_bundled_models_dir()'s folder if one is set, else <exe>/../share/mme/models.
 std::vector<std::filesystem::path> default_zoo_dirs();
+// For programs that embed mme and ship the bundled models elsewhere than beside their executable
+// (the Python module keeps them in its package, the C entry point beside its library): the
+// folder searched after $MME_MODELS_PATH instead of <exe>/../share/mme/models. Empty: back to
+// the executable's. Process-wide; safe to call from any thread.
+void set_bundled_models_dir(const std::filesystem::path& dir);
+std::filesystem::path bundled_models_dir();
 std::vector<BundledModel> list_bundled_models(const std::vector<std::filesystem::path>& zoo_dirs);
 
 // Reads and parses a JSON config file; throws ConfigError (bad JSON) / NotFoundError.

@@ -182,6 +182,9 @@ struct MegatronFlagReview {
 MegatronFlagReview review_megatron_flags(const MegatronArgs& args);
 // The Megatron-LM flags the megatron_args adapter reads to describe the model.
 const std::vector<std::string_view>& megatron_model_flags();
+// The Megatron-LM flags with a memory effect mme does not model (review_megatron_flags names
+// them in the assumptions; flags of the prefixes rl-, grpo-, inference-, export- as well).
+const std::vector<std::string_view>& megatron_not_modelled_flags();
 
 // docs/cli.md's "Layout and training flags" and "Switches" tables, as Markdown.
 std::string setup_flags_markdown();
