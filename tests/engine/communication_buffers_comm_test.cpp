@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <mme/engine/pipeline.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
@@ -119,6 +121,30 @@ TEST_F(Communication, FlexBackendsDifferInTheirIndicesAndTheirDispatchCopies) {
   bool named = false;
   for (const auto& a : run(m, s).assumptions) named = named || a.find("HybridEPBuffer") != std::string::npos;
   EXPECT_TRUE(named);
+}
+
+// Megatron-LM's spellings: --moe-enable-deepep is the deprecated name of the deepep backend and
+// needs the flex dispatcher; ncclep is Megatron-LM's, not modelled here.
+TEST(CommunicationFlags, MegatronSpellingsOfTheFlexBackend) {
+  auto megatron = [](const std::string& text) {
+    return setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
+  };
+  const TrainingSetup h =
+      megatron("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep --tp-comm-overlap");
+  EXPECT_EQ(h.comm.flex_backend, FlexBackend::kHybridEP);
+  EXPECT_TRUE(h.comm.tp_comm_overlap);
+  EXPECT_EQ(megatron("--moe-token-dispatcher-type flex --moe-enable-deepep").comm.flex_backend, FlexBackend::kDeepEP);
+  EXPECT_THROW((void)megatron("--moe-enable-deepep"), UsageError);  // the default dispatcher is allgather
+  EXPECT_THROW((void)megatron("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+                              "--moe-enable-deepep"),
+               UsageError);
+  try {
+    (void)megatron("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ncclep");
+    ADD_FAILURE() << "ncclep accepted";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--moe-flex-dispatcher-backend: ncclep"));
+    EXPECT_THAT(e.what(), HasSubstr("not modelled"));
+  }
 }
 
 TEST_F(Communication, FlexRefusalsAreMegatronsOwn) {
