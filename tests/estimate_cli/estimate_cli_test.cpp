@@ -437,10 +437,11 @@ const std::string kTinyLaunch =
 // warning, those mme does not model in the assumptions, the ones without a memory effect
 // nowhere (issue 15: they used to vanish silently, all alike).
 TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
-  const auto r = run_mme({"estimate", "--megatron-args",
-                          kTinyLaunch + "--lr 3e-4 --save /ckpt --log-interval 10 --made-up-flag 3 --tp-comm-overlap "
-                                        "--another-made-up",
-                          "--json"});
+  const auto r =
+      run_mme({"estimate", "--megatron-args",
+               kTinyLaunch + "--lr 3e-4 --save /ckpt --log-interval 10 --made-up-flag 3 --tp-comm-overlap-cfg "
+                             "ub.yaml --another-made-up",
+               "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err,
             "mme: warning: --megatron-args: 2 Megatron-LM flags mme does not know, ignored: --made-up-flag, "
@@ -449,7 +450,7 @@ TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
   bool named = false;
   for (const auto& a : j["assumptions"]) {
     const std::string text = a.get<std::string>();
-    named = named || text.rfind("--tp-comm-overlap is not modelled", 0) == 0;
+    named = named || text.rfind("--tp-comm-overlap-cfg is not modelled", 0) == 0;
     EXPECT_EQ(text.find("--lr"), std::string::npos) << text;
   }
   EXPECT_TRUE(named) << j["assumptions"].dump();

@@ -153,6 +153,15 @@ std::vector<Case> cases() {
       {"moe-pad-expert-input-to-capacity", [](S& s) { s.moe_capacity_factor = 1.0, s.moe_pad_to_capacity = true; }},
       {"moe-routing-imbalance", [](S& s) { s.moe_routing_imbalance = 2.0; }},
       {"moe-grouped-gemm", [](S& s) { s.moe_grouped_gemm = false; }},
+      {"moe-flex-dispatcher-backend",
+       [](S& s) { s.dispatcher = TokenDispatcher::kFlex, s.comm.flex_backend = FlexBackend::kHybridEP; }},
+      {"moe-shared-expert-overlap", [](S& s) { s.comm.shared_expert_overlap = true; }},
+      {"overlap-moe-expert-parallel-comm", [](S& s) { s.comm.ep_overlap = true; }},
+      {"tp-comm-overlap", [](S& s) { s.parallel.tp = 2, s.comm.tp_comm_overlap = true; }},
+      {"overlap-grad-reduce", [](S& s) { s.comm.overlap_grad_reduce = true; }},
+      {"overlap-param-gather", [](S& s) { s.comm.overlap_grad_reduce = true, s.comm.overlap_param_gather = true; }},
+      {"ddp-bucket-size", [](S& s) { s.comm.overlap_grad_reduce = true, s.comm.ddp_bucket_size = 1000000; }},
+      {"ddp-pad-buckets-for-high-nccl-busbw", [](S& s) { s.comm.pad_buckets_for_nccl = true; }},
       {"cross-entropy-loss-fusion", [](S& s) { s.cross_entropy_fusion = true; }},
       {"cross-entropy-fusion-impl", [](S& s) { s.cross_entropy_fusion = true, s.cross_entropy_te = true; }},
       {"attention-backend", [](S& s) { s.attention_backend = AttentionBackend::kUnfused; }},
@@ -351,13 +360,13 @@ TEST(setup_schema, OneDefinitionPerKnob) {
 
 TEST(setup_schema, MegatronFlagsMmeDoesNotModelOrKnow) {
   const MegatronArgs a = parse_megatron_args(
-      "--num-layers 2 --lr 3e-4 --save /ckpt --log-interval 10 --tp-comm-overlap --made-up-flag 3 "
+      "--num-layers 2 --lr 3e-4 --save /ckpt --log-interval 10 --tp-comm-overlap-cfg ub.yaml --made-up-flag 3 "
       "--tensor-model-parallel-size 2 --another-made-up --cuda-graph-impl local --rl-offload-x",
       "test");
   const MegatronFlagReview r = review_megatron_flags(a);
   EXPECT_EQ(r.unknown, (std::vector<std::string>{"--made-up-flag", "--another-made-up"}));
   ASSERT_EQ(r.not_modelled.size(), 3u);
-  EXPECT_THAT(r.not_modelled[0], HasSubstr("--tp-comm-overlap is not modelled"));
+  EXPECT_THAT(r.not_modelled[0], HasSubstr("--tp-comm-overlap-cfg is not modelled"));
   EXPECT_THAT(r.not_modelled[1], HasSubstr("--cuda-graph-impl is not modelled"));
   EXPECT_THAT(r.not_modelled[2], HasSubstr("--rl-offload-x is not modelled"));
   // Every setting and model flag is known.

@@ -12,6 +12,7 @@
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "communication_buffers.hpp"
 #include "estimator_internal.hpp"
 
 namespace mme {
@@ -235,10 +236,15 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     const StageEstimate& worst = second_pass ? bound.stages[i] : st;
     // The allocator's block rounding applies to the forward/backward phase of the worse pass.
     const CheckedInt fb = CheckedInt(worst.forward_backward_bytes) + worst.allocator_slack_bytes;
-    st.upper_bytes = std::max({st.total_bytes, worst.total_bytes, fb.value()});
+    // Communication buffers outside the allocator and the buckets' padding, next to either phase
+    // (communication_buffers.cpp).
+    st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
+                      st.outside_allocator_bytes + st.bucket_padding_bytes)
+                         .value();
     slack = std::max(slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
+  add_communication_bound_terms(est, est.bound_terms);
   if (slack > 0)
     est.bound_terms.push_back(
         fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "

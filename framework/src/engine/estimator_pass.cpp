@@ -10,6 +10,7 @@
 #include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "communication_buffers.hpp"
 #include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
 
@@ -484,8 +485,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   StageEstimate st;
   st.pp_rank = r;
   ComponentSink comps(options.components);
-  const std::vector<std::int64_t> inflight =
-      inflight_microbatches(p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0));
+  const std::vector<std::int64_t> inflight = inflight_microbatches(
+      p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0), ep_overlap_extra_warmup(s, v));
   auto [tp_params, rep_params, exp_params, fp8_params, unit_dense, unit_expert, units, largest_unit, saved, transient,
         sp_gather_buffer, large_tensors] = stage_layers(ps, r, inflight, comps, st);
   // Static memory.
@@ -601,6 +602,13 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     for (const auto& [name, bytes] : fsdp->other_terms) comps.add(MemoryCategory::kOther, name, bytes);
   }
   st.other_bytes = other.value();
+  // Communication overlap (communication_buffers.cpp): the combined 1F1B schedule's extra
+  // attention block; the userbuffers and the bucket padding count in the upper bound only.
+  const StageCommunication comm = stage_communication(ps, r, dense_params, exp_params);
+  saved += comm.ep_overlap_saved;
+  comps.add(MemoryCategory::kActivations, "activations/ep_overlap_forward_attention", comm.ep_overlap_saved);
+  st.outside_allocator_bytes = comm.userbuffers.value();
+  st.bucket_padding_bytes = comm.bucket_padding.value();
   const CheckedInt activation_bytes = saved + transient;
   const CheckedInt static_bytes = weight + gradient_bytes + optim + other;
   st.activation_bytes = activation_bytes.value();
@@ -660,6 +668,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
       break;
     }
   }
+  add_communication_assumptions(ps, a);
   a.push_back(
       "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
       "and allocator fragmentation are covered by the fit verdict's reserve and headroom");

@@ -255,7 +255,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
 }
 
 std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m,
-                                                std::int64_t group_size) {
+                                                std::int64_t group_size, std::int64_t extra_warmup) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(v), 0);
   if (p <= 1) {
     // forward_backward_no_pipelining: one micro-batch at a time.
@@ -271,7 +271,7 @@ std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, 
   // Interleaved 1F1B (schedules.py get_pp_rank_microbatches): warmup = 2 (p - r - 1) + (v - 1) G,
   // capped by the total number of chunk forward passes; the peak follows one more forward pass.
   const std::int64_t G = group_size > 0 ? group_size : p;
-  std::int64_t total = 2 * (p - r - 1) + (v - 1) * G + 1;
+  std::int64_t total = 2 * (p - r - 1) + (v - 1) * G + extra_warmup + 1;
   // m x v: m is at most the global batch size (2^40) and v at most 2^20, but a total beyond
   // `total` needs no exact product.
   if (m > 0 && m <= total / v) total = std::min(total, m * v);

@@ -11,6 +11,8 @@
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/model_spec.hpp"
 
+#include "communication_buffers.hpp"
+
 namespace mme {
 
 void validate_model_blocks(const ModelSpec& model, const Registry& registry) {
@@ -190,6 +192,7 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
     if (!kDropoutRange.holds(d))
       throw LayoutError(fmt::format("dropout rates must be in {}, got {}", to_string(kDropoutRange), d));
+  check_communication_setup(s);
   return s;
 }
 
@@ -233,6 +236,7 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
         fmt::format("--seq-length {} exceeds the learned position table of {} positions "
                     "(max_position_embeddings)",
                     s.seq_length, model.max_position_embeddings));
+  check_communication_model(model, s);
 }
 
 }  // namespace mme

@@ -38,6 +38,7 @@ std::vector<SetupKnob> build_knobs() {
   add_sharding_detail_knobs(k);
   add_optimizer_and_recompute_knobs(k);
   add_moe_knobs(k);
+  add_communication_knobs(k);
   add_kernel_knobs(k);
   add_infrastructure_knobs(k);
   add_precision_knobs(k);
@@ -90,6 +91,14 @@ constexpr const char* kFlagOrder[] = {
     "moe-pad-expert-input-to-capacity",
     "moe-routing-imbalance",
     "moe-grouped-gemm",
+    "moe-flex-dispatcher-backend",
+    "moe-shared-expert-overlap",
+    "overlap-moe-expert-parallel-comm",
+    "tp-comm-overlap",
+    "overlap-grad-reduce",
+    "overlap-param-gather",
+    "ddp-bucket-size",
+    "ddp-pad-buckets-for-high-nccl-busbw",
     "cross-entropy-loss-fusion",
     "cross-entropy-fusion-impl",
     "cublas-workspace-config",
@@ -628,14 +637,9 @@ struct NotModelled {
 };
 // Flags with a memory effect mme does not model: the report's assumptions name them.
 constexpr NotModelled kNotModelled[] = {
-    {"tp-comm-overlap", "the userbuffers of tensor-parallel communication overlap"},
-    {"tp-comm-overlap-cfg", "the userbuffers of tensor-parallel communication overlap"},
-    {"overlap-grad-reduce",
-     "the gradient buckets of overlapped reduce-scatter (the buffers are modelled, not the "
-     "bucketing)"},
-    {"overlap-param-gather",
-     "the parameter buckets of overlapped all-gather (the buffers are modelled, not the "
-     "bucketing)"},
+    {"tp-comm-overlap-cfg",
+     "a userbuffers configuration file (--tp-comm-overlap is modelled with Transformer Engine's default "
+     "method per GEMM)"},
     {"overlap-param-gather-with-optimizer-step", "overlapped parameter all-gather"},
     {"overlap-p2p-communication-warmup-flush", "overlapped pipeline send/receive buffers"},
     {"cuda-graph-impl", "the memory pools of CUDA graphs"},
@@ -645,9 +649,9 @@ constexpr NotModelled kNotModelled[] = {
     {"enable-cuda-graph", "the memory pools of CUDA graphs"},
     {"external-cuda-graph", "the memory pools of CUDA graphs"},
     {"delay-wgrad-compute", "weight gradients delayed for overlap"},
-    {"overlap-moe-expert-parallel-comm", "the buffers of overlapped expert-parallel communication"},
-    {"moe-shared-expert-overlap", "the shared experts' overlapped communication"},
     {"moe-permute-fusion", "the fused token permutation's buffers"},
+    {"moe-permute-fusion-into-hybridep", "HybridEP's own permutation buffers"},
+    {"moe-expert-rank-capacity-factor", "HybridEP's fixed per-rank token budget"},
     {"moe-router-fusion", "the fused router's buffers"},
     {"no-rope-fusion", "the unfused rotary embedding's activations"},
     {"no-bias-gelu-fusion", "the unfused bias-GeLU's activations"},

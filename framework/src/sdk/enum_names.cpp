@@ -31,6 +31,9 @@ constexpr EnumName kTokenDispatcherArr[] = {{"alltoall", static_cast<int>(TokenD
                                             {"alltoall_seq", static_cast<int>(TokenDispatcher::kAllToAll), true},
                                             {"allgather", static_cast<int>(TokenDispatcher::kAllGather)},
                                             {"flex", static_cast<int>(TokenDispatcher::kFlex)}};
+// transformer_config.py moe_flex_dispatcher_backend (ncclep is refused by the knob: not modelled).
+constexpr EnumName kFlexBackendArr[] = {{"deepep", static_cast<int>(FlexBackend::kDeepEP)},
+                                        {"hybridep", static_cast<int>(FlexBackend::kHybridEP)}};
 // Transformer Engine's names (attn_forward_func_with_cp takes exactly these).
 constexpr EnumName kCpCommTypeArr[] = {{"p2p", static_cast<int>(CpCommType::kP2P)},
                                        {"all_gather", static_cast<int>(CpCommType::kAllGather)},
@@ -65,6 +68,7 @@ const EnumTable kPrecisionNames = kPrecisionArr;
 const EnumTable kDTypeNames = kDTypeArr;
 const EnumTable kAttentionBackendNames = kAttentionBackendArr;
 const EnumTable kTokenDispatcherNames = kTokenDispatcherArr;
+const EnumTable kFlexBackendNames = kFlexBackendArr;
 const EnumTable kCpCommTypeNames = kCpCommTypeArr;
 const EnumTable kRecomputeGranularityNames = kRecomputeGranularityArr;
 const EnumTable kRecomputeMethodNames = kRecomputeMethodArr;

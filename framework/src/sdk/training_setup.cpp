@@ -22,6 +22,7 @@ const char* to_string(Precision p) { return enum_name(kPrecisionNames, static_ca
 const char* to_string(DType d) { return enum_name(kDTypeNames, static_cast<int>(d)); }
 const char* to_string(AttentionBackend b) { return enum_name(kAttentionBackendNames, static_cast<int>(b)); }
 const char* to_string(TokenDispatcher d) { return enum_name(kTokenDispatcherNames, static_cast<int>(d)); }
+const char* to_string(FlexBackend b) { return enum_name(kFlexBackendNames, static_cast<int>(b)); }
 const char* to_string(CpCommType c) { return enum_name(kCpCommTypeNames, static_cast<int>(c)); }
 const char* to_string(FsdpSharding s) { return enum_name(kFsdpShardingNames, static_cast<int>(s)); }
 const char* to_string(FsdpKind k) { return enum_name(kFsdpKindNames, static_cast<int>(k)); }

@@ -34,27 +34,43 @@ void MoeModel::validate(const BlockContext& ctx) const {
         fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size, ctx.tp));
 }
 
+CheckedInt MoeModel::expert_capacity(const BlockContext& ctx) {
+  const auto& f = ctx.layer.mlp;
+  const auto& s = ctx.setup;
+  // moe_utils.py get_capacity: ceil(num_tokens / num_experts * capacity_factor), with the router's
+  // local tokens times top-k (router.py apply_router_token_dropping; the alltoall dispatcher's
+  // preprocess). HybridEP counts the TP copies of every expert among the experts
+  // (_HybridEPManager.setup_metadata: num_experts = TP x E).
+  const bool hybridep = s.dispatcher == TokenDispatcher::kFlex && s.comm.flex_backend == FlexBackend::kHybridEP;
+  const double experts = static_cast<double>(f.num_experts) * static_cast<double>(hybridep ? ctx.etp : 1);
+  const double cap = std::ceil(static_cast<double>((CheckedInt(ctx.local_tokens) * f.top_k).value()) / experts *
+                               *s.moe_capacity_factor);
+  // A capacity beyond 2^62 tokens cannot be converted (nor held): the same error as any other
+  // size that does not fit.
+  if (!(cap < 0x1p62)) throw_overflow('*', ctx.local_tokens, f.top_k);
+  return CheckedInt(static_cast<std::int64_t>(cap));
+}
+
 CheckedInt MoeModel::expert_tokens(const BlockContext& ctx) {
   const auto& f = ctx.layer.mlp;
   CheckedInt n = CheckedInt(ctx.local_tokens) * f.top_k * ctx.etp;
+  // Every expert takes at most `capacity` tokens from each of the ETP x EP ranks that route to
+  // it, so a rank's E / EP experts at most capacity x ETP x E.
+  const CheckedInt capped = ctx.setup.moe_capacity_factor ? expert_capacity(ctx) * ctx.etp * f.num_experts : n;
   if (ctx.setup.moe_capacity_factor && ctx.setup.moe_pad_to_capacity) {
-    // moe_utils.py get_capacity: ceil(tokens * k / E * cf) per expert, padded to it
-    // (token_dispatcher.py, moe_pad_expert_input_to_capacity).
-    const double per_expert =
-        std::ceil(static_cast<double>((CheckedInt(ctx.local_tokens) * ctx.etp * ctx.ep).value()) *
-                  static_cast<double>(f.top_k) / static_cast<double>(f.num_experts) * *ctx.setup.moe_capacity_factor);
-    // A capacity beyond 2^62 tokens cannot be converted (nor held): the same error as any
-    // other size that does not fit.
-    if (!(per_expert < 0x1p62)) throw_overflow('*', ctx.local_tokens, f.top_k);
-    n = CheckedInt(static_cast<std::int64_t>(per_expert)) * (f.num_experts / ctx.ep);
-  } else if (const auto& f_imb = ctx.setup.moe_routing_imbalance; f_imb && *f_imb > 1.0) {
+    // --moe-pad-expert-input-to-capacity: every expert's input is padded to the capacity
+    // (token_dispatcher.py preprocess, drop_and_pad).
+    return capped;
+  }
+  if (const auto& f_imb = ctx.setup.moe_routing_imbalance; f_imb && *f_imb > 1.0) {
     // The upper bound's pass: the busiest expert rank receives f times its even share
     // (TrainingSetup::moe_routing_imbalance; the point estimate leaves it unset).
     const double busiest = std::ceil(static_cast<double>(n.value()) * *f_imb);
     if (!(busiest < 0x1p62)) throw_overflow('*', n.value(), 2);
     n = CheckedInt(static_cast<std::int64_t>(busiest));
   }
-  return n;
+  // A capacity factor drops what exceeds the capacity (apply_router_token_dropping).
+  return ctx.setup.moe_capacity_factor ? std::min(n, capped) : n;
 }
 
 void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
@@ -108,10 +124,21 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   // ... and its output is kept by the router and shared-expert GEMMs (or by the `moe`
   // checkpoint as its input); `layernorm` recompute discards and recomputes it.
   if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h);
+  const auto& comm = ctx.setup.comm;
+  const bool flex = ctx.setup.dispatcher == TokenDispatcher::kFlex;
+  const bool hybridep = flex && comm.flex_backend == FlexBackend::kHybridEP;
+  // moe_layer.py shared_experts_compute: with --moe-shared-expert-overlap the shared experts run
+  // from the dispatcher on a side stream, outside the `shared_experts` recompute checkpoint.
+  const bool shared_overlap = S > 0 && comm.shared_expert_overlap;
+  const CheckedInt score_b = f.router_fp32 ? CheckedInt(4) : ab;
   if (!rc.has(kRecomputeMoe)) {
     // router.py: logits and scores per token and expert (fp32), and the routing map (bool).
-    const CheckedInt score_b = f.router_fp32 ? CheckedInt(4) : ab;
     add_act(out, "moe/router", Tl * E * (score_b + 4 + 1));
+    if (flex && !hybridep) {
+      // _DeepepManager.setup_metadata: torch.topk turns the routing map into int64 indices of
+      // the TP x top-k chosen experts, which topk keeps for its backward.
+      add_act(out, "moe/deepep_topk_indices", 8 * Tl * f.top_k * etp);
+    }
     // Grouped GEMM fc1 keeps the dispatched tokens [N, h] (token_dispatcher.py permute + A2A).
     add_act(out, "moe/expert_fc1_input", li * N * h);
     // The expert activation keeps fc1's output [N, g F / ETP] ...
@@ -127,18 +154,26 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
     add_act(out, "moe/permuted_probs", 4 * N);
-    if (S > 0 && !rc.has(kRecomputeSharedExperts)) {
+    if (S > 0 && (!rc.has(kRecomputeSharedExperts) || shared_overlap)) {
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t);
       add_act(out, "moe/shared_activation_output", li * T * S / t);
+    }
+    if (shared_overlap && ctx.sequence_parallel) {
+      // shared_experts.py pre_forward_comm: the overlapped shared experts gather their input
+      // over TP themselves (parallel_mode None), so fc1 keeps the gathered [T, h]
+      // (set_save_original_input: in the activation dtype) instead of the local shard.
+      add_act(out, "moe/shared_fc1_gathered_input", ab * T * h);
     }
   }
   if (ctx.layer.post_mlp_norm) add_act(out, "moe/post_norm_input", ab * Tl * h);
   add_act(out, "moe/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
 
   // Busiest moment: the dispatched tokens exist twice around the all-to-all (send and
-  // receive buffers), and in backward the gradients of fc1's output and of the expert input.
-  CheckedInt transient = ab * N * h * 2 + ab * N * g * F / etp;
+  // receive buffers; DeepEP's receive buffer and its permuted copy), and in backward the
+  // gradients of fc1's output and of the expert input. HybridEP dispatches and permutes in one
+  // step (fused_a2a.py HybridEPDispatch: dispatch_with_permute), so only one [N, h] exists.
+  CheckedInt transient = ab * N * h * (hybridep ? 1 : 2) + ab * N * g * F / etp;
   if (ctx.setup.dispatcher == TokenDispatcher::kAllGather) {
     // MoEAllGatherTokenDispatcher gathers the hidden states over the expert TP x EP group into
     // the global memory buffer (use_global_buffer=True), and the probabilities and routing map
@@ -146,7 +181,18 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     out.global_buffer = (ab * Tl * etp * ep * h).value();
     transient += 5 * Tl * etp * ep * E;
   }
-  if (S > 0) transient = std::max(transient, ab * T * (g * S + S) / t + ab * T * h);
+  if (S > 0) {
+    const CheckedInt shared = ab * T * (g * S + S) / t + ab * T * h;
+    // Overlapped shared experts run their backward on the side stream next to the routed
+    // experts' (shared_experts.py _BackwardStreamWait): both working sets at once.
+    transient = shared_overlap ? transient + shared : std::max(transient, shared);
+  }
+  if (comm.ep_overlap) {
+    // combined_1f1b.py / model_chunk_schedule_plan.py run(): this block's backward runs while the
+    // next micro-batch's forward of the same layer has passed its pre-dispatch part (norm and
+    // router), whose tensors exist next to the backward's working set.
+    transient += ab * Tl * h * 2 + Tl * E * (score_b + 4 + 1);
+  }
   out.transient = transient.value();
 }
 

@@ -23,9 +23,12 @@ class MoeModel final : public LayerMemoryModel {
   void costs(const BlockContext& ctx, BlockCosts& out) const override;
 
   // Tokens the routed experts of one rank process per micro-batch (balanced routing):
-  // every local token is sent to top-k experts, the ETP group all-gathers its tokens, and
-  // with --moe-pad-expert-input-to-capacity each expert's input is padded to capacity.
+  // every local token is sent to top-k experts, the ETP group all-gathers its tokens; a
+  // capacity factor drops what exceeds the capacity, and with
+  // --moe-pad-expert-input-to-capacity each expert's input is padded to it.
   static CheckedInt expert_tokens(const BlockContext& ctx);
+  // With --moe-capacity-factor: the tokens each expert takes from one routing rank.
+  static CheckedInt expert_capacity(const BlockContext& ctx);
 };
 
 void register_moe(Registrar& registry);

@@ -63,6 +63,12 @@ struct StageEstimate {
   // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
   // live activation tensor above 1 MiB); part of the upper bound only.
   std::int64_t allocator_slack_bytes = 0;
+  // Upper bound only (communication_buffers.cpp): communication buffers a library allocates
+  // outside PyTorch's caching allocator, which max_memory_allocated does not show but the GPU must
+  // hold (TE userbuffers of --tp-comm-overlap), and the most the data-parallel buckets' padding
+  // can add (--overlap-grad-reduce).
+  std::int64_t outside_allocator_bytes = 0;
+  std::int64_t bucket_padding_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };

@@ -47,8 +47,10 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout);  // t
 // 1F1B: min(pp - rank, m). Interleaved: the first warmup + 1 forward steps
 // (warmup = 2 (pp - rank - 1) + (vpp - 1) G), spread over chunks in Megatron's order, where G
 // is --microbatch-group-size-per-virtual-pipeline-stage (0: Megatron's default, pp).
-// num_microbatches == 0 means unknown: the pipeline is assumed full.
+// num_microbatches == 0 means unknown: the pipeline is assumed full. `extra_warmup` adds forward
+// passes to the interleaved warmup (--overlap-moe-expert-parallel-comm adds one).
 std::vector<std::int64_t> inflight_microbatches(std::int64_t pp, std::int64_t vpp, std::int64_t pp_rank,
-                                                std::int64_t num_microbatches, std::int64_t group_size = 0);
+                                                std::int64_t num_microbatches, std::int64_t group_size = 0,
+                                                std::int64_t extra_warmup = 0);
 
 }  // namespace mme

@@ -32,6 +32,9 @@ constexpr std::int64_t dtype_bytes(DType d) {
 // resolve_attention() from the GPU architecture and the NVTE_* environment.
 enum class AttentionBackend { kFlash, kUnfused, kAuto };
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
+// --moe-flex-dispatcher-backend: the library behind the flex dispatcher (token_dispatcher.py
+// MoEFlexTokenDispatcher: _DeepepManager, _HybridEPManager).
+enum class FlexBackend { kDeepEP, kHybridEP };
 // --cp-comm-type: how Transformer Engine's attention exchanges the sequence shards of a CP group
 // (attention/dot_product_attention/context_parallel.py attn_forward_func_with_cp).
 enum class CpCommType { kP2P, kAllGather, kA2A, kA2AP2P };
@@ -118,12 +121,25 @@ struct FsdpSettings {
   bool reshard_after_forward = true;                        // FSDP2; --torch-fsdp2-no-reshard-after-forward
 };
 
+// Communication overlap and its buffers (framework/src/engine/communication_buffers.cpp).
+struct CommunicationSettings {
+  FlexBackend flex_backend = FlexBackend::kDeepEP;  // --moe-flex-dispatcher-backend (Megatron-LM's default)
+  bool shared_expert_overlap = false;               // --moe-shared-expert-overlap
+  bool ep_overlap = false;                          // --overlap-moe-expert-parallel-comm (combined 1F1B)
+  bool tp_comm_overlap = false;                     // --tp-comm-overlap (TE userbuffers)
+  bool overlap_grad_reduce = false;                 // --overlap-grad-reduce
+  bool overlap_param_gather = false;                // --overlap-param-gather
+  std::int64_t ddp_bucket_size = 0;                 // --ddp-bucket-size (0: Megatron's max(40M, 1M x DP))
+  bool pad_buckets_for_nccl = false;                // --ddp-pad-buckets-for-high-nccl-busbw
+};
+
 struct TrainingSetup {
   ParallelLayout parallel;
   PipelineSplit pipeline;
   RecomputeSettings recompute;
   OptimizerSettings optimizer;
   FsdpSettings fsdp;
+  CommunicationSettings comm;
 
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 4096;
@@ -239,6 +255,7 @@ const char* to_string(Precision p);
 const char* to_string(DType d);
 const char* to_string(AttentionBackend b);
 const char* to_string(TokenDispatcher d);
+const char* to_string(FlexBackend b);
 const char* to_string(CpCommType c);
 const char* to_string(FsdpSharding s);
 const char* to_string(FsdpKind k);

@@ -23,6 +23,7 @@
 // 4: LayerMemoryModel::costs (FLOPs, weight bytes, collective bytes per micro-batch); the blocks
 //    around the decoder layers (embedding, output head, MTP projection) are layer-memory models
 //    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local.
+//    TrainingSetup gains `comm` (CommunicationSettings: flex backend, overlaps, DDP buckets).
 #define MME_PLUGIN_API_VERSION 4
 
 #define MME_STRINGIFY_INNER(x) #x
