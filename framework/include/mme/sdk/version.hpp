@@ -22,7 +22,9 @@
 //    add-only Registrar instead of the host Registry.
 // 4: LayerMemoryModel::costs (FLOPs, weight bytes, collective bytes per micro-batch); the blocks
 //    around the decoder layers (embedding, output head, MTP projection) are layer-memory models
-//    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local.
+//    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local;
+//    ActTerm gains module and tensor_elements (activation offloading) and TrainingSetup
+//    activation_offload.
 #define MME_PLUGIN_API_VERSION 4
 
 #define MME_STRINGIFY_INNER(x) #x
