@@ -10,6 +10,7 @@
 #include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "activation_offload.hpp"
 #include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
 
@@ -107,6 +108,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
   CheckedInt large_tensors = 3;  // the transient working set: a few tensors
+  StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
     const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -211,6 +213,10 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     if (ch.embedding) account_block(ps.embedding, 1, 1);
     if (ch.mtp_layers > 0) account_block(ps.mtp_projection, ch.mtp_layers, ch.mtp_layers);
     if (ch.loss) account_block(ps.output_head, 1, CheckedInt(1) + ch.mtp_layers);  // main loss + one per MTP depth
+    // What the chunk's layers send to the host per micro-batch (activation offloading).
+    const StageOffload::Sent sent = offload.chunk(ch, mb, comps);
+    chunk_act -= sent.bytes;
+    chunk_large -= sent.large_tensors;
     ce.activation_bytes_per_microbatch = chunk_act.value();
     saved += chunk_act * mb;
     large_tensors += chunk_large * mb;
@@ -225,6 +231,9 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     st.mtp_layers += ch.mtp_layers;
     st.chunks.push_back(ce);
   }
+  // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
+  saved += offload.on_gpu_at_peak(comps);
+  st.offload_slack_bytes = offload.bound_slack().value();
   return StageLayers{tp_params, rep_params,   exp_params, fp8_params, unit_dense,       unit_expert,
                      units,     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors};
 }
@@ -344,6 +353,7 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
   validate_blocks(im, ps.blocks);
   validate_setup(m, s);
+  validate_activation_offload(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
@@ -652,6 +662,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
                                                   : "fused (native)"));
   if (!s.gradient_accumulation_fusion)
     a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
+  add_offload_assumptions(ps, a);
   for (const auto& st : est.stages) {
     if (st.step_only_bytes > 0) {
       a.push_back(

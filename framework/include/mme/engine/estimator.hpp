@@ -63,6 +63,9 @@ struct StageEstimate {
   // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
   // live activation tensor above 1 MiB); part of the upper bound only.
   std::int64_t allocator_slack_bytes = 0;
+  // What activation offloading can keep on the GPU beyond the estimate (a second layer's
+  // offloaded tensors, activation_offload.cpp); part of the upper bound only.
+  std::int64_t offload_slack_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };
