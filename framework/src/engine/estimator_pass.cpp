@@ -388,6 +388,15 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
     // Float16 optimizers copy 16-bit main grads to fp32 (main_param.grad = main_grad.float()).
     main_grad_copy_b = 4;
   }
+  if (opt.cpu_offload_fraction > 0 && opt.precision_aware) {
+    // HybridDeviceOptimizer(param_update_in_fp32=True) replaces TE FusedAdam's master weights:
+    // its own fp32 copy of each 16-bit shard (on the host for the offloaded share) and default
+    // fp32 moments, whatever --exp-avg-dtype says; 16-bit gradients become fp32 copies for the
+    // GPU share (hybrid_optimizer.py _get_sub_optimizer_param_groups, _set_sub_optimizer_grads).
+    main_param_b = param_dtype == DType::kFP32 ? 0 : 4;
+    exp_avg_b = 4, exp_avg_sq_b = 4;
+    main_grad_copy_b = grad_dtype != DType::kFP32 ? 4 : 0;
+  }
   if (opt.name == "sgd") exp_avg_b = 4, exp_avg_sq_b = 0;  // momentum only
   const bool muon = opt.name == "muon";
   const double keep_on_gpu = 1.0 - opt.cpu_offload_fraction;
@@ -570,8 +579,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards, main_offloadable);
     const CheckedInt moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
     const CheckedInt moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
-    const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, false) +
-                                 shard(main_grad_copy_b, exp_params, expert_shards, false);
+    // The fp32 gradient copies: the distributed optimizer's for every shard, or with the
+    // precision-aware optimizer HybridDeviceOptimizer's for its GPU share only.
+    const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, main_offloadable) +
+                                 shard(main_grad_copy_b, exp_params, expert_shards, main_offloadable);
     step_only = grad_copy;
     optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
     // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
