@@ -118,10 +118,13 @@ TEST_F(StaticMemory, PrecisionAwareOptimizer) {
   s.optimizer.main_grads = DType::kBF16;
   st = run(m, s).stages[0];
   EXPECT_EQ(st.gradient_bytes, 2 * st.parameters);
-  // Offloading half the optimizer state to the host halves what stays on the GPU.
+  // Offloading half the optimizer state to the host: HybridDeviceOptimizer keeps its own fp32
+  // master copy and fp32 moments (not FusedAdam's remainders and bf16 moments) and an fp32 copy
+  // of the bf16 gradients for the half it steps on the GPU: (4 + 4 + 4 + 4) / 2 x 0.5 = 4 B per
+  // parameter (tests/engine/offload_test.cpp has the rest).
   s.optimizer.cpu_offload_fraction = 0.5;
   const StageEstimate off = run(m, s).stages[0];
-  EXPECT_NEAR(static_cast<double>(off.optimizer_bytes), 0.5 * static_cast<double>(st.optimizer_bytes), 2.0);
+  EXPECT_NEAR(static_cast<double>(off.optimizer_bytes), 4.0 * static_cast<double>(st.parameters), 4.0);
 }
 
 TEST_F(StaticMemory, RoutedExpertsShardOverExpertDataParallel) {

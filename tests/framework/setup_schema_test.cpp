@@ -87,6 +87,12 @@ std::vector<Case> cases() {
     s.optimizer.distributed = false;
     s.gradient_accumulation_fusion = false;
   };
+  auto fine_grained = [](std::function<void(S&)> f) {
+    return [f](S& s) {
+      s.activation_offload.fine_grained = true, s.activation_offload.modules = kOffloadCoreAttn;
+      f(s);
+    };
+  };
   auto precision_aware = [](std::function<void(S&)> f) {
     return [f](S& s) {
       s.optimizer.precision_aware = true;
@@ -134,6 +140,28 @@ std::vector<Case> cases() {
       {"optimizer", [](S& s) { s.optimizer.name = "muon"; }},
       {"use-precision-aware-optimizer", [](S& s) { s.optimizer.precision_aware = true; }},
       {"optimizer-cpu-offload-fraction", precision_aware([](S& s) { s.optimizer.cpu_offload_fraction = 0.25; })},
+      {"overlap-cpu-optimizer-d2h-h2d",
+       precision_aware([](S& s) { s.optimizer.cpu_offload_fraction = 0.5, s.optimizer.overlap_cpu_d2h_h2d = true; })},
+      {"cpu-offloading", [](S& s) { s.activation_offload.cpu_offloading = true; }},
+      {"cpu-offloading-num-layers", [](S& s) { s.activation_offload.cpu_offloading_num_layers = 3; }},
+      {"cpu-offloading-activations",
+       [](S& s) {
+         s.activation_offload.cpu_offloading_num_layers = 2;
+         s.activation_offload.cpu_offloading_activations = false, s.activation_offload.cpu_offloading_weights = true;
+       }},
+      {"cpu-offloading-weights",
+       [](S& s) { s.activation_offload.cpu_offloading = true, s.activation_offload.cpu_offloading_weights = true; }},
+      {"fine-grained-activation-offloading",
+       [](S& s) { s.activation_offload.fine_grained = true, s.activation_offload.modules = kOffloadCoreAttn; }},
+      {"offload-modules",
+       [](S& s) {
+         s.activation_offload.fine_grained = true;
+         s.activation_offload.modules = kOffloadAttnNorm | kOffloadCoreAttn | kOffloadAttnProj | kOffloadMoeAct;
+       }},
+      {"min-offloaded-tensor-size", fine_grained([](S& s) { s.activation_offload.min_tensor_size = 4096; })},
+      {"activation-offload-fraction", fine_grained([](S& s) { s.activation_offload.fraction = 0.5; })},
+      {"delta-offload-bytes-across-pp-ranks",
+       fine_grained([](S& s) { s.activation_offload.delta_bytes_across_pp_ranks = 1 << 30; })},
       {"recompute-granularity", [](S& s) { s.recompute.granularity = RecomputeGranularity::kFull; }},
       {"recompute-method",
        [](S& s) {

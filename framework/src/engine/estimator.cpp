@@ -230,12 +230,15 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     }
   }()
                                      : Estimate{};
-  std::int64_t slack = 0;
+  std::int64_t slack = 0, offload_slack = 0;
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
     const StageEstimate& worst = second_pass ? bound.stages[i] : st;
-    // The allocator's block rounding applies to the forward/backward phase of the worse pass.
-    const CheckedInt fb = CheckedInt(worst.forward_backward_bytes) + worst.allocator_slack_bytes;
+    // The allocator's block rounding and what activation offloading may keep on the GPU apply to
+    // the forward/backward phase of the worse pass.
+    const CheckedInt fb =
+        CheckedInt(worst.forward_backward_bytes) + worst.allocator_slack_bytes + worst.offload_slack_bytes;
+    offload_slack = std::max(offload_slack, worst.offload_slack_bytes);
     // Communication buffers outside the allocator and the buckets' padding, next to either phase
     // (communication_buffers.cpp).
     st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
@@ -245,6 +248,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
   add_communication_bound_terms(est, est.bound_terms);
+  if (offload_slack > 0)
+    est.bound_terms.push_back(
+        fmt::format("activation offloading: a second layer's offloaded tensors on the GPU during backward ({} MiB "
+                    "at most on a stage)",
+                    offload_slack / kMiB));
   if (slack > 0)
     est.bound_terms.push_back(
         fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "

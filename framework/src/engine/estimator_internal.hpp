@@ -78,7 +78,11 @@ class ComponentSink {
     }
     items_.push_back(Component{std::string(name), cat, bytes.value()});
   }
-  std::vector<Component> take() { return std::move(items_); }
+  // Terms activation offloading moved to the host entirely are dropped.
+  std::vector<Component> take() {
+    std::erase_if(items_, [](const Component& c) { return c.bytes == 0; });
+    return std::move(items_);
+  }
 
  private:
   bool enabled_;

@@ -10,6 +10,7 @@
 #include "mme/sdk/block_helpers.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "activation_offload.hpp"
 #include "communication_buffers.hpp"
 #include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
@@ -108,6 +109,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
   CheckedInt large_tensors = 3;  // the transient working set: a few tensors
+  StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
     const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -212,6 +214,10 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     if (ch.embedding) account_block(ps.embedding, 1, 1);
     if (ch.mtp_layers > 0) account_block(ps.mtp_projection, ch.mtp_layers, ch.mtp_layers);
     if (ch.loss) account_block(ps.output_head, 1, CheckedInt(1) + ch.mtp_layers);  // main loss + one per MTP depth
+    // What the chunk's layers send to the host per micro-batch (activation offloading).
+    const StageOffload::Sent sent = offload.chunk(ch, mb, comps);
+    chunk_act -= sent.bytes;
+    chunk_large -= sent.large_tensors;
     ce.activation_bytes_per_microbatch = chunk_act.value();
     saved += chunk_act * mb;
     large_tensors += chunk_large * mb;
@@ -226,6 +232,9 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     st.mtp_layers += ch.mtp_layers;
     st.chunks.push_back(ce);
   }
+  // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
+  saved += offload.on_gpu_at_peak(comps);
+  st.offload_slack_bytes = offload.bound_slack().value();
   return StageLayers{tp_params, rep_params,   exp_params, fp8_params, unit_dense,       unit_expert,
                      units,     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors};
 }
@@ -345,6 +354,7 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
   validate_blocks(im, ps.blocks);
   validate_setup(m, s);
+  validate_activation_offload(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
@@ -378,6 +388,15 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   } else if (grad_dtype != DType::kFP32) {
     // Float16 optimizers copy 16-bit main grads to fp32 (main_param.grad = main_grad.float()).
     main_grad_copy_b = 4;
+  }
+  if (opt.cpu_offload_fraction > 0 && opt.precision_aware) {
+    // HybridDeviceOptimizer(param_update_in_fp32=True) replaces TE FusedAdam's master weights:
+    // its own fp32 copy of each 16-bit shard (on the host for the offloaded share) and default
+    // fp32 moments, whatever --exp-avg-dtype says; 16-bit gradients become fp32 copies for the
+    // GPU share (hybrid_optimizer.py _get_sub_optimizer_param_groups, _set_sub_optimizer_grads).
+    main_param_b = param_dtype == DType::kFP32 ? 0 : 4;
+    exp_avg_b = 4, exp_avg_sq_b = 4;
+    main_grad_copy_b = grad_dtype != DType::kFP32 ? 4 : 0;
   }
   if (opt.name == "sgd") exp_avg_b = 4, exp_avg_sq_b = 0;  // momentum only
   const bool muon = opt.name == "muon";
@@ -561,8 +580,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     const CheckedInt main_exp = shard(main_param_b, exp_params, expert_shards, main_offloadable);
     const CheckedInt moments_dense = shard(exp_avg_b + exp_avg_sq_b, dense_params, dense_shards);
     const CheckedInt moments_exp = shard(exp_avg_b + exp_avg_sq_b, exp_params, expert_shards);
-    const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, false) +
-                                 shard(main_grad_copy_b, exp_params, expert_shards, false);
+    // The fp32 gradient copies: the distributed optimizer's for every shard, or with the
+    // precision-aware optimizer HybridDeviceOptimizer's for its GPU share only.
+    const CheckedInt grad_copy = shard(main_grad_copy_b, dense_params, dense_shards, main_offloadable) +
+                                 shard(main_grad_copy_b, exp_params, expert_shards, main_offloadable);
     step_only = grad_copy;
     optim = main_dense + main_exp + moments_dense + moments_exp + grad_copy;
     // distrib_optimizer.py: fp32 main params of the local shard (shard_model_param.clone().float()).
@@ -660,6 +681,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
                                                   : "fused (native)"));
   if (!s.gradient_accumulation_fusion)
     a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
+  add_offload_assumptions(ps, a);
   for (const auto& st : est.stages) {
     if (st.step_only_bytes > 0) {
       a.push_back(

@@ -169,6 +169,16 @@ inline void megatron_fsdp_main_params(const MegatronArgs& a, TrainingSetup& s) {
 
 inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
   if (!a.enabled("optimizer-cpu-offload")) return;
+  // arguments.py validate_args (megatron.core itself, e.g. through Megatron-Bridge, takes it
+  // without: the fp32 main params then stay on the GPU).
+  if (!a.enabled("use-precision-aware-optimizer"))
+    throw UsageError(
+        "The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`, as the hybrid "
+        "device optimizer reuses the code path of this flag.");
+  if (a.enabled("fp8-param-gather") && lower(a.value("fp8-recipe").value_or("delayed")) != "delayed")
+    throw UsageError(
+        "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be used in conjunction with "
+        "`--fp8-recipe delayed`.");
   const SetupKnob& k = *find_knob("optimizer-cpu-offload-fraction");
   const auto v = given(a, "optimizer-offload-fraction");
   s.optimizer.cpu_offload_fraction =
@@ -249,13 +259,15 @@ inline void mme_use_torch_fsdp2(TrainingSetup& s, const J& v, const MmeFlags& fl
 
 inline void check_cublas(const std::string& text, std::string_view) { (void)parse_cublas_workspace_config(text); }
 
-// The sections of the table, in spec-file order (setup_knobs_layout.cpp, setup_knobs_training.cpp).
+// The sections of the table, in spec-file order (setup_knobs_layout.cpp, setup_knobs_training.cpp,
+// setup_knobs_offload.cpp).
 void add_tensor_and_pipeline_knobs(std::vector<SetupKnob>& k);
 void add_expert_and_context_knobs(std::vector<SetupKnob>& k);
 void add_batch_knobs(std::vector<SetupKnob>& k);
 void add_sharding_knobs(std::vector<SetupKnob>& k);
 void add_sharding_detail_knobs(std::vector<SetupKnob>& k);
 void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k);
+void add_offload_knobs(std::vector<SetupKnob>& k);  // setup_knobs_offload.cpp
 void add_moe_knobs(std::vector<SetupKnob>& k);
 void add_communication_knobs(std::vector<SetupKnob>& k);  // setup_knobs_comm.cpp
 void add_kernel_knobs(std::vector<SetupKnob>& k);

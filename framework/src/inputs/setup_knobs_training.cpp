@@ -488,10 +488,12 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .kind = K::kEnv,
        .flag = "env",
        .help = "an environment variable of the run (repeatable): CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN, "
-               "NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO change the estimate; the report lists them",
+               "NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO, NVTE_CPU_OFFLOAD_V1 change the estimate; the "
+               "report lists them",
        .doc_value = "NAME=VALUE",
        .doc = "an environment variable of the run, repeatable: `CUBLAS_WORKSPACE_CONFIG`, `NVTE_FLASH_ATTN`, "
-              "`NVTE_FUSED_ATTN`, `NVTE_ALLOW_NONDETERMINISTIC_ALGO` change the estimate; others are listed as "
+              "`NVTE_FUSED_ATTN`, `NVTE_ALLOW_NONDETERMINISTIC_ALGO`, `NVTE_CPU_OFFLOAD_V1` change the estimate; "
+              "others are listed as "
               "without effect",
        .megatron_read = megatron_env,
        .spec_section = "infrastructure",

@@ -37,6 +37,7 @@ std::vector<SetupKnob> build_knobs() {
   add_sharding_knobs(k);
   add_sharding_detail_knobs(k);
   add_optimizer_and_recompute_knobs(k);
+  add_offload_knobs(k);
   add_moe_knobs(k);
   add_communication_knobs(k);
   add_kernel_knobs(k);
@@ -73,6 +74,15 @@ constexpr const char* kFlagOrder[] = {
     "recompute-method",
     "recompute-num-layers",
     "recompute-modules",
+    "cpu-offloading",
+    "cpu-offloading-num-layers",
+    "cpu-offloading-activations",
+    "cpu-offloading-weights",
+    "fine-grained-activation-offloading",
+    "offload-modules",
+    "min-offloaded-tensor-size",
+    "activation-offload-fraction",
+    "delta-offload-bytes-across-pp-ranks",
     "use-distributed-optimizer",
     "num-distributed-optimizer-instances",
     "main-grads-dtype",
@@ -81,6 +91,7 @@ constexpr const char* kFlagOrder[] = {
     "exp-avg-dtype",
     "exp-avg-sq-dtype",
     "optimizer-cpu-offload-fraction",
+    "overlap-cpu-optimizer-d2h-h2d",
     "optimizer",
     "precision",
     "fp8-param-gather",
@@ -234,7 +245,7 @@ J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& 
     case KnobKind::kString:
       if (k.check) k.check(text, flag);
       return J(text);
-    case KnobKind::kModules: try { return J(recompute_modules_to_string(parse_recompute_modules(text)));
+    case KnobKind::kModules: try { return J(knob_modules_text(k, knob_modules(k, text)));
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("{}: {}", flag, e.what()));
       }
@@ -611,7 +622,11 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "valid-data-path",
                                                "test-data-path",
                                                "object-storage-cache-path",
-                                               "s3-cache-path"};
+                                               "s3-cache-path",
+                                               "use-torch-optimizer-for-cpu-offload",
+                                               "no-pin-cpu-grads",
+                                               "no-pin-cpu-params",
+                                               "cpu-offloading-retain-pinned-cpu-buffers"};
 // Prefixes of such flags (checkpoints, logging, schedules, evaluation, data).
 constexpr std::string_view kNoEffectPrefixes[] = {"log-",
                                                   "wandb-",
@@ -658,10 +673,8 @@ constexpr NotModelled kNotModelled[] = {
     {"no-bias-swiglu-fusion", "the unfused bias-SwiGLU's activations"},
     {"no-bias-dropout-fusion", "the unfused bias-dropout-add's activations"},
     {"use-transformer-engine-op-fuser", "Transformer Engine's operation fuser"},
-    {"cpu-offloading", "activation offloading to the host"},
-    {"cpu-offloading-num-layers", "activation offloading to the host"},
-    {"fine-grained-activation-offloading", "activation offloading to the host"},
-    {"offload-modules", "activation offloading to the host"},
+    {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
+    {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
     {"empty-unused-memory-level", "the caching allocator's behaviour"},
     {"fp8-recipe", "the FP8 recipe's scaling buffers (FP8 GEMMs are modelled)"},
     {"fp8-amax-history-len", "the FP8 amax history"},

@@ -64,7 +64,7 @@ void apply_deterministic_mode(TrainingSetup& s) {
 
 bool is_modelled_environment(const std::string& name) {
   return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
-         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO";
+         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO" || name == "NVTE_CPU_OFFLOAD_V1";
 }
 
 bool apply_environment(TrainingSetup& s, const std::string& name, const std::string& value) {
@@ -78,6 +78,9 @@ bool apply_environment(TrainingSetup& s, const std::string& name, const std::str
     env.fused_enabled = env_switch(name, value);
   } else if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
     env.deterministic = !env_switch(name, value);
+  } else if (name == "NVTE_CPU_OFFLOAD_V1") {
+    // cpu_offload.py: NVTE_CPU_OFFLOAD_V1 = os.environ.get("NVTE_CPU_OFFLOAD_V1", "0") == "1".
+    s.activation_offload.te_offload_v1 = value == "1";
   } else {
     return false;
   }
@@ -182,6 +185,56 @@ std::uint32_t parse_recompute_modules(const std::string& text) {
       for (const auto& m : kModuleNames) known += std::string(known.empty() ? "" : ", ") + m.name;
       throw UsageError(fmt::format("unknown recompute module '{}' (known: {})", item, known));
     }
+  }
+  return out;
+}
+
+namespace {
+struct OffloadModuleName {
+  const char* name;
+  OffloadModule flag;
+};
+// transformer_config.py's allowed offload_modules, in OffloadModule order.
+constexpr OffloadModuleName kOffloadModuleNames[] = {
+    {"attn_norm", kOffloadAttnNorm}, {"qkv_linear", kOffloadQkvLinear},
+    {"core_attn", kOffloadCoreAttn}, {"attn_proj", kOffloadAttnProj},
+    {"mlp_norm", kOffloadMlpNorm},   {"expert_fc1", kOffloadExpertFc1},
+    {"moe_act", kOffloadMoeAct},     {"fused_group_mlp", kOffloadFusedGroupMlp},
+    {"gdp_qkv", kOffloadGdpQkv},
+};
+}  // namespace
+
+std::string offload_modules_to_string(std::uint32_t modules) {
+  std::string out;
+  for (const auto& m : kOffloadModuleNames) {
+    if (!(modules & m.flag)) continue;
+    if (!out.empty()) out += ",";
+    out += m.name;
+  }
+  return out;
+}
+
+std::uint32_t parse_offload_modules(const std::string& text) {
+  std::string cleaned;
+  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
+  std::stringstream ss(cleaned);
+  std::string item, invalid;
+  std::uint32_t out = 0;
+  while (ss >> item) {
+    const auto it = std::find_if(std::begin(kOffloadModuleNames), std::end(kOffloadModuleNames),
+                                 [&](const OffloadModuleName& m) { return item == m.name; });
+    if (it != std::end(kOffloadModuleNames))
+      out |= it->flag;
+    else
+      invalid += fmt::format("{}'{}'", invalid.empty() ? "" : ", ", item);
+  }
+  if (!invalid.empty()) {
+    std::string allowed;
+    for (const auto& m : kOffloadModuleNames) allowed += fmt::format("{}'{}'", allowed.empty() ? "" : ", ", m.name);
+    // transformer_config.py __post_init__: "Invalid choices for offload_modules: {...}. Allowed
+    // modules are: {...}".
+    throw UsageError(
+        fmt::format("Invalid choices for offload_modules: {{{}}}. Allowed modules are: {{{}}}", invalid, allowed));
   }
   return out;
 }

@@ -147,8 +147,6 @@ std::string skip_reason(const CsvRow& row) {
   if (model != "gpt" && model != "moe") return fmt::format("model kind '{}' is not modelled", model);
   if (contains(tc, "grpo") || contains(tc, "_rl_") || contains(tc, "inference"))
     return "RL / inference loops (generation engine next to training) are not modelled";
-  if (!get(row, "fine-grained-activation-offloading").empty() || !get(row, "cpu-offloading").empty())
-    return "activation offloading to the host is not modelled";
   const std::string tokenizer = get(row, "tokenizer-type");
   if (get(row, "vocab-size").empty() && !tokenizer.empty() && tokenizer != "GPT2BPETokenizer" &&
       tokenizer != "NullTokenizer" && tokenizer != "TikTokenizer")

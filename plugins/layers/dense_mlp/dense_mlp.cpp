@@ -40,19 +40,22 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
   const CheckedInt fc1_width = CheckedInt(m.gated_linear_unit ? 2 : 1) * f;
 
+  // No fine-grained offload group covers a dense MLP: the TE spec fuses its norm into
+  // linear_fc1 (pre_mlp_layernorm is IdentityOp, so mlp_norm has nothing to offload) and
+  // there is no dense fc1 group. TE's layer offload (--cpu-offloading) takes its tensors too.
   // The fused pre-MLP norm keeps its input; with `mlp` recompute (transformer_layer.py
   // checkpointing self.mlp) that input is all the MLP keeps.
-  add_act(out, "mlp/norm_input", ab * Tl * h);
+  add_act(out, "mlp/norm_input", ab * Tl * h, 0, Tl * h);
   if (!ctx.setup.recompute.has(kRecomputeMlp)) {
     // linear_fc1 keeps its (sequence-local) input, the normed hidden states.
-    add_act(out, "mlp/fc1_input", li * Tl * h);
+    add_act(out, "mlp/fc1_input", li * Tl * h, 0, Tl * h);
     // The activation (bias_swiglu / bias_gelu) keeps its input, fc1's output [s, b, fc1/TP].
-    add_act(out, "mlp/fc1_output", ab * T * fc1_width / t);
+    add_act(out, "mlp/fc1_output", ab * T * fc1_width / t, 0, T * fc1_width / t);
     // linear_fc2 keeps its input, the activation output [s, b, f/TP].
-    add_act(out, "mlp/activation_output", li * T * f / t);
+    add_act(out, "mlp/activation_output", li * T * f / t, 0, T * f / t);
   }
-  if (ctx.layer.post_mlp_norm) add_act(out, "mlp/post_norm_input", ab * Tl * h);
-  add_act(out, "mlp/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+  if (ctx.layer.post_mlp_norm) add_act(out, "mlp/post_norm_input", ab * Tl * h, 0, Tl * h);
+  add_act(out, "mlp/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 
   // Backward: gradients of fc1's output and of the activation output, the block input's
   // gradient before the SP reduce-scatter, and the re-gathered fc1 input under SP.

@@ -68,34 +68,39 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
 
+  // Offload groups (attention.py): the TE spec fuses the input norm into linear_qkv, so both
+  // are saved in the qkv_linear context (attn_norm has no separate norm to offload); Q, K, V
+  // and the scores in core_attn's; linear_proj's input in attn_proj's.
   // TE LayerNormLinear keeps the norm input (for the norm's backward) and the normed output
   // (the QKV GEMM input), both sequence-local under SP (layernorm_linear.py).
-  add_act(out, "attention/input_norm_input", ab * Tl * h);
-  add_act(out, "attention/qkv_input", li * Tl * h);
+  add_act(out, "attention/input_norm_input", ab * Tl * h, kOffloadQkvLinear, Tl * h);
+  add_act(out, "attention/qkv_input", li * Tl * h, kOffloadQkvLinear, Tl * h);
   if (a.qk_norm) {
     // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
-    add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d);
+    add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d, kOffloadQkvLinear, T * nkv * d);
   }
   // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps).
   const CheckedInt q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
-  add_act(out, "attention/q", q_bytes);
-  add_act(out, "attention/kv", kv_bytes);
+  add_act(out, "attention/q", q_bytes, kOffloadCoreAttn, T * nq * d);
+  add_act(out, "attention/kv", kv_bytes, kOffloadCoreAttn, T * nkv * d);
   if (flash) {
     // Flash/fused attention keeps the fp32 softmax statistics [b, n/TP, s] (LSE).
-    if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq);
+    if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq, kOffloadCoreAttn, T * nq);
   } else if (!recompute_core) {
     const CheckedInt s_k = attention_key_length(ctx);
     // dot_product_attention.py: K, V repeat_interleave'd to n heads for GQA, kept by the bmms.
-    if (nkv != nq) add_act(out, "attention/kv_expanded", 2 * ab * T * nq * d);
+    if (nkv != nq) add_act(out, "attention/kv_expanded", 2 * ab * T * nq * d, kOffloadCoreAttn, T * nq * d);
     // [b, n/TP, s, s] softmax output (+ dropout mask and output with attention dropout).
-    add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nq) * T * nq * s_k);
+    add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nq) * T * nq * s_k, kOffloadCoreAttn,
+            T * nq * s_k);
   }
   // Attention output O: kept by flash attention and as linear_proj's input (one tensor in
-  // bf16; under FP8 linear_proj keeps its own 1-byte copy).
-  add_act(out, "attention/output", ab * T * nq * d);
-  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nq * d);
-  if (ctx.layer.post_attention_norm) add_act(out, "attention/post_norm_input", ab * Tl * h);
-  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+  // bf16; under FP8 linear_proj keeps its own 1-byte copy). It leaves the GPU only when
+  // linear_proj's copy does (attn_proj, which Megatron-LM allows only with core_attn).
+  add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (ctx.layer.post_attention_norm) add_act(out, "attention/post_norm_input", ab * Tl * h, 0, Tl * h);
+  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 
   // Busiest moment, the block's backward: gradients of Q, K, V and of the block input (full
   // sequence before the SP reduce-scatter), plus the re-gathered QKV input under SP; unfused

@@ -72,34 +72,41 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
 
   // The separate input TENorm keeps its input; its output feeds the duplicated
   // down-projections, which keep it, unless `layernorm` recompute discards it.
-  add_act(out, "attention/input_norm_input", ab * Tl * h);
-  if (!rc.has(kRecomputeLayernorm)) add_act(out, "attention/input_norm_output", li * Tl * h);
+  // Offload groups (multi_latent_attention.py, transformer_layer.py): the input TENorm in the
+  // attn_norm context, the down/up projections (get_query_key_value_tensors) in qkv_linear's,
+  // the core attention in core_attn's, linear_proj in attn_proj's.
+  add_act(out, "attention/input_norm_input", ab * Tl * h, kOffloadAttnNorm, Tl * h);
+  if (!rc.has(kRecomputeLayernorm)) add_act(out, "attention/input_norm_output", li * Tl * h, kOffloadQkvLinear, Tl * h);
   if (a.q_lora_rank) {
     // linear_q_up_proj (TELayerNormColumnParallelLinear) keeps the q latent and its normed copy.
-    add_act(out, "attention/q_latent", (ab + li) * Tl * CheckedInt(*a.q_lora_rank));
+    const CheckedInt q_r = *a.q_lora_rank;
+    add_act(out, "attention/q_latent", (ab + li) * Tl * q_r, kOffloadQkvLinear, Tl * q_r);
   }
   // linear_kv_up_proj keeps the kv latent (a view of the kv_down output, rope part
   // included) and its normed copy.
-  add_act(out, "attention/kv_latent", ab * Tl * (kv_r + d_rope) + li * Tl * kv_r);
+  add_act(out, "attention/kv_latent", ab * Tl * (kv_r + d_rope) + li * Tl * kv_r, kOffloadQkvLinear, Tl * kv_r);
   if (!rc.has(kRecomputeMlaUpProj)) {
     // Q [s, b, n/TP, d_qk + d_rope], K of the same width (rope key broadcast to every head)
     // and V [s, b, n/TP, d_v], kept by the core attention; mla_up_proj recompute drops them.
-    add_act(out, "attention/q", ab * T * nl * dq);
-    add_act(out, "attention/kv", ab * T * nl * (dq + dv));
+    add_act(out, "attention/q", ab * T * nl * dq, kOffloadCoreAttn, T * nl * dq);
+    add_act(out, "attention/kv", ab * T * nl * (dq + dv), kOffloadCoreAttn, T * nl * dv);
     // The rope key gathered over SP before it is broadcast to the heads.
-    add_act(out, "attention/k_pos_emb", ab * T * d_rope);
+    add_act(out, "attention/k_pos_emb", ab * T * d_rope, kOffloadQkvLinear, T * d_rope);
   }
   if (!rc.has(kRecomputeCoreAttn)) {
     if (flash) {
-      add_act(out, "attention/softmax_lse", 4 * T * nl);
+      add_act(out, "attention/softmax_lse", 4 * T * nl, kOffloadCoreAttn, T * nl);
     } else {
-      add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nl) * T * nl * attention_key_length(ctx));
+      const CheckedInt s_k = attention_key_length(ctx);
+      add_act(out, "attention/scores", unfused_score_bytes_per_element(ctx, nl) * T * nl * s_k, kOffloadCoreAttn,
+              T * nl * s_k);
     }
   }
-  // Core attention output, kept by flash attention and as linear_proj's input.
-  add_act(out, "attention/output", ab * T * nl * dv);
-  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nl * dv);
-  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+  // Core attention output, kept by flash attention and as linear_proj's input: it leaves the
+  // GPU only with linear_proj's copy (attn_proj).
+  add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
+  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nl * dv, kOffloadAttnProj, T * nl * dv);
+  add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 
   // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.
   CheckedInt transient = ab * T * nl * (2 * dq + dv) + ab * T * h;

@@ -119,11 +119,14 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const CheckedInt g = m.gated_linear_unit ? 2 : 1;
   const CheckedInt N = expert_tokens(ctx);
 
+  // Offload groups (transformer_layer.py, moe/experts.py): the pre-MLP TENorm in the mlp_norm
+  // context, grouped fc1 in expert_fc1's, the expert activation in moe_act's; the router, the
+  // token dispatcher, fc2 and the shared experts run outside any offload context.
   // The separate pre-MLP TENorm keeps its input ...
-  add_act(out, "moe/norm_input", ab * Tl * h);
+  add_act(out, "moe/norm_input", ab * Tl * h, kOffloadMlpNorm, Tl * h);
   // ... and its output is kept by the router and shared-expert GEMMs (or by the `moe`
   // checkpoint as its input); `layernorm` recompute discards and recomputes it.
-  if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h);
+  if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h, 0, Tl * h);
   const auto& comm = ctx.setup.comm;
   const bool flex = ctx.setup.dispatcher == TokenDispatcher::kFlex;
   const bool hybridep = flex && comm.flex_backend == FlexBackend::kHybridEP;
@@ -133,41 +136,45 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const CheckedInt score_b = f.router_fp32 ? CheckedInt(4) : ab;
   if (!rc.has(kRecomputeMoe)) {
     // router.py: logits and scores per token and expert (fp32), and the routing map (bool).
-    add_act(out, "moe/router", Tl * E * (score_b + 4 + 1));
+    add_act(out, "moe/router", Tl * E * (score_b + 4 + 1), 0, Tl * E);
     if (flex && !hybridep) {
       // _DeepepManager.setup_metadata: torch.topk turns the routing map into int64 indices of
       // the TP x top-k chosen experts, which topk keeps for its backward.
-      add_act(out, "moe/deepep_topk_indices", 8 * Tl * f.top_k * etp);
+      add_act(out, "moe/deepep_topk_indices", 8 * Tl * f.top_k * etp, 0, Tl * f.top_k * etp);
     }
     // Grouped GEMM fc1 keeps the dispatched tokens [N, h] (token_dispatcher.py permute + A2A).
-    add_act(out, "moe/expert_fc1_input", li * N * h);
+    // Offloading expert_fc1 makes it keep the original 16-bit input instead of its FP8 copy
+    // (experts.py set_save_original_input).
+    const auto& off = ctx.setup.activation_offload;
+    const bool original_input = off.fine_grained && (off.modules & kOffloadExpertFc1) != 0;
+    add_act(out, "moe/expert_fc1_input", (original_input ? ab : li) * N * h, kOffloadExpertFc1, N * h);
     // The expert activation keeps fc1's output [N, g F / ETP] ...
-    add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp);
+    add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp, kOffloadMoeAct, N * g * F / etp);
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
     if (!rc.has(kRecomputeMoeAct)) {
-      add_act(out, "moe/expert_activation_output", li * N * F / etp);
+      add_act(out, "moe/expert_activation_output", li * N * F / etp, 0, N * F / etp);
       // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl); other
       // activations go through activation_func_with_probs (experts.py), whose product with the
       // routing probabilities keeps the unscaled activation for the probabilities' gradient.
       if (!(m.gated_linear_unit && (m.activation == "silu" || m.activation == "swish")))
-        add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp);
+        add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp, kOffloadMoeAct, N * F / etp);
     }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
-    add_act(out, "moe/permuted_probs", 4 * N);
+    add_act(out, "moe/permuted_probs", 4 * N, kOffloadMoeAct, N);
     if (S > 0 && (!rc.has(kRecomputeSharedExperts) || shared_overlap)) {
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
-      add_act(out, "moe/shared_fc1_output", ab * T * g * S / t);
-      add_act(out, "moe/shared_activation_output", li * T * S / t);
+      add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
+      add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
     }
     if (shared_overlap && ctx.sequence_parallel) {
       // shared_experts.py pre_forward_comm: the overlapped shared experts gather their input
       // over TP themselves (parallel_mode None), so fc1 keeps the gathered [T, h]
       // (set_save_original_input: in the activation dtype) instead of the local shard.
-      add_act(out, "moe/shared_fc1_gathered_input", ab * T * h);
+      add_act(out, "moe/shared_fc1_gathered_input", ab * T * h, 0, T * h);
     }
   }
-  if (ctx.layer.post_mlp_norm) add_act(out, "moe/post_norm_input", ab * Tl * h);
-  add_act(out, "moe/bda_dropout_mask", bda_dropout_mask_bytes(ctx));
+  if (ctx.layer.post_mlp_norm) add_act(out, "moe/post_norm_input", ab * Tl * h, 0, Tl * h);
+  add_act(out, "moe/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 
   // Busiest moment: the dispatched tokens exist twice around the all-to-all (send and
   // receive buffers; DeepEP's receive buffer and its permuted copy), and in backward the

@@ -69,6 +69,9 @@ struct StageEstimate {
   // can add (--overlap-grad-reduce).
   std::int64_t outside_allocator_bytes = 0;
   std::int64_t bucket_padding_bytes = 0;
+  // What activation offloading can keep on the GPU beyond the estimate (a second layer's
+  // offloaded tensors, activation_offload.cpp); part of the upper bound only.
+  std::int64_t offload_slack_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };

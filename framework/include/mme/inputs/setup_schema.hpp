@@ -92,6 +92,10 @@ struct SetupKnob {
   // kEnum: spellings refused with a reason ("allgather": TE's spelling is all_gather); {} = the flag.
   std::vector<std::pair<const char*, const char*>> refused = {};
   void (*check)(const std::string& text, std::string_view flag) = nullptr;  // kString: throws UsageError
+  // kModules: the module names the knob takes (default: --recompute-modules'); the reader throws
+  // UsageError for an unknown name.
+  std::uint32_t (*parse_modules)(const std::string& text) = nullptr;
+  std::string (*modules_text)(std::uint32_t modules) = nullptr;
 
   // --- Megatron-LM --------------------------------------------------------------------------
   // Value flags: the spellings, the first one printed; bool knobs: the store_true switches.
@@ -132,6 +136,15 @@ struct SetupKnob {
 
   const char* why_not = "";  // for tests and readers: why a path the knob lacks is absent
 };
+
+// A kModules knob's names: its modules from text ("core_attn,mlp", spaces and brackets allowed;
+// UsageError for an unknown name), and back as comma-separated text.
+inline std::uint32_t knob_modules(const SetupKnob& k, const std::string& text) {
+  return k.parse_modules ? k.parse_modules(text) : parse_recompute_modules(text);
+}
+inline std::string knob_modules_text(const SetupKnob& k, std::uint32_t modules) {
+  return k.modules_text ? k.modules_text(modules) : recompute_modules_to_string(modules);
+}
 
 // Every knob, in spec-file order (sections parallelism, training, infrastructure, precision;
 // knobs without a spec field next to their kin).

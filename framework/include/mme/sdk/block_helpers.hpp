@@ -94,6 +94,13 @@ inline void add_param(BlockParams& out, std::string_view name, ParamGroup group,
 inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes) {
   if (bytes != 0) out.saved.push({name, bytes.value()});
 }
+// A saved term of a decoder layer's block: `module` is the OffloadModule group whose context
+// saves it (0: none), `tensor_elements` the elements of each of its tensors (what activation
+// offloading compares with its minimum size).
+inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes, std::uint32_t module,
+                    CheckedInt tensor_elements) {
+  if (bytes != 0) out.saved.push({name, bytes.value(), module, tensor_elements.value()});
+}
 
 // --- Costs (BlockCosts) ----------------------------------------------------------------------
 

@@ -57,6 +57,12 @@ struct ParamTerm {
 struct ActTerm {
   std::string_view name;  // a string literal of the reporting plugin
   std::int64_t bytes = 0;
+  // The fine-grained offload group whose context saves the term (an OffloadModule bit of
+  // training_setup.hpp; 0: none, e.g. the router or a bias-dropout-add mask).
+  std::uint32_t module = 0;
+  // Elements of each tensor the term holds (the smallest, if they differ): activation
+  // offloading moves only tensors of at least a minimum size. 0: unknown, never offloaded.
+  std::int64_t tensor_elements = 0;
 };
 
 struct BlockParams {

@@ -52,6 +52,23 @@ enum RecomputeModule : std::uint32_t {
   kRecomputeSharedExperts = 1u << 6,
 };
 
+// Fine-grained activation offloading's module groups (Megatron-LM's --offload-modules), as bit
+// flags in the order a decoder layer's forward opens them
+// (pipeline_parallel/fine_grained_activation_offload.py, transformer_layer.py, attention.py,
+// multi_latent_attention.py, moe/experts.py). A saved tensor belongs to the group whose
+// context saves it; ActTerm::module names it.
+enum OffloadModule : std::uint32_t {
+  kOffloadAttnNorm = 1u << 0,       // attn_norm: a separate input norm (MLA; GQA fuses its norm into qkv)
+  kOffloadQkvLinear = 1u << 1,      // qkv_linear: the QKV projections (GQA's fused input norm included)
+  kOffloadCoreAttn = 1u << 2,       // core_attn: the attention core (Q, K, V, softmax statistics, scores)
+  kOffloadAttnProj = 1u << 3,       // attn_proj: linear_proj's input
+  kOffloadMlpNorm = 1u << 4,        // mlp_norm: a separate pre-MLP norm (MoE layers)
+  kOffloadExpertFc1 = 1u << 5,      // expert_fc1: the routed experts' fc1 input
+  kOffloadMoeAct = 1u << 6,         // moe_act: the expert activation's input
+  kOffloadFusedGroupMlp = 1u << 7,  // fused_group_mlp: TE's fused grouped MLP (op fuser; refused)
+  kOffloadGdpQkv = 1u << 8,         // gdp_qkv: Gated Delta Product layers (hybrid models; none here)
+};
+
 struct ParallelLayout {
   std::int64_t tp = 1;   // tensor_model_parallel_size
   std::int64_t pp = 1;   // pipeline_model_parallel_size
@@ -100,7 +117,33 @@ struct OptimizerSettings {
   DType exp_avg_sq = DType::kFP32;     // --exp-avg-sq-dtype
   bool store_param_remainders = true;  // TE FusedAdam keeps a 16-bit remainder of bf16 params
   double cpu_offload_fraction = 0.0;   // --optimizer-offload-fraction with --optimizer-cpu-offload
-  std::string name = "adam";           // --optimizer (adam | sgd | muon)
+  // --overlap-cpu-optimizer-d2h-h2d: HybridDeviceOptimizer's copies on their own streams, one host
+  // optimizer per parameter (no GPU memory of its own).
+  bool overlap_cpu_d2h_h2d = false;
+  std::string name = "adam";  // --optimizer (adam | sgd | muon)
+};
+
+// Activation offloading to the host. Two mechanisms Megatron-LM refuses to combine:
+//  - TE's layer offload (--cpu-offloading, on when --cpu-offloading-num-layers > 0;
+//    transformer_block.py get_cpu_offload_context): the saved tensors of the first N decoder
+//    layers of the model go to the host during forward and come back during backward;
+//  - fine-grained offloading (--fine-grained-activation-offloading --offload-modules ...;
+//    pipeline_parallel/fine_grained_activation_offload.py): the saved tensors of the listed
+//    module groups of every layer, per micro-batch and model chunk.
+struct ActivationOffloadSettings {
+  bool cpu_offloading = false;                 // --cpu-offloading (set by --cpu-offloading-num-layers > 0)
+  std::int64_t cpu_offloading_num_layers = 0;  // --cpu-offloading-num-layers
+  bool cpu_offloading_activations = true;      // TransformerConfig.cpu_offloading_activations
+  bool cpu_offloading_weights = false;         // TransformerConfig.cpu_offloading_weights (no effect in TE)
+  // NVTE_CPU_OFFLOAD_V1=1: TE's v1 offload path (cpu_offload_v1.py) instead of the default one.
+  bool te_offload_v1 = false;
+  bool fine_grained = false;                     // --fine-grained-activation-offloading
+  std::uint32_t modules = 0;                     // --offload-modules, OffloadModule bits
+  std::int64_t min_tensor_size = 1024 * 1024;    // --min-offloaded-tensor-size (elements)
+  double fraction = 1.0;                         // --activation-offload-fraction
+  std::int64_t delta_bytes_across_pp_ranks = 0;  // --delta-offload-bytes-across-pp-ranks
+
+  bool on() const { return fine_grained || cpu_offloading; }
 };
 
 // Sharded data parallelism: Megatron-FSDP (--use-megatron-fsdp, distributed/fsdp/) or PyTorch
@@ -140,6 +183,7 @@ struct TrainingSetup {
   OptimizerSettings optimizer;
   FsdpSettings fsdp;
   CommunicationSettings comm;
+  ActivationOffloadSettings activation_offload;
 
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 4096;
@@ -216,7 +260,7 @@ AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capabi
 
 // Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
 // line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,
-// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO decide memory and are recorded in
+// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO, NVTE_CPU_OFFLOAD_V1 decide memory and are recorded in
 // environment_used; any other name changes nothing and returns false. Throws UsageError for a
 // value the variable cannot take.
 bool apply_environment(TrainingSetup& setup, const std::string& name, const std::string& value);
@@ -239,10 +283,11 @@ struct NumberRange {
   bool lo_open = false, hi_open = false;
   constexpr bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
 };
-inline constexpr NumberRange kOffloadFractionRange{0, 1};         // --optimizer-cpu-offload-fraction
-inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};     // --moe-routing-imbalance
-inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};  // --moe-capacity-factor
-inline constexpr NumberRange kDropoutRange{0, 1, false, true};    // --hidden-dropout, --attention-dropout
+inline constexpr NumberRange kOffloadFractionRange{0, 1};            // --optimizer-cpu-offload-fraction
+inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};        // --moe-routing-imbalance
+inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};     // --moe-capacity-factor
+inline constexpr NumberRange kDropoutRange{0, 1, false, true};       // --hidden-dropout, --attention-dropout
+inline constexpr NumberRange kActivationOffloadFractionRange{0, 1};  // --activation-offload-fraction
 // "[0, 1]", "(0, 1e+06]", "[0, 1)".
 std::string to_string(const NumberRange& range);
 
@@ -264,6 +309,11 @@ const char* to_string(RecomputeMethod m);
 std::string recompute_modules_to_string(std::uint32_t modules);
 // Parses "core_attn,mlp" (comma or space separated, brackets allowed). Throws UsageError.
 std::uint32_t parse_recompute_modules(const std::string& text);
+// Offload module groups as Megatron-LM spells them: "attn_norm,core_attn" (in OffloadModule order).
+std::string offload_modules_to_string(std::uint32_t modules);
+// Parses --offload-modules ("core_attn attn_proj", commas, spaces, brackets and quotes allowed);
+// an unknown name is a UsageError with Megatron-LM's message (transformer_config.py).
+std::uint32_t parse_offload_modules(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
 // Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
 std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError

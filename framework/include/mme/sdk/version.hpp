@@ -22,8 +22,9 @@
 //    add-only Registrar instead of the host Registry.
 // 4: LayerMemoryModel::costs (FLOPs, weight bytes, collective bytes per micro-batch); the blocks
 //    around the decoder layers (embedding, output head, MTP projection) are layer-memory models
-//    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local.
-//    TrainingSetup gains `comm` (CommunicationSettings: flex backend, overlaps, DDP buckets).
+//    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local;
+//    ActTerm gains module and tensor_elements (activation offloading); TrainingSetup gains
+//    activation_offload and `comm` (CommunicationSettings: flex backend, overlaps, DDP buckets).
 #define MME_PLUGIN_API_VERSION 4
 
 #define MME_STRINGIFY_INNER(x) #x

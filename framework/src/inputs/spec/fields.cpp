@@ -470,13 +470,13 @@ J check_value(const FieldDef& f, const J& v, const std::function<void(const std:
       }
       std::uint32_t modules = 0;
       try {
-        modules = parse_recompute_modules(text);
+        modules = f.knob ? knob_modules(*f.knob, text) : parse_recompute_modules(text);
       } catch (const UsageError& e) {
         fail(e.what());
       }
       if (modules == 0) fail("expected at least one module");
       J list = J::array();
-      std::stringstream ss(recompute_modules_to_string(modules));
+      std::stringstream ss(f.knob ? knob_modules_text(*f.knob, modules) : recompute_modules_to_string(modules));
       std::string item;
       while (std::getline(ss, item, ',')) list.push_back(item);
       return list;

@@ -79,9 +79,11 @@ std::vector<std::string> accepted_spellings(const FieldDef& f) {
   return out;
 }
 
-std::vector<std::string> module_names() {
+// The module names of a kModules field (the recompute modules unless its knob says otherwise).
+std::vector<std::string> module_names(const SetupKnob* k) {
   std::vector<std::string> out;
-  std::stringstream ss(recompute_modules_to_string(std::numeric_limits<std::uint32_t>::max()));
+  const std::uint32_t all = std::numeric_limits<std::uint32_t>::max();
+  std::stringstream ss(k ? knob_modules_text(*k, all) : recompute_modules_to_string(all));
   std::string item;
   while (std::getline(ss, item, ',')) out.push_back(item);
   return out;
@@ -89,9 +91,9 @@ std::vector<std::string> module_names() {
 
 // recompute_modules as text: names separated by commas, spaces, brackets or quotes, as
 // parse_recompute_modules() reads them (names match exactly).
-std::string modules_text_pattern(bool at_least_one) {
+std::string modules_text_pattern(const SetupKnob* k, bool at_least_one) {
   std::string names;
-  for (const auto& n : module_names()) names += (names.empty() ? "" : "|") + n;
+  for (const auto& n : module_names(k)) names += (names.empty() ? "" : "|") + n;
   const std::string sep = R"([\s\[\],'"])";
   const std::string list = fmt::format("(?:{0})(?:{1}+(?:{0}))*", names, sep);
   return fmt::format("^{0}*{1}{0}*$", sep, at_least_one ? list : "(?:" + list + ")?");
@@ -116,10 +118,10 @@ OJ spec_value_schema(const FieldDef& f) {
     case Ty::kModules:
       return {{"anyOf",
                {{{"type", "array"},
-                 {"items", {{"type", "string"}, {"pattern", modules_text_pattern(false)}}},
-                 {"contains", {{"type", "string"}, {"pattern", modules_text_pattern(true)}}},
-                 {"examples", {module_names()}}},
-                {{"type", "string"}, {"pattern", modules_text_pattern(true)}}}}};
+                 {"items", {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, false)}}},
+                 {"contains", {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, true)}}},
+                 {"examples", {module_names(f.knob)}}},
+                {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, true)}}}}};
     case Ty::kLayerFreq:
       return {{"anyOf",
                {{{"type", "integer"}, {"minimum", 1}},
@@ -301,7 +303,7 @@ OJ setup_value_schema(const std::vector<const SetupKnob*>& knobs) {
       case KnobKind::kString: value = {{"type", "string"}}; break;
       case KnobKind::kModules: {
         std::string names;
-        for (const auto& n : module_names()) names += (names.empty() ? "" : "|") + n;
+        for (const auto& n : module_names(&k)) names += (names.empty() ? "" : "|") + n;
         value = {{"type", "string"}, {"pattern", fmt::format("^(?:{0})(?:,(?:{0}))*$", names)}};
         break;
       }

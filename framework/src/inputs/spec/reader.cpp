@@ -225,6 +225,27 @@ class SpecParser {
       fail_field("training.use_precision_aware_optimizer", "needs training.use_distributed_optimizer: true");
     if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
       fail_field("training.moe_pad_expert_input_to_capacity", "needs training.moe_expert_capacity_factor");
+    check_offload_fields(s);
+  }
+
+  // The offload settings apply with their mechanism (Megatron-LM ignores them otherwise).
+  void check_offload_fields(const TrainingSetup& s) {
+    const ActivationOffloadSettings d;
+    const auto& a = s.activation_offload;
+    if (s.optimizer.overlap_cpu_d2h_h2d && s.optimizer.cpu_offload_fraction == 0)
+      fail_field("training.overlap_cpu_optimizer_d2h_h2d", "needs training.optimizer_cpu_offload_fraction > 0");
+    const bool layer_offload = a.cpu_offloading || a.cpu_offloading_num_layers > 0;
+    if (!layer_offload && !a.cpu_offloading_activations)
+      fail_field("training.cpu_offloading_activations", "needs training.cpu_offloading_num_layers > 0");
+    if (!layer_offload && a.cpu_offloading_weights)
+      fail_field("training.cpu_offloading_weights", "needs training.cpu_offloading_num_layers > 0");
+    if (a.fine_grained) return;
+    const char* needs = "needs training.fine_grained_activation_offloading: true";
+    if (a.modules != 0) fail_field("training.offload_modules", needs);
+    if (a.min_tensor_size != d.min_tensor_size) fail_field("training.min_offloaded_tensor_size", needs);
+    if (a.fraction != d.fraction) fail_field("training.activation_offload_fraction", needs);
+    if (a.delta_bytes_across_pp_ranks != d.delta_bytes_across_pp_ranks)
+      fail_field("training.delta_offload_bytes_across_pp_ranks", needs);
   }
 
   static std::string granularity_text(RecomputeGranularity g) {
