@@ -16,6 +16,14 @@ packages=(
   groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
   python3-dev python3-pybind11 python3-pytest python3-venv  # the Python module and its tests (docs/python.md)
 )
+# The browser page and its test (docs/web.md), only when asked for: `scripts/setup-deps.sh --web`.
+# emscripten builds web/; Chromium and npm (for puppeteer-core) run tests/web. A Node.js that
+# brings its own npm (NodeSource) is kept: Debian's npm would replace it.
+if [[ "${1:-}" == "--web" ]]; then
+  shift
+  packages+=(emscripten chromium)
+  command -v npm >/dev/null || packages+=(npm)
+fi
 # Extra tools, asked for by name: `scripts/setup-deps.sh --with hyperfine clang ...`.
 if [[ "${1:-}" == "--with" ]]; then
   shift

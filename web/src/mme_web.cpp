@@ -1,0 +1,147 @@
+// The WebAssembly entry of mme (docs/web.md): one request in, one document out, both JSON text.
+//
+//   {"model": "deepseek-ai/DeepSeek-V3" | {config.json object}, "setup": {the `setup` block of
+//    `mme estimate --json`}, "gpu": "H100-SXM-80GB" (optional)}
+//     -> the document of `mme estimate --json` (estimate_to_json), "next_steps" left empty
+//   {"command": "models"} -> {"models": ["org/name", ...]}   (the bundled zoo, under /models)
+//   {"command": "gpus"}   -> {"gpus": [{"name", "memory_bytes"}, ...]}
+//   any failure           -> {"error": {"code": exit code of the CLI, "message": text}}
+//
+// The registry holds the built-in plugins (compiled in, web/CMakeLists.txt); the bundled models
+// are files of the module's file system (--embed-file).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <mme/engine/estimator.hpp>
+#include <mme/engine/fit.hpp>
+#include <mme/engine/registry.hpp>
+#include <mme/inputs/gpu_lookup.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/model_source.hpp>
+#include <mme/inputs/setup_schema.hpp>
+#include <mme/report/render_estimate.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/json_text.hpp>
+#include <mme/sdk/plugin.hpp>
+
+#include <emscripten/emscripten.h>
+
+namespace mme::web {
+
+const std::vector<const PluginInfo* (*)()>& builtin_plugin_entries();  // generated (web_plugins.cpp)
+
+namespace {
+
+const Registry& registry() {
+  static const Registry* r = [] {
+    auto* reg = new Registry;
+    for (const auto entry : builtin_plugin_entries()) {
+      const PluginInfo* info = entry();
+      if (!reg->register_plugin(info->name, info->version, "", info->register_plugin))
+        spdlog::warn("built-in plugin '{}' was not registered", info->name);
+    }
+    return reg;
+  }();
+  return *r;
+}
+
+nlohmann::json error_document(int code, const std::string& message) {
+  return {{"error", {{"code", code}, {"message", message}}}};
+}
+
+ModelSpec request_model(const nlohmann::json& model) {
+  if (model.is_string()) return load_model(model.get<std::string>(), registry());
+  if (model.is_object()) {
+    const auto it = model.find("_name_or_path");
+    const std::string name = it != model.end() && it->is_string() ? it->get<std::string>() : "config.json";
+    return adapt_config(model, name, "config.json given to the page", registry());
+  }
+  throw UsageError("\"model\" must be a bundled model name or a config.json object");
+}
+
+nlohmann::json estimate(const nlohmann::json& request) {
+  if (!request.contains("model")) throw UsageError("the request has no \"model\"");
+  const ModelSpec model = request_model(request["model"]);
+  TrainingSetup setup;
+  const auto block = request.find("setup");
+  if (block != request.end()) {
+    if (!block->is_object()) throw UsageError("\"setup\" must be an object (the setup block of `mme estimate --json`)");
+    setup = setup_from_json_block(*block, setup);
+  }
+  std::optional<std::string> gpu_name;
+  if (const auto g = request.find("gpu"); g != request.end() && g->is_string() && !g->get<std::string>().empty())
+    gpu_name = g->get<std::string>();
+  const HardwareProfile* gpu = find_gpu(registry(), gpu_name);
+  EstimateOptions eo;
+  eo.layer_breakdown = true;  // as `mme estimate --json`
+  if (gpu) eo.compute_capability = gpu->compute_capability;
+  const Estimator estimator(model, registry());
+  const Estimate est = estimator.run(setup, eo);
+  std::vector<const HardwareProfile*> judged;
+  if (gpu) {
+    judged.push_back(gpu);
+  } else {
+    for (const auto& h : registry().hardware()) judged.push_back(h.object.get());
+    std::stable_sort(judged.begin(), judged.end(),
+                     [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  }
+  std::vector<FitVerdict> fits;
+  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
+  nlohmann::json doc = cli::estimate_to_json(model, est, fits);
+  doc["next_steps"] = nlohmann::json::array();  // not computed in the browser yet
+  return doc;
+}
+
+nlohmann::json run(const std::string& text) {
+  const nlohmann::json request = nlohmann::json::parse(text, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) throw UsageError("the request is not a JSON object");
+  const std::string command = request.value("command", std::string("estimate"));
+  if (command == "models") {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& b : list_bundled_models(default_zoo_dirs())) names.push_back(b.name);
+    return {{"models", names}};
+  }
+  if (command == "gpus") {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const auto& h : registry().hardware())
+      gpus.push_back({{"name", h.object->name}, {"memory_bytes", h.object->memory_bytes}});
+    return {{"gpus", gpus}};
+  }
+  if (command == "estimate") return estimate(request);
+  throw UsageError("unknown command '" + command + "' (estimate, models, gpus)");
+}
+
+}  // namespace
+
+}  // namespace mme::web
+
+// The returned text is malloc'ed: free it with mme_web_free.
+extern "C" EMSCRIPTEN_KEEPALIVE char* mme_web_run(const char* request) {
+  static const bool once = [] {
+    mme::set_bundled_models_dir("/models");
+    spdlog::set_level(spdlog::level::err);  // the adapters' warnings stay in the document
+    return true;
+  }();
+  (void)once;
+  nlohmann::json doc;
+  try {
+    doc = mme::web::run(request ? request : "");
+  } catch (const mme::Error& e) {
+    doc = mme::web::error_document(static_cast<int>(e.code()), e.what());
+  } catch (const std::exception& e) {
+    doc = mme::web::error_document(1, std::string("internal error: ") + e.what());
+  }
+  const std::string text = mme::json_text(doc, 2);
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return out;
+}
+
+extern "C" EMSCRIPTEN_KEEPALIVE void mme_web_free(char* text) { std::free(text); }
