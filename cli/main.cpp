@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+    // Log lines go to stderr from the start: what is logged before a command loads its plugins
+    // (and sets the --log-level it was given) must not reach stdout, which may be JSON.
+    mme::init_logging("warn");
     const int rc = inv.command->run(inv.args);
     std::cout.flush();
     if (!std::cout) return report_error("cannot write to standard output", mme::ExitCode::kInternal);

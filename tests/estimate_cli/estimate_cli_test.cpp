@@ -101,6 +101,17 @@ TEST(EstimateCli, TextReportFollowsTheSeedLayout) {
   EXPECT_EQ(r.out.find("\033["), std::string::npos) << "no colour when stdout is not a terminal";
 }
 
+TEST(EstimateCli, WarningsBeforeThePluginsLoadGoToStderrNotIntoTheJson) {
+  // --megatron-args is read before the plugins load; its warnings must not land on stdout.
+  const auto r = run_mme({"estimate", "--megatron-args",
+                          "--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+                          "--max-position-embeddings 128 --vocab-size 1000 --micro-batch-size 1 --data-path ${DATA}",
+                          "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
+  EXPECT_NE(r.err.find("shell variables are not expanded"), std::string::npos) << r.err;
+}
+
 TEST(EstimateCli, GpuVerdictForOneProfile) {
   auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "h100", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
