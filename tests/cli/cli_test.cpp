@@ -520,8 +520,8 @@ TEST(Cli, AnUnknownGpuIsTheSameUsageErrorInEveryCommand) {
   const RunResult hardware = run_mme({"hardware", "--json"});
   ASSERT_EQ(hardware.exit_code, 0) << describe(hardware);
   std::string known;
-  for (const auto& h : parse_stdout(hardware)["hardware"])
-    known += (known.empty() ? "" : ", ") + h["name"].get<std::string>();
+  const nlohmann::json listed = parse_stdout(hardware);  // kept: the loop below iterates inside it
+  for (const auto& h : listed["hardware"]) known += (known.empty() ? "" : ", ") + h["name"].get<std::string>();
   // `mme hardware` lists the profiles smallest first; the message names them as loaded. Same
   // set, whatever the order.
   const std::vector<std::vector<std::string>> runs = {
@@ -536,7 +536,7 @@ TEST(Cli, AnUnknownGpuIsTheSameUsageErrorInEveryCommand) {
     SCOPED_TRACE(args.front());
     const RunResult r = run_mme(args);
     expect_usage_error(r, "--gpu: unknown GPU 'Z900' (known: ");
-    for (const auto& h : parse_stdout(hardware)["hardware"]) EXPECT_CONTAINS(r.err, h["name"].get<std::string>());
+    for (const auto& h : listed["hardware"]) EXPECT_CONTAINS(r.err, h["name"].get<std::string>());
     if (first.empty()) first = r.err;
     EXPECT_EQ(r.err, first);
   }
