@@ -190,6 +190,13 @@ std::vector<Case> cases() {
       {"overlap-param-gather", [](S& s) { s.comm.overlap_grad_reduce = true, s.comm.overlap_param_gather = true; }},
       {"ddp-bucket-size", [](S& s) { s.comm.overlap_grad_reduce = true, s.comm.ddp_bucket_size = 1000000; }},
       {"ddp-pad-buckets-for-high-nccl-busbw", [](S& s) { s.comm.pad_buckets_for_nccl = true; }},
+      {"cuda-graph-impl", [](S& s) { s.cuda_graph.impl = CudaGraphImpl::kLocal; }},
+      {"cuda-graph-modules",
+       [](S& s) {
+         s.cuda_graph.impl = CudaGraphImpl::kTransformerEngine, s.cuda_graph.modules = kGraphAttn | kGraphMlp;
+       }},
+      {"cuda-graph-warmup-steps",
+       [](S& s) { s.cuda_graph.impl = CudaGraphImpl::kTransformerEngine, s.cuda_graph.warmup_steps = 0; }},
       {"cross-entropy-loss-fusion", [](S& s) { s.cross_entropy_fusion = true; }},
       {"cross-entropy-fusion-impl", [](S& s) { s.cross_entropy_fusion = true, s.cross_entropy_te = true; }},
       {"attention-backend", [](S& s) { s.attention_backend = AttentionBackend::kUnfused; }},
@@ -389,13 +396,13 @@ TEST(setup_schema, OneDefinitionPerKnob) {
 TEST(setup_schema, MegatronFlagsMmeDoesNotModelOrKnow) {
   const MegatronArgs a = parse_megatron_args(
       "--num-layers 2 --lr 3e-4 --save /ckpt --log-interval 10 --tp-comm-overlap-cfg ub.yaml --made-up-flag 3 "
-      "--tensor-model-parallel-size 2 --another-made-up --cuda-graph-impl local --rl-offload-x",
+      "--tensor-model-parallel-size 2 --another-made-up --delay-wgrad-compute --rl-offload-x",
       "test");
   const MegatronFlagReview r = review_megatron_flags(a);
   EXPECT_EQ(r.unknown, (std::vector<std::string>{"--made-up-flag", "--another-made-up"}));
   ASSERT_EQ(r.not_modelled.size(), 3u);
   EXPECT_THAT(r.not_modelled[0], HasSubstr("--tp-comm-overlap-cfg is not modelled"));
-  EXPECT_THAT(r.not_modelled[1], HasSubstr("--cuda-graph-impl is not modelled"));
+  EXPECT_THAT(r.not_modelled[1], HasSubstr("--delay-wgrad-compute is not modelled"));
   EXPECT_THAT(r.not_modelled[2], HasSubstr("--rl-offload-x is not modelled"));
   // Every setting and model flag is known.
   std::string all;

@@ -230,15 +230,19 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     }
   }()
                                      : Estimate{};
-  std::int64_t slack = 0, offload_slack = 0;
+  std::int64_t slack = 0, offload_slack = 0, graph_pool = 0;
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
     const StageEstimate& worst = second_pass ? bound.stages[i] : st;
     // The allocator's block rounding and what activation offloading may keep on the GPU apply to
     // the forward/backward phase of the worse pass.
-    const CheckedInt fb =
-        CheckedInt(worst.forward_backward_bytes) + worst.allocator_slack_bytes + worst.offload_slack_bytes;
+    // With CUDA graphs a replayed step holds the graphs' private pool next to what it allocates
+    // (cuda_graphs.hpp).
+    const CheckedInt graphed = CheckedInt(worst.cuda_graph_replay_bytes) + worst.cuda_graph_pool_bytes;
+    const CheckedInt fb = CheckedInt(std::max(worst.forward_backward_bytes, graphed.value())) +
+                          worst.allocator_slack_bytes + worst.offload_slack_bytes;
     offload_slack = std::max(offload_slack, worst.offload_slack_bytes);
+    graph_pool = std::max(graph_pool, worst.cuda_graph_pool_bytes);
     // Communication buffers outside the allocator and the buckets' padding, next to either phase
     // (communication_buffers.cpp).
     st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
@@ -248,6 +252,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
   add_communication_bound_terms(est, est.bound_terms);
+  if (graph_pool > 0)
+    est.bound_terms.push_back(
+        fmt::format("CUDA graphs: the graphs' private memory pool ({} MiB at most on a stage), reserved but not "
+                    "allocated while they replay",
+                    graph_pool / kMiB));
   if (offload_slack > 0)
     est.bound_terms.push_back(
         fmt::format("activation offloading: a second layer's offloaded tensors on the GPU during backward ({} MiB "

@@ -50,6 +50,18 @@ struct LmBlock {
 
 // A layer type evaluated under one layout.
 // Sizes are CheckedInt (checked.hpp): every sum and product below is checked for overflow.
+// What per-layer CUDA graphs capture of one layer kind (cuda_graphs.cpp evaluate_layer_graphs),
+// per micro-batch: the saved bytes and working memory inside the graphs, the working memory of
+// the parts that still run eagerly, and the static buffers of the layer's graph.
+struct LayerGraphs {
+  bool graphed = false;              // the layer is one of the graphed callables
+  bool attention_inside = false;     // its graph holds the attention (a static attention mask input)
+  CheckedInt saved = 0;              // saved for backward inside the graph (the graph pool's)
+  CheckedInt transient_inside = 0;   // the graphed blocks' busiest moment (in the pool)
+  CheckedInt transient_outside = 0;  // the eager blocks' busiest moment
+  CheckedInt grad_output_bytes = 0;  // the static gradient buffers of the graph's outputs
+};
+
 struct TypeEval {
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
   CheckedInt fp8_params = 0;                                 // per-rank parameters of GEMM weights (FP8-castable)
@@ -60,6 +72,7 @@ struct TypeEval {
   BlockActivations attn_acts, mlp_acts;
   std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
   CheckedInt large_saved = 0;  // saved tensors of at least kLargeAlloc bytes (allocator rounding)
+  LayerGraphs graphs;          // with per-layer CUDA graphs
 };
 
 // Accumulates named components (only when asked for: the planner skips it).

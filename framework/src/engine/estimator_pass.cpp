@@ -12,6 +12,7 @@
 
 #include "activation_offload.hpp"
 #include "communication_buffers.hpp"
+#include "cuda_graphs.hpp"
 #include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
 
@@ -83,6 +84,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
     e.transient += wgrad_bytes * largest;
   }
   e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
+  if (s.cuda_graph.on()) evaluate_layer_graphs(ps, lt.spec, lt.moe, e);
 }
 
 // The layers and activations of pipeline rank r: parameters per shard class, what its
@@ -91,6 +93,7 @@ struct StageLayers {
   CheckedInt tp_params, rep_params, exp_params, fp8_params;
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
+  StageGraphs graphs;  // with CUDA graphs (cuda_graphs.cpp)
 };
 
 StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight,
@@ -110,6 +113,8 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
   CheckedInt large_tensors = 3;  // the transient working set: a few tensors
   StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
+  const bool graphs_on = ps.s.cuda_graph.on();
+  StageGraphs graphs;
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
     const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -144,6 +149,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
       max_layer_saved = std::max(max_layer_saved, e.saved);
       max_layer_large = std::max(max_layer_large, e.large_saved);
+      if (graphs_on) graphs.add_layers(ps, e, n, mb);
       const CheckedInt full = n - recomputed;
       if (full > 0) {
         chunk_act += full * e.saved;
@@ -209,6 +215,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
         if (comps.enabled()) comps.add(MemoryCategory::kActivations, block_act_name(term.name), bytes * mb);
       }
       transient = std::max(transient, CheckedInt(b.acts.transient));
+      graphs.eager_transient = std::max(graphs.eager_transient, CheckedInt(b.acts.transient));
       sp_gather_buffer = std::max(sp_gather_buffer, CheckedInt(b.acts.global_buffer));
     };
     if (ch.embedding) account_block(ps.embedding, 1, 1);
@@ -235,8 +242,8 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();
-  return StageLayers{tp_params, rep_params,   exp_params, fp8_params, unit_dense,       unit_expert,
-                     units,     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors};
+  return StageLayers{tp_params,    rep_params, exp_params, fp8_params,       unit_dense,    unit_expert, units,
+                     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors, graphs};
 }
 
 }  // namespace
@@ -355,6 +362,7 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   validate_blocks(im, ps.blocks);
   validate_setup(m, s);
   validate_activation_offload(m, s);
+  validate_cuda_graphs(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
@@ -507,7 +515,7 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   const std::vector<std::int64_t> inflight = inflight_microbatches(
       p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0), ep_overlap_extra_warmup(s, v));
   auto [tp_params, rep_params, exp_params, fp8_params, unit_dense, unit_expert, units, largest_unit, saved, transient,
-        sp_gather_buffer, large_tensors] = stage_layers(ps, r, inflight, comps, st);
+        sp_gather_buffer, large_tensors, graphs] = stage_layers(ps, r, inflight, comps, st);
   // Static memory.
   const CheckedInt dense_params = tp_params + rep_params;
   const CheckedInt parameters = dense_params + exp_params;
@@ -622,6 +630,11 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     other += fsdp->persistent_buffers;
     for (const auto& [name, bytes] : fsdp->other_terms) comps.add(MemoryCategory::kOther, name, bytes);
   }
+  // CUDA graphs (cuda_graphs.cpp): the static inputs and gradient buffers stay allocated.
+  GraphPhases graph = graph_phases(ps, graphs, 0, 0, 0);
+  other += graph.buffers;
+  comps.add(MemoryCategory::kOther, "other/cuda_graph_static_inputs", graphs.static_inputs);
+  comps.add(MemoryCategory::kOther, "other/cuda_graph_gradient_buffers", graph.buffers - graphs.static_inputs);
   st.other_bytes = other.value();
   // Communication overlap (communication_buffers.cpp): the combined 1F1B schedule's extra
   // attention block; the userbuffers and the bucket padding count in the upper bound only.
@@ -639,8 +652,20 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   st.forward_backward_bytes = (static_bytes - step_only + activation_bytes).value();
   st.step_transient_bytes = fsdp ? fsdp->step_transient.value() : 0;
   st.optimizer_step_bytes = (static_bytes + st.step_transient_bytes).value();
-  st.total_bytes = std::max(st.forward_backward_bytes, st.optimizer_step_bytes);
-  st.peak_phase = st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step" : "forward-backward";
+  if (ps.s.cuda_graph.on()) {
+    // With CUDA graphs: the eager warm-up steps (before the buffers exist), the capture and the
+    // replayed steps (cuda_graphs.hpp).
+    graph = graph_phases(ps, graphs, static_bytes - step_only - graph.buffers, saved, transient);
+    st.forward_backward_bytes = std::max(graph.replay, graph.eager).value();
+    st.cuda_graph_capture_bytes = graph.capture.value();
+    st.cuda_graph_replay_bytes = graph.replay.value();
+    st.cuda_graph_pool_bytes = graph.pool.value();
+  }
+  st.total_bytes = std::max({st.forward_backward_bytes, st.optimizer_step_bytes, st.cuda_graph_capture_bytes});
+  st.peak_phase = st.cuda_graph_capture_bytes > std::max(st.forward_backward_bytes, st.optimizer_step_bytes)
+                      ? "cuda-graph-capture"
+                  : st.optimizer_step_bytes > st.forward_backward_bytes ? "optimizer-step"
+                                                                        : "forward-backward";
   // The blocks of the live activation tensors at the forward/backward peak can exceed their
   // sizes (kLargeAlloc above): the bound allows the worst case.
   st.allocator_slack_bytes = (large_tensors * kLargeAlloc).value();
@@ -682,6 +707,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   if (!s.gradient_accumulation_fusion)
     a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
   add_offload_assumptions(ps, a);
+  add_graph_assumptions(ps, a);
   for (const auto& st : est.stages) {
     if (st.step_only_bytes > 0) {
       a.push_back(

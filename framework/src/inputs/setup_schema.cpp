@@ -40,6 +40,7 @@ std::vector<SetupKnob> build_knobs() {
   add_offload_knobs(k);
   add_moe_knobs(k);
   add_communication_knobs(k);
+  add_graph_knobs(k);
   add_kernel_knobs(k);
   add_infrastructure_knobs(k);
   add_precision_knobs(k);
@@ -110,6 +111,9 @@ constexpr const char* kFlagOrder[] = {
     "overlap-param-gather",
     "ddp-bucket-size",
     "ddp-pad-buckets-for-high-nccl-busbw",
+    "cuda-graph-impl",
+    "cuda-graph-modules",
+    "cuda-graph-warmup-steps",
     "cross-entropy-loss-fusion",
     "cross-entropy-fusion-impl",
     "cublas-workspace-config",
@@ -657,12 +661,6 @@ constexpr NotModelled kNotModelled[] = {
      "method per GEMM)"},
     {"overlap-param-gather-with-optimizer-step", "overlapped parameter all-gather"},
     {"overlap-p2p-communication-warmup-flush", "overlapped pipeline send/receive buffers"},
-    {"cuda-graph-impl", "the memory pools of CUDA graphs"},
-    {"cuda-graph-modules", "the memory pools of CUDA graphs"},
-    {"cuda-graph-scope", "the memory pools of CUDA graphs"},
-    {"cuda-graph-warmup-steps", "the memory pools of CUDA graphs"},
-    {"enable-cuda-graph", "the memory pools of CUDA graphs"},
-    {"external-cuda-graph", "the memory pools of CUDA graphs"},
     {"delay-wgrad-compute", "weight gradients delayed for overlap"},
     {"moe-permute-fusion", "the fused token permutation's buffers"},
     {"moe-permute-fusion-into-hybridep", "HybridEP's own permutation buffers"},

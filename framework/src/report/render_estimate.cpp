@@ -194,6 +194,13 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"activation_gb", gib(s.activation_bytes)},
         {"total_gb", gib(s.total_bytes)},
     });
+    if (s.cuda_graph_capture_bytes > 0) {
+      // With CUDA graphs only (docs/memory-model.md, "CUDA graphs").
+      auto& js = stages.back();
+      js["cuda_graph_capture_bytes"] = s.cuda_graph_capture_bytes;
+      js["cuda_graph_replay_bytes"] = s.cuda_graph_replay_bytes;
+      js["cuda_graph_pool_bytes"] = s.cuda_graph_pool_bytes;
+    }
   }
   j["stages"] = stages;
   const auto& peak = est.peak();

@@ -34,6 +34,10 @@ constexpr EnumName kTokenDispatcherArr[] = {{"alltoall", static_cast<int>(TokenD
 // transformer_config.py moe_flex_dispatcher_backend (ncclep is refused by the knob: not modelled).
 constexpr EnumName kFlexBackendArr[] = {{"deepep", static_cast<int>(FlexBackend::kDeepEP)},
                                         {"hybridep", static_cast<int>(FlexBackend::kHybridEP)}};
+// --cuda-graph-impl (transformer_config.py cuda_graph_impl; full_iteration is refused by the knob).
+constexpr EnumName kCudaGraphImplArr[] = {{"none", static_cast<int>(CudaGraphImpl::kNone)},
+                                          {"local", static_cast<int>(CudaGraphImpl::kLocal)},
+                                          {"transformer_engine", static_cast<int>(CudaGraphImpl::kTransformerEngine)}};
 // Transformer Engine's names (attn_forward_func_with_cp takes exactly these).
 constexpr EnumName kCpCommTypeArr[] = {{"p2p", static_cast<int>(CpCommType::kP2P)},
                                        {"all_gather", static_cast<int>(CpCommType::kAllGather)},
@@ -69,6 +73,7 @@ const EnumTable kDTypeNames = kDTypeArr;
 const EnumTable kAttentionBackendNames = kAttentionBackendArr;
 const EnumTable kTokenDispatcherNames = kTokenDispatcherArr;
 const EnumTable kFlexBackendNames = kFlexBackendArr;
+const EnumTable kCudaGraphImplNames = kCudaGraphImplArr;
 const EnumTable kCpCommTypeNames = kCpCommTypeArr;
 const EnumTable kRecomputeGranularityNames = kRecomputeGranularityArr;
 const EnumTable kRecomputeMethodNames = kRecomputeMethodArr;

@@ -26,6 +26,7 @@ const char* to_string(FlexBackend b) { return enum_name(kFlexBackendNames, stati
 const char* to_string(CpCommType c) { return enum_name(kCpCommTypeNames, static_cast<int>(c)); }
 const char* to_string(FsdpSharding s) { return enum_name(kFsdpShardingNames, static_cast<int>(s)); }
 const char* to_string(FsdpKind k) { return enum_name(kFsdpKindNames, static_cast<int>(k)); }
+const char* to_string(CudaGraphImpl i) { return enum_name(kCudaGraphImplNames, static_cast<int>(i)); }
 const char* to_string(RecomputeGranularity g) { return enum_name(kRecomputeGranularityNames, static_cast<int>(g)); }
 const char* to_string(RecomputeMethod m) { return enum_name(kRecomputeMethodNames, static_cast<int>(m)); }
 
@@ -236,6 +237,65 @@ std::uint32_t parse_offload_modules(const std::string& text) {
     throw UsageError(
         fmt::format("Invalid choices for offload_modules: {{{}}}. Allowed modules are: {{{}}}", invalid, allowed));
   }
+  return out;
+}
+
+namespace {
+struct CudaGraphModuleName {
+  const char* name;
+  CudaGraphModule flag;
+};
+// enums.py CudaGraphModule, in CudaGraphModule order (mamba: hybrid models, not modelled here).
+constexpr CudaGraphModuleName kCudaGraphModuleNames[] = {
+    {"attn", kGraphAttn},
+    {"mlp", kGraphMlp},
+    {"moe", kGraphMoe},
+    {"moe_router", kGraphMoeRouter},
+    {"moe_preprocess", kGraphMoePreprocess},
+};
+}  // namespace
+
+std::string cuda_graph_modules_to_string(std::uint32_t modules) {
+  std::string out;
+  for (const auto& m : kCudaGraphModuleNames) {
+    if (!(modules & m.flag)) continue;
+    if (!out.empty()) out += ",";
+    out += m.name;
+  }
+  return out;
+}
+
+std::uint32_t parse_cuda_graph_modules(const std::string& text) {
+  std::string cleaned;
+  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
+  std::stringstream ss(cleaned);
+  std::string item;
+  std::uint32_t out = 0;
+  int items = 0;
+  bool full = false;
+  while (ss >> item) {
+    ++items;
+    if (item == "full") {
+      full = true;
+      continue;
+    }
+    if (item == "mamba")
+      throw UsageError("--cuda-graph-modules mamba: hybrid Mamba models are not modelled (decoder-only GPT/MoE only)");
+    if (item == "full_iteration" || item == "full_iteration_inference")
+      throw UsageError(fmt::format(
+          "--cuda-graph-modules {}: whole-iteration CUDA graphs (--cuda-graph-impl full_iteration) are not modelled",
+          item));
+    const auto it = std::find_if(std::begin(kCudaGraphModuleNames), std::end(kCudaGraphModuleNames),
+                                 [&](const CudaGraphModuleName& m) { return item == m.name; });
+    if (it == std::end(kCudaGraphModuleNames))
+      throw UsageError(
+          fmt::format("--cuda-graph-modules: unknown scope '{}' (attn, mlp, moe, moe_router, "
+                      "moe_preprocess, or full for the whole layer)",
+                      item));
+    out |= it->flag;
+  }
+  // cuda_graph_config.py normalize_cuda_graph_modules.
+  if (full && items > 1) throw UsageError("--cuda-graph-modules: full scope cannot be used with other scopes.");
   return out;
 }
 

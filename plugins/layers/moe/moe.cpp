@@ -123,10 +123,15 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   // context, grouped fc1 in expert_fc1's, the expert activation in moe_act's; the router, the
   // token dispatcher, fc2 and the shared experts run outside any offload context.
   // The separate pre-MLP TENorm keeps its input ...
+  // CUDA graphs' moe_router scope (transformer_layer.py _get_submodules_under_cudagraphs)
+  // captures the pre-MLP norm, the router and the shared experts when they are not overlapped;
+  // moe_preprocess the dispatcher's preprocess (mark_graph_scope below).
+  const std::size_t router_scope_first = out.saved.size();
   add_act(out, "moe/norm_input", ab * Tl * h, kOffloadMlpNorm, Tl * h);
   // ... and its output is kept by the router and shared-expert GEMMs (or by the `moe`
   // checkpoint as its input); `layernorm` recompute discards and recomputes it.
   if (!rc.has(kRecomputeLayernorm) || rc.has(kRecomputeMoe)) add_act(out, "moe/norm_output", ab * Tl * h, 0, Tl * h);
+  mark_graph_scope(out, router_scope_first, kGraphMoeRouter);
   const auto& comm = ctx.setup.comm;
   const bool flex = ctx.setup.dispatcher == TokenDispatcher::kFlex;
   const bool hybridep = flex && comm.flex_backend == FlexBackend::kHybridEP;
@@ -136,11 +141,15 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const CheckedInt score_b = f.router_fp32 ? CheckedInt(4) : ab;
   if (!rc.has(kRecomputeMoe)) {
     // router.py: logits and scores per token and expert (fp32), and the routing map (bool).
+    const std::size_t router_first = out.saved.size();
     add_act(out, "moe/router", Tl * E * (score_b + 4 + 1), 0, Tl * E);
+    mark_graph_scope(out, router_first, kGraphMoeRouter);
     if (flex && !hybridep) {
+      const std::size_t preprocess_first = out.saved.size();
       // _DeepepManager.setup_metadata: torch.topk turns the routing map into int64 indices of
       // the TP x top-k chosen experts, which topk keeps for its backward.
       add_act(out, "moe/deepep_topk_indices", 8 * Tl * f.top_k * etp, 0, Tl * f.top_k * etp);
+      mark_graph_scope(out, preprocess_first, kGraphMoePreprocess);
     }
     // Grouped GEMM fc1 keeps the dispatched tokens [N, h] (token_dispatcher.py permute + A2A).
     // Offloading expert_fc1 makes it keep the original 16-bit input instead of its FP8 copy
@@ -163,8 +172,10 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     add_act(out, "moe/permuted_probs", 4 * N, kOffloadMoeAct, N);
     if (S > 0 && (!rc.has(kRecomputeSharedExperts) || shared_overlap)) {
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
+      const std::size_t shared_first = out.saved.size();
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
       add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
+      if (!shared_overlap) mark_graph_scope(out, shared_first, kGraphMoeRouter);
     }
     if (shared_overlap && ctx.sequence_parallel) {
       // shared_experts.py pre_forward_comm: the overlapped shared experts gather their input

@@ -59,7 +59,13 @@ struct StageEstimate {
   std::int64_t optimizer_step_bytes = 0;
   std::int64_t step_only_bytes = 0;       // part of optimizer_bytes that exists from the step to the next zero_grad
   std::int64_t step_transient_bytes = 0;  // Megatron-FSDP: the next forward's first layers, gathered in the step
-  const char* peak_phase = "forward-backward";  // or "optimizer-step"
+  const char* peak_phase = "forward-backward";  // or "optimizer-step", "cuda-graph-capture"
+  // With CUDA graphs (--cuda-graph-impl; 0 without): the capture's peak, a replayed step's
+  // forward/backward (forward_backward_bytes is the larger of it and an eager warm-up step's) and
+  // the graphs' private pool, reserved but not allocated while they replay (in the upper bound).
+  std::int64_t cuda_graph_capture_bytes = 0;
+  std::int64_t cuda_graph_replay_bytes = 0;
+  std::int64_t cuda_graph_pool_bytes = 0;
   // What the caching allocator's block rounding can add at the forward/backward peak (1 MiB per
   // live activation tensor above 1 MiB); part of the upper bound only.
   std::int64_t allocator_slack_bytes = 0;

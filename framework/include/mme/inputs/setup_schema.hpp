@@ -96,6 +96,7 @@ struct SetupKnob {
   // UsageError for an unknown name.
   std::uint32_t (*parse_modules)(const std::string& text) = nullptr;
   std::string (*modules_text)(std::uint32_t modules) = nullptr;
+  bool modules_may_be_empty = false;  // kModules: an empty list means something (CUDA graphs: the whole layer)
 
   // --- Megatron-LM --------------------------------------------------------------------------
   // Value flags: the spellings, the first one printed; bool knobs: the store_true switches.

@@ -102,6 +102,12 @@ inline void add_act(BlockActivations& out, std::string_view name, CheckedInt byt
   if (bytes != 0) out.saved.push({name, bytes.value(), module, tensor_elements.value()});
 }
 
+// Marks the saved terms from index `first` on as captured by the partial CUDA-graph scopes
+// `scope` (ActTerm::graph_scope): call it with out.saved.size() taken before adding them.
+inline void mark_graph_scope(BlockActivations& out, std::size_t first, std::uint32_t scope) {
+  for (std::size_t i = first; i < out.saved.size(); ++i) out.saved.begin()[i].graph_scope |= scope;
+}
+
 // --- Costs (BlockCosts) ----------------------------------------------------------------------
 
 // The GEMM FLOPs and weight bytes of a block's forward pass, from its parameter terms: 2 FLOPs

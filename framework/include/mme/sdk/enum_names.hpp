@@ -22,7 +22,8 @@ extern const EnumTable kPrecisionNames;
 extern const EnumTable kDTypeNames;
 extern const EnumTable kAttentionBackendNames;
 extern const EnumTable kTokenDispatcherNames;
-extern const EnumTable kFlexBackendNames;  // deepep | hybridep
+extern const EnumTable kFlexBackendNames;    // deepep | hybridep
+extern const EnumTable kCudaGraphImplNames;  // none | local | transformer_engine
 extern const EnumTable kCpCommTypeNames;
 extern const EnumTable kRecomputeGranularityNames;
 extern const EnumTable kRecomputeMethodNames;

@@ -63,6 +63,11 @@ struct ActTerm {
   // Elements of each tensor the term holds (the smallest, if they differ): activation
   // offloading moves only tensors of at least a minimum size. 0: unknown, never offloaded.
   std::int64_t tensor_elements = 0;
+  // The partial CUDA-graph scopes (CudaGraphModule bits of training_setup.hpp) whose graph
+  // captures the term inside a block the graphs cover only in part: a MoE block's pre-MLP norm
+  // and router (moe_router), its dispatcher preprocess (moe_preprocess). 0: only the whole
+  // block's scope (attn for an attention block, mlp or moe for an MLP block) captures it.
+  std::uint32_t graph_scope = 0;
 };
 
 struct BlockParams {

@@ -176,6 +176,30 @@ struct CommunicationSettings {
   bool pad_buckets_for_nccl = false;                // --ddp-pad-buckets-for-high-nccl-busbw
 };
 
+// CUDA graphs (--cuda-graph-impl, --cuda-graph-modules, --cuda-graph-warmup-steps;
+// core/transformer/cuda_graphs.py, transformer_engine/pytorch/graph.py). Per-layer graphs: a
+// graphed scope's saved tensors and working memory live in the graphs' private memory pool,
+// which the caching allocator reports as reserved, not allocated, once capture is over
+// (framework/src/engine/cuda_graphs.cpp).
+enum class CudaGraphImpl { kNone, kLocal, kTransformerEngine };
+// The scopes of --cuda-graph-modules, as bit flags (0 = the whole decoder layer, Megatron's
+// default `full`, normalised to an empty list).
+enum CudaGraphModule : std::uint32_t {
+  kGraphAttn = 1u << 0,           // attn: TransformerLayer._forward_attention (input norm, attention, BDA)
+  kGraphMlp = 1u << 1,            // mlp: _forward_mlp of a dense layer
+  kGraphMoe = 1u << 2,            // moe: _forward_mlp of a MoE layer (drop-and-pad MoE only)
+  kGraphMoeRouter = 1u << 3,      // moe_router: the pre-MLP norm, the router (and unoverlapped shared experts)
+  kGraphMoePreprocess = 1u << 4,  // moe_preprocess: MoELayer.preprocess (the dispatcher's preprocess)
+};
+struct CudaGraphSettings {
+  CudaGraphImpl impl = CudaGraphImpl::kNone;  // --cuda-graph-impl (Megatron-LM's default: none)
+  std::uint32_t modules = 0;                  // --cuda-graph-modules, CudaGraphModule bits
+  std::int64_t warmup_steps = 3;              // --cuda-graph-warmup-steps (TransformerConfig default 3)
+  bool on() const { return impl != CudaGraphImpl::kNone; }
+  // Whether the graphs capture every part of a decoder layer (empty --cuda-graph-modules).
+  bool whole_layer() const { return on() && modules == 0; }
+};
+
 struct TrainingSetup {
   ParallelLayout parallel;
   PipelineSplit pipeline;
@@ -184,6 +208,7 @@ struct TrainingSetup {
   FsdpSettings fsdp;
   CommunicationSettings comm;
   ActivationOffloadSettings activation_offload;
+  CudaGraphSettings cuda_graph;
 
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 4096;
@@ -304,6 +329,7 @@ const char* to_string(FlexBackend b);
 const char* to_string(CpCommType c);
 const char* to_string(FsdpSharding s);
 const char* to_string(FsdpKind k);
+const char* to_string(CudaGraphImpl i);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 std::string recompute_modules_to_string(std::uint32_t modules);
@@ -314,6 +340,12 @@ std::string offload_modules_to_string(std::uint32_t modules);
 // Parses --offload-modules ("core_attn attn_proj", commas, spaces, brackets and quotes allowed);
 // an unknown name is a UsageError with Megatron-LM's message (transformer_config.py).
 std::uint32_t parse_offload_modules(const std::string& text);
+// CUDA graph scopes as Megatron-LM spells them: "attn,moe_router" (empty: the whole layer).
+std::string cuda_graph_modules_to_string(std::uint32_t modules);
+// Parses --cuda-graph-modules ("attn mlp", commas, brackets and quotes allowed; `full` alone is
+// the whole layer, as transformer_config.py normalises it). Throws UsageError for an unknown
+// scope, `full` next to others, and `mamba` (no hybrid models here).
+std::uint32_t parse_cuda_graph_modules(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
 // Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
 std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError

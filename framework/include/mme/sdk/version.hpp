@@ -25,7 +25,9 @@
 //    too (BlockRole, ModelSpec::lm_blocks); BlockContext gains weight_bytes, pp and vocab_local;
 //    ActTerm gains module and tensor_elements (activation offloading); TrainingSetup gains
 //    activation_offload and `comm` (CommunicationSettings: flex backend, overlaps, DDP buckets).
-#define MME_PLUGIN_API_VERSION 4
+// 5: ActTerm gains graph_scope (the partial CUDA-graph scopes that capture a term); TrainingSetup
+//    gains cuda_graph (CudaGraphSettings) and the settings of the mechanisms modelled with it.
+#define MME_PLUGIN_API_VERSION 5
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

@@ -474,7 +474,7 @@ J check_value(const FieldDef& f, const J& v, const std::function<void(const std:
       } catch (const UsageError& e) {
         fail(e.what());
       }
-      if (modules == 0) fail("expected at least one module");
+      if (modules == 0 && !(f.knob && f.knob->modules_may_be_empty)) fail("expected at least one module");
       J list = J::array();
       std::stringstream ss(f.knob ? knob_modules_text(*f.knob, modules) : recompute_modules_to_string(modules));
       std::string item;

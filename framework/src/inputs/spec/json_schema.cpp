@@ -86,6 +86,7 @@ std::vector<std::string> module_names(const SetupKnob* k) {
   std::stringstream ss(k ? knob_modules_text(*k, all) : recompute_modules_to_string(all));
   std::string item;
   while (std::getline(ss, item, ',')) out.push_back(item);
+  if (k && k->modules_may_be_empty) out.emplace_back("full");  // CUDA graphs: `full`, the whole layer
   return out;
 }
 
@@ -115,13 +116,14 @@ OJ spec_value_schema(const FieldDef& f) {
                {{{"enum", f.values}}, {{"type", "string"}, {"pattern", alternatives_pattern(accepted_spellings(f))}}}}};
     }
     case Ty::kString: return {{"type", "string"}, {"minLength", 1}};
-    case Ty::kModules:
-      return {{"anyOf",
-               {{{"type", "array"},
-                 {"items", {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, false)}}},
-                 {"contains", {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, true)}}},
-                 {"examples", {module_names(f.knob)}}},
-                {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, true)}}}}};
+    case Ty::kModules: {
+      // An empty list is refused, unless the knob gives it a meaning (CUDA graphs: the whole layer).
+      const bool may_be_empty = f.knob && f.knob->modules_may_be_empty;
+      OJ list{{"type", "array"}, {"items", {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, false)}}}};
+      if (!may_be_empty) list["contains"] = {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, true)}};
+      list["examples"] = {module_names(f.knob)};
+      return {{"anyOf", {list, {{"type", "string"}, {"pattern", modules_text_pattern(f.knob, !may_be_empty)}}}}};
+    }
     case Ty::kLayerFreq:
       return {{"anyOf",
                {{{"type", "integer"}, {"minimum", 1}},
@@ -304,7 +306,8 @@ OJ setup_value_schema(const std::vector<const SetupKnob*>& knobs) {
       case KnobKind::kModules: {
         std::string names;
         for (const auto& n : module_names(&k)) names += (names.empty() ? "" : "|") + n;
-        value = {{"type", "string"}, {"pattern", fmt::format("^(?:{0})(?:,(?:{0}))*$", names)}};
+        const std::string list = fmt::format("(?:{0})(?:,(?:{0}))*", names);
+        value = {{"type", "string"}, {"pattern", k.modules_may_be_empty ? "^(?:" + list + ")?$" : "^" + list + "$"}};
         break;
       }
       case KnobKind::kEnv:
