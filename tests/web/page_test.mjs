@@ -4,7 +4,8 @@
 // CLI built next to it). An invalid layout must show the engine's message, the one the CLI prints.
 //
 //   node page_test.mjs --site DIR --mme PATH --chromium PATH --modules DIR --artifacts DIR
-// Exit 77 (CTest's skip) when there is no site (emscripten absent) or no Chromium.
+// Exit 77 (CTest's skip) when there is no site (emscripten absent) or no Chromium, or 1 (a
+// failure) for either when MME_REQUIRE_WEB=1 is in the environment (.ci/run sets it).
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -13,14 +14,13 @@ import { pathToFileURL } from "node:url";
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, "")] = process.argv[i + 1] ?? "";
-if (!args.site || !existsSync(path.join(args.site, "index.html"))) {
-  console.log("SKIP: no web site was built (emscripten not found)");
-  process.exit(77);
+const required = process.env.MME_REQUIRE_WEB === "1";
+function missing(what) {
+  console.log(required ? `FAIL: ${what}, and MME_REQUIRE_WEB=1 asks for the page test` : `SKIP: ${what}`);
+  process.exit(required ? 1 : 77);
 }
-if (!args.chromium || !existsSync(args.chromium)) {
-  console.log("SKIP: no Chromium");
-  process.exit(77);
-}
+if (!args.site || !existsSync(path.join(args.site, "index.html"))) missing("no web site was built (emscripten not found)");
+if (!args.chromium || !existsSync(args.chromium)) missing("no Chromium");
 const require = createRequire(path.join(path.resolve(args.modules), "index.js"));
 const puppeteer = require("puppeteer-core");
 mkdirSync(args.artifacts, { recursive: true });
