@@ -14,6 +14,7 @@
   let lastDoc = null;
   let jsonUrl = null;
   let svgUrl = null;
+  let specUrl = null;
   const kept = [];
 
   function call(request) {
@@ -58,6 +59,28 @@
     if (!setup.distributed_optimizer) words.push("--no-distributed-optimizer");
     if ($("gpu").value) words.push("--gpu", $("gpu").value);
     return words;
+  }
+
+  // A spec file (docs/spec-files.md) for `mme estimate --config FILE`: the model as its `hf` base
+  // and the layout as the engine resolved it (doc.setup), so the spec file's own defaults
+  // (sequence parallelism off, ...) do not change the estimate.
+  function specYaml(doc, modelArg) {
+    const s = doc.setup;
+    const q = (v) => (typeof v === "string" ? JSON.stringify(v) : String(v));
+    const section = (name, fields) =>
+      `${name}:\n` + fields.filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `  ${k}: ${q(v)}\n`).join("");
+    return "# mme estimate --config FILE (docs/spec-files.md), written by mme's browser page\n" +
+      section("model", [["hf", modelArg]]) +
+      section("parallelism", [["tensor_model_parallel_size", s.tp], ["pipeline_model_parallel_size", s.pp],
+        ["virtual_pipeline_model_parallel_size", s.vpp], ["context_parallel_size", s.cp],
+        ["expert_model_parallel_size", s.ep], ["expert_tensor_parallel_size", s.etp],
+        ["num_layers_in_first_pipeline_stage", s.num_layers_in_first_pipeline_stage],
+        ["num_layers_in_last_pipeline_stage", s.num_layers_in_last_pipeline_stage]]) +
+      section("training", [["micro_batch_size", s.micro_batch_size], ["seq_length", s.seq_length],
+        ["sequence_parallel", s.sequence_parallel], ["use_distributed_optimizer", s.distributed_optimizer],
+        ["recompute_granularity", s.recompute_granularity === "none" ? null : s.recompute_granularity]]) +
+      section("infrastructure", [["world_size", s.num_gpus], ["gpu", $("gpu").value || null]]) +
+      section("precision", [["params_dtype", s.precision]]);
   }
 
   function showError(message) {
@@ -132,6 +155,9 @@
     if (svgUrl) URL.revokeObjectURL(svgUrl);
     svgUrl = URL.createObjectURL(new Blob(['<?xml version="1.0" encoding="UTF-8"?>\n' + (doc.svg ?? "")], { type: "image/svg+xml" }));
     $("export_svg").href = svgUrl;
+    if (specUrl) URL.revokeObjectURL(specUrl);
+    specUrl = URL.createObjectURL(new Blob([specYaml(doc, cliWords(setup)[2])], { type: "application/yaml" }));
+    $("export_spec").href = specUrl;
     $("timing").textContent = `computed in ${ms.toFixed(1)} ms`;
   }
 

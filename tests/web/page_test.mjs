@@ -178,6 +178,12 @@ try {
     execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--svg", svgFile], { stdio: "ignore" });
     check(got.chartBars === 1 && (await blobText("export_svg")) === readFileSync(svgFile, "utf8"),
       `${c.name}: the chart is \`mme estimate --svg\`'s`);
+    // The spec file: `mme estimate --config FILE` gives the same stages.
+    const specFile = path.join(tmp, `${c.name}.yaml`);
+    writeFileSync(specFile, await blobText("export_spec"));
+    const fromSpec = JSON.parse(execFileSync(args.mme, ["estimate", "--config", specFile, "--json"], { encoding: "utf8", cwd: tmp }));
+    check(JSON.stringify(fromSpec.stages.map((s) => s.total_bytes)) === JSON.stringify(want.stages.map((s) => s.total_bytes)) &&
+      fromSpec.peak.upper_bytes === want.peak.upper_bytes, `${c.name}: the exported spec file, run with --config, gives the page's stages`);
     await page.screenshot({ path: path.join(args.artifacts, `${c.name}.png`), fullPage: true });
   }
 
