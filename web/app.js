@@ -83,6 +83,34 @@
       section("precision", [["params_dtype", s.precision]]);
   }
 
+  // The choices the model allows, offered as suggestions (the fields stay free; the engine's
+  // message explains a refusal): TP divides the attention heads and the query groups, EP the
+  // routed experts. From the config.json's own keys (Hugging Face names).
+  const divisors = (n) => [...Array(n).keys()].map((i) => i + 1).filter((d) => n % d === 0);
+  const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+  function offerChoices() {
+    let cfg = null;
+    try {
+      cfg = mode() === "bundled" ? JSON.parse(call({ command: "config", model: $("model").value }).config)
+        : JSON.parse($("config_text").value);
+      cfg = cfg.text_config ?? cfg;
+    } catch (e) {
+      cfg = null;
+    }
+    const int = (v) => (Number.isInteger(v) && v > 0 ? v : null);
+    const heads = int(cfg?.num_attention_heads);
+    const groups = int(cfg?.num_key_value_heads) ?? heads;
+    const experts = int(cfg?.n_routed_experts ?? cfg?.num_experts ?? cfg?.num_local_experts);
+    const tp = heads && groups ? divisors(gcd(heads, groups)) : [];
+    const ep = experts ? divisors(experts) : [1];
+    for (const [id, values] of [["tp-choices", tp], ["ep-choices", ep]])
+      $(id).replaceChildren(...values.map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
+    $("choices").textContent = (tp.length ? `TP: ${tp.join(", ")} (divides ${heads} heads and ${groups} query groups)` : "") +
+      (experts ? `; EP: ${ep.join(", ")} (divides ${experts} experts)` : "");
+    $("choices").dataset.tp = tp.join(",");
+    $("choices").dataset.ep = ep.join(",");
+  }
+
   function showError(message) {
     $("error").textContent = message;
     $("error").hidden = false;
@@ -185,9 +213,15 @@
     $("edit_config").hidden = m !== "bundled";
   }
 
+  let choicesFor = null;
   function recompute() {
     const start = performance.now();
     updateBoxes();
+    const key = mode() === "bundled" ? $("model").value : $("config_text").value;
+    if (key !== choicesFor) {
+      choicesFor = key;
+      offerChoices();
+    }
     writeHash();
     lastDoc = null;
     let setup;

@@ -197,6 +197,13 @@ try {
   check(bad.error !== null && bad.error.length > 0 && cli.stderr.includes(bad.error),
     `invalid layout: the page's message is the CLI's (${cli.stderr.trim()})`);
   await page.screenshot({ path: path.join(args.artifacts, "invalid.png"), fullPage: true });
+  // The TP choices the page offers are the ones the CLI's message lists ("1, 2 or 4").
+  const listed = cli.stderr.match(/: ([\d, or]+) \(/)?.[1].split(/, | or /).join(",");
+  const offered = await page.$eval("#choices", (e) => e.dataset.tp);
+  check(listed !== undefined && offered === listed, `choices: TP offered ${offered} == the CLI's ${listed}`);
+  await setLayout("deepseek-ai/DeepSeek-V3", {});
+  const offeredEp = await page.$eval("#choices", (e) => e.dataset.ep);
+  check(offeredEp === "1,2,4,8,16,32,64,128,256", `choices: EP offered for DeepSeek-V3's 256 experts (${offeredEp})`);
 
   // config.json in the editor: the bundled one copied in ("Edit its config.json"), then edited
   // (24 layers), then broken JSON, then without num_hidden_layers. The CLI reads the same text
