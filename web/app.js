@@ -1,13 +1,21 @@
 // The page of mme in the browser (docs/web.md): the form becomes the `setup` block of
 // `mme estimate --json`, mme.js (the engine in WebAssembly) answers with the same document, and
-// the result is repainted on every change.
+// the result is repainted on every change. The model is a bundled one, a config.json pasted,
+// uploaded or edited in place, or one the page fetches from the hub. The form's state is kept in
+// the URL's hash (a shareable link; never the config.json text nor the token).
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
   const intFields = ["tp", "pp", "vpp", "cp", "ep", "etp", "num_gpus", "micro_batch_size", "seq_length",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"];
+  const hashFields = [...intFields, "recompute_granularity", "sequence_parallel", "gpu", "hub_id"];
   let engine = null;
+  let lastDoc = null;
+  let jsonUrl = null;
+  let svgUrl = null;
+  let specUrl = null;
+  const kept = [];
 
   function call(request) {
     const ptr = engine.ccall("mme_web_run", "number", ["string"], [JSON.stringify(request)]);
@@ -23,6 +31,7 @@
     if (cls) td.className = cls;
     return td;
   };
+  const mode = () => ($("model").value.startsWith("@") ? $("model").value : "bundled");
 
   // The form as the JSON `setup` block: empty fields are left out (the engine's defaults).
   function setupBlock() {
@@ -39,20 +48,76 @@
     return setup;
   }
 
+  // The equivalent command line (docs/cli.md: each field is the flag of the same name).
+  const quote = (w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`);
+  function cliWords(setup) {
+    const m = mode();
+    const words = ["mme", "estimate", m === "bundled" ? $("model").value : m === "@hub" ? $("hub_id").value.trim() : "config.json"];
+    for (const id of intFields) if (id in setup) words.push("--" + id.replace(/_/g, "-"), String(setup[id]));
+    if (setup.recompute_granularity) words.push("--recompute-granularity", setup.recompute_granularity);
+    if ("sequence_parallel" in setup) words.push(setup.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
+    if (!setup.distributed_optimizer) words.push("--no-distributed-optimizer");
+    if ($("gpu").value) words.push("--gpu", $("gpu").value);
+    return words;
+  }
+
+  // A spec file (docs/spec-files.md) for `mme estimate --config FILE`: the model as its `hf` base
+  // and the layout as the engine resolved it (doc.setup), so the spec file's own defaults
+  // (sequence parallelism off, ...) do not change the estimate.
+  function specYaml(doc, modelArg) {
+    const s = doc.setup;
+    const q = (v) => (typeof v === "string" ? JSON.stringify(v) : String(v));
+    const section = (name, fields) =>
+      `${name}:\n` + fields.filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `  ${k}: ${q(v)}\n`).join("");
+    return "# mme estimate --config FILE (docs/spec-files.md), written by mme's browser page\n" +
+      section("model", [["hf", modelArg]]) +
+      section("parallelism", [["tensor_model_parallel_size", s.tp], ["pipeline_model_parallel_size", s.pp],
+        ["virtual_pipeline_model_parallel_size", s.vpp], ["context_parallel_size", s.cp],
+        ["expert_model_parallel_size", s.ep], ["expert_tensor_parallel_size", s.etp],
+        ["num_layers_in_first_pipeline_stage", s.num_layers_in_first_pipeline_stage],
+        ["num_layers_in_last_pipeline_stage", s.num_layers_in_last_pipeline_stage]]) +
+      section("training", [["micro_batch_size", s.micro_batch_size], ["seq_length", s.seq_length],
+        ["sequence_parallel", s.sequence_parallel], ["use_distributed_optimizer", s.distributed_optimizer],
+        ["recompute_granularity", s.recompute_granularity === "none" ? null : s.recompute_granularity]]) +
+      section("infrastructure", [["world_size", s.num_gpus], ["gpu", $("gpu").value || null]]) +
+      section("precision", [["params_dtype", s.precision]]);
+  }
+
+  // The choices the model allows, offered as suggestions (the fields stay free; the engine's
+  // message explains a refusal): TP divides the attention heads and the query groups, EP the
+  // routed experts. From the config.json's own keys (Hugging Face names).
+  const divisors = (n) => [...Array(n).keys()].map((i) => i + 1).filter((d) => n % d === 0);
+  const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+  function offerChoices() {
+    let cfg = null;
+    try {
+      cfg = mode() === "bundled" ? JSON.parse(call({ command: "config", model: $("model").value }).config)
+        : JSON.parse($("config_text").value);
+      cfg = cfg.text_config ?? cfg;
+    } catch (e) {
+      cfg = null;
+    }
+    const int = (v) => (Number.isInteger(v) && v > 0 ? v : null);
+    const heads = int(cfg?.num_attention_heads);
+    const groups = int(cfg?.num_key_value_heads) ?? heads;
+    const experts = int(cfg?.n_routed_experts ?? cfg?.num_experts ?? cfg?.num_local_experts);
+    const tp = heads && groups ? divisors(gcd(heads, groups)) : [];
+    const ep = experts ? divisors(experts) : [1];
+    for (const [id, values] of [["tp-choices", tp], ["ep-choices", ep]])
+      $(id).replaceChildren(...values.map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
+    $("choices").textContent = (tp.length ? `TP: ${tp.join(", ")} (divides ${heads} heads and ${groups} query groups)` : "") +
+      (experts ? `; EP: ${ep.join(", ")} (divides ${experts} experts)` : "");
+    $("choices").dataset.tp = tp.join(",");
+    $("choices").dataset.ep = ep.join(",");
+  }
+
   function showError(message) {
     $("error").textContent = message;
     $("error").hidden = false;
     $("summary").hidden = true;
   }
 
-  function paint(doc, ms) {
-    $("error").hidden = true;
-    $("summary").hidden = false;
-    const peak = doc.peak;
-    $("peak-gib").textContent = gib(peak.total_bytes);
-    $("peak-stage").textContent = String(peak.pp_rank);
-    $("peak-bytes").textContent = String(peak.total_bytes);
-    $("upper-gib").textContent = gib(peak.upper_bytes);
+  function paintTables(doc) {
     const stages = $("stages").tBodies[0];
     stages.replaceChildren();
     for (const s of doc.stages) {
@@ -76,40 +141,214 @@
       cell(row, gib(f.needed_bytes));
       cell(row, f.fits ? "fits" : "does not fit", f.fits ? "fits" : "nofit");
     }
+    // The peak stage's components ("category/name" -> bytes), largest first within a category.
+    const peakStage = doc.stages.find((s) => s.pp_rank === doc.peak.pp_rank) ?? doc.stages[0];
+    $("components-stage").textContent = String(peakStage.pp_rank);
+    const comps = $("components").tBodies[0];
+    comps.replaceChildren();
+    const entries = Object.entries(peakStage.components ?? {}).map(([key, bytes]) => {
+      const cut = key.indexOf("/");
+      return { category: cut < 0 ? key : key.slice(0, cut), name: cut < 0 ? "" : key.slice(cut + 1), key, bytes };
+    });
+    entries.sort((a, b) => a.category.localeCompare(b.category) || b.bytes - a.bytes);
+    for (const e of entries) {
+      const row = comps.insertRow();
+      row.dataset.key = e.key;
+      cell(row, e.category);
+      cell(row, e.name);
+      cell(row, gib(e.bytes));
+      cell(row, String(e.bytes), "bytes");
+    }
+  }
+
+  function paint(doc, ms, setup) {
+    $("error").hidden = true;
+    $("summary").hidden = false;
+    const peak = doc.peak;
+    $("peak-gib").textContent = gib(peak.total_bytes);
+    $("peak-stage").textContent = String(peak.pp_rank);
+    $("peak-bytes").textContent = String(peak.total_bytes);
+    $("upper-gib").textContent = gib(peak.upper_bytes);
+    $("upper-bytes").textContent = String(peak.upper_bytes);
+    $("upper-stage").textContent = String(peak.upper_pp_rank);
+    $("chart").innerHTML = doc.svg ?? "";  // the engine's SVG (render_svg: text escaped)
+    paintTables(doc);
+    $("cli-command").textContent = cliWords(setup).map(quote).join(" ");
+    const exported = { ...doc };
+    delete exported.svg;
+    if (jsonUrl) URL.revokeObjectURL(jsonUrl);
+    jsonUrl = URL.createObjectURL(new Blob([JSON.stringify(exported, null, 2) + "\n"], { type: "application/json" }));
+    $("export_json").href = jsonUrl;
+    // The chart as `mme estimate --svg FILE` writes it (a standalone file: the XML declaration).
+    if (svgUrl) URL.revokeObjectURL(svgUrl);
+    svgUrl = URL.createObjectURL(new Blob(['<?xml version="1.0" encoding="UTF-8"?>\n' + (doc.svg ?? "")], { type: "image/svg+xml" }));
+    $("export_svg").href = svgUrl;
+    if (specUrl) URL.revokeObjectURL(specUrl);
+    specUrl = URL.createObjectURL(new Blob([specYaml(doc, cliWords(setup)[2])], { type: "application/yaml" }));
+    $("export_spec").href = specUrl;
     $("timing").textContent = `computed in ${ms.toFixed(1)} ms`;
   }
 
+  // The state of the form in the URL's hash, and back.
+  function writeHash() {
+    const p = new URLSearchParams();
+    p.set("model", $("model").value);
+    for (const id of hashFields) if ($(id).value.trim() !== "") p.set(id, $(id).value.trim());
+    if (!$("distributed_optimizer").checked) p.set("distributed_optimizer", "false");
+    history.replaceState(null, "", "#" + p.toString());
+  }
+  function readHash() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ""));
+    if (p.has("model") && [...$("model").options].some((o) => o.value === p.get("model"))) $("model").value = p.get("model");
+    for (const id of [...intFields, "hub_id"]) if (p.has(id)) $(id).value = p.get(id);
+    for (const id of ["recompute_granularity", "sequence_parallel", "gpu"])
+      if (p.has(id) && [...$(id).options].some((o) => o.value === p.get(id))) $(id).value = p.get(id);
+    if (p.has("distributed_optimizer")) $("distributed_optimizer").checked = p.get("distributed_optimizer") !== "false";
+  }
+
+  function updateBoxes() {
+    const m = mode();
+    $("hub-box").hidden = m !== "@hub";
+    $("config-box").hidden = m === "bundled";
+    $("edit_config").hidden = m !== "bundled";
+  }
+
+  let choicesFor = null;
   function recompute() {
+    const start = performance.now();
+    updateBoxes();
+    const key = mode() === "bundled" ? $("model").value : $("config_text").value;
+    if (key !== choicesFor) {
+      choicesFor = key;
+      offerChoices();
+    }
+    writeHash();
+    lastDoc = null;
     let setup;
     try {
       setup = setupBlock();
     } catch (e) {
       showError(e.message);
+      document.body.dataset.state = "error";
       return;
     }
-    const request = { model: $("model").value, setup, gpu: $("gpu").value };
+    const m = mode();
+    const request = { setup, gpu: $("gpu").value, svg: true };
+    if (m === "bundled") {
+      request.model = $("model").value;
+    } else if ($("config_text").value.trim() === "") {
+      showError(m === "@hub" ? "Fetch the model's config.json from the hub first (the Fetch button)."
+        : "Paste or upload a config.json.");
+      document.body.dataset.state = "error";
+      return;
+    } else {
+      request.config_text = $("config_text").value;
+    }
     const t0 = performance.now();
     const doc = call(request);
     const ms = performance.now() - t0;
     if (doc.error) showError(doc.error.message);
-    else paint(doc, ms);
+    else paint(doc, ms, setup);
+    lastDoc = doc.error ? null : { doc, setup, model: m === "bundled" ? $("model").value : m === "@hub" ? $("hub_id").value : "config.json" };
     document.body.dataset.state = doc.error ? "error" : "ready";
+    document.body.dataset.recomputeMs = (performance.now() - start).toFixed(2);
   }
 
-  function fill(select, values) {
+  // The history of the layouts kept; each row restores its form.
+  function snapshot() {
+    const s = { model: $("model").value, distributed_optimizer: $("distributed_optimizer").checked };
+    for (const id of hashFields) s[id] = $(id).value;
+    return s;
+  }
+  function restore(s) {
+    $("model").value = s.model;
+    for (const id of hashFields) $(id).value = s[id];
+    $("distributed_optimizer").checked = s.distributed_optimizer;
+    recompute();
+  }
+  function keep() {
+    if (!lastDoc) return;
+    const { doc, setup, model } = lastDoc;
+    const entry = { state: snapshot(), model, doc };
+    kept.push(entry);
+    const row = $("history").tBodies[0].insertRow();
+    cell(row, String(kept.length));
+    cell(row, model);
+    cell(row, cliWords(setup).slice(3).join(" "));
+    cell(row, gib(doc.peak.total_bytes), "peak");
+    cell(row, gib(doc.peak.upper_bytes));
+    cell(row, doc.fits.filter((f) => f.fits).map((f) => f.hardware).join(", ") || "none");
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = "Restore";
+    b.className = "restore";
+    b.addEventListener("click", () => restore(entry.state));
+    row.insertCell().appendChild(b);
+    $("history-box").hidden = false;
+  }
+
+  // The hub: GET <endpoint>/<id>/resolve/main/config.json, with the token if one is given. The
+  // token lives in the field only (not in the URL, not stored).
+  async function fetchHub() {
+    const id = $("hub_id").value.trim();
+    if (!/^[\w.-]+\/[\w.-]+$/.test(id)) {
+      $("hub_status").textContent = "A hub id is org/name.";
+      return;
+    }
+    const url = `${$("hub_endpoint").value.trim().replace(/\/+$/, "")}/${id}/resolve/main/config.json`;
+    const headers = {};
+    if ($("hub_token").value.trim()) headers.Authorization = `Bearer ${$("hub_token").value.trim()}`;
+    $("hub_status").textContent = `fetching ${url} ...`;
+    document.body.dataset.hub = "fetching";
+    try {
+      const res = await fetch(url, { headers });
+      if (!res.ok) throw new Error(`${res.status} ${res.statusText}`.trim());
+      $("config_text").value = await res.text();
+      $("hub_status").textContent = `fetched ${url}`;
+    } catch (e) {
+      $("hub_status").textContent = `could not fetch ${url}: ${e.message}`;
+    }
+    document.body.dataset.hub = "done";
+    recompute();
+  }
+
+  function fill(parent, values) {
     for (const v of values) {
       const o = document.createElement("option");
       o.value = o.textContent = v;
-      select.appendChild(o);
+      parent.appendChild(o);
     }
   }
 
   createMme().then((module) => {
     engine = module;
-    fill($("model"), call({ command: "models" }).models);
+    fill($("bundled"), call({ command: "models" }).models);
     fill($("gpu"), call({ command: "gpus" }).gpus.map((g) => g.name));
+    readHash();
     $("form").addEventListener("input", recompute);
     $("form").addEventListener("change", recompute);
+    $("edit_config").addEventListener("click", () => {
+      $("config_text").value = call({ command: "config", model: $("model").value }).config;
+      $("model").value = "@config";
+      recompute();
+    });
+    $("config_file").addEventListener("change", async (e) => {
+      const file = e.target.files[0];
+      if (!file) return;
+      $("config_text").value = await file.text();
+      if (mode() === "bundled") $("model").value = "@config";
+      recompute();
+    });
+    $("hub_fetch").addEventListener("click", fetchHub);
+    $("keep").addEventListener("click", keep);
+    $("copy_command").addEventListener("click", () => {
+      const done = (text) => {
+        $("copy_command").textContent = text;
+        setTimeout(() => ($("copy_command").textContent = "Copy the command"), 2000);
+      };
+      if (!navigator.clipboard) return done("Copy: select the command above");
+      navigator.clipboard.writeText($("cli-command").textContent).then(() => done("Copied"), () => done("Copy: select the command above"));
+    });
     recompute();
   }, (e) => showError("the engine did not load: " + e));
 })();

@@ -3,7 +3,12 @@
 //   {"model": "deepseek-ai/DeepSeek-V3" | {config.json object}, "setup": {the `setup` block of
 //    `mme estimate --json`}, "gpu": "H100-SXM-80GB" (optional)}
 //     -> the document of `mme estimate --json` (estimate_to_json), "next_steps" left empty
+//     with "config_text": the text of a config.json (pasted, uploaded or fetched from the hub by
+//       the page) instead of "model": written to the module's file system as config.json and
+//       loaded as `mme estimate config.json` loads it (the same errors, the same adapters);
+//     with "svg": true, also "svg": the per-stage chart (`mme estimate --svg`, inline SVG).
 //   {"command": "models"} -> {"models": ["org/name", ...]}   (the bundled zoo, under /models)
+//   {"command": "config", "model": "org/name"} -> {"config": the text of its config.json}
 //   {"command": "gpus"}   -> {"gpus": [{"name", "memory_bytes"}, ...]}
 //   any failure           -> {"error": {"code": exit code of the CLI, "message": text}}
 //
@@ -12,6 +17,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +34,7 @@
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/report/render_estimate.hpp>
+#include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/plugin.hpp>
@@ -66,9 +74,23 @@ ModelSpec request_model(const nlohmann::json& model) {
   throw UsageError("\"model\" must be a bundled model name or a config.json object");
 }
 
+// A config.json given as text: the file the CLI would read (its errors name it "config.json").
+ModelSpec text_model(const std::string& text) {
+  const char* path = "config.json";  // in the module's working folder, "/"
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) throw UsageError("config.json could not be written to the page's file system");
+  }
+  return load_model(path, registry());
+}
+
 nlohmann::json estimate(const nlohmann::json& request) {
-  if (!request.contains("model")) throw UsageError("the request has no \"model\"");
-  const ModelSpec model = request_model(request["model"]);
+  const auto config_text = request.find("config_text");
+  const bool from_text = config_text != request.end();
+  if (from_text && !config_text->is_string()) throw UsageError("\"config_text\" must be the text of a config.json");
+  if (!from_text && !request.contains("model")) throw UsageError("the request has no \"model\"");
+  const ModelSpec model = from_text ? text_model(config_text->get<std::string>()) : request_model(request["model"]);
   TrainingSetup setup;
   const auto block = request.find("setup");
   if (block != request.end()) {
@@ -96,6 +118,12 @@ nlohmann::json estimate(const nlohmann::json& request) {
   for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
   nlohmann::json doc = cli::estimate_to_json(model, est, fits);
   doc["next_steps"] = nlohmann::json::array();  // not computed in the browser yet
+  if (request.value("svg", false)) {
+    cli::SvgOptions so;
+    so.chosen_gpu = gpu;
+    so.standalone = false;
+    doc["svg"] = cli::render_estimate_svg(model, est, fits, so);
+  }
   return doc;
 }
 
@@ -108,6 +136,15 @@ nlohmann::json run(const std::string& text) {
     for (const auto& b : list_bundled_models(default_zoo_dirs())) names.push_back(b.name);
     return {{"models", names}};
   }
+  if (command == "config") {
+    const std::string name = request.value("model", std::string());
+    for (const auto& b : list_bundled_models(default_zoo_dirs())) {
+      if (b.name != name) continue;
+      std::ifstream in(b.path, std::ios::binary);
+      return {{"config", std::string(std::istreambuf_iterator<char>(in), {})}};
+    }
+    throw UsageError("'" + name + "' is not a bundled model");
+  }
   if (command == "gpus") {
     nlohmann::json gpus = nlohmann::json::array();
     for (const auto& h : registry().hardware())
@@ -115,7 +152,7 @@ nlohmann::json run(const std::string& text) {
     return {{"gpus", gpus}};
   }
   if (command == "estimate") return estimate(request);
-  throw UsageError("unknown command '" + command + "' (estimate, models, gpus)");
+  throw UsageError("unknown command '" + command + "' (estimate, models, config, gpus)");
 }
 
 }  // namespace
