@@ -706,6 +706,10 @@ void add_assumptions(const Pass& ps, Estimate& est) {
                                                   : "fused (native)"));
   if (!s.gradient_accumulation_fusion)
     a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
+  // fused_bias_dropout.py: the same function, compiled or eager; both keep dropout's 1-byte mask.
+  if (!s.bias_dropout_fusion)
+    a.push_back(
+        "no bias-dropout-add fusion: the eager bias-dropout-add keeps the same dropout mask (no memory effect)");
   add_offload_assumptions(ps, a);
   add_graph_assumptions(ps, a);
   for (const auto& st : est.stages) {

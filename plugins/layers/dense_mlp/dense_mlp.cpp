@@ -39,6 +39,7 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   const CheckedInt h = m.hidden_size, f = ctx.layer.mlp.ffn_hidden_size, t = ctx.tp;
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
   const CheckedInt fc1_width = CheckedInt(m.gated_linear_unit ? 2 : 1) * f;
+  const bool unfused_glu = m.gated_linear_unit && !gated_activation_fused(ctx, false);
 
   // No fine-grained offload group covers a dense MLP: the TE spec fuses its norm into
   // linear_fc1 (pre_mlp_layernorm is IdentityOp, so mlp_norm has nothing to offload) and
@@ -53,6 +54,10 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
     add_act(out, "mlp/fc1_output", ab * T * fc1_width / t, 0, T * fc1_width / t);
     // linear_fc2 keeps its input, the activation output [s, b, f/TP].
     add_act(out, "mlp/activation_output", li * T * f / t, 0, T * f / t);
+    // mlp.py MLP.forward, glu() without the fused kernel (--no-bias-swiglu-fusion or
+    // --no-bias-gelu-fusion): the product act(x_glu) * x_linear keeps act(x_glu) [s, b, f/TP]
+    // besides x_linear, a view of fc1's output (x_glu's activation keeps the other half).
+    if (unfused_glu) add_act(out, "mlp/activation_glu_act", ab * T * f / t, 0, T * f / t);
   }
   if (ctx.layer.post_mlp_norm) add_act(out, "mlp/post_norm_input", ab * Tl * h, 0, Tl * h);
   add_act(out, "mlp/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
@@ -60,6 +65,9 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   // Backward: gradients of fc1's output and of the activation output, the block input's
   // gradient before the SP reduce-scatter, and the re-gathered fc1 input under SP.
   CheckedInt transient = ab * T * (fc1_width + f) / t + ab * T * h;
+  // Unfused glu()'s backward: the gradients of x_glu and x_linear [s, b, f/TP] each exist next
+  // to their concatenation into the gradient of fc1's output (chunk's backward).
+  if (unfused_glu) transient += ab * T * f / t;
   if (ctx.sequence_parallel) transient += li * T * h;
   out.transient = transient.value();
 }

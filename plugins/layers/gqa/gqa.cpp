@@ -79,6 +79,14 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
     add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d, kOffloadQkvLinear, T * nkv * d);
   }
+  if (ctx.model.position_embedding == PositionEmbedding::kRope && !ctx.setup.apply_rope_fusion) {
+    // rope_utils.py _apply_rotary_pos_emb_bshd (--no-rope-fusion): each of Q and K is rotated
+    // as t * cos_ + rotate_half(t) * sin_, whose products keep cos_ and sin_, made per call in
+    // the activation dtype [s/CP, 1, 1, d] (no batch dimension); t itself is not kept. TE's fused
+    // kernel keeps only the model's one freqs tensor, shared by every layer.
+    const CheckedInt s_local = CheckedInt(ctx.setup.seq_length) / ctx.cp;
+    add_act(out, "attention/rope_cos_sin", 4 * ab * s_local * d, 0, s_local * d);
+  }
   // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps).
   const CheckedInt q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
   add_act(out, "attention/q", q_bytes, kOffloadCoreAttn, T * nq * d);

@@ -92,6 +92,14 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     add_act(out, "attention/kv", ab * T * nl * (dq + dv), kOffloadCoreAttn, T * nl * dv);
     // The rope key gathered over SP before it is broadcast to the heads.
     add_act(out, "attention/k_pos_emb", ab * T * d_rope, kOffloadQkvLinear, T * d_rope);
+    if (!ctx.setup.apply_rope_fusion) {
+      // multi_latent_attention.py qkv_up_proj_and_rope_apply without the fused MLA kernels
+      // (--no-rope-fusion): apply_rotary_pos_emb on q_pos_emb and k_pos_emb, two calls of
+      // rope_utils.py _apply_rotary_pos_emb_bshd, whose products keep cos_ and sin_ [s/CP, 1, 1,
+      // d_rope] in the activation dtype each. The fused kernels keep the model's cached cos/sin.
+      const CheckedInt s_local = CheckedInt(ctx.setup.seq_length) / ctx.cp;
+      add_act(out, "attention/rope_cos_sin", 4 * ab * s_local * d_rope, kOffloadQkvLinear, s_local * d_rope);
+    }
   }
   if (!rc.has(kRecomputeCoreAttn)) {
     if (flash) {

@@ -118,6 +118,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
   const CheckedInt g = m.gated_linear_unit ? 2 : 1;
   const CheckedInt N = expert_tokens(ctx);
+  const bool expert_glu_fused = g == 2 && gated_activation_fused(ctx, true);
 
   // Offload groups (transformer_layer.py, moe/experts.py): the pre-MLP TENorm in the mlp_norm
   // context, grouped fc1 in expert_fc1's, the expert activation in moe_act's; the router, the
@@ -162,11 +163,16 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
     if (!rc.has(kRecomputeMoeAct)) {
       add_act(out, "moe/expert_activation_output", li * N * F / etp, 0, N * F / etp);
-      // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl); other
-      // activations go through activation_func_with_probs (experts.py), whose product with the
-      // routing probabilities keeps the unscaled activation for the probabilities' gradient.
-      if (!(m.gated_linear_unit && (m.activation == "silu" || m.activation == "swish")))
+      // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl, off with
+      // --no-bias-swiglu-fusion); otherwise experts.py bias_act_func multiplies the activation by
+      // the routing probabilities in torch, which keeps the unscaled activation for the
+      // probabilities' gradient ...
+      if (!expert_glu_fused)
         add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp, kOffloadMoeAct, N * F / etp);
+      // ... and a gated one's glu() (experts.py bias_act_func) keeps act(x_glu) [N, F / ETP] for
+      // the product with x_linear.
+      if (g == 2 && !expert_glu_fused)
+        add_act(out, "moe/expert_activation_glu_act", ab * N * F / etp, kOffloadMoeAct, N * F / etp);
     }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
     add_act(out, "moe/permuted_probs", 4 * N, kOffloadMoeAct, N);
@@ -175,6 +181,10 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       const std::size_t shared_first = out.saved.size();
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
       add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
+      // shared_experts.py (MLP.forward, or linear_fc1_forward_and_act when overlapped): glu()
+      // without the fused kernel keeps act(x_glu) [s, b, S/TP] for the product with x_linear.
+      if (g == 2 && !gated_activation_fused(ctx, false))
+        add_act(out, "moe/shared_activation_glu_act", ab * T * S / t, 0, T * S / t);
       if (!shared_overlap) mark_graph_scope(out, shared_first, kGraphMoeRouter);
     }
     if (shared_overlap && ctx.sequence_parallel) {

@@ -22,6 +22,18 @@ inline CheckedInt bda_dropout_mask_bytes(const BlockContext& ctx) {
   return ctx.hidden_dropout > 0 ? CheckedInt(ctx.local_tokens) * ctx.model.hidden_size : CheckedInt(0);
 }
 
+// Whether a gated MLP's activation runs in one of Megatron-LM's fused kernels, which keep only
+// their input (fc1's output): mlp.py MLP.forward takes bias_swiglu_impl for SwiGLU
+// (--no-bias-swiglu-fusion turns it off) and bias_geglu_impl for a gated F.gelu
+// (--no-bias-gelu-fusion, which arguments.py also turns off without --add-bias-linear). The routed
+// experts (experts.py TEGroupedMLP and SequentialMLP, which scale by the routing probabilities)
+// fuse SwiGLU only. Unfused, glu() = act(x_glu) * x_linear also keeps act(x_glu) for the product.
+inline bool gated_activation_fused(const BlockContext& ctx, bool routed_experts) {
+  const auto& m = ctx.model;
+  if (m.activation == "silu" || m.activation == "swish") return ctx.setup.bias_swiglu_fusion;
+  return !routed_experts && m.activation == "gelu" && m.add_bias_linear && ctx.setup.bias_gelu_fusion;
+}
+
 // Key length the unfused attention scores of one CP rank span.
 inline CheckedInt attention_key_length(const BlockContext& ctx) { return CheckedInt(ctx.setup.seq_length) / ctx.cp; }
 

@@ -231,6 +231,13 @@ struct TrainingSetup {
   bool cross_entropy_te = false;
   bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion turns it off
   bool masked_softmax_fusion = true;         // --no-masked-softmax-fusion turns it off
+  // Megatron-LM's fused kernels that change what autograd saves (docs/memory-model.md, "Fusions"):
+  // --no-bias-swiglu-fusion, --no-bias-gelu-fusion (bias_activation_fusion, mlp.py), --no-rope-fusion
+  // (apply_rope_fusion, rope_utils.py); --no-bias-dropout-fusion saves the same tensors either way.
+  bool bias_swiglu_fusion = true;
+  bool bias_gelu_fusion = true;  // Megatron-LM turns it off without --add-bias-linear (arguments.py)
+  bool apply_rope_fusion = true;
+  bool bias_dropout_fusion = true;
   // --attention-softmax-in-fp32 (set by --apply-query-key-layer-scaling): what Megatron's own
   // attention softmax computes in when it falls back to torch softmax.
   bool attention_softmax_in_fp32 = false;
