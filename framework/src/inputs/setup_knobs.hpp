@@ -274,6 +274,7 @@ void add_communication_knobs(std::vector<SetupKnob>& k);  // setup_knobs_comm.cp
 void add_kernel_knobs(std::vector<SetupKnob>& k);
 void add_infrastructure_knobs(std::vector<SetupKnob>& k);
 void add_precision_knobs(std::vector<SetupKnob>& k);
+void add_low_precision_knobs(std::vector<SetupKnob>& k);  // called by add_precision_knobs
 void add_model_override_knobs(std::vector<SetupKnob>& k);
 
 }  // namespace mme::setup_knobs_detail

@@ -95,6 +95,14 @@ constexpr const char* kFlagOrder[] = {
     "optimizer",
     "precision",
     "fp8-param-gather",
+    "fp8-format",
+    "fp8-recipe",
+    "fp8-amax-history-len",
+    "first-last-layers-bf16",
+    "num-layers-at-start-in-bf16",
+    "num-layers-at-end-in-bf16",
+    "fp4-format",
+    "fp4-param-gather",
     "attention-backend",
     "transformer-impl",
     "moe-token-dispatcher",
@@ -425,10 +433,11 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
       if (s.precision == Precision::kBF16 || s.precision == Precision::kFP8) flag("bf16");
       if (s.precision == Precision::kFP8) {
         flag("fp8-format");
-        a.push_back("e4m3");
+        a.push_back(to_string(s.low_precision.fp8_format.value_or(Fp8Format::kE4M3)));
       }
       continue;
     }
+    if (id == "fp8-format") continue;  // printed with --bf16 above
     if (id == "optimizer-cpu-offload-fraction") {
       if (s.optimizer.cpu_offload_fraction > 0) {
         flag("optimizer-cpu-offload");
@@ -676,11 +685,6 @@ constexpr NotModelled kNotModelled[] = {
     {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
     {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
     {"empty-unused-memory-level", "the caching allocator's behaviour"},
-    {"fp8-recipe", "the FP8 recipe's scaling buffers (FP8 GEMMs are modelled)"},
-    {"fp8-amax-history-len", "the FP8 amax history"},
-    {"first-last-layers-bf16", "bf16 first and last layers under FP8"},
-    {"num-layers-at-start-in-bf16", "bf16 first layers under FP8"},
-    {"num-layers-at-end-in-bf16", "bf16 last layers under FP8"},
     {"use-flash-attn", "the deprecated flash-attention switch (give --attention-backend flash)"},
     {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
     {"use-packed-sequence", "packed sequences"},
