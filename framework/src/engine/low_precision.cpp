@@ -183,7 +183,10 @@ void add_low_precision_assumptions(const TrainingSetup& s, int cc, std::vector<s
                                        : "; no FP8 transposes (Blackwell GEMM layouts)";
   a.push_back(line);
   if (const char* req = recipe_gpu_requirement(r, cc))
-    a.push_back(fmt::format("{}: Transformer Engine refuses the recipe on this GPU when training starts", req));
+    a.push_back(
+        fmt::format("{}: Transformer Engine refuses the recipe when training starts on a GPU of compute "
+                    "capability {}.{} (the one estimated for)",
+                    req, cc / 10, cc % 10));
   if (has_bf16_layers(s))
     a.push_back(fmt::format("first {} and last {} decoder layers in bf16 (no quantized inputs or weight copies)",
                             lp.layers_at_start_in_bf16, lp.layers_at_end_in_bf16));
