@@ -182,12 +182,14 @@ TEST_F(CudaGraphs, MegatronFlags) {
   auto megatron = [](const std::string& text) {
     return setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
   };
-  TrainingSetup s = megatron("--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess "
-                             "--cuda-graph-warmup-steps 0");
+  TrainingSetup s = megatron(
+      "--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess "
+      "--cuda-graph-warmup-steps 0");
   EXPECT_EQ(s.cuda_graph.impl, CudaGraphImpl::kTransformerEngine);
   EXPECT_EQ(s.cuda_graph.modules, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess);
   EXPECT_EQ(s.cuda_graph.warmup_steps, 0);
-  EXPECT_EQ(megatron("--external-cuda-graph --cuda-graph-scope full").cuda_graph.impl, CudaGraphImpl::kTransformerEngine);
+  EXPECT_EQ(megatron("--external-cuda-graph --cuda-graph-scope full").cuda_graph.impl,
+            CudaGraphImpl::kTransformerEngine);
   EXPECT_EQ(megatron("--external-cuda-graph --cuda-graph-scope full").cuda_graph.modules, 0u);
   EXPECT_EQ(megatron("--enable-cuda-graph").cuda_graph.impl, CudaGraphImpl::kLocal);
   EXPECT_EQ(megatron("--enable-cuda-graph").cuda_graph.warmup_steps, 3);

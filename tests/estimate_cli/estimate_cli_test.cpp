@@ -471,6 +471,36 @@ TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
   EXPECT_EQ(clean.err, "");
 }
 
+// --megatron-args with an FP8 recipe (issue 16): accepted, no longer listed as not modelled, and
+// the estimate moves by what the recipe's tensors take (docs/memory-model.md, "Low-precision
+// recipes"). kTinyLaunch: 4 layers, h 256, 8 heads, FFN 4h = 1024 (GELU), T = 1024 tokens, DP 8.
+TEST(EstimateCli, MegatronFp8RecipeIsModelled) {
+  auto estimate = [](const std::string& extra) {
+    const auto r = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--fp8-format hybrid " + extra, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    return nlohmann::json::parse(r.out);
+  };
+  const auto delayed = estimate("");
+  const auto blockwise = estimate("--fp8-recipe blockwise");
+  EXPECT_EQ(blockwise["setup"]["fp8_recipe"], "blockwise");
+  EXPECT_EQ(blockwise["setup"]["fp8_format"], "hybrid");
+  EXPECT_EQ(delayed["setup"]["fp8_recipe"], "delayed");  // Megatron-LM's default
+  for (const auto& a : blockwise["assumptions"])
+    EXPECT_EQ(a.get<std::string>().find("not modelled"), std::string::npos) << a;
+  // Per layer, the four saved GEMM inputs [1024, K] (K = 256 for qkv, proj, fc1; 1024 for fc2)
+  // carry fp32 1x128 scales [ceil(1024 / 128), round_up(K, 4)]: 4 x 8 x (3 x 256 + 1024) = 57,344
+  // B, against one 4-byte scale_inv each under delayed scaling: 4 x (57,344 - 16) = 229,312 B.
+  // The weight cache adds the 128x128 block scales of its two copies, 8 B per 16384 of the
+  // 4 x 12 x 256^2 GEMM weights: 1,536 B; delayed scaling's state goes: 16 GEMMs x 5 x 4 B x 2.
+  const std::int64_t expected = 229312 + 1536 - 16 * 5 * 4 * 2;
+  EXPECT_EQ(blockwise["stages"][0]["forward_backward_bytes"].get<std::int64_t>() -
+                delayed["stages"][0]["forward_backward_bytes"].get<std::int64_t>(),
+            expected);
+  EXPECT_FALSE(blockwise["stages"][0]["components"].contains("other/fp8_scaling_state"));
+  EXPECT_EQ(delayed["stages"][0]["components"]["other/fp8_scaling_state"], 640);
+}
+
 // An unknown value of a known flag: exit 2 (a flag) or 3 (a spec field), naming the flag and
 // the values it takes, on every path.
 TEST(EstimateCli, UnknownValuesOfKnownFlagsNameTheFlagAndTheValues) {

@@ -224,6 +224,27 @@ std::vector<Case> cases() {
       {"precision", [](S& s) { s.precision = Precision::kFP16; }},
       {"precision", [](S& s) { s.precision = Precision::kFP32; }},
       {"fp8-param-gather", [](S& s) { s.precision = Precision::kFP8, s.fp8_param_gather = true; }},
+      {"fp8-format", [](S& s) { s.precision = Precision::kFP8, s.low_precision.fp8_format = Fp8Format::kHybrid; }},
+      {"fp8-recipe", [](S& s) { s.precision = Precision::kFP8, s.low_precision.fp8_recipe = Fp8Recipe::kBlockwise; }},
+      {"fp8-recipe", [](S& s) { s.precision = Precision::kFP8, s.low_precision.fp8_recipe = Fp8Recipe::kMxfp8; }},
+      {"fp8-amax-history-len", [](S& s) { s.precision = Precision::kFP8, s.low_precision.amax_history_len = 16; }},
+      {"first-last-layers-bf16",
+       [](S& s) {
+         s.precision = Precision::kFP8, s.low_precision.fp8_recipe = Fp8Recipe::kTensorwise;
+         s.low_precision.first_last_layers_bf16 = true;
+       }},
+      {"num-layers-at-start-in-bf16",
+       [](S& s) {
+         s.precision = Precision::kFP8, s.low_precision.fp8_recipe = Fp8Recipe::kTensorwise;
+         s.low_precision.first_last_layers_bf16 = true, s.low_precision.layers_at_start_in_bf16 = 2;
+       }},
+      {"num-layers-at-end-in-bf16",
+       [](S& s) {
+         s.precision = Precision::kFP8, s.low_precision.fp8_recipe = Fp8Recipe::kMxfp8;
+         s.low_precision.first_last_layers_bf16 = true, s.low_precision.layers_at_end_in_bf16 = 0;
+       }},
+      {"fp4-format", [](S& s) { s.low_precision.fp4 = true; }},
+      {"fp4-param-gather", [](S& s) { s.low_precision.fp4 = true, s.low_precision.fp4_param_gather = true; }},
       {"main-grads-dtype", [](S& s) { s.optimizer.main_grads = DType::kBF16; }},
       {"main-params-dtype", precision_aware([](S& s) { s.optimizer.main_params = DType::kFP16; })},
       {"exp-avg-dtype", precision_aware([](S& s) { s.optimizer.exp_avg = DType::kBF16; })},

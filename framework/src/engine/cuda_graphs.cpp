@@ -45,9 +45,12 @@ void validate_cuda_graphs(const ModelSpec& m, const TrainingSetup& s) {
     throw LayoutError("cuda_graph_modules must not contain both moe and moe_router.");
   if ((mods & kGraphMoePreprocess) && !(mods & kGraphMoeRouter))
     throw LayoutError("moe_preprocess cuda graph is only supported with moe_router cuda graph.");
-  const bool any_moe = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts > 1; });
-  const bool any_dense = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts <= 1; });
-  if (!any_moe && (mods & (kGraphMoe | kGraphMoeRouter))) throw LayoutError("moe cuda graph is only supported for MoE.");
+  const bool any_moe =
+      std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts > 1; });
+  const bool any_dense =
+      std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts <= 1; });
+  if (!any_moe && (mods & (kGraphMoe | kGraphMoeRouter)))
+    throw LayoutError("moe cuda graph is only supported for MoE.");
   if (any_moe && !any_dense && (mods & kGraphMlp))
     throw LayoutError("mlp cuda graph is only supported for dense layers, but not found in the model.");
   const bool drop_and_pad = s.moe_capacity_factor && s.moe_pad_to_capacity;
@@ -62,13 +65,14 @@ void validate_cuda_graphs(const ModelSpec& m, const TrainingSetup& s) {
   if (rc.granularity == RecomputeGranularity::kFull)
     throw LayoutError("full recompute is only supported with full iteration CUDA graph.");
   if (g.impl == CudaGraphImpl::kTransformerEngine && rc.has(kRecomputeMoe) && (mods & kGraphMoeRouter))
-    throw LayoutError("moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.");
+    throw LayoutError(
+        "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.");
   const bool whole = mods == 0;
   if (s.attention_dropout.value_or(m.attention_dropout) != 0.0 && (whole || (mods & kGraphAttn)) &&
       rc.has(kRecomputeCoreAttn))
     throw LayoutError("attention dropout is not supported with graphed attention recomputation.");
-  if (s.hidden_dropout.value_or(m.hidden_dropout) != 0.0 &&
-      (((whole || (mods & kGraphMlp)) && rc.has(kRecomputeMlp)) || ((whole || (mods & kGraphMoe)) && rc.has(kRecomputeMoe))))
+  if (s.hidden_dropout.value_or(m.hidden_dropout) != 0.0 && (((whole || (mods & kGraphMlp)) && rc.has(kRecomputeMlp)) ||
+                                                             ((whole || (mods & kGraphMoe)) && rc.has(kRecomputeMoe))))
     throw LayoutError("hidden dropout is not supported with graphed MLP/MoE recomputation.");
   // transformer_layer.py _te_cuda_graph_replay_impl.
   if (s.comm.ep_overlap && any_moe && (whole || (mods & kGraphMoe)))
@@ -113,7 +117,8 @@ void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, Typ
   out.grad_output_bytes = hidden;
   if (partial) {
     out.grad_output_bytes = 2 * hidden + CheckedInt(4) * ps.blocks.local_tokens * layer.mlp.num_experts;
-    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !ps.s.comm.shared_expert_overlap) out.grad_output_bytes += hidden;
+    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !ps.s.comm.shared_expert_overlap)
+      out.grad_output_bytes += hidden;
   }
 }
 
@@ -136,7 +141,8 @@ void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, st
   static_inputs += n * mb * per_input;
 }
 
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved, CheckedInt transient) {
+GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved,
+                         CheckedInt transient) {
   GraphPhases out;
   const CudaGraphSettings& cg = ps.s.cuda_graph;
   if (!cg.on()) return out;
@@ -162,8 +168,9 @@ void add_graph_assumptions(const Pass& ps, std::vector<std::string>& out) {
       "allocated (TE >= 2.7 buffer reuse assumed)",
       to_string(g.impl), scope));
   if (g.impl == CudaGraphImpl::kTransformerEngine && g.warmup_steps == 0)
-    out.emplace_back("--cuda-graph-warmup-steps 0: no eager step runs before the capture, so the peak is the capture's "
-                     "or a replayed step's");
+    out.emplace_back(
+        "--cuda-graph-warmup-steps 0: no eager step runs before the capture, so the peak is the capture's "
+        "or a replayed step's");
 }
 
 }  // namespace mme

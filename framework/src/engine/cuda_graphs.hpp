@@ -34,12 +34,12 @@ void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, Typ
 
 // A stage's graphed layers, summed over its chunks by stage_layers (estimator_pass.cpp).
 struct StageGraphs {
-  CheckedInt saved = 0;              // graphed saved bytes of every layer and micro-batch in flight
-  CheckedInt transient = 0;          // the largest graphed working set
-  CheckedInt eager_transient = 0;    // the largest working set outside the graphs
-  CheckedInt static_inputs = 0;      // static input buffers (one per graphed layer and micro-batch in flight)
-  CheckedInt grad_outputs = 0;       // the largest output-gradient buffer set
-  CheckedInt hidden_bytes = 0;       // one layer input [s/TP (SP)/CP, b, h] in bf16
+  CheckedInt saved = 0;            // graphed saved bytes of every layer and micro-batch in flight
+  CheckedInt transient = 0;        // the largest graphed working set
+  CheckedInt eager_transient = 0;  // the largest working set outside the graphs
+  CheckedInt static_inputs = 0;    // static input buffers (one per graphed layer and micro-batch in flight)
+  CheckedInt grad_outputs = 0;     // the largest output-gradient buffer set
+  CheckedInt hidden_bytes = 0;     // one layer input [s/TP (SP)/CP, b, h] in bf16
   // Adds n layers of kind e with mb micro-batches in flight.
   void add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, std::int64_t mb);
 };
@@ -54,8 +54,7 @@ struct GraphPhases {
 };
 // `base`: static memory during forward/backward without the buffers; `saved` and `transient`:
 // the stage's activations as if no graph ran.
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved,
-                         CheckedInt transient);
+GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved, CheckedInt transient);
 
 // The assumption lines of a CUDA-graph setup (none without graphs).
 void add_graph_assumptions(const Pass& ps, std::vector<std::string>& out);

@@ -72,6 +72,7 @@ struct TypeEval {
   BlockActivations attn_acts, mlp_acts;
   std::vector<std::pair<std::string, std::int64_t>> named_saved;  // "activations/<term>", bytes
   CheckedInt large_saved = 0;  // saved tensors of at least kLargeAlloc bytes (allocator rounding)
+  CheckedInt gemms = 0;        // quantized TE GEMMs (te_gemm_count, low_precision.hpp); 0 in bf16 layers
   LayerGraphs graphs;          // with per-layer CUDA graphs
 };
 
@@ -184,8 +185,11 @@ inline BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const
 // The blocks' parameters, by shard class, into an LmBlockEval (FP8-castable: GEMM weights only).
 void add_block_params(LmBlockEval& e, const BlockParams& p);
 // Transformer Engine casts the GEMM weights of the transformer layers to FP8; norms and the
-// router stay in the training dtype, and so do the embedding and Megatron's own output layer.
+// router stay in the training dtype, and so do the embedding and Megatron's own output layer,
+// and the GEMMs' biases (transformer_config.py fp8_param: "biases will remain unchanged"; a
+// routed-experts term holds its biases inside and is taken whole).
 inline bool is_fp8_gemm_weight(const ParamTerm& t) {
+  if (t.name.ends_with("_bias")) return false;
   switch (t.group) {
     case ParamGroup::kNorms:
     case ParamGroup::kRouter:
@@ -218,6 +222,8 @@ struct Pass {
   std::int64_t vocab = 0;  // padded
   std::int64_t wgrad_bytes = 2;
   std::vector<TypeEval> evals;  // per layer type
+  // Per layer type, the layers --first-last-layers-bf16 keeps in bf16 (empty unless it applies).
+  std::vector<TypeEval> bf16_evals;
   TypeEval mtp_eval;
   LmBlockEval embedding, output_head, mtp_projection;  // mtp_projection: empty without MTP
   PipelinePartition part;

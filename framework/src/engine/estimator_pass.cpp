@@ -14,6 +14,7 @@
 #include "communication_buffers.hpp"
 #include "cuda_graphs.hpp"
 #include "estimator_internal.hpp"
+#include "low_precision.hpp"
 #include "sharded_data_parallel.hpp"
 
 namespace mme {
@@ -48,11 +49,13 @@ namespace {
 
 // One layer kind under the pass's layout: its parameters, what it keeps per micro-batch and its
 // busiest moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
-void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeEval& e) {
+// `blocks`: the pass's layout, or the bf16 one of --first-last-layers-bf16 (then no GEMM is quantized).
+void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeEval& e,
+                         const BlockLayout* blocks = nullptr) {
   const auto& s = ps.s;
   const auto& options = ps.options;
   const std::int64_t wgrad_bytes = ps.wgrad_bytes;
-  const BlockContext ctx = make_context(ps.im.model, ps.blocks, lt.spec, is_mtp);
+  const BlockContext ctx = make_context(ps.im.model, blocks ? *blocks : ps.blocks, lt.spec, is_mtp);
 
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, e.attn_params);
@@ -60,6 +63,12 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
   });
   add_params(e, e.attn_params);
   add_params(e, e.mlp_params);
+  if (blocks) {
+    e.fp8_params = 0;  // built outside the quantized model context: bf16 weights, no copies
+  } else if (ps.fp8) {
+    const std::int64_t experts = lt.spec.mlp.num_experts / std::max<std::int64_t>(ctx.ep, 1);
+    e.gemms = te_gemm_count(e.attn_params, experts) + te_gemm_count(e.mlp_params, experts);
+  }
   call_plugin("layer model activations", [&] {
     lt.attention->activations(ctx, e.attn_acts);
     lt.mlp->activations(ctx, e.mlp_acts);
@@ -91,6 +100,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
 // micro-batches in flight keep for backward, its busiest moment and the global buffer.
 struct StageLayers {
   CheckedInt tp_params, rep_params, exp_params, fp8_params;
+  CheckedInt gemms;                                         // quantized TE GEMMs of the stage (their scaling state)
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
   StageGraphs graphs;  // with CUDA graphs (cuda_graphs.cpp)
@@ -107,7 +117,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   const auto& layer_input_bytes = ps.layer_input_bytes;
   const auto& im = ps.im;
   const auto& rc = ps.s.recompute;
-  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0;
+  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0, gemms = 0;
   // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
   CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
@@ -141,6 +151,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       rep_params += n * e.rep_params;
       exp_params += n * e.exp_params;
       fp8_params += n * e.fp8_params;
+      gemms += n * e.gemms;
       unit_dense += n * (e.tp_params + e.rep_params);
       unit_expert += n * e.exp_params;
       units += n;
@@ -174,12 +185,19 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
         groups = ceil_div(layers_in_chunk, rc.num_layers).value();
       }
     }
+    // --first-last-layers-bf16: the chunk's layers among the model's first and last ones.
+    const Bf16LayerRanges bf16 = bf16_layers_in(ps.s, im.model.num_layers, ch.first_layer, ch.num_layers);
     for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
       const std::int64_t n = im.count_in(ti, ch.first_layer, ch.num_layers);
       if (n == 0) continue;
+      const std::int64_t n_bf16 = ps.bf16_evals.empty() ? 0
+                                                        : im.count_in(ti, bf16.start_first, bf16.start_count) +
+                                                              im.count_in(ti, bf16.end_first, bf16.end_count);
       const std::int64_t rec = std::min(n, recompute_left);
       recompute_left -= rec;
-      account_layers(evals[ti], n, rec);
+      const std::int64_t rec_bf16 = std::min(n_bf16, rec);
+      if (n_bf16 > 0) account_layers(ps.bf16_evals[ti], n_bf16, rec_bf16);
+      if (n > n_bf16) account_layers(evals[ti], n - n_bf16, rec - rec_bf16);
     }
     if (ch.mtp_layers > 0) {
       const std::int64_t rec = std::min(ch.mtp_layers, recompute_left);
@@ -242,15 +260,16 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();
-  return StageLayers{tp_params,    rep_params, exp_params, fp8_params,       unit_dense,    unit_expert, units,
-                     largest_unit, saved,      transient,  sp_gather_buffer, large_tensors, graphs};
+  return StageLayers{tp_params,  rep_params,       exp_params,    fp8_params,   gemms,
+                     unit_dense, unit_expert,      units,         largest_unit, saved,
+                     transient,  sp_gather_buffer, large_tensors, graphs};
 }
 
 }  // namespace
 
 ElementBytes element_bytes(const TrainingSetup& s) {
   ElementBytes b;
-  b.fp8 = s.precision == Precision::kFP8;
+  b.fp8 = quantized_gemms(s);  // FP8 or NVFP4 GEMMs
   // Activations are kept in the training dtype: 2 bytes (bf16/fp16; FP8 GEMM inputs 1), 4 in fp32.
   b.act = s.precision == Precision::kFP32 ? 4 : 2;
   b.linear_input = b.fp8 ? 1 : b.act;
@@ -365,6 +384,16 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   validate_cuda_graphs(m, s);
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
+  if (has_bf16_layers(s)) {
+    // fp8_utils.py get_fp8_context / fp4_utils.py get_fp4_context: nullcontext() for the first and
+    // last layers, so their GEMMs and saved inputs stay in the activation dtype.
+    BlockLayout bf16 = ps.blocks;
+    bf16.linear_input_bytes = bf16.act_bytes;
+    bf16.weight_bytes = ps.param_b;
+    ps.bf16_evals.resize(im.types.size());
+    for (std::size_t i = 0; i < im.types.size(); ++i)
+      evaluate_layer_type(ps, im.types[i], false, ps.bf16_evals[i], &bf16);
+  }
   if (m.mtp_num_layers > 0) evaluate_layer_type(ps, im.types[im.mtp_type], true, ps.mtp_eval);
   evaluate_lm_block(ps, im.embedding, false, ps.embedding);
   evaluate_lm_block(ps, im.output_head, false, ps.output_head);
@@ -514,8 +543,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   ComponentSink comps(options.components);
   const std::vector<std::int64_t> inflight = inflight_microbatches(
       p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0), ep_overlap_extra_warmup(s, v));
-  auto [tp_params, rep_params, exp_params, fp8_params, unit_dense, unit_expert, units, largest_unit, saved, transient,
-        sp_gather_buffer, large_tensors, graphs] = stage_layers(ps, r, inflight, comps, st);
+  auto [tp_params, rep_params, exp_params, fp8_params, gemms, unit_dense, unit_expert, units, largest_unit, saved,
+        transient, sp_gather_buffer, large_tensors, graphs] = stage_layers(ps, r, inflight, comps, st);
   // Static memory.
   const CheckedInt dense_params = tp_params + rep_params;
   const CheckedInt parameters = dense_params + exp_params;
@@ -534,7 +563,7 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     sd.expert_group = par.expert_dp / opt.instances;
     sd.instances = opt.instances;
     sd.param_bytes = param_b;
-    sd.fp8_param_gather = s.fp8_param_gather;
+    sd.fp8_param_gather = quantized_param_gather(s);
     fsdp = sharded_data_parallel_memory(sd, s.fsdp, opt, param_dtype);
   }
   if (transient > 0) comps.add(MemoryCategory::kActivations, "activations/transient_peak", transient);
@@ -546,7 +575,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   }
 
   CheckedInt weight = param_b * parameters;
-  if (s.fp8_param_gather) weight -= (param_b - 1) * fp8_params;  // uint8 param buffer for FP8 GEMM weights
+  if (quantized_param_gather(s))  // uint8 (NVFP4: packed) param buffer for the quantized GEMM weights
+    weight -= param_b * fp8_params - ceil_div(quantized_param_half_bytes(s) * fp8_params, 2);
   CheckedInt gradient_bytes = grad_b * parameters;
   if (fsdp) weight = fsdp->weights, gradient_bytes = fsdp->gradients;
   st.weight_bytes = weight.value();
@@ -621,10 +651,16 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   }
   other += sp_gather_buffer;
   comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", sp_gather_buffer);
-  if (fp8 && !s.fp8_param_gather) {
-    // TE caches the FP8 copy (and its transpose) of every GEMM weight across micro-batches.
-    other += 2 * fp8_params;
-    comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", 2 * fp8_params);
+  if (fp8) {
+    // The recipe's copies of the GEMM weights (low_precision.cpp): TE's workspace cache across
+    // micro-batches, or the column-wise copy of primary quantized weights; its scaling state.
+    const QuantizedWeightCopies copies =
+        quantized_weight_copies(s, fp8_params, options.compute_capability, fsdp.has_value());
+    const CheckedInt scaling = scaling_state_bytes(s, gemms);
+    other += copies.workspace + copies.columnwise + scaling;
+    comps.add(MemoryCategory::kOther, "other/te_fp8_weight_cache", copies.workspace);
+    comps.add(MemoryCategory::kOther, "other/fp8_primary_weight_columnwise", copies.columnwise);
+    comps.add(MemoryCategory::kOther, "other/fp8_scaling_state", scaling);
   }
   if (fsdp) {
     other += fsdp->persistent_buffers;
@@ -721,6 +757,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
     }
   }
   add_communication_assumptions(ps, a);
+  add_low_precision_assumptions(s, ps.options.compute_capability, a);
   a.push_back(
       "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
       "and allocator fragmentation are covered by the fit verdict's reserve and headroom");

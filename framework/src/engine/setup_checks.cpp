@@ -12,6 +12,7 @@
 #include "mme/sdk/model_spec.hpp"
 
 #include "communication_buffers.hpp"
+#include "low_precision.hpp"
 
 namespace mme {
 
@@ -237,6 +238,7 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
                     "(max_position_embeddings)",
                     s.seq_length, model.max_position_embeddings));
   check_communication_model(model, s);
+  check_low_precision_setup(model, s);
 }
 
 }  // namespace mme

@@ -275,6 +275,7 @@ void add_graph_knobs(std::vector<SetupKnob>& k);          // setup_knobs_graphs.
 void add_kernel_knobs(std::vector<SetupKnob>& k);
 void add_infrastructure_knobs(std::vector<SetupKnob>& k);
 void add_precision_knobs(std::vector<SetupKnob>& k);
+void add_low_precision_knobs(std::vector<SetupKnob>& k);  // called by add_precision_knobs
 void add_model_override_knobs(std::vector<SetupKnob>& k);
 
 }  // namespace mme::setup_knobs_detail

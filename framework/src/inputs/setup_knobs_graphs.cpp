@@ -41,7 +41,8 @@ void megatron_cuda_graph_impl(const MegatronArgs& a, TrainingSetup& s) {
 void megatron_cuda_graph_modules(const MegatronArgs& a, TrainingSetup& s) {
   const auto modules = given(a, "cuda-graph-modules");
   const auto scope = given(a, "cuda-graph-scope");
-  if (modules && scope) throw UsageError("--cuda-graph-scope and --cuda-graph-modules cannot be used together. (Megatron-LM)");
+  if (modules && scope)
+    throw UsageError("--cuda-graph-scope and --cuda-graph-modules cannot be used together. (Megatron-LM)");
   if (modules) s.cuda_graph.modules = parse_cuda_graph_modules(*modules);
   if (scope) s.cuda_graph.modules = parse_cuda_graph_modules(*scope);
 }

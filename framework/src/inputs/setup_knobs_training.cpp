@@ -594,7 +594,7 @@ void add_precision_knobs(std::vector<SetupKnob>& k) {
        .values = {"bf16", "fp16", "fp8", "fp32"},
        .megatron = {"bf16", "fp16"},
        .megatron_read = megatron_precision,
-       .megatron_extra = {"fp8-format", "fp8"},
+       .megatron_extra = {"fp8"},  // and --fp8-format, the fp8-format knob's flag
        .spec_section = "precision",
        .spec_name = "params_dtype",
        .spec_values = {"bf16", "fp16", "fp32"},
@@ -619,6 +619,7 @@ void add_precision_knobs(std::vector<SetupKnob>& k) {
        .json_key = "fp8_param_gather",
        .get = [](const S& s) { return J(s.fp8_param_gather); },
        .set = [](S& s, const J& v) { s.fp8_param_gather = v.get<bool>(); }});
+  add_low_precision_knobs(k);  // format, recipe, amax history, bf16 layers, FP4 (setup_knobs_low_precision.cpp)
   add({.id = "main-grads-dtype",
        .kind = K::kEnum,
        .flag = "main-grads-dtype",

@@ -96,6 +96,14 @@ constexpr const char* kFlagOrder[] = {
     "optimizer",
     "precision",
     "fp8-param-gather",
+    "fp8-format",
+    "fp8-recipe",
+    "fp8-amax-history-len",
+    "first-last-layers-bf16",
+    "num-layers-at-start-in-bf16",
+    "num-layers-at-end-in-bf16",
+    "fp4-format",
+    "fp4-param-gather",
     "attention-backend",
     "transformer-impl",
     "moe-token-dispatcher",
@@ -433,10 +441,11 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
       if (s.precision == Precision::kBF16 || s.precision == Precision::kFP8) flag("bf16");
       if (s.precision == Precision::kFP8) {
         flag("fp8-format");
-        a.push_back("e4m3");
+        a.push_back(to_string(s.low_precision.fp8_format.value_or(Fp8Format::kE4M3)));
       }
       continue;
     }
+    if (id == "fp8-format") continue;  // printed with --bf16 above
     if (id == "optimizer-cpu-offload-fraction") {
       if (s.optimizer.cpu_offload_fraction > 0) {
         flag("optimizer-cpu-offload");
@@ -530,6 +539,10 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "distributed-backend",
                                                "distributed-timeout-minutes",
                                                "finetune",
+                                               "fp8-amax-compute-algo",  // scaling numerics of the amax history
+                                               "fp8-interval",           // deprecated in TE, ignored
+                                               "fp8-margin",
+                                               "tp-only-amax-red",
                                                "init-method-std",
                                                "init-method-xavier-uniform",
                                                "load",
@@ -674,11 +687,14 @@ constexpr NotModelled kNotModelled[] = {
     {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
     {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
     {"empty-unused-memory-level", "the caching allocator's behaviour"},
-    {"fp8-recipe", "the FP8 recipe's scaling buffers (FP8 GEMMs are modelled)"},
-    {"fp8-amax-history-len", "the FP8 amax history"},
-    {"first-last-layers-bf16", "bf16 first and last layers under FP8"},
-    {"num-layers-at-start-in-bf16", "bf16 first layers under FP8"},
-    {"num-layers-at-end-in-bf16", "bf16 last layers under FP8"},
+    {"fp8-dot-product-attention", "FP8 attention (its quantized Q, K, V and output)"},
+    {"fp8-multi-head-attention", "FP8 attention (its quantized Q, K, V and output)"},
+    {"fp8-output-proj", "the output layer under MXFP8"},
+    {"no-fp8-wgrad", "weight gradients in high precision (their bf16 saved inputs)"},
+    {"fp8-quantizer-factory", "a custom FP8 recipe"},
+    {"fp4-quantizer-factory", "a custom FP4 recipe"},
+    {"te-precision-config-file", "per-module precision overrides"},
+    {"keep-fp8-transpose-cache", "Megatron-FSDP's kept FP8 transposes"},
     {"use-flash-attn", "the deprecated flash-attention switch (give --attention-backend flash)"},
     {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
     {"use-packed-sequence", "packed sequences"},

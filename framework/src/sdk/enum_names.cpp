@@ -59,6 +59,13 @@ constexpr EnumName kFsdpKindArr[] = {{"none", static_cast<int>(FsdpKind::kNone)}
 constexpr EnumName kTransformerImplArr[] = {{"transformer_engine", 1}, {"local", 0}};
 constexpr EnumName kCrossEntropyImplArr[] = {{"native", 0}, {"te", 1}};
 constexpr EnumName kOptimizerArr[] = {{"adam", 0}, {"sgd", 1}, {"muon", 2}};
+// transformer_config.py fp8_recipe and fp8 (--fp8-format) choices (custom: refused by the knob).
+constexpr EnumName kFp8RecipeArr[] = {{"delayed", static_cast<int>(Fp8Recipe::kDelayed)},
+                                      {"tensorwise", static_cast<int>(Fp8Recipe::kTensorwise)},
+                                      {"blockwise", static_cast<int>(Fp8Recipe::kBlockwise)},
+                                      {"mxfp8", static_cast<int>(Fp8Recipe::kMxfp8)}};
+constexpr EnumName kFp8FormatArr[] = {{"e4m3", static_cast<int>(Fp8Format::kE4M3)},
+                                      {"hybrid", static_cast<int>(Fp8Format::kHybrid)}};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -82,6 +89,8 @@ const EnumTable kFsdpKindNames = kFsdpKindArr;
 const EnumTable kTransformerImplNames = kTransformerImplArr;
 const EnumTable kCrossEntropyImplNames = kCrossEntropyImplArr;
 const EnumTable kOptimizerNames = kOptimizerArr;
+const EnumTable kFp8RecipeNames = kFp8RecipeArr;
+const EnumTable kFp8FormatNames = kFp8FormatArr;
 
 const char* enum_name(EnumTable table, int value) {
   for (const auto& n : table)

@@ -27,6 +27,8 @@ const char* to_string(CpCommType c) { return enum_name(kCpCommTypeNames, static_
 const char* to_string(FsdpSharding s) { return enum_name(kFsdpShardingNames, static_cast<int>(s)); }
 const char* to_string(FsdpKind k) { return enum_name(kFsdpKindNames, static_cast<int>(k)); }
 const char* to_string(CudaGraphImpl i) { return enum_name(kCudaGraphImplNames, static_cast<int>(i)); }
+const char* to_string(Fp8Recipe r) { return enum_name(kFp8RecipeNames, static_cast<int>(r)); }
+const char* to_string(Fp8Format f) { return enum_name(kFp8FormatNames, static_cast<int>(f)); }
 const char* to_string(RecomputeGranularity g) { return enum_name(kRecomputeGranularityNames, static_cast<int>(g)); }
 const char* to_string(RecomputeMethod m) { return enum_name(kRecomputeMethodNames, static_cast<int>(m)); }
 

@@ -5,6 +5,7 @@
 #include <mme/sdk/block_helpers.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
@@ -49,11 +50,15 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   add_act(out, "mlp/norm_input", ab * Tl * h, 0, Tl * h);
   if (!ctx.setup.recompute.has(kRecomputeMlp)) {
     // linear_fc1 keeps its (sequence-local) input, the normed hidden states.
-    add_act(out, "mlp/fc1_input", li * Tl * h, 0, Tl * h);
+    add_act(
+        out, "mlp/fc1_input",
+        saved_gemm_input_bytes(
+            ctx, Tl, h, ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy),
+        0, Tl * h);
     // The activation (bias_swiglu / bias_gelu) keeps its input, fc1's output [s, b, fc1/TP].
     add_act(out, "mlp/fc1_output", ab * T * fc1_width / t, 0, T * fc1_width / t);
     // linear_fc2 keeps its input, the activation output [s, b, f/TP].
-    add_act(out, "mlp/activation_output", li * T * f / t, 0, T * f / t);
+    add_act(out, "mlp/activation_output", saved_gemm_input_bytes(ctx, T, f / t), 0, T * f / t);
     // mlp.py MLP.forward, glu() without the fused kernel (--no-bias-swiglu-fusion or
     // --no-bias-gelu-fusion): the product act(x_glu) * x_linear keeps act(x_glu) [s, b, f/TP]
     // besides x_linear, a view of fc1's output (x_glu's activation keeps the other half).

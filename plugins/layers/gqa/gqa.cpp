@@ -8,6 +8,7 @@
 #include <mme/sdk/block_helpers.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
@@ -67,6 +68,9 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = CheckedInt(a.num_query_groups) / t;
   const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
+  // linear_qkv (TELayerNormColumnParallelLinear) all-gathers its normed input under SP.
+  const auto ln_linear_input =
+      ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy;
 
   // Offload groups (attention.py): the TE spec fuses the input norm into linear_qkv, so both
   // are saved in the qkv_linear context (attn_norm has no separate norm to offload); Q, K, V
@@ -74,7 +78,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // TE LayerNormLinear keeps the norm input (for the norm's backward) and the normed output
   // (the QKV GEMM input), both sequence-local under SP (layernorm_linear.py).
   add_act(out, "attention/input_norm_input", ab * Tl * h, kOffloadQkvLinear, Tl * h);
-  add_act(out, "attention/qkv_input", li * Tl * h, kOffloadQkvLinear, Tl * h);
+  add_act(out, "attention/qkv_input", saved_gemm_input_bytes(ctx, Tl, h, ln_linear_input), kOffloadQkvLinear, Tl * h);
   if (a.qk_norm) {
     // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
     add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d, kOffloadQkvLinear, T * nkv * d);
@@ -106,7 +110,8 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // bf16; under FP8 linear_proj keeps its own 1-byte copy). It leaves the GPU only when
   // linear_proj's copy does (attn_proj, which Megatron-LM allows only with core_attn).
   add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
-  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (li != ab)
+    add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nq * d), kOffloadAttnProj, T * nq * d);
   if (ctx.layer.post_attention_norm) add_act(out, "attention/post_norm_input", ab * Tl * h, 0, Tl * h);
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 

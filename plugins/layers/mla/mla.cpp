@@ -5,6 +5,7 @@
 #include <mme/sdk/block_helpers.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
@@ -69,6 +70,9 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
                    dv = a.v_head_dim;
   const CheckedInt kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
   const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
+  // The up-projections (TELayerNormColumnParallelLinear) all-gather their normed latents under SP.
+  const auto ln_linear_input =
+      ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy;
 
   // The separate input TENorm keeps its input; its output feeds the duplicated
   // down-projections, which keep it, unless `layernorm` recompute discards it.
@@ -76,15 +80,19 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // attn_norm context, the down/up projections (get_query_key_value_tensors) in qkv_linear's,
   // the core attention in core_attn's, linear_proj in attn_proj's.
   add_act(out, "attention/input_norm_input", ab * Tl * h, kOffloadAttnNorm, Tl * h);
-  if (!rc.has(kRecomputeLayernorm)) add_act(out, "attention/input_norm_output", li * Tl * h, kOffloadQkvLinear, Tl * h);
+  if (!rc.has(kRecomputeLayernorm))
+    add_act(out, "attention/input_norm_output", saved_gemm_input_bytes(ctx, Tl, h), kOffloadQkvLinear, Tl * h);
   if (a.q_lora_rank) {
     // linear_q_up_proj (TELayerNormColumnParallelLinear) keeps the q latent and its normed copy.
     const CheckedInt q_r = *a.q_lora_rank;
-    add_act(out, "attention/q_latent", (ab + li) * Tl * q_r, kOffloadQkvLinear, Tl * q_r);
+    add_act(out, "attention/q_latent", ab * Tl * q_r + saved_gemm_input_bytes(ctx, Tl, q_r, ln_linear_input),
+            kOffloadQkvLinear, Tl * q_r);
   }
   // linear_kv_up_proj keeps the kv latent (a view of the kv_down output, rope part
   // included) and its normed copy.
-  add_act(out, "attention/kv_latent", ab * Tl * (kv_r + d_rope) + li * Tl * kv_r, kOffloadQkvLinear, Tl * kv_r);
+  add_act(out, "attention/kv_latent",
+          ab * Tl * (kv_r + d_rope) + saved_gemm_input_bytes(ctx, Tl, kv_r, ln_linear_input), kOffloadQkvLinear,
+          Tl * kv_r);
   if (!rc.has(kRecomputeMlaUpProj)) {
     // Q [s, b, n/TP, d_qk + d_rope], K of the same width (rope key broadcast to every head)
     // and V [s, b, n/TP, d_v], kept by the core attention; mla_up_proj recompute drops them.
@@ -113,7 +121,8 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Core attention output, kept by flash attention and as linear_proj's input: it leaves the
   // GPU only with linear_proj's copy (attn_proj).
   add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
-  if (li != ab) add_act(out, "attention/proj_input_fp8", li * T * nl * dv, kOffloadAttnProj, T * nl * dv);
+  if (li != ab)
+    add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nl * dv), kOffloadAttnProj, T * nl * dv);
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 
   // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.

@@ -7,6 +7,7 @@
 #include <mme/sdk/block_helpers.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
@@ -115,7 +116,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const auto& rc = ctx.setup.recompute;
   const CheckedInt h = m.hidden_size, E = f.num_experts, F = f.expert_ffn_hidden_size;
   const CheckedInt S = f.shared_expert_ffn_hidden_size, t = ctx.tp, etp = ctx.etp, ep = ctx.ep;
-  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
+  const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes;
   const CheckedInt g = m.gated_linear_unit ? 2 : 1;
   const CheckedInt N = expert_tokens(ctx);
   const bool expert_glu_fused = g == 2 && gated_activation_fused(ctx, true);
@@ -157,12 +158,15 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     // (experts.py set_save_original_input).
     const auto& off = ctx.setup.activation_offload;
     const bool original_input = off.fine_grained && (off.modules & kOffloadExpertFc1) != 0;
-    add_act(out, "moe/expert_fc1_input", (original_input ? ab : li) * N * h, kOffloadExpertFc1, N * h);
+    // GroupedLinear quantizes the tokens of each local expert apart; their scale_inv are sized
+    // here as one [N, h] tensor (padding per expert left out).
+    add_act(out, "moe/expert_fc1_input", original_input ? ab * N * h : saved_gemm_input_bytes(ctx, N, h),
+            kOffloadExpertFc1, N * h);
     // The expert activation keeps fc1's output [N, g F / ETP] ...
     add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp, kOffloadMoeAct, N * g * F / etp);
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
     if (!rc.has(kRecomputeMoeAct)) {
-      add_act(out, "moe/expert_activation_output", li * N * F / etp, 0, N * F / etp);
+      add_act(out, "moe/expert_activation_output", saved_gemm_input_bytes(ctx, N, F / etp), 0, N * F / etp);
       // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl, off with
       // --no-bias-swiglu-fusion); otherwise experts.py bias_act_func multiplies the activation by
       // the routing probabilities in torch, which keeps the unscaled activation for the
@@ -180,7 +184,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
       const std::size_t shared_first = out.saved.size();
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
-      add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
+      add_act(out, "moe/shared_activation_output", saved_gemm_input_bytes(ctx, T, S / t), 0, T * S / t);
       // shared_experts.py (MLP.forward, or linear_fc1_forward_and_act when overlapped): glu()
       // without the fused kernel keeps act(x_glu) [s, b, S/TP] for the product with x_linear.
       if (g == 2 && !gated_activation_fused(ctx, false))

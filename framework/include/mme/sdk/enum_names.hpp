@@ -32,6 +32,8 @@ extern const EnumTable kFsdpKindNames;
 extern const EnumTable kTransformerImplNames;   // transformer_engine (1) | local (0)
 extern const EnumTable kCrossEntropyImplNames;  // native (0) | te (1)
 extern const EnumTable kOptimizerNames;         // adam | sgd | muon
+extern const EnumTable kFp8RecipeNames;         // delayed | tensorwise | blockwise | mxfp8
+extern const EnumTable kFp8FormatNames;         // e4m3 | hybrid
 
 // The printed spelling of `value` ("?" when the table has none).
 const char* enum_name(EnumTable table, int value);

@@ -38,6 +38,12 @@ enum class FlexBackend { kDeepEP, kHybridEP };
 // --cp-comm-type: how Transformer Engine's attention exchanges the sequence shards of a CP group
 // (attention/dot_product_attention/context_parallel.py attn_forward_func_with_cp).
 enum class CpCommType { kP2P, kAllGather, kA2A, kA2AP2P };
+// --fp8-recipe: how Transformer Engine scales FP8 GEMM operands (fp8_utils.py get_fp8_recipe):
+// DelayedScaling, Float8CurrentScaling, Float8BlockScaling (1x128 / 128x128 blocks),
+// MXFP8BlockScaling (1x32 blocks). Megatron-LM's `custom` recipe is refused (not modelled).
+enum class Fp8Recipe { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
+// --fp8-format: e4m3 everywhere, or hybrid (e5m2 gradients). The same bytes either way.
+enum class Fp8Format { kE4M3, kHybrid };
 enum class RecomputeGranularity { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
 
@@ -200,6 +206,21 @@ struct CudaGraphSettings {
   bool whole_layer() const { return on() && modules == 0; }
 };
 
+// Low-precision GEMMs beyond --precision fp8 (transformer_config.py, "fp8 related" and "fp4
+// related"; memory terms in framework/src/engine/low_precision.cpp). The defaults are Megatron-LM's.
+struct LowPrecisionSettings {
+  std::optional<Fp8Format> fp8_format;         // --fp8-format (sets --precision fp8; unset: not stated)
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // --fp8-recipe
+  std::int64_t amax_history_len = 1;           // --fp8-amax-history-len (delayed scaling)
+  bool fp4 = false;                            // --fp4-format e2m1: NVFP4 GEMMs (--fp4-recipe nvfp4)
+  bool fp4_param_gather = false;               // --fp4-param-gather: NVFP4 primary weights
+  // --first-last-layers-bf16 with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16:
+  // the first and last decoder layers of the model (global indices) run without FP8/FP4.
+  bool first_last_layers_bf16 = false;
+  std::int64_t layers_at_start_in_bf16 = 1;
+  std::int64_t layers_at_end_in_bf16 = 1;
+};
+
 struct TrainingSetup {
   ParallelLayout parallel;
   PipelineSplit pipeline;
@@ -216,6 +237,7 @@ struct TrainingSetup {
 
   Precision precision = Precision::kBF16;
   bool fp8_param_gather = false;                                 // --fp8-param-gather
+  LowPrecisionSettings low_precision;                            // recipe, format, FP4, bf16 layers
   AttentionBackend attention_backend = AttentionBackend::kAuto;  // Megatron-LM's default
   // What Transformer Engine's get_attention_backend (attention/dot_product_attention/utils.py)
   // reads besides the model: NVTE_FLASH_ATTN / NVTE_FUSED_ATTN (1 unless set), determinism
@@ -325,6 +347,12 @@ std::string to_string(const NumberRange& range);
 
 // The effective expert tensor parallel size (ETP unset = TP).
 inline std::int64_t effective_etp(const ParallelLayout& p) { return p.etp > 0 ? p.etp : p.tp; }
+// GEMMs in a quantized format: FP8 (--precision fp8) or NVFP4 (--fp4-format).
+inline bool quantized_gemms(const TrainingSetup& s) { return s.precision == Precision::kFP8 || s.low_precision.fp4; }
+// Primary weights kept quantized (--fp8-param-gather / --fp4-param-gather).
+inline bool quantized_param_gather(const TrainingSetup& s) {
+  return s.fp8_param_gather || (s.low_precision.fp4 && s.low_precision.fp4_param_gather);
+}
 inline bool sequence_parallel_on(const ParallelLayout& p) { return p.sequence_parallel.value_or(p.tp > 1) && p.tp > 1; }
 
 // Names used in reports and flags.
@@ -337,6 +365,8 @@ const char* to_string(CpCommType c);
 const char* to_string(FsdpSharding s);
 const char* to_string(FsdpKind k);
 const char* to_string(CudaGraphImpl i);
+const char* to_string(Fp8Recipe r);
+const char* to_string(Fp8Format f);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 std::string recompute_modules_to_string(std::uint32_t modules);

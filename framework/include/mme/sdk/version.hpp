@@ -26,7 +26,8 @@
 //    ActTerm gains module and tensor_elements (activation offloading); TrainingSetup gains
 //    activation_offload and `comm` (CommunicationSettings: flex backend, overlaps, DDP buckets).
 // 5: ActTerm gains graph_scope (the partial CUDA-graph scopes that capture a term); TrainingSetup
-//    gains cuda_graph (CudaGraphSettings) and the settings of the mechanisms modelled with it.
+//    gains cuda_graph (CudaGraphSettings), low_precision (FP8/FP4 recipes) and the bias-activation,
+//    RoPE and bias-dropout fusion switches.
 #define MME_PLUGIN_API_VERSION 5
 
 #define MME_STRINGIFY_INNER(x) #x

@@ -170,6 +170,14 @@ class SpecParser {
                   : dtype == "fp16" ? Precision::kFP16
                   : dtype == "fp32" ? Precision::kFP32
                                     : Precision::kBF16;
+    // fp8_format: FP8 GEMMs in that format, as Megatron-LM's --fp8-format.
+    if (value("precision.fp8_format")) {
+      if (value("precision.fp8") && !fp8) fail_field("precision.fp8_format", "needs fp8: true (or no fp8 field)");
+      if (dtype != "bf16")
+        fail_field("precision.fp8_format",
+                   fmt::format("FP8 training is estimated with bf16 parameters; params_dtype is {}", dtype));
+      s.precision = Precision::kFP8;
+    }
     check_file_rules();
   }
 
@@ -214,6 +222,8 @@ class SpecParser {
     const auto& o = s.optimizer;
     if (s.fp8_param_gather && s.precision != Precision::kFP8)
       fail_field("precision.fp8_param_gather", "needs fp8: true");
+    if (s.low_precision.fp4_param_gather && !s.low_precision.fp4)
+      fail_field("precision.fp4_param_gather", "needs fp4_format: e2m1");
     if (s.fp8_param_gather && !o.distributed)
       fail_field("precision.fp8_param_gather", "needs training.use_distributed_optimizer: true");
     for (const char* key : {"precision.main_params_dtype", "precision.exp_avg_dtype", "precision.exp_avg_sq_dtype"})
