@@ -55,6 +55,8 @@ constexpr EnumName kFsdpKindArr[] = {{"none", static_cast<int>(FsdpKind::kNone)}
 constexpr EnumName kTransformerImplArr[] = {{"transformer_engine", 1}, {"local", 0}};
 constexpr EnumName kCrossEntropyImplArr[] = {{"native", 0}, {"te", 1}};
 constexpr EnumName kOptimizerArr[] = {{"adam", 0}, {"sgd", 1}, {"muon", 2}};
+constexpr EnumName kLoraDropoutPositionArr[] = {{"pre", static_cast<int>(LoraDropoutPosition::kPre)},
+                                                {"post", static_cast<int>(LoraDropoutPosition::kPost)}};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -77,6 +79,7 @@ const EnumTable kFsdpKindNames = kFsdpKindArr;
 const EnumTable kTransformerImplNames = kTransformerImplArr;
 const EnumTable kCrossEntropyImplNames = kCrossEntropyImplArr;
 const EnumTable kOptimizerNames = kOptimizerArr;
+const EnumTable kLoraDropoutPositionNames = kLoraDropoutPositionArr;
 
 const char* enum_name(EnumTable table, int value) {
   for (const auto& n : table)

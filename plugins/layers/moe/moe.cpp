@@ -107,6 +107,13 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   }
   if (ctx.layer.post_mlp_norm)
     add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // LoRA adapters beside linear_fc1 and linear_fc2: one per routed expert, and the shared experts'.
+  add_lora_params(ctx, out, kLoraLinearFc1, LoraScope::kRoutedExperts, h, g * F, E, f.top_k);
+  add_lora_params(ctx, out, kLoraLinearFc2, LoraScope::kRoutedExperts, F, h, E, f.top_k);
+  if (S > 0) {
+    add_lora_params(ctx, out, kLoraLinearFc1, LoraScope::kSharedExperts, h, g * S);
+    add_lora_params(ctx, out, kLoraLinearFc2, LoraScope::kSharedExperts, S, h);
+  }
 }
 
 void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const {
@@ -147,12 +154,17 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     // (experts.py set_save_original_input).
     const auto& off = ctx.setup.activation_offload;
     const bool original_input = off.fine_grained && (off.modules & kOffloadExpertFc1) != 0;
-    add_act(out, "moe/expert_fc1_input", (original_input ? ab : li) * N * h, kOffloadExpertFc1, N * h);
+    // Under LoRA the frozen grouped GEMMs keep no input (grouped_linear.py: only with
+    // weight.requires_grad); the experts' adapters keep their own.
+    const bool frozen = lora_frozen(ctx);
+    if (!frozen) add_act(out, "moe/expert_fc1_input", (original_input ? ab : li) * N * h, kOffloadExpertFc1, N * h);
+    add_lora_acts(ctx, out, kLoraLinearFc1, LoraScope::kRoutedExperts, N, h, false, N, g * F / etp);
     // The expert activation keeps fc1's output [N, g F / ETP] ...
     add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp, kOffloadMoeAct, N * g * F / etp);
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
     if (!rc.has(kRecomputeMoeAct)) {
-      add_act(out, "moe/expert_activation_output", li * N * F / etp, 0, N * F / etp);
+      if (!frozen) add_act(out, "moe/expert_activation_output", li * N * F / etp, 0, N * F / etp);
+      add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kRoutedExperts, N, F / etp, false, N, h);
       // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl); other
       // activations go through activation_func_with_probs (experts.py), whose product with the
       // routing probabilities keeps the unscaled activation for the probabilities' gradient.
@@ -164,9 +176,13 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     if (S > 0 && (!rc.has(kRecomputeSharedExperts) || shared_overlap)) {
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
-      add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
+      if (!frozen) add_act(out, "moe/shared_activation_output", li * T * S / t, 0, T * S / t);
+      // The shared experts' adapters: fc1's takes the pre-MLP norm's output (kept above; under SP
+      // the adapter gathers it itself), fc2's the activation output.
+      add_lora_acts(ctx, out, kLoraLinearFc1, LoraScope::kSharedExperts, T, h, !ctx.sequence_parallel, T, g * S / t);
+      add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kSharedExperts, T, S / t, false, Tl, h);
     }
-    if (shared_overlap && ctx.sequence_parallel) {
+    if (shared_overlap && ctx.sequence_parallel && !frozen) {
       // shared_experts.py pre_forward_comm: the overlapped shared experts gather their input
       // over TP themselves (parallel_mode None), so fc1 keeps the gathered [T, h]
       // (set_save_original_input: in the activation dtype) instead of the local shard.
