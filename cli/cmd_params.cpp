@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include <mme/engine/estimator.hpp>
 #include <mme/inputs/json_schema.hpp>
 #include <mme/inputs/model_loader.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -43,7 +45,10 @@ Breakdown full_breakdown(const Breakdown& reported) {
 po::options_description visible_options() {
   po::options_description d("Options");
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout")("revision", po::value<std::string>(),
-                                                                            "hub revision to download (default main)");
+                                                                            "hub revision to download (default main)")(
+      "lora-rank", po::value<std::string>(), "also count LoRA adapters of this rank (Megatron-Bridge; base frozen)")(
+      "lora-target-modules", po::value<std::string>(),
+      "with --lora-rank: the linears LoRA wraps (default linear_qkv,linear_proj,linear_fc1,linear_fc2)");
   d.add(common_options());
   return d;
 }
@@ -55,7 +60,9 @@ void help_params(std::ostream& out) {
          "tied embeddings once, multi-token-prediction (MTP) layers reported separately and not in\n"
          "the total, DeepSeek-V3 expert bias included. Active parameters are those one token uses:\n"
          "embeddings and output head, attention, norms, router, shared experts and the top-k\n"
-         "routed experts.\n\n"
+         "routed experts. With --lora-rank R it also counts the LoRA adapters Megatron-Bridge adds\n"
+         "(r x (in + out) per wrapped linear, per routed expert on MoE layers): the trainable parameters,\n"
+         "the base being frozen.\n\n"
       << visible_options();
 }
 
@@ -73,6 +80,20 @@ int run_params(const std::vector<std::string>& args) {
   const ModelSpec model = load_model(vm["model"].as<std::string>(), registry, sources);
   const Estimator estimator(model, registry);
   const auto pc = estimator.count_parameters();
+  // LoRA (--lora-rank): the adapters, the only trainable parameters.
+  std::optional<LoraSettings> lora;
+  if (vm.count("lora-rank")) {
+    lora.emplace();
+    lora->rank =
+        parse_knob_text(*find_knob("lora-rank"), "--lora-rank", vm["lora-rank"].as<std::string>()).get<std::int64_t>();
+    if (vm.count("lora-target-modules"))
+      lora->targets = parse_lora_targets(parse_knob_text(*find_knob("lora-target-modules"), "--lora-target-modules",
+                                                         vm["lora-target-modules"].as<std::string>())
+                                             .get<std::string>());
+  } else if (vm.count("lora-target-modules")) {
+    throw UsageError("--lora-target-modules needs --lora-rank");
+  }
+  const Estimator::LoraCount lc = lora ? estimator.count_lora_parameters(*lora) : Estimator::LoraCount{};
   const auto total = full_breakdown(pc.breakdown);
   const auto active = full_breakdown(pc.active_breakdown);
   if (vm["json"].as<bool>()) {
@@ -91,6 +112,21 @@ int run_params(const std::vector<std::string>& args) {
     j["mtp_params"] = pc.mtp;
     j["breakdown"] = breakdown;
     j["active_breakdown"] = active_json;
+    if (lora) {
+      nlohmann::ordered_json targets = nlohmann::ordered_json::array();
+      const std::string names = lora_targets_to_string(lora->targets);
+      for (std::size_t at = 0; at < names.size();) {
+        const std::size_t end = std::min(names.find(',', at), names.size());
+        targets.push_back(names.substr(at, end - at));
+        at = end + 1;
+      }
+      j["lora"] = {{"rank", lora->rank},
+                   {"target_modules", targets},
+                   {"trainable_params", lc.total},
+                   {"trainable_active_params", lc.active},
+                   {"mtp_trainable_params", lc.mtp},
+                   {"frozen_params", pc.total}};
+    }
     j["keys_read"] = model.keys_read;
     j["warnings"] = model.warnings;
     std::cout << json_text(j, 2) << "\n";
@@ -101,6 +137,12 @@ int run_params(const std::vector<std::string>& args) {
   std::cout << fmt::format("Active parameters: {:>18L}  ({})\n", pc.active, format_count(pc.active));
   if (pc.mtp > 0)
     std::cout << fmt::format("MTP parameters:    {:>18L}  ({}, not in the total)\n", pc.mtp, format_count(pc.mtp));
+  if (lora) {
+    std::cout << fmt::format("LoRA adapters:     {:>18L}  ({}, trainable: rank {} on {}; the total above is frozen)\n",
+                             lc.total, format_count(lc.total), lora->rank, lora_targets_to_string(lora->targets));
+    if (lc.mtp > 0)
+      std::cout << fmt::format("LoRA adapters of the MTP layers: {:L} ({})\n", lc.mtp, format_count(lc.mtp));
+  }
   std::cout << "\nBreakdown:\n";
   for (std::size_t i = 0; i < total.size(); ++i) {
     const auto& [k, v] = total[i];

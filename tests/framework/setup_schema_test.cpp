@@ -99,7 +99,23 @@ std::vector<Case> cases() {
       f(s);
     };
   };
+  // LoRA's details need its rank.
+  auto lora = [](std::function<void(S&)> f) {
+    return [f](S& s) {
+      s.lora.rank = 16;
+      f(s);
+    };
+  };
   return {
+      {"lora-rank", [](S& s) { s.lora.rank = 16; }},
+      {"lora-alpha", lora([](S& s) { s.lora.alpha = 64; })},
+      {"lora-target-modules", lora([](S& s) { s.lora.targets = kLoraLinearQkv | kLoraLinearFc2; })},
+      {"lora-dropout", lora([](S& s) { s.lora.dropout = 0.1; })},
+      {"lora-dropout-position", lora([](S& s) { s.lora.dropout_position = LoraDropoutPosition::kPost; })},
+      {"lora-dtype", lora([](S& s) { s.lora.dtype = DType::kFP32; })},
+      {"lora-a-init-method", lora([](S& s) { s.lora.a_init = "kaiming"; })},
+      {"lora-b-init-method", lora([](S& s) { s.lora.b_init = "normal"; })},
+      {"lora-a2a-experimental", lora([](S& s) { s.lora.a2a_experimental = true; })},
       {"tp", [](S& s) { s.parallel.tp = 4; }},
       {"pp", [](S& s) { s.parallel.pp = 4; }},
       {"vpp", [](S& s) { s.parallel.pp = 2, s.parallel.vpp = 3; }},

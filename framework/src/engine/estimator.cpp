@@ -185,6 +185,31 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
   return out;
 }
 
+Estimator::LoraCount Estimator::count_lora_parameters(const LoraSettings& lora) const {
+  const auto& im = *impl_;
+  // As the estimate (lora.cpp validate_lora): MLA's linears are not the four targets.
+  for (const auto& lt : im.types)
+    if (lt.spec.attention.kind == "mla") throw LayoutError("LoRA on multi-latent attention is not modelled");
+  TrainingSetup single;
+  single.parallel.world_size = 1;
+  single.lora = lora;
+  single = resolve_setup(single);
+  CheckedInt total = 0, active = 0, mtp = 0;
+  auto add = [](const KindParams& kp, CheckedInt n, CheckedInt& t, CheckedInt* a) {
+    for (const BlockParams* bp : {&kp.attention, &kp.mlp})
+      for (const auto& term : bp->terms) {
+        if (term.group != ParamGroup::kLoraAdapter) continue;
+        t += n * term.total;
+        if (a) *a += n * term.active;
+      }
+  };
+  for (std::size_t ti = 0; ti < im.types.size(); ++ti)
+    add(single_gpu_params(im, im.types[ti], single, false), im.count_in(ti, 0, im.model.num_layers), total, &active);
+  if (im.model.mtp_num_layers > 0)
+    add(single_gpu_params(im, im.types[im.mtp_type], single, true), im.model.mtp_num_layers, mtp, nullptr);
+  return LoraCount{total.value(), active.value(), mtp.value()};
+}
+
 Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
   // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)

@@ -65,6 +65,7 @@ struct LayerGraphs {
 struct TypeEval {
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
   CheckedInt fp8_params = 0;                                 // per-rank parameters of GEMM weights (FP8-castable)
+  CheckedInt train_dense = 0, train_exp = 0;                 // of the per-rank ones, those trained (LoRA: adapters)
   CheckedInt saved = 0;                                      // bytes kept for backward per micro-batch
   CheckedInt transient = 0;                                  // working bytes at the layer's busiest moment
   CheckedInt global_buffer = 0;                              // Megatron global memory buffer the layer gathers into
@@ -143,6 +144,7 @@ struct LmBlockEval {
   BlockActivations acts;
   CheckedInt tp = 0, rep = 0;  // by shard class (TP-split, replicated)
   CheckedInt fp8 = 0;          // of which FP8-castable GEMM weights
+  CheckedInt train = 0;        // of which trained (none under LoRA: the base is frozen)
   CheckedInt dense() const { return tp + rep; }
 };
 
@@ -183,7 +185,8 @@ inline BlockContext make_context(const ModelSpec& m, const BlockLayout& b, const
 }
 
 // The blocks' parameters, by shard class, into an LmBlockEval (FP8-castable: GEMM weights only).
-void add_block_params(LmBlockEval& e, const BlockParams& p);
+void add_block_params(LmBlockEval& e, const BlockParams& p, const TrainingSetup& s);
+
 // Transformer Engine casts the GEMM weights of the transformer layers to FP8; norms and the
 // router stay in the training dtype, and so do the embedding and Megatron's own output layer,
 // and the GEMMs' biases (transformer_config.py fp8_param: "biases will remain unchanged"; a
@@ -195,9 +198,16 @@ inline bool is_fp8_gemm_weight(const ParamTerm& t) {
     case ParamGroup::kRouter:
     case ParamGroup::kEmbedding:
     case ParamGroup::kPositionEmbedding:
-    case ParamGroup::kOutputLayer: return false;
+    case ParamGroup::kOutputLayer:
+    case ParamGroup::kLoraAdapter: return false;  // Megatron's own linears, not Transformer Engine's
     default: return true;
   }
+}
+// Whether a parameter trains (a main_grad buffer slot and optimizer states): every one, or under
+// LoRA the adapters only (the base weights are frozen, requires_grad False: param_and_grad_buffer.py
+// gives buffer slots only to parameters that require a gradient, the optimizer gets only those).
+inline bool is_trainable(const ParamTerm& t, const TrainingSetup& s) {
+  return !s.lora.on() || t.group == ParamGroup::kLoraAdapter;
 }
 
 // The setup of a pass: --num-layers-per-virtual-pipeline-stage as VPP, then resolve_setup.
@@ -248,6 +258,11 @@ struct Pass {
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
                   AttentionBackend attention, double imbalance);
 void describe_layer_kinds(const Pass& ps, Estimate& est);
+// LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,
+// the rank splits over TP, and what is not modelled with it (LayoutError).
+void validate_lora(const Pass& ps);
+// The report's LoRA line (lora.cpp); empty without LoRA.
+std::string lora_assumption(const Pass& ps);
 StageEstimate estimate_stage(const Pass& ps, std::int64_t pp_rank);
 void add_assumptions(const Pass& ps, Estimate& est);
 

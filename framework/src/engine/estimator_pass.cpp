@@ -24,7 +24,7 @@ namespace {
 // "activations/<term>": the component name of a block's activation term.
 std::string block_act_name(std::string_view term) { return fmt::format("activations/{}", term); }
 
-void add_params(TypeEval& e, const BlockParams& p) {
+void add_params(TypeEval& e, const BlockParams& p, const TrainingSetup& s) {
   for (const auto& t : p.terms) {
     switch (t.shard) {
       case ShardClass::kTensorParallel: e.tp_params += t.per_rank; break;
@@ -32,16 +32,18 @@ void add_params(TypeEval& e, const BlockParams& p) {
       case ShardClass::kExpert: e.exp_params += t.per_rank; break;
     }
     if (is_fp8_gemm_weight(t)) e.fp8_params += t.per_rank;
+    if (is_trainable(t, s)) (t.shard == ShardClass::kExpert ? e.train_exp : e.train_dense) += t.per_rank;
   }
 }
 
 }  // namespace
 
-void add_block_params(LmBlockEval& e, const BlockParams& p) {
+void add_block_params(LmBlockEval& e, const BlockParams& p, const TrainingSetup& s) {
   for (const auto& t : p.terms) {
     // The blocks around the layers hold no expert-sharded parameters (validate_lm_block).
     (t.shard == ShardClass::kReplicated ? e.rep : e.tp) += t.per_rank;
     if (is_fp8_gemm_weight(t)) e.fp8 += t.per_rank;
+    if (is_trainable(t, s)) e.train += t.per_rank;
   }
 }
 
@@ -61,8 +63,8 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
     lt.attention->parameters(ctx, e.attn_params);
     lt.mlp->parameters(ctx, e.mlp_params);
   });
-  add_params(e, e.attn_params);
-  add_params(e, e.mlp_params);
+  add_params(e, e.attn_params, s);
+  add_params(e, e.mlp_params, s);
   if (blocks) {
     e.fp8_params = 0;  // built outside the quantized model context: bf16 weights, no copies
   } else if (ps.fp8) {
@@ -89,7 +91,8 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
     CheckedInt largest = 0;
     for (const auto* bp : {&e.attn_params, &e.mlp_params})
       for (const auto& term : bp->terms)
-        if (is_fp8_gemm_weight(term)) largest = std::max(largest, CheckedInt(term.per_rank));
+        if ((is_fp8_gemm_weight(term) || term.group == ParamGroup::kLoraAdapter) && is_trainable(term, s))
+          largest = std::max(largest, CheckedInt(term.per_rank));
     e.transient += wgrad_bytes * largest;
   }
   e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
@@ -101,6 +104,7 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
 struct StageLayers {
   CheckedInt tp_params, rep_params, exp_params, fp8_params;
   CheckedInt gemms;                                         // quantized TE GEMMs of the stage (their scaling state)
+  CheckedInt train_dense, train_exp;                        // of them, the trained ones (LoRA: the adapters)
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
   StageGraphs graphs;  // with CUDA graphs (cuda_graphs.cpp)
@@ -117,7 +121,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   const auto& layer_input_bytes = ps.layer_input_bytes;
   const auto& im = ps.im;
   const auto& rc = ps.s.recompute;
-  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0, gemms = 0;
+  CheckedInt tp_params = 0, rep_params = 0, exp_params = 0, fp8_params = 0, gemms = 0, train_dense = 0, train_exp = 0;
   // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
   CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
@@ -152,6 +156,8 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       exp_params += n * e.exp_params;
       fp8_params += n * e.fp8_params;
       gemms += n * e.gemms;
+      train_dense += n * e.train_dense;
+      train_exp += n * e.train_exp;
       unit_dense += n * (e.tp_params + e.rep_params);
       unit_expert += n * e.exp_params;
       units += n;
@@ -226,6 +232,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       tp_params += params_n * b.tp;
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
+      train_dense += params_n * b.train;
       for (const auto& term : b.acts.saved) {
         const CheckedInt bytes = acts_n * term.bytes;
         chunk_act += bytes;
@@ -260,9 +267,9 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();
-  return StageLayers{tp_params,  rep_params,       exp_params,    fp8_params,   gemms,
-                     unit_dense, unit_expert,      units,         largest_unit, saved,
-                     transient,  sp_gather_buffer, large_tensors, graphs};
+  return StageLayers{tp_params, rep_params,       exp_params,    fp8_params, gemms,        train_dense,
+                     train_exp, unit_dense,       unit_expert,   units,      largest_unit, saved,
+                     transient, sp_gather_buffer, large_tensors, graphs};
 }
 
 }  // namespace
@@ -353,7 +360,7 @@ void evaluate_lm_block(const Pass& ps, const LmBlock& b, bool is_mtp, LmBlockEva
           fmt::format("layer-memory model '{}' ({}) reports expert-sharded parameters ('{}'), "
                       "which only an MLP block may hold",
                       b.model->kind(), to_string(b.model->role()), t.name));
-  add_block_params(e, e.params);
+  add_block_params(e, e.params, ps.s);
 }
 
 }  // namespace
@@ -398,6 +405,7 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   evaluate_lm_block(ps, im.embedding, false, ps.embedding);
   evaluate_lm_block(ps, im.output_head, false, ps.output_head);
   evaluate_lm_block(ps, im.mtp_projection, true, ps.mtp_projection);
+  validate_lora(ps);
 
   ps.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   ps.v = ps.part.vpp;
@@ -514,6 +522,28 @@ void describe_layer_kinds(const Pass& ps, Estimate& est) {
   if (m.mtp_num_layers > 0) describe(im.types[im.mtp_type], mtp_eval, 0, true);
 }
 
+namespace {
+
+// The workspaces every stage keeps (other_bytes): Transformer Engine's and PyTorch's cuBLAS
+// workspaces, TE grouped GEMM's and Megatron's global memory buffer.
+CheckedInt workspace_buffers(const Pass& ps, CheckedInt sp_gather_buffer, ComponentSink& comps) {
+  const CheckedInt te_workspace = ps.te_workspace, torch_workspace = ps.torch_workspace;
+  CheckedInt other = te_workspace + 2 * torch_workspace;
+  comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
+  comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * torch_workspace);
+  if (ps.grouped_gemm) {
+    // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
+    // (get_multi_stream_cublas_workspace, 4 streams).
+    other += 4 * te_workspace;
+    comps.add(MemoryCategory::kOther, "other/te_grouped_gemm_workspaces", 4 * te_workspace);
+  }
+  other += sp_gather_buffer;
+  comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", sp_gather_buffer);
+  return other;
+}
+
+}  // namespace
+
 StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   // The pass's values under the names the terms below use.
   const auto& s = ps.s;
@@ -532,9 +562,6 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   const auto& keep_on_gpu = ps.keep_on_gpu;
   const auto& dense_shards = ps.dense_shards;
   const auto& expert_shards = ps.expert_shards;
-  const auto& te_workspace = ps.te_workspace;
-  const auto& torch_workspace = ps.torch_workspace;
-  const auto& grouped_gemm = ps.grouped_gemm;
   const auto& options = ps.options;
   const ParallelLayout& par = ps.s.parallel;
   const auto& opt = ps.s.optimizer;
@@ -543,19 +570,27 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   ComponentSink comps(options.components);
   const std::vector<std::int64_t> inflight = inflight_microbatches(
       p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0), ep_overlap_extra_warmup(s, v));
-  auto [tp_params, rep_params, exp_params, fp8_params, gemms, unit_dense, unit_expert, units, largest_unit, saved,
-        transient, sp_gather_buffer, large_tensors, graphs] = stage_layers(ps, r, inflight, comps, st);
+  auto [tp_params, rep_params, all_exp_params, fp8_params, gemms, train_dense, train_exp, unit_dense, unit_expert,
+        units, largest_unit, saved, transient, sp_gather_buffer, large_tensors, graphs] =
+      stage_layers(ps, r, inflight, comps, st);
   // Static memory.
-  const CheckedInt dense_params = tp_params + rep_params;
-  const CheckedInt parameters = dense_params + exp_params;
+  const CheckedInt all_dense_params = tp_params + rep_params;
+  const CheckedInt parameters = all_dense_params + all_exp_params;
   st.parameters = parameters.value();
-  st.expert_parameters = exp_params.value();
+  st.expert_parameters = all_exp_params.value();
+  st.trainable_parameters = (train_dense + train_exp).value();
+  // Gradients and optimizer states cover the trained parameters only: all of them, or under LoRA
+  // the adapters (the frozen base weights get no main_grad slot, the optimizer never sees them).
+  const CheckedInt dense_params = train_dense, exp_params = train_exp;
+  // LoRA's adapters in LoRA.lora_dtype (unset: the parameters' dtype), the frozen base as ever.
+  const CheckedInt adapters = s.lora.on() ? train_dense + train_exp : CheckedInt(0);
+  const std::int64_t adapter_b = s.lora.dtype ? dtype_bytes(*s.lora.dtype) : param_b;
   std::optional<ShardedDpMemory> fsdp;
   if (s.fsdp.kind != FsdpKind::kNone) {
     ShardedDpStage sd;
     sd.unit_dense = unit_dense;
     sd.unit_expert = unit_expert;
-    sd.other_dense = dense_params - unit_dense;
+    sd.other_dense = all_dense_params - unit_dense;
     sd.units = units;
     sd.largest_unit = largest_unit;
     sd.fp8_params = fp8_params;
@@ -574,10 +609,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     for (const auto& [name, bytes] : fsdp->transient_terms) comps.add(MemoryCategory::kActivations, name, bytes);
   }
 
-  CheckedInt weight = param_b * parameters;
+  CheckedInt weight = param_b * (parameters - adapters) + adapter_b * adapters;
   if (quantized_param_gather(s))  // uint8 (NVFP4: packed) param buffer for the quantized GEMM weights
     weight -= param_b * fp8_params - ceil_div(quantized_param_half_bytes(s) * fp8_params, 2);
-  CheckedInt gradient_bytes = grad_b * parameters;
+  CheckedInt gradient_bytes = grad_b * (dense_params + exp_params);
   if (fsdp) weight = fsdp->weights, gradient_bytes = fsdp->gradients;
   st.weight_bytes = weight.value();
   st.gradient_bytes = gradient_bytes.value();
@@ -635,22 +670,14 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     for (const auto& [name, bytes] : fsdp->weight_terms) comps.add(MemoryCategory::kWeights, name, bytes);
     for (const auto& [name, bytes] : fsdp->gradient_terms) comps.add(MemoryCategory::kGradients, name, bytes);
   } else {
-    comps.add(MemoryCategory::kWeights, "weights/dense", param_b * dense_params);
-    comps.add(MemoryCategory::kWeights, "weights/experts", param_b * exp_params);
+    const CheckedInt dense_adapters = s.lora.on() ? train_dense : CheckedInt(0);
+    comps.add(MemoryCategory::kWeights, "weights/dense", param_b * (all_dense_params - dense_adapters));
+    comps.add(MemoryCategory::kWeights, "weights/experts", param_b * (all_exp_params - (adapters - dense_adapters)));
+    comps.add(MemoryCategory::kWeights, "weights/lora_adapters", adapter_b * adapters);
     comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
   }
 
-  CheckedInt other = te_workspace + 2 * CheckedInt(torch_workspace);
-  comps.add(MemoryCategory::kOther, "other/te_cublas_workspace", te_workspace);
-  comps.add(MemoryCategory::kOther, "other/torch_cublas_workspaces", 2 * CheckedInt(torch_workspace));
-  if (grouped_gemm) {
-    // TE grouped GEMM (TEGroupedMLP) adds one cuBLAS workspace per extra stream
-    // (get_multi_stream_cublas_workspace, 4 streams).
-    other += 4 * te_workspace;
-    comps.add(MemoryCategory::kOther, "other/te_grouped_gemm_workspaces", 4 * te_workspace);
-  }
-  other += sp_gather_buffer;
-  comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", sp_gather_buffer);
+  CheckedInt other = workspace_buffers(ps, sp_gather_buffer, comps);
   if (fp8) {
     // The recipe's copies of the GEMM weights (low_precision.cpp): TE's workspace cache across
     // micro-batches, or the column-wise copy of primary quantized weights; its scaling state.
@@ -758,6 +785,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   }
   add_communication_assumptions(ps, a);
   add_low_precision_assumptions(s, ps.options.compute_capability, a);
+  if (const std::string lora = lora_assumption(ps); !lora.empty()) a.push_back(lora);
   a.push_back(
       "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
       "and allocator fragmentation are covered by the fit verdict's reserve and headroom");

@@ -269,6 +269,7 @@ void add_sharding_knobs(std::vector<SetupKnob>& k);
 void add_sharding_detail_knobs(std::vector<SetupKnob>& k);
 void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k);
 void add_offload_knobs(std::vector<SetupKnob>& k);  // setup_knobs_offload.cpp
+void add_lora_knobs(std::vector<SetupKnob>& k);     // setup_knobs_lora.cpp
 void add_moe_knobs(std::vector<SetupKnob>& k);
 void add_communication_knobs(std::vector<SetupKnob>& k);  // setup_knobs_comm.cpp
 void add_graph_knobs(std::vector<SetupKnob>& k);          // setup_knobs_graphs.cpp

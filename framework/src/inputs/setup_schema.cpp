@@ -38,6 +38,7 @@ std::vector<SetupKnob> build_knobs() {
   add_sharding_detail_knobs(k);
   add_optimizer_and_recompute_knobs(k);
   add_offload_knobs(k);
+  add_lora_knobs(k);
   add_moe_knobs(k);
   add_communication_knobs(k);
   add_graph_knobs(k);
@@ -94,6 +95,15 @@ constexpr const char* kFlagOrder[] = {
     "optimizer-cpu-offload-fraction",
     "overlap-cpu-optimizer-d2h-h2d",
     "optimizer",
+    "lora-rank",
+    "lora-alpha",
+    "lora-target-modules",
+    "lora-dropout",
+    "lora-dropout-position",
+    "lora-dtype",
+    "lora-a-init-method",
+    "lora-b-init-method",
+    "lora-a2a-experimental",
     "precision",
     "fp8-param-gather",
     "fp8-format",

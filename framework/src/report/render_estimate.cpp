@@ -168,6 +168,7 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"mtp_layers", s.mtp_layers},
         {"parameters", s.parameters},
         {"expert_parameters", s.expert_parameters},
+        {"trainable_parameters", s.trainable_parameters},
         {"weight_bytes", s.weight_bytes},
         {"gradient_bytes", s.gradient_bytes},
         {"optimizer_bytes", s.optimizer_bytes},
@@ -292,6 +293,9 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("  Global Batch Size: {} ({} micro-batches)\n", s.global_batch_size, s.num_micro_batches);
   out << fmt::format("  Distributed Optimizer: {}\n", s.optimizer.distributed ? "True" : "False");
   out << fmt::format("  Recompute: {}\n", recompute_text(s.recompute));
+  if (s.lora.on())
+    out << fmt::format("  LoRA: rank {} on {} (base weights frozen)\n", s.lora.rank,
+                       lora_targets_to_string(s.lora.targets));
   out << fmt::format("  Precision: {}, attention: {}\n", to_string(s.precision), to_string(est.attention));
 
   out << "\n" << kRule << "\nMEMORY ESTIMATION RESULTS\n" << kRule << "\n";
@@ -306,7 +310,11 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("\nPipeline Stage {}:\n", st.pp_rank);
     out << fmt::format("  Layers: {}{}, micro-batches in flight: {}\n", st.layers,
                        st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "", st.inflight_microbatches);
-    out << fmt::format("  Parameters: {:.2f}B\n", static_cast<double>(st.parameters) / 1e9);
+    out << fmt::format(
+        "  Parameters: {:.2f}B{}\n", static_cast<double>(st.parameters) / 1e9,
+        st.trainable_parameters == st.parameters
+            ? std::string()
+            : fmt::format(", trainable {} (LoRA adapters; the rest frozen)", format_count(st.trainable_parameters)));
     // Bytes, in billions: the activations mix dtypes (fp32 logits, 1-byte masks), so no element
     // count follows from them (the seed printed bytes / 2 as "elements").
     out << fmt::format("  Activations: {:.2f}B bytes\n", static_cast<double>(st.activation_bytes) / 1e9);

@@ -66,6 +66,8 @@ constexpr EnumName kFp8RecipeArr[] = {{"delayed", static_cast<int>(Fp8Recipe::kD
                                       {"mxfp8", static_cast<int>(Fp8Recipe::kMxfp8)}};
 constexpr EnumName kFp8FormatArr[] = {{"e4m3", static_cast<int>(Fp8Format::kE4M3)},
                                       {"hybrid", static_cast<int>(Fp8Format::kHybrid)}};
+constexpr EnumName kLoraDropoutPositionArr[] = {{"pre", static_cast<int>(LoraDropoutPosition::kPre)},
+                                                {"post", static_cast<int>(LoraDropoutPosition::kPost)}};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -91,6 +93,7 @@ const EnumTable kCrossEntropyImplNames = kCrossEntropyImplArr;
 const EnumTable kOptimizerNames = kOptimizerArr;
 const EnumTable kFp8RecipeNames = kFp8RecipeArr;
 const EnumTable kFp8FormatNames = kFp8FormatArr;
+const EnumTable kLoraDropoutPositionNames = kLoraDropoutPositionArr;
 
 const char* enum_name(EnumTable table, int value) {
   for (const auto& n : table)

@@ -82,6 +82,7 @@ const char* to_string(ParamGroup g) {
     case ParamGroup::kRouter: return "router";
     case ParamGroup::kNorms: return "norms";
     case ParamGroup::kMtp: return "mtp";
+    case ParamGroup::kLoraAdapter: return "lora_adapters";
   }
   return "?";
 }

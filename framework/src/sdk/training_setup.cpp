@@ -301,6 +301,50 @@ std::uint32_t parse_cuda_graph_modules(const std::string& text) {
   return out;
 }
 
+namespace {
+struct LoraTargetName {
+  const char* name;
+  std::uint32_t flag;
+};
+// Megatron-Bridge's LoRA.target_modules names (peft/lora.py), in LoraTarget order.
+constexpr LoraTargetName kLoraTargetNames[] = {{"linear_qkv", kLoraLinearQkv},
+                                               {"linear_proj", kLoraLinearProj},
+                                               {"linear_fc1", kLoraLinearFc1},
+                                               {"linear_fc2", kLoraLinearFc2}};
+}  // namespace
+
+std::string lora_targets_to_string(std::uint32_t targets) {
+  std::string out;
+  for (const auto& t : kLoraTargetNames) {
+    if (!(targets & t.flag)) continue;
+    if (!out.empty()) out += ",";
+    out += t.name;
+  }
+  return out;
+}
+
+std::uint32_t parse_lora_targets(const std::string& text) {
+  std::string cleaned;
+  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
+  std::stringstream ss(cleaned);
+  std::string item;
+  std::uint32_t out = 0;
+  std::string allowed;
+  for (const auto& t : kLoraTargetNames) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", t.name);
+  while (ss >> item) {
+    const auto it = std::find_if(std::begin(kLoraTargetNames), std::end(kLoraTargetNames),
+                                 [&](const LoraTargetName& t) { return item == t.name; });
+    if (it == std::end(kLoraTargetNames))
+      throw UsageError(
+          fmt::format("LoRA target module '{}' is not one mme models ({}; Megatron-Bridge's "
+                      "other names, e.g. MLA's linear_q_proj or '*' patterns, are not modelled)",
+                      item, allowed));
+    out |= it->flag;
+  }
+  if (out == 0) throw UsageError(fmt::format("LoRA needs at least one target module ({})", allowed));
+  return out;
+}
+
 std::int64_t parse_cublas_workspace_config(const std::string& text) {
   // aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 8 chunks of
   // 4096 KiB; several pairs add up.

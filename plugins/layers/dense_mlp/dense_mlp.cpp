@@ -33,6 +33,9 @@ void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const 
   if (m.add_bias_linear) add_param(out, "linear_fc2_bias", ParamGroup::kDenseMlp, ShardClass::kReplicated, h, 1);
   if (ctx.layer.post_mlp_norm)
     add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // LoRA adapters beside linear_fc1 (column parallel) and linear_fc2 (row parallel).
+  add_lora_params(ctx, out, kLoraLinearFc1, LoraScope::kLayer, h, fc1_width);
+  add_lora_params(ctx, out, kLoraLinearFc2, LoraScope::kLayer, f, h);
 }
 
 void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) const {
@@ -49,16 +52,24 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
   // checkpointing self.mlp) that input is all the MLP keeps.
   add_act(out, "mlp/norm_input", ab * Tl * h, 0, Tl * h);
   if (!ctx.setup.recompute.has(kRecomputeMlp)) {
-    // linear_fc1 keeps its (sequence-local) input, the normed hidden states.
-    add_act(
-        out, "mlp/fc1_input",
-        saved_gemm_input_bytes(
-            ctx, Tl, h, ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy),
-        0, Tl * h);
+    // linear_fc1 keeps its (sequence-local) input, the normed hidden states; under LoRA the
+    // frozen fc1 only when its adapter wraps it (return_layernorm_output), and the adapter takes
+    // that tensor (without SP) or the all-gathered [T, h] (with SP).
+    const bool frozen = lora_frozen(ctx);
+    if (!frozen || lora_wraps(ctx, kLoraLinearFc1))
+      add_act(
+          out, "mlp/fc1_input",
+          saved_gemm_input_bytes(
+              ctx, Tl, h, ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy),
+          0, Tl * h);
+    add_lora_acts(ctx, out, kLoraLinearFc1, LoraScope::kLayer, T, h, !ctx.sequence_parallel && li == ab, T,
+                  fc1_width / t);
     // The activation (bias_swiglu / bias_gelu) keeps its input, fc1's output [s, b, fc1/TP].
     add_act(out, "mlp/fc1_output", ab * T * fc1_width / t, 0, T * fc1_width / t);
-    // linear_fc2 keeps its input, the activation output [s, b, f/TP].
-    add_act(out, "mlp/activation_output", saved_gemm_input_bytes(ctx, T, f / t), 0, T * f / t);
+    // linear_fc2 keeps its input, the activation output [s, b, f/TP]; the frozen fc2 keeps none,
+    // its adapter its own (16-bit) reference to it.
+    if (!frozen) add_act(out, "mlp/activation_output", saved_gemm_input_bytes(ctx, T, f / t), 0, T * f / t);
+    add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kLayer, T, f / t, false, Tl, h);
     // mlp.py MLP.forward, glu() without the fused kernel (--no-bias-swiglu-fusion or
     // --no-bias-gelu-fusion): the product act(x_glu) * x_linear keeps act(x_glu) [s, b, f/TP]
     // besides x_linear, a view of fc1's output (x_glu's activation keeps the other half).

@@ -58,6 +58,9 @@ void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
   if (ctx.layer.post_attention_norm)
     add_param(out, "post_attention_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // LoRA adapters beside linear_qkv (column parallel) and linear_proj (row parallel).
+  add_lora_params(ctx, out, kLoraLinearQkv, LoraScope::kLayer, h, q + 2 * kv);
+  add_lora_params(ctx, out, kLoraLinearProj, LoraScope::kLayer, q, h);
 }
 
 void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& out) const {
@@ -78,7 +81,14 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // TE LayerNormLinear keeps the norm input (for the norm's backward) and the normed output
   // (the QKV GEMM input), both sequence-local under SP (layernorm_linear.py).
   add_act(out, "attention/input_norm_input", ab * Tl * h, kOffloadQkvLinear, Tl * h);
-  add_act(out, "attention/qkv_input", saved_gemm_input_bytes(ctx, Tl, h, ln_linear_input), kOffloadQkvLinear, Tl * h);
+  // Under LoRA the frozen linear_qkv frees the normed output, unless its adapter wraps it
+  // (return_layernorm_output; the saved tensor stays). The adapter takes that output: the same
+  // tensor without SP, the all-gathered [T, h] with it (return_layernorm_output_gathered).
+  const bool frozen = lora_frozen(ctx);
+  if (!frozen || lora_wraps(ctx, kLoraLinearQkv))
+    add_act(out, "attention/qkv_input", saved_gemm_input_bytes(ctx, Tl, h, ln_linear_input), kOffloadQkvLinear, Tl * h);
+  add_lora_acts(ctx, out, kLoraLinearQkv, LoraScope::kLayer, T, h, !ctx.sequence_parallel && li == ab, T,
+                (nq + 2 * nkv) * d);
   if (a.qk_norm) {
     // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
     add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d, kOffloadQkvLinear, T * nkv * d);
@@ -109,9 +119,13 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Attention output O: kept by flash attention and as linear_proj's input (one tensor in
   // bf16; under FP8 linear_proj keeps its own 1-byte copy). It leaves the GPU only when
   // linear_proj's copy does (attn_proj, which Megatron-LM allows only with core_attn).
-  add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
-  if (li != ab)
+  // Under LoRA the frozen linear_proj keeps no input: O stays for flash attention, or for
+  // linear_proj's adapter (the same tensor).
+  if (flash || !frozen || lora_wraps(ctx, kLoraLinearProj))
+    add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (li != ab && !frozen)
     add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nq * d), kOffloadAttnProj, T * nq * d);
+  add_lora_acts(ctx, out, kLoraLinearProj, LoraScope::kLayer, T, nq * d, true, Tl, h);
   if (ctx.layer.post_attention_norm) add_act(out, "attention/post_norm_input", ab * Tl * h, 0, Tl * h);
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);
 

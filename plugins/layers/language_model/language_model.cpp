@@ -89,8 +89,14 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
   const auto& s = ctx.setup;
   const CheckedInt h = ctx.model.hidden_size, T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes;
   const CheckedInt vl = ctx.vocab_local;
-  // The final norm keeps its input; the output layer keeps its (sequence-local) input.
-  add_act(out, "final_norm_and_output_input", CheckedInt(2) * ab * Tl * h);
+  // The final norm keeps its input; the output layer keeps its (sequence-local) input, except
+  // frozen under LoRA (layers.py linear_with_frozen_weight: LinearWithFrozenWeight saves the
+  // weight only, and gathers an SP input through an ordinary tensor, not the global buffer).
+  const bool frozen = lora_frozen(ctx);
+  if (frozen)
+    add_act(out, "final_norm_input", ab * Tl * h);
+  else
+    add_act(out, "final_norm_and_output_input", CheckedInt(2) * ab * Tl * h);
   // Every loss path keeps an fp32 [T, V/TP] tensor for backward: the unfused
   // tensor_parallel/cross_entropy.py and the fused native fusions/fused_cross_entropy.py
   // (calculate_logits_max: logits.float(); the softmax saved) alike, and TE's
@@ -109,7 +115,8 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
   out.transient = transient.value();
   // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into the
   // persistent global memory buffer (parallel_state.get_global_memory_buffer).
-  if (ctx.sequence_parallel) out.global_buffer = (ab * T * h).value();
+  if (ctx.sequence_parallel && !frozen) out.global_buffer = (ab * T * h).value();
+  if (ctx.sequence_parallel && frozen) out.transient = (transient + ab * T * h).value();
   if (s.defer_embedding_wgrad) {
     // --defer-embedding-wgrad-compute (tensor_parallel/layers.py, gpt_model.py): the output layer
     // keeps each micro-batch's input and logits gradient in embedding_activation_buffer /

@@ -108,6 +108,13 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   }
   if (ctx.layer.post_mlp_norm)
     add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
+  // LoRA adapters beside linear_fc1 and linear_fc2: one per routed expert, and the shared experts'.
+  add_lora_params(ctx, out, kLoraLinearFc1, LoraScope::kRoutedExperts, h, g * F, E, f.top_k);
+  add_lora_params(ctx, out, kLoraLinearFc2, LoraScope::kRoutedExperts, F, h, E, f.top_k);
+  if (S > 0) {
+    add_lora_params(ctx, out, kLoraLinearFc1, LoraScope::kSharedExperts, h, g * S);
+    add_lora_params(ctx, out, kLoraLinearFc2, LoraScope::kSharedExperts, S, h);
+  }
 }
 
 void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const {
@@ -159,14 +166,21 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
     const auto& off = ctx.setup.activation_offload;
     const bool original_input = off.fine_grained && (off.modules & kOffloadExpertFc1) != 0;
     // GroupedLinear quantizes the tokens of each local expert apart; their scale_inv are sized
-    // here as one [N, h] tensor (padding per expert left out).
-    add_act(out, "moe/expert_fc1_input", original_input ? ab * N * h : saved_gemm_input_bytes(ctx, N, h),
-            kOffloadExpertFc1, N * h);
+    // here as one [N, h] tensor (padding per expert left out). Under LoRA the frozen grouped GEMMs
+    // keep no input (grouped_linear.py: only with weight.requires_grad); the experts' adapters keep
+    // their own.
+    const bool frozen = lora_frozen(ctx);
+    if (!frozen)
+      add_act(out, "moe/expert_fc1_input", original_input ? ab * N * h : saved_gemm_input_bytes(ctx, N, h),
+              kOffloadExpertFc1, N * h);
+    add_lora_acts(ctx, out, kLoraLinearFc1, LoraScope::kRoutedExperts, N, h, false, N, g * F / etp);
     // The expert activation keeps fc1's output [N, g F / ETP] ...
     add_act(out, "moe/expert_fc1_output", ab * N * g * F / etp, kOffloadMoeAct, N * g * F / etp);
     // ... and fc2 keeps the activation output [N, F / ETP], unless moe_act recompute drops it.
     if (!rc.has(kRecomputeMoeAct)) {
-      add_act(out, "moe/expert_activation_output", saved_gemm_input_bytes(ctx, N, F / etp), 0, N * F / etp);
+      if (!frozen)
+        add_act(out, "moe/expert_activation_output", saved_gemm_input_bytes(ctx, N, F / etp), 0, N * F / etp);
+      add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kRoutedExperts, N, F / etp, false, N, h);
       // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl, off with
       // --no-bias-swiglu-fusion); otherwise experts.py bias_act_func multiplies the activation by
       // the routing probabilities in torch, which keeps the unscaled activation for the
@@ -184,14 +198,18 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       // Shared experts on the full sequence: fc1 output and activation output (shared_experts.py).
       const std::size_t shared_first = out.saved.size();
       add_act(out, "moe/shared_fc1_output", ab * T * g * S / t, 0, T * g * S / t);
-      add_act(out, "moe/shared_activation_output", saved_gemm_input_bytes(ctx, T, S / t), 0, T * S / t);
+      if (!frozen) add_act(out, "moe/shared_activation_output", saved_gemm_input_bytes(ctx, T, S / t), 0, T * S / t);
+      // The shared experts' adapters: fc1's takes the pre-MLP norm's output (kept above; under SP
+      // the adapter gathers it itself), fc2's the activation output.
+      add_lora_acts(ctx, out, kLoraLinearFc1, LoraScope::kSharedExperts, T, h, !ctx.sequence_parallel, T, g * S / t);
+      add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kSharedExperts, T, S / t, false, Tl, h);
       // shared_experts.py (MLP.forward, or linear_fc1_forward_and_act when overlapped): glu()
       // without the fused kernel keeps act(x_glu) [s, b, S/TP] for the product with x_linear.
       if (g == 2 && !gated_activation_fused(ctx, false))
         add_act(out, "moe/shared_activation_glu_act", ab * T * S / t, 0, T * S / t);
       if (!shared_overlap) mark_graph_scope(out, shared_first, kGraphMoeRouter);
     }
-    if (shared_overlap && ctx.sequence_parallel) {
+    if (shared_overlap && ctx.sequence_parallel && !frozen) {
       // shared_experts.py pre_forward_comm: the overlapped shared experts gather their input
       // over TP themselves (parallel_mode None), so fc1 keeps the gathered [T, h]
       // (set_save_original_input: in the activation dtype) instead of the local shard.

@@ -42,6 +42,8 @@ struct StageEstimate {
   std::vector<ChunkEstimate> chunks;
   std::int64_t parameters = 0;         // held by one rank of this stage
   std::int64_t expert_parameters = 0;  // of which routed-expert parameters
+  // Of which trained (gradients and optimizer states): all of them, or under LoRA the adapters only.
+  std::int64_t trainable_parameters = 0;
   std::int64_t weight_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;
@@ -165,6 +167,12 @@ class Estimator {
     std::vector<std::pair<std::string, std::int64_t>> active_breakdown;  // by group, active
   };
   ParamCount count_parameters() const;
+  // LoRA's adapters on this model (Megatron-Bridge, TrainingSetup::lora): what `mme params`
+  // reports as trainable, the base being frozen. MTP layers' adapters apart, as in ParamCount.
+  struct LoraCount {
+    std::int64_t total = 0, active = 0, mtp = 0;
+  };
+  LoraCount count_lora_parameters(const LoraSettings& lora) const;
 
   const ModelSpec& model() const;
 

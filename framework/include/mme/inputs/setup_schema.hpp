@@ -109,7 +109,7 @@ struct SetupKnob {
   std::vector<const char*> megatron_extra = {};
 
   // --- spec file ----------------------------------------------------------------------------
-  const char* spec_section = nullptr;  // parallelism | training | infrastructure | precision; null = no field
+  const char* spec_section = nullptr;  // parallelism | training | infrastructure | precision | peft; null = no field
   const char* spec_name = nullptr;
   bool spec_required = false;
   std::optional<std::int64_t> spec_min = {};  // kInt: the spec file's lower bound, where it differs

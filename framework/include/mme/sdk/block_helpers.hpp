@@ -120,6 +120,94 @@ inline void mark_graph_scope(BlockActivations& out, std::size_t first, std::uint
   for (std::size_t i = first; i < out.saved.size(); ++i) out.saved.begin()[i].graph_scope |= scope;
 }
 
+// --- LoRA (TrainingSetup::lora) ----------------------------------------------------------------
+
+// Under LoRA every base weight is frozen (requires_grad False). Transformer Engine's linears then
+// keep no input for a weight gradient: linear.py and grouped_linear.py save the input only when
+// weight.requires_grad, layernorm_linear.py frees its norm output unless return_layernorm_output
+// (which the LoRA wrapper sets on the linears it wraps); Megatron's own linears go through
+// LinearWithFrozenWeight, which saves only the weight. The norm inputs stay (their input gradient).
+inline bool lora_frozen(const BlockContext& ctx) { return ctx.setup.lora.on(); }
+inline bool lora_wraps(const BlockContext& ctx, LoraTarget t) { return ctx.setup.lora.targets_module(t); }
+
+// Where an adapter sits: the linears of a decoder layer's attention or dense MLP, the shared
+// experts, or each routed expert.
+enum class LoraScope { kLayer, kSharedExperts, kRoutedExperts };
+
+// The names of one adapter's terms (string literals, as terms need).
+struct LoraTermNames {
+  std::string_view params, input, dropout_output, dropout_mask, a_output;
+};
+inline LoraTermNames lora_term_names(LoraTarget t, LoraScope scope) {
+#define MME_LORA_NAMES(prefix, name)                                                   \
+  LoraTermNames {                                                                      \
+    "lora_" name, prefix "lora_" name "_input", prefix "lora_" name "_dropout_output", \
+        prefix "lora_" name "_dropout_mask", prefix "lora_" name "_a_output"           \
+  }
+  switch (scope) {
+    case LoraScope::kSharedExperts:
+      return t == kLoraLinearFc1 ? MME_LORA_NAMES("moe/", "shared_fc1") : MME_LORA_NAMES("moe/", "shared_fc2");
+    case LoraScope::kRoutedExperts:
+      return t == kLoraLinearFc1 ? MME_LORA_NAMES("moe/", "expert_fc1") : MME_LORA_NAMES("moe/", "expert_fc2");
+    case LoraScope::kLayer: break;
+  }
+  switch (t) {
+    case kLoraLinearQkv: return MME_LORA_NAMES("attention/", "linear_qkv");
+    case kLoraLinearProj: return MME_LORA_NAMES("attention/", "linear_proj");
+    case kLoraLinearFc1: return MME_LORA_NAMES("mlp/", "linear_fc1");
+    case kLoraLinearFc2: break;
+  }
+  return MME_LORA_NAMES("mlp/", "linear_fc2");
+#undef MME_LORA_NAMES
+}
+
+// The adapter of a linear [in -> out] (Megatron-Bridge's ParallelLinearAdapter, an assumption:
+// docs/memory-model.md, "LoRA"): linear_in [in -> r] and linear_out [r -> out]. Beside a
+// column-parallel linear, linear_in is a ColumnParallelLinear over r (gather_output) and linear_out
+// a ColumnParallelLinear over out; beside a row-parallel one, linear_in is a RowParallelLinear over
+// in and linear_out a ColumnParallelLinear over out (gather_output). Either way a rank holds
+// r (in + out) / TP. Beside routed experts (`experts` > 0): one adapter per expert, E / EP of them
+// on a rank, split over ETP like the experts; a token uses top-k of them.
+inline void add_lora_params(const BlockContext& ctx, BlockParams& out, LoraTarget t, LoraScope scope, CheckedInt in,
+                            CheckedInt out_features, CheckedInt experts = 0, CheckedInt top_k = 0) {
+  if (!lora_wraps(ctx, t)) return;
+  const CheckedInt one = CheckedInt(ctx.setup.lora.rank) * (in + out_features);
+  const std::string_view name = lora_term_names(t, scope).params;
+  if (experts > 0) {
+    out.terms.push({name, ParamGroup::kLoraAdapter, ShardClass::kExpert, (experts * one).value(),
+                    ((experts / ctx.ep) * one / ctx.etp).value(), (top_k * one).value()});
+    return;
+  }
+  add_param(out, name, ParamGroup::kLoraAdapter, ShardClass::kTensorParallel, one, ctx.tp);
+}
+
+// What one adapter keeps for backward per micro-batch (ParallelLinearAdapter.forward; its linears
+// are Megatron's own, whose LinearWithGradAccumulationAndAsyncCommunication saves its input, with
+// sequence parallelism off in the adapter's config): its input, `rows` x `in_width` elements in the
+// activation dtype, unless the block keeps that very tensor already (`input_kept`: counted once);
+// dropout at 'pre' keeps its output instead and a 1-byte mask; linear_out keeps linear_in's
+// [rows, r] output (gathered over TP); dropout at 'post' keeps a mask over the `out_rows` x
+// `out_width` adapter output. The activation between the two is the identity, the alpha / r scale
+// keeps nothing.
+inline void add_lora_acts(const BlockContext& ctx, BlockActivations& out, LoraTarget t, LoraScope scope,
+                          CheckedInt rows, CheckedInt in_width, bool input_kept, CheckedInt out_rows,
+                          CheckedInt out_width) {
+  if (!lora_wraps(ctx, t)) return;
+  const auto& lora = ctx.setup.lora;
+  const LoraTermNames n = lora_term_names(t, scope);
+  const CheckedInt ab = ctx.act_bytes, in = rows * in_width;
+  const bool dropout = lora.dropout > 0;
+  if (dropout && lora.dropout_position == LoraDropoutPosition::kPre) {
+    add_act(out, n.dropout_output, ab * in, 0, in);
+    add_act(out, n.dropout_mask, in, 0, in);
+  } else if (!input_kept) {
+    add_act(out, n.input, ab * in, 0, in);
+  }
+  add_act(out, n.a_output, ab * rows * lora.rank, 0, rows * lora.rank);
+  if (dropout && lora.dropout_position == LoraDropoutPosition::kPost)
+    add_act(out, n.dropout_mask, out_rows * out_width, 0, out_rows * out_width);
+}
+
 // --- Costs (BlockCosts) ----------------------------------------------------------------------
 
 // The GEMM FLOPs and weight bytes of a block's forward pass, from its parameter terms: 2 FLOPs

@@ -29,11 +29,12 @@ extern const EnumTable kRecomputeGranularityNames;
 extern const EnumTable kRecomputeMethodNames;
 extern const EnumTable kFsdpShardingNames;
 extern const EnumTable kFsdpKindNames;
-extern const EnumTable kTransformerImplNames;   // transformer_engine (1) | local (0)
-extern const EnumTable kCrossEntropyImplNames;  // native (0) | te (1)
-extern const EnumTable kOptimizerNames;         // adam | sgd | muon
-extern const EnumTable kFp8RecipeNames;         // delayed | tensorwise | blockwise | mxfp8
-extern const EnumTable kFp8FormatNames;         // e4m3 | hybrid
+extern const EnumTable kTransformerImplNames;      // transformer_engine (1) | local (0)
+extern const EnumTable kCrossEntropyImplNames;     // native (0) | te (1)
+extern const EnumTable kOptimizerNames;            // adam | sgd | muon
+extern const EnumTable kFp8RecipeNames;            // delayed | tensorwise | blockwise | mxfp8
+extern const EnumTable kFp8FormatNames;            // e4m3 | hybrid
+extern const EnumTable kLoraDropoutPositionNames;  // pre | post
 
 // The printed spelling of `value` ("?" when the table has none).
 const char* enum_name(EnumTable table, int value);

@@ -43,6 +43,9 @@ enum class ParamGroup : std::uint8_t {
   kRouter,
   kNorms,
   kMtp,
+  // A LoRA adapter's linear_in / linear_out (LoraSettings): the only trainable parameters under
+  // LoRA; every other group is then frozen.
+  kLoraAdapter,
 };
 
 struct ParamTerm {

@@ -221,6 +221,33 @@ struct LowPrecisionSettings {
   std::int64_t layers_at_end_in_bf16 = 1;
 };
 
+// LoRA as Megatron-Bridge runs it (megatron/bridge/peft/lora.py, its LoRA dataclass): every base
+// weight frozen (requires_grad False: no gradient buffer slot, no optimizer state), a low-rank
+// adapter (ParallelLinearAdapter: linear_in [in -> r], linear_out [r -> out]) beside each
+// targeted linear of every decoder layer. Targets as bit flags, Bridge's module names.
+enum LoraTarget : std::uint32_t {
+  kLoraLinearQkv = 1u << 0,   // linear_qkv (column parallel, the input norm fused in)
+  kLoraLinearProj = 1u << 1,  // linear_proj (row parallel)
+  kLoraLinearFc1 = 1u << 2,   // linear_fc1 (column parallel): dense MLP, shared and routed experts
+  kLoraLinearFc2 = 1u << 3,   // linear_fc2 (row parallel)
+};
+inline constexpr std::uint32_t kLoraDefaultTargets = kLoraLinearQkv | kLoraLinearProj | kLoraLinearFc1 | kLoraLinearFc2;
+enum class LoraDropoutPosition { kPre, kPost };
+struct LoraSettings {
+  std::int64_t rank = 0;                        // LoRA.dim (Bridge's default 32); 0 = no LoRA, every weight trains
+  double alpha = 32;                            // LoRA.alpha: the output scale alpha / dim, no memory effect
+  std::uint32_t targets = kLoraDefaultTargets;  // LoRA.target_modules, LoraTarget bits
+  double dropout = 0.0;                         // LoRA.dropout
+  LoraDropoutPosition dropout_position = LoraDropoutPosition::kPre;  // LoRA.dropout_position
+  std::optional<DType> dtype;                                        // LoRA.lora_dtype (unset: the parameters' dtype)
+  std::string a_init = "xavier";                                     // LoRA.lora_A_init_method (no memory effect)
+  std::string b_init = "zero";                                       // LoRA.lora_B_init_method (no memory effect)
+  bool a2a_experimental = false;  // LoRA.a2a_experimental (not modelled: the default path)
+
+  bool on() const { return rank > 0; }
+  bool targets_module(LoraTarget t) const { return on() && (targets & t) != 0; }
+};
+
 struct TrainingSetup {
   ParallelLayout parallel;
   PipelineSplit pipeline;
@@ -230,6 +257,7 @@ struct TrainingSetup {
   CommunicationSettings comm;
   ActivationOffloadSettings activation_offload;
   CudaGraphSettings cuda_graph;
+  LoraSettings lora;
 
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 4096;
@@ -342,6 +370,7 @@ inline constexpr NumberRange kRoutingImbalanceRange{1, 1024};        // --moe-ro
 inline constexpr NumberRange kCapacityFactorRange{0, 1e6, true};     // --moe-capacity-factor
 inline constexpr NumberRange kDropoutRange{0, 1, false, true};       // --hidden-dropout, --attention-dropout
 inline constexpr NumberRange kActivationOffloadFractionRange{0, 1};  // --activation-offload-fraction
+inline constexpr NumberRange kLoraAlphaRange{0, 1e9, true};          // --lora-alpha
 // "[0, 1]", "(0, 1e+06]", "[0, 1)".
 std::string to_string(const NumberRange& range);
 
@@ -383,6 +412,11 @@ std::string cuda_graph_modules_to_string(std::uint32_t modules);
 // the whole layer, as transformer_config.py normalises it). Throws UsageError for an unknown
 // scope, `full` next to others, and `mamba` (no hybrid models here).
 std::uint32_t parse_cuda_graph_modules(const std::string& text);
+// LoRA target modules as Megatron-Bridge spells them: "linear_qkv,linear_proj" (LoraTarget order).
+std::string lora_targets_to_string(std::uint32_t targets);
+// Parses target_modules ("linear_qkv linear_fc1", commas, spaces, brackets and quotes allowed); an
+// unknown name, or none, is a UsageError.
+std::uint32_t parse_lora_targets(const std::string& text);
 DType parse_dtype(const std::string& text);  // throws UsageError
 // Bytes of one cuBLAS workspace for a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs).
 std::int64_t parse_cublas_workspace_config(const std::string& text);  // throws UsageError

@@ -322,7 +322,7 @@ const std::vector<FieldDef>& field_defs() {
 }
 
 const std::vector<std::string>& sections() {
-  static const std::vector<std::string> s = {"model", "parallelism", "training", "infrastructure", "precision"};
+  static const std::vector<std::string> s = {"model", "parallelism", "training", "infrastructure", "precision", "peft"};
   return s;
 }
 

@@ -67,6 +67,11 @@ const std::map<std::string, std::string>& known_aliases() {
       {"distributed_optimizer", "training.use_distributed_optimizer"},
       {"moe_token_dispatcher", "training.moe_token_dispatcher_type"},
       {"moe_capacity_factor", "training.moe_expert_capacity_factor"},
+      {"lora_rank", "peft.dim"},
+      {"rank", "peft.dim"},
+      {"lora_alpha", "peft.alpha"},
+      {"lora_target_modules", "peft.target_modules"},
+      {"lora_dropout", "peft.dropout"},
   };
   return m;
 }

@@ -236,6 +236,23 @@ class SpecParser {
     if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
       fail_field("training.moe_pad_expert_input_to_capacity", "needs training.moe_expert_capacity_factor");
     check_offload_fields(s);
+    check_lora_fields(s);
+  }
+
+  // LoRA's details apply with its rank (peft.dim turns LoRA on).
+  void check_lora_fields(const TrainingSetup& s) {
+    if (s.lora.on()) return;
+    const LoraSettings d;
+    const auto& l = s.lora;
+    const char* needs = "needs peft.dim (LoRA's rank)";
+    if (l.alpha != d.alpha) fail_field("peft.alpha", needs);
+    if (l.targets != d.targets) fail_field("peft.target_modules", needs);
+    if (l.dropout != d.dropout) fail_field("peft.dropout", needs);
+    if (l.dropout_position != d.dropout_position) fail_field("peft.dropout_position", needs);
+    if (l.dtype) fail_field("peft.lora_dtype", needs);
+    if (l.a_init != d.a_init) fail_field("peft.lora_A_init_method", needs);
+    if (l.b_init != d.b_init) fail_field("peft.lora_B_init_method", needs);
+    if (l.a2a_experimental) fail_field("peft.a2a_experimental", needs);
   }
 
   // The offload settings apply with their mechanism (Megatron-LM ignores them otherwise).
