@@ -75,8 +75,9 @@ configure_file("${CMAKE_CURRENT_LIST_DIR}/mme.pc.in" "${CMAKE_BINARY_DIR}/cmake/
 install(FILES "${CMAKE_BINARY_DIR}/cmake/mme.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig" COMPONENT dev)
 
 install(FILES "${PROJECT_SOURCE_DIR}/README.md" DESTINATION "${CMAKE_INSTALL_DOCDIR}" COMPONENT runtime)
+# The docs and the pictures they show (docs/web.md's screenshot).
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/" DESTINATION "${CMAKE_INSTALL_DOCDIR}" COMPONENT runtime
-        FILES_MATCHING PATTERN "*.md")
+        FILES_MATCHING PATTERN "*.md" PATTERN "*.jpg" PATTERN "*.png" PATTERN "*.svg")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/examples/" DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples" COMPONENT dev
         PATTERN "build" EXCLUDE)
 
