@@ -59,12 +59,6 @@ TrainingSetup graphs(std::uint32_t modules, std::int64_t warmup = 0) {
   return s;
 }
 
-std::int64_t component(const StageEstimate& st, const std::string& name) {
-  for (const auto& c : st.components)
-    if (c.name == name) return c.bytes;
-  return 0;
-}
-
 class CudaGraphs : public ::testing::Test {
  protected:
   void SetUp() override { test::register_layer_models(registry_); }
@@ -83,8 +77,8 @@ TEST_F(CudaGraphs, AttentionScopeCapturedFirst) {
   const Estimate e = run(graphs(kGraphAttn));
   const StageEstimate& st = e.stages.at(0);
   const std::int64_t buffers = 4 * (kHidden + kMask) + kHidden + 2 * kHidden;
-  EXPECT_EQ(component(st, "other/cuda_graph_static_inputs"), 4 * (kHidden + kMask));
-  EXPECT_EQ(component(st, "other/cuda_graph_gradient_buffers"), 3 * kHidden);
+  EXPECT_EQ(test::component_sum(st, "other/cuda_graph_static_inputs"), 4 * (kHidden + kMask));
+  EXPECT_EQ(test::component_sum(st, "other/cuda_graph_gradient_buffers"), 3 * kHidden);
   EXPECT_EQ(st.static_bytes, eager.static_bytes + buffers);
   EXPECT_EQ(st.cuda_graph_capture_bytes, eager.static_bytes + buffers + 4 * kAttn + kAttnTransient);
   EXPECT_EQ(st.cuda_graph_replay_bytes,
@@ -126,7 +120,7 @@ TEST_F(CudaGraphs, MlpScope) {
   const StageEstimate eager = run(test_setup()).stages.at(0);
   const StageEstimate st = run(graphs(kGraphMlp)).stages.at(0);
   const std::int64_t buffers = 4 * kHidden + 3 * kHidden;
-  EXPECT_EQ(component(st, "other/cuda_graph_static_inputs"), 4 * kHidden);
+  EXPECT_EQ(test::component_sum(st, "other/cuda_graph_static_inputs"), 4 * kHidden);
   EXPECT_EQ(st.cuda_graph_capture_bytes, eager.static_bytes + buffers + 4 * kMlp + kMlpTransient);
   EXPECT_EQ(st.cuda_graph_replay_bytes, eager.forward_backward_bytes + buffers - 4 * kMlp);
   EXPECT_EQ(st.total_bytes, st.cuda_graph_replay_bytes);
@@ -143,8 +137,8 @@ TEST_F(CudaGraphs, StaticInputsFollowTheSchedule) {
   s.global_batch_size = 4;
   const Estimate e = run(s);
   ASSERT_EQ(e.stages.size(), 2u);
-  EXPECT_EQ(component(e.stages[0], "other/cuda_graph_static_inputs"), 2 * 2 * (kHidden + kMask));
-  EXPECT_EQ(component(e.stages[1], "other/cuda_graph_static_inputs"), 2 * 1 * (kHidden + kMask));
+  EXPECT_EQ(test::component_sum(e.stages[0], "other/cuda_graph_static_inputs"), 2 * 2 * (kHidden + kMask));
+  EXPECT_EQ(test::component_sum(e.stages[1], "other/cuda_graph_static_inputs"), 2 * 1 * (kHidden + kMask));
 }
 
 // The local implementation records the graphs during an eager step: its peak is always in the run.

@@ -169,13 +169,21 @@ std::string recompute_modules_to_string(std::uint32_t modules) {
   return out;
 }
 
-std::uint32_t parse_recompute_modules(const std::string& text) {
+namespace {
+// The names of a list as Megatron-LM flags and spec files write it: "a,b", "a b", "['a', \"b\"]".
+std::vector<std::string> list_items(const std::string& text) {
   std::string cleaned;
   for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
   std::stringstream ss(cleaned);
-  std::string item;
+  std::vector<std::string> out;
+  for (std::string item; ss >> item;) out.push_back(item);
+  return out;
+}
+}  // namespace
+
+std::uint32_t parse_recompute_modules(const std::string& text) {
   std::uint32_t out = 0;
-  while (ss >> item) {
+  for (const std::string& item : list_items(text)) {
     bool found = false;
     for (const auto& m : kModuleNames) {
       if (item == m.name) {
@@ -218,12 +226,9 @@ std::string offload_modules_to_string(std::uint32_t modules) {
 }
 
 std::uint32_t parse_offload_modules(const std::string& text) {
-  std::string cleaned;
-  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
-  std::stringstream ss(cleaned);
-  std::string item, invalid;
+  std::string invalid;
   std::uint32_t out = 0;
-  while (ss >> item) {
+  for (const std::string& item : list_items(text)) {
     const auto it = std::find_if(std::begin(kOffloadModuleNames), std::end(kOffloadModuleNames),
                                  [&](const OffloadModuleName& m) { return item == m.name; });
     if (it != std::end(kOffloadModuleNames))
@@ -268,15 +273,10 @@ std::string cuda_graph_modules_to_string(std::uint32_t modules) {
 }
 
 std::uint32_t parse_cuda_graph_modules(const std::string& text) {
-  std::string cleaned;
-  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
-  std::stringstream ss(cleaned);
-  std::string item;
+  const std::vector<std::string> items = list_items(text);
   std::uint32_t out = 0;
-  int items = 0;
   bool full = false;
-  while (ss >> item) {
-    ++items;
+  for (const std::string& item : items) {
     if (item == "full") {
       full = true;
       continue;
@@ -297,7 +297,7 @@ std::uint32_t parse_cuda_graph_modules(const std::string& text) {
     out |= it->flag;
   }
   // cuda_graph_config.py normalize_cuda_graph_modules.
-  if (full && items > 1) throw UsageError("--cuda-graph-modules: full scope cannot be used with other scopes.");
+  if (full && items.size() > 1) throw UsageError("--cuda-graph-modules: full scope cannot be used with other scopes.");
   return out;
 }
 
@@ -324,14 +324,10 @@ std::string lora_targets_to_string(std::uint32_t targets) {
 }
 
 std::uint32_t parse_lora_targets(const std::string& text) {
-  std::string cleaned;
-  for (char c : text) cleaned.push_back((c == '[' || c == ']' || c == ',' || c == '\'' || c == '"') ? ' ' : c);
-  std::stringstream ss(cleaned);
-  std::string item;
   std::uint32_t out = 0;
   std::string allowed;
   for (const auto& t : kLoraTargetNames) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", t.name);
-  while (ss >> item) {
+  for (const std::string& item : list_items(text)) {
     const auto it = std::find_if(std::begin(kLoraTargetNames), std::end(kLoraTargetNames),
                                  [&](const LoraTargetName& t) { return item == t.name; });
     if (it == std::end(kLoraTargetNames))
