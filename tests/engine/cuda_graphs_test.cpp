@@ -36,20 +36,8 @@ constexpr std::int64_t kAttn = 152 * kMiB, kMlp = 40 * kMiB;
 constexpr std::int64_t kAttnTransient = 272 * kMiB, kMlpTransient = 36 * kMiB;
 constexpr std::int64_t kHidden = 4 * kMiB, kMask = 4 * kMiB;
 
-ModelSpec test_model(std::int64_t layers = 4) {
-  ModelSpec m = test::gpt_model(layers, 1024, 16);
-  m.hidden_dropout = 0;
-  m.attention_dropout = 0;
-  return m;
-}
-
-TrainingSetup test_setup() {
-  TrainingSetup s;
-  s.parallel.world_size = 1;
-  s.seq_length = 2048;
-  s.attention_backend = AttentionBackend::kUnfused;
-  return s;
-}
+ModelSpec test_model() { return test::small_model_without_dropout(); }
+TrainingSetup test_setup() { return test::unfused_setup(); }
 
 TrainingSetup graphs(std::uint32_t modules, std::int64_t warmup = 0) {
   TrainingSetup s = test_setup();

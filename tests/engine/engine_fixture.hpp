@@ -42,6 +42,23 @@ inline ModelSpec gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_
   return m;
 }
 
+// The 4-layer model of the offload and CUDA-graph tests: GQA (16 heads of 64) + a GELU MLP of
+// 4096, hidden 1024, no dropout; with unfused_setup(): sequence 2048, micro-batch 1, one GPU,
+// unfused attention.
+inline ModelSpec small_model_without_dropout(std::int64_t layers = 4) {
+  ModelSpec m = gpt_model(layers, 1024, 16);
+  m.hidden_dropout = 0;
+  m.attention_dropout = 0;
+  return m;
+}
+inline TrainingSetup unfused_setup() {
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.seq_length = 2048;
+  s.attention_backend = AttentionBackend::kUnfused;
+  return s;
+}
+
 // Sum of the named components of a stage whose name starts with `prefix`.
 inline std::int64_t component_sum(const StageEstimate& s, const std::string& prefix) {
   std::int64_t total = 0;

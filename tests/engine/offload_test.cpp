@@ -31,20 +31,8 @@ constexpr std::int64_t kLayer = 192 * kMiB;
 constexpr std::int64_t kCoreAttn = (4 + 8 + 128) * kMiB;  // Q, K+V, scores
 constexpr std::int64_t kAttnProj = 4 * kMiB;              // linear_proj's input
 
-ModelSpec test_model() {
-  ModelSpec m = test::gpt_model(4, 1024, 16);
-  m.hidden_dropout = 0;
-  m.attention_dropout = 0;
-  return m;
-}
-
-TrainingSetup test_setup() {
-  TrainingSetup s;
-  s.parallel.world_size = 1;
-  s.seq_length = 2048;
-  s.attention_backend = AttentionBackend::kUnfused;
-  return s;
-}
+ModelSpec test_model() { return test::small_model_without_dropout(); }
+TrainingSetup test_setup() { return test::unfused_setup(); }
 
 TrainingSetup fine_grained(std::uint32_t modules) {
   TrainingSetup s = test_setup();

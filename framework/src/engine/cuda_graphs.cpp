@@ -21,6 +21,10 @@ std::uint32_t graph_modules(const CudaGraphSettings& g) {
   return m;
 }
 
+// One static hidden-states input of a layer's graph, [s/TP (SP)/CP, b, h] in bf16 (module.py
+// GraphableMegatronModule.get_layer_static_inputs); a layer output's gradient is as large.
+CheckedInt hidden_state_bytes(const Pass& ps) { return CheckedInt(2) * ps.blocks.local_tokens * ps.h; }
+
 CheckedInt sum_terms(const BlockActivations& a, std::uint32_t partial_scope) {
   CheckedInt sum = 0;
   for (const auto& t : a.saved)
@@ -113,7 +117,7 @@ void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, Typ
   // hidden states, [s/TP (SP)/CP, b, h] bf16); a partial MoE graph returns the normed hidden
   // states, the fp32 routing probabilities [local tokens, experts], the residual and the shared
   // experts' output when they are not overlapped (transformer_layer.py _te_cuda_graph_capture).
-  const CheckedInt hidden = CheckedInt(2) * ps.blocks.local_tokens * ps.h;
+  const CheckedInt hidden = hidden_state_bytes(ps);
   out.grad_output_bytes = hidden;
   if (partial) {
     out.grad_output_bytes = 2 * hidden + CheckedInt(4) * ps.blocks.local_tokens * layer.mlp.num_experts;
@@ -123,7 +127,6 @@ void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, Typ
 }
 
 void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, std::int64_t mb) {
-  hidden_bytes = CheckedInt(2) * ps.blocks.local_tokens * ps.h;
   eager_transient = std::max(eager_transient, e.graphs.transient_outside);
   if (!e.graphs.graphed || n == 0) return;
   saved += n * e.graphs.saved * mb;
@@ -133,7 +136,7 @@ void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, st
   // attention inside the graph, a causal mask (bool [b, 1, s/CP, s]); _get_sample_arguments
   // reuses a buffer set once its micro-batch's backward is done, so one set per layer and
   // micro-batch in flight.
-  CheckedInt per_input = hidden_bytes;
+  CheckedInt per_input = hidden_state_bytes(ps);
   if (e.graphs.attention_inside) {
     const auto& s = ps.s;
     per_input += CheckedInt(s.micro_batch_size) * (s.seq_length / s.parallel.cp) * s.seq_length;
@@ -141,17 +144,21 @@ void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, st
   static_inputs += n * mb * per_input;
 }
 
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved,
+CheckedInt graph_buffers(const Pass& ps, const StageGraphs& g) {
+  if (g.static_inputs == 0) return 0;
+  // TE graph.py with _reuse_graph_input_output_buffers: the static outputs and all but the last
+  // inputs' gradients (within a chunk and across chunks) are weak references; the gradient
+  // buffers of one output signature stay.
+  return g.static_inputs + g.grad_outputs + 2 * hidden_state_bytes(ps);
+}
+
+GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt buffers, CheckedInt base, CheckedInt saved,
                          CheckedInt transient) {
   GraphPhases out;
   const CudaGraphSettings& cg = ps.s.cuda_graph;
   if (!cg.on()) return out;
-  // TE graph.py with _reuse_graph_input_output_buffers: the static outputs and all but the last
-  // inputs' gradients (within a chunk and across chunks) are weak references; the gradient
-  // buffers of one output signature stay.
-  out.buffers = g.static_inputs + (g.static_inputs > 0 ? g.grad_outputs + 2 * g.hidden_bytes : CheckedInt(0));
-  out.capture = base + out.buffers + g.saved + g.transient;
-  out.replay = base + out.buffers + (saved - g.saved) + g.eager_transient;
+  out.capture = base + buffers + g.saved + g.transient;
+  out.replay = base + buffers + (saved - g.saved) + g.eager_transient;
   const bool eager_steps = cg.impl == CudaGraphImpl::kLocal || cg.warmup_steps > 0;
   if (eager_steps) out.eager = base + saved + transient;
   out.pool = g.saved + g.transient;

@@ -39,22 +39,25 @@ struct StageGraphs {
   CheckedInt eager_transient = 0;  // the largest working set outside the graphs
   CheckedInt static_inputs = 0;    // static input buffers (one per graphed layer and micro-batch in flight)
   CheckedInt grad_outputs = 0;     // the largest output-gradient buffer set
-  CheckedInt hidden_bytes = 0;     // one layer input [s/TP (SP)/CP, b, h] in bf16
   // Adds n layers of kind e with mb micro-batches in flight.
   void add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, std::int64_t mb);
 };
 
+// The graphs' buffers on a stage, allocated from the capture on: the static inputs and the
+// gradient buffers (0 without graphs).
+CheckedInt graph_buffers(const Pass& ps, const StageGraphs& g);
+
 // The phases of a stage with CUDA graphs, from its memory without them.
 struct GraphPhases {
-  CheckedInt buffers = 0;  // static inputs and gradient buffers (allocated from the capture on)
   CheckedInt capture = 0;  // the capture: static memory, buffers, the graphed scopes' activations
   CheckedInt replay = 0;   // a replayed step's forward/backward: what runs eagerly
   CheckedInt eager = 0;    // a warm-up step's forward/backward (0: none runs)
   CheckedInt pool = 0;     // the graphs' private pool: reserved, not allocated, during replay
 };
-// `base`: static memory during forward/backward without the buffers; `saved` and `transient`:
-// the stage's activations as if no graph ran.
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt base, CheckedInt saved, CheckedInt transient);
+// `base`: static memory during forward/backward without the `buffers` (graph_buffers); `saved`
+// and `transient`: the stage's activations as if no graph ran.
+GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt buffers, CheckedInt base, CheckedInt saved,
+                         CheckedInt transient);
 
 // The assumption lines of a CUDA-graph setup (none without graphs).
 void add_graph_assumptions(const Pass& ps, std::vector<std::string>& out);

@@ -694,10 +694,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
     for (const auto& [name, bytes] : fsdp->other_terms) comps.add(MemoryCategory::kOther, name, bytes);
   }
   // CUDA graphs (cuda_graphs.cpp): the static inputs and gradient buffers stay allocated.
-  GraphPhases graph = graph_phases(ps, graphs, 0, 0, 0);
-  other += graph.buffers;
+  const CheckedInt graph_buffer_bytes = graph_buffers(ps, graphs);
+  other += graph_buffer_bytes;
   comps.add(MemoryCategory::kOther, "other/cuda_graph_static_inputs", graphs.static_inputs);
-  comps.add(MemoryCategory::kOther, "other/cuda_graph_gradient_buffers", graph.buffers - graphs.static_inputs);
+  comps.add(MemoryCategory::kOther, "other/cuda_graph_gradient_buffers", graph_buffer_bytes - graphs.static_inputs);
   st.other_bytes = other.value();
   // Communication overlap (communication_buffers.cpp): the combined 1F1B schedule's extra
   // attention block; the userbuffers and the bucket padding count in the upper bound only.
@@ -718,7 +718,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   if (ps.s.cuda_graph.on()) {
     // With CUDA graphs: the eager warm-up steps (before the buffers exist), the capture and the
     // replayed steps (cuda_graphs.hpp).
-    graph = graph_phases(ps, graphs, static_bytes - step_only - graph.buffers, saved, transient);
+    const GraphPhases graph =
+        graph_phases(ps, graphs, graph_buffer_bytes, static_bytes - step_only - graph_buffer_bytes, saved, transient);
     st.forward_backward_bytes = std::max(graph.replay, graph.eager).value();
     st.cuda_graph_capture_bytes = graph.capture.value();
     st.cuda_graph_replay_bytes = graph.replay.value();

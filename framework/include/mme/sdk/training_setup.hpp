@@ -202,8 +202,6 @@ struct CudaGraphSettings {
   std::uint32_t modules = 0;                  // --cuda-graph-modules, CudaGraphModule bits
   std::int64_t warmup_steps = 3;              // --cuda-graph-warmup-steps (TransformerConfig default 3)
   bool on() const { return impl != CudaGraphImpl::kNone; }
-  // Whether the graphs capture every part of a decoder layer (empty --cuda-graph-modules).
-  bool whole_layer() const { return on() && modules == 0; }
 };
 
 // Low-precision GEMMs beyond --precision fp8 (transformer_config.py, "fp8 related" and "fp4
