@@ -15,6 +15,7 @@
 #include <mme/planner/planner.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
+#include <mme/report/render_plan.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -106,35 +107,6 @@ std::string split_text(const PlanLayout& l) {
   if (l.pp == 1 || l.even_split) return "even";
   if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
   return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
-}
-
-nlohmann::json score_json(const PlanScore& s) {
-  return {{"score", s.score},
-          {"step_seconds", s.step_seconds},
-          {"ideal_seconds", s.ideal_seconds},
-          {"micro_batches", s.micro_batches},
-          {"bubble", s.bubble},
-          {"stage_seconds", s.stage_seconds},
-          {"compute_seconds", s.compute_seconds},
-          {"recompute_seconds", s.recompute_seconds},
-          {"tp_seconds", s.tp_seconds},
-          {"ep_seconds", s.ep_seconds},
-          {"cp_seconds", s.cp_seconds},
-          {"pp_seconds", s.pp_seconds},
-          {"dp_seconds", s.dp_seconds},
-          {"communication_seconds", s.communication_seconds}};
-}
-
-nlohmann::json plan_json(const Planner& planner, const Plan& p, const PlanOptions& o) {
-  return {{"args", planner.args_for(p.layout, o)},
-          {"setup", setup_to_json(resolve_setup(planner.setup_for(p.layout, o)))},
-          {"peak_bytes", p.peak_bytes},
-          {"upper_bytes", p.upper_bytes},
-          {"headroom_bytes", p.headroom_bytes},
-          {"fits", p.fits},
-          {"tight", is_tight(p)},
-          {"score", p.score.score},
-          {"speed", score_json(p.score)}};
 }
 
 // A progress bar on stderr when it is a terminal and the search has run for a second.
@@ -252,35 +224,7 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
 // --json: the plans, counts and, when nothing fits, the smallest peak and the suggestions.
 void print_plan_json(const ModelSpec& model, const Planner& planner, const PlanOptions& o, const PlanResult& r,
                      const std::vector<PlanSuggestion>& suggestions) {
-  nlohmann::json j;
-  j["schema_version"] = 1;
-  j["model"] = model.name;
-  j["gpu"] = o.gpu->name;
-  j["num_gpus"] = o.num_gpus;
-  j["usable_bytes"] = r.usable_bytes;
-  j["sort"] = to_string(o.sort);
-  j["evaluated"] = r.evaluated;
-  j["estimated"] = r.estimated;
-  j["valid"] = r.valid;
-  j["fitting"] = r.fitting;
-  j["elapsed_s"] = r.elapsed_s;
-  j["threads"] = r.threads;
-  nlohmann::json plans = nlohmann::json::array();
-  for (const auto& p : r.plans) plans.push_back(plan_json(planner, p, o));
-  j["global_batch_size"] = plan_global_batch(o);
-  j["global_batch_assumed"] = o.base.global_batch_size <= 0;
-  j["plans"] = plans;
-  if (r.fitting == 0) {
-    if (r.smallest) j["smallest"] = plan_json(planner, *r.smallest, o);
-    nlohmann::json sj = nlohmann::json::array();
-    for (const auto& s : suggestions)
-      sj.push_back({{"change", s.change},
-                    {"args", s.args},
-                    {"peak_bytes", s.plan.peak_bytes},
-                    {"headroom_bytes", s.plan.headroom_bytes}});
-    j["suggestions"] = sj;
-  }
-  std::cout << json_text(j, 2) << "\n";
+  std::cout << json_text(plan_result_to_json(model, planner, o, r, suggestions), 2) << "\n";
 }
 
 // The text report: the counts, the ranked table and the best layout's command (or, when nothing
