@@ -116,6 +116,7 @@ void BM_EngineOnPlannerLayouts(benchmark::State& state) {
   mme::EstimateOptions eo;
   eo.compute_capability = 90;
   eo.components = false;
+  eo.bound_terms = false;
   std::size_t k = 0;
   for (auto _ : state) {
     const mme::Estimate e = planner.estimator().run(setups[k], eo);

@@ -45,6 +45,20 @@ const EngineTables& engine_tables(const Estimator& estimator) { return *estimato
 
 namespace {
 
+// Every pipeline stage of a pass, first to last.
+std::vector<StageEstimate> stage_estimates(const Pass& ps) {
+  std::vector<StageEstimate> out;
+  out.reserve(static_cast<std::size_t>(ps.p));
+  std::vector<std::int64_t> inflight;
+  inflight.reserve(static_cast<std::size_t>(ps.v));
+  for (std::int64_t r = 0; r < ps.p; ++r) out.push_back(estimate_stage(ps, r, inflight));
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
 // A layer kind's parameter terms on one GPU: what `params` counts and the planner's speed proxy
 // reads (unsharded totals and the elements one token uses).
 BlockContext single_gpu_context(const ModelSpec& m, const LayerSpec& layer, const TrainingSetup& single, bool is_mtp) {
@@ -214,7 +228,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
   // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)
   const AttentionChoice attn = resolve_attention(requested, options.compute_capability);
-  Estimate est = run_pass(requested, options, attn.backend, 1.0);
+  Estimate est = run_pass(requested, options, attn, attn.backend, 1.0);
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
   if (!options.upper_bound) return est;
@@ -231,34 +245,42 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     if (s.moe_capacity_factor) imbalance = std::min(imbalance, std::max(1.0, *s.moe_capacity_factor));
   }
   const AttentionBackend bound_attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
-  if (imbalance > 1.0)
+  // The terms' text is worded only for a caller that shows it (the planner does not).
+  const bool words = options.bound_terms;
+  if (imbalance > 1.0 && words)
     est.bound_terms.push_back(
         fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
                     "of tokens (--moe-routing-imbalance)",
                     imbalance));
-  if (bound_attention != attn.backend) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
-  const bool second_pass = !est.bound_terms.empty() && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
-  const Estimate bound = second_pass ? [&] {
+  if (bound_attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
+  const bool uncertain = imbalance > 1.0 || bound_attention != attn.backend;
+  const bool second_pass = uncertain && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
+  // The bound's pass: only its stages are read (no setup, model summary or components).
+  const std::vector<StageEstimate> bound = second_pass ? [&] {
     EstimateOptions quiet = options;
     quiet.components = false;
     quiet.layer_breakdown = false;
+    quiet.bound_terms = false;
     try {
-      return run_pass(requested, quiet, bound_attention, imbalance);
+      return stage_estimates(prepare_pass(*impl_, requested, quiet, attn, bound_attention, imbalance, PassKind::kBound));
     } catch (const LayoutError& e) {
       if (bound_attention == attn.backend) throw;
       // A fallback the blocks refuse under this layout (unfused attention cannot run context
       // parallelism) is no state the run can reach: without flash-attn it stops instead.
-      est.assumptions.push_back(fmt::format(
-          "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead", e.what()));
-      std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
-      return run_pass(requested, quiet, attn.backend, imbalance);
+      if (words) {
+        est.assumptions.push_back(fmt::format(
+            "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead",
+            e.what()));
+        std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
+      }
+      return stage_estimates(prepare_pass(*impl_, requested, quiet, attn, attn.backend, imbalance, PassKind::kBound));
     }
   }()
-                                     : Estimate{};
+                                                       : std::vector<StageEstimate>{};
   std::int64_t slack = 0, offload_slack = 0, graph_pool = 0;
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
-    const StageEstimate& worst = second_pass ? bound.stages[i] : st;
+    const StageEstimate& worst = second_pass ? bound[i] : st;
     // The allocator's block rounding and what activation offloading may keep on the GPU apply to
     // the forward/backward phase of the worse pass.
     // With CUDA graphs a replayed step holds the graphs' private pool next to what it allocates
@@ -276,6 +298,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     slack = std::max(slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
+  if (!words) return est;
   add_communication_bound_terms(est, est.bound_terms);
   if (graph_pool > 0)
     est.bound_terms.push_back(
@@ -295,27 +318,21 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   return est;
 }
 
-Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options, AttentionBackend attention,
-                             double imbalance) const {
-  const Pass ps = prepare_pass(*impl_, requested, options, attention, imbalance);
+Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options,
+                             const AttentionChoice& choice, AttentionBackend attention, double imbalance) const {
+  Pass ps = prepare_pass(*impl_, requested, options, choice, attention, imbalance, PassKind::kEstimate);
   const ModelSpec& m = impl_->model;
   Estimate est;
-  est.setup = ps.s;
   est.attention = ps.attn.backend;
-  est.stages.reserve(static_cast<std::size_t>(ps.p));
   const ParamCount& pc = impl_->params;
   est.model = ModelSummary{m.name,    m.family, m.model_type, m.adapter,    pc.total,
                            pc.active, pc.mtp,   ps.vocab,     m.num_layers, ps.h.value()};
   if (options.components && options.layer_breakdown) describe_layer_kinds(ps, est);
-  std::int64_t best_total = -1;
-  for (std::int64_t r = 0; r < ps.p; ++r) {
-    est.stages.push_back(estimate_stage(ps, r));
-    if (est.stages.back().total_bytes > best_total) {
-      best_total = est.stages.back().total_bytes;
-      est.peak_stage = static_cast<std::size_t>(r);
-    }
-  }
+  est.stages = stage_estimates(ps);
+  for (std::size_t r = 0; r < est.stages.size(); ++r)
+    if (est.stages[r].total_bytes > est.stages[est.peak_stage].total_bytes) est.peak_stage = r;
   if (options.components) add_assumptions(ps, est);  // for people; the planner needs none
+  est.setup = std::move(ps.s);
   return est;
 }
 

@@ -63,6 +63,9 @@ struct LayerGraphs {
 };
 
 struct TypeEval {
+  // User-provided: vector::resize value-initialises, which would zero the term lists' whole
+  // capacity first (an implicit constructor); this one leaves that storage alone (term_list.hpp).
+  TypeEval() {}
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
   CheckedInt fp8_params = 0;                                 // per-rank parameters of GEMM weights (FP8-castable)
   CheckedInt train_dense = 0, train_exp = 0;                 // of the per-rank ones, those trained (LoRA: adapters)
@@ -223,9 +226,9 @@ void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
 struct Pass {
   const EngineTables& im;
   const EstimateOptions& options;
-  TrainingSetup s;     // resolve_pass_setup's
-  BlockLayout blocks;  // what the block models see
-  AttentionChoice attn;
+  TrainingSetup s;              // resolve_pass_setup's
+  BlockLayout blocks;           // what the block models see
+  const AttentionChoice& attn;  // TE's choice on this GPU, resolved once per estimate (Estimator::run)
   std::int64_t p = 1, v = 1;
   CheckedInt h = 0;
   bool fp8 = false;
@@ -250,20 +253,26 @@ struct Pass {
   std::int64_t te_workspace = 0, torch_workspace = 0;
   bool grouped_gemm = false;
 
-  Pass(const EngineTables& tables, const EstimateOptions& opts) : im(tables), options(opts) {}
+  Pass(const EngineTables& tables, const EstimateOptions& opts, const AttentionChoice& choice)
+      : im(tables), options(opts), attn(choice) {}
 };
 
 // The steps of a pass (estimator_pass.cpp): prepare_pass resolves the setup, checks the blocks
 // and the layout, evaluates each layer kind once, partitions the pipeline and sets the bytes.
+// `choice` is resolve_attention's for the requested setup (it reads only what resolve_setup keeps);
+// the blocks see `attention`. The bound's pass (kBound) follows the estimate's on the same setup:
+// it re-checks the blocks (they see another backend) but not the setup as a whole.
+enum class PassKind { kEstimate, kBound };
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                  AttentionBackend attention, double imbalance);
+                  const AttentionChoice& choice, AttentionBackend attention, double imbalance, PassKind kind);
 void describe_layer_kinds(const Pass& ps, Estimate& est);
 // LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,
 // the rank splits over TP, and what is not modelled with it (LayoutError).
 void validate_lora(const Pass& ps);
 // The report's LoRA line (lora.cpp); empty without LoRA.
 std::string lora_assumption(const Pass& ps);
-StageEstimate estimate_stage(const Pass& ps, std::int64_t pp_rank);
+// `inflight` is a buffer for the micro-batches in flight per chunk (reused across stages).
+StageEstimate estimate_stage(const Pass& ps, std::int64_t pp_rank, std::vector<std::int64_t>& inflight);
 void add_assumptions(const Pass& ps, Estimate& est);
 
 }  // namespace mme

@@ -25,6 +25,7 @@ namespace {
 std::string block_act_name(std::string_view term) { return fmt::format("activations/{}", term); }
 
 void add_params(TypeEval& e, const BlockParams& p, const TrainingSetup& s) {
+  const bool all_train = !s.lora.on();  // is_trainable, once per block
   for (const auto& t : p.terms) {
     switch (t.shard) {
       case ShardClass::kTensorParallel: e.tp_params += t.per_rank; break;
@@ -32,7 +33,7 @@ void add_params(TypeEval& e, const BlockParams& p, const TrainingSetup& s) {
       case ShardClass::kExpert: e.exp_params += t.per_rank; break;
     }
     if (is_fp8_gemm_weight(t)) e.fp8_params += t.per_rank;
-    if (is_trainable(t, s)) (t.shard == ShardClass::kExpert ? e.train_exp : e.train_dense) += t.per_rank;
+    if (all_train || is_trainable(t, s)) (t.shard == ShardClass::kExpert ? e.train_exp : e.train_dense) += t.per_rank;
   }
 }
 
@@ -129,6 +130,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
   const bool graphs_on = ps.s.cuda_graph.on();
   StageGraphs graphs;
+  st.chunks.reserve(static_cast<std::size_t>(v));
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
     const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -366,12 +368,11 @@ void evaluate_lm_block(const Pass& ps, const LmBlock& b, bool is_mtp, LmBlockEva
 }  // namespace
 
 Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                  AttentionBackend attention, double imbalance) {
+                  const AttentionChoice& choice, AttentionBackend attention, double imbalance, PassKind kind) {
   const ModelSpec& m = im.model;
-  Pass ps(im, options);
+  Pass ps(im, options, choice);
   ps.s = resolve_pass_setup(m, requested);
   const TrainingSetup& s = ps.s;
-  ps.attn = resolve_attention(s, options.compute_capability);
   ps.blocks = block_layout(m, s, attention, imbalance);
   const ParallelLayout& par = s.parallel;
   const std::int64_t t = par.tp, c = par.cp;
@@ -386,9 +387,11 @@ Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const 
   ps.grad_b = bytes.grad;
   // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
   validate_blocks(im, ps.blocks);
-  validate_setup(m, s);
-  validate_activation_offload(m, s);
-  validate_cuda_graphs(m, s);
+  if (kind == PassKind::kEstimate) {  // the bound's pass has the same setup, checked already
+    validate_setup(m, s);
+    validate_activation_offload(m, s);
+    validate_cuda_graphs(m, s);
+  }
   ps.evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i) evaluate_layer_type(ps, im.types[i], false, ps.evals[i]);
   if (has_bf16_layers(s)) {
@@ -544,7 +547,7 @@ CheckedInt workspace_buffers(const Pass& ps, CheckedInt sp_gather_buffer, Compon
 
 }  // namespace
 
-StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
+StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::int64_t>& inflight) {
   // The pass's values under the names the terms below use.
   const auto& s = ps.s;
   const auto& c = ps.blocks.cp;
@@ -568,8 +571,8 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r) {
   StageEstimate st;
   st.pp_rank = r;
   ComponentSink comps(options.components);
-  const std::vector<std::int64_t> inflight = inflight_microbatches(
-      p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0), ep_overlap_extra_warmup(s, v));
+  inflight_microbatches(inflight, p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0),
+                        ep_overlap_extra_warmup(s, v));
   auto [tp_params, rep_params, all_exp_params, fp8_params, gemms, train_dense, train_exp, unit_dense, unit_expert,
         units, largest_unit, saved, transient, sp_gather_buffer, large_tensors, graphs] =
       stage_layers(ps, r, inflight, comps, st);

@@ -95,12 +95,14 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
   // Every chunk holds a decoder layer, an MTP layer, the embedding or the loss: more chunks
   // than that only add empty ones, whose lists (and per-stage output) would grow without limit.
   const std::int64_t max_chunks = L + M + 2;
-  auto check_chunks = [&](std::int64_t n, const std::string& what) {
+  // `what` names the count; it is called only to word the error (the planner's hot path
+  // passes here on every estimate).
+  auto check_chunks = [&](std::int64_t n, const auto& what) {
     if (n > max_chunks)
       throw LayoutError(
           fmt::format("{} is more than the model's {} layers{} plus the embedding and the loss: at "
                       "least one pipeline chunk would hold nothing",
-                      what, L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
+                      what(), L, M > 0 ? fmt::format(" and {} MTP layers", M) : ""));
   };
 
   if (!split.layout.empty()) {
@@ -112,7 +114,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     const auto n = static_cast<std::int64_t>(stages.size());
     if (n % p != 0)
       throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", n, p));
-    check_chunks(n, fmt::format("--pipeline-layout has {} stages, which", n));
+    check_chunks(n, [&] { return fmt::format("--pipeline-layout has {} stages, which", n); });
     const std::int64_t v = n / p;
     if (parallel.vpp != 1 && parallel.vpp != v)
       throw LayoutError(
@@ -158,8 +160,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
 
   const std::int64_t v = parallel.vpp;
   out.vpp = v;
-  check_chunks(p * v, fmt::format("--pp {} x --vpp {} = {} pipeline chunks", p, v, p * v));
-  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(p), 0);
+  check_chunks(p * v, [&] { return fmt::format("--pp {} x --vpp {} = {} pipeline chunks", p, v, p * v); });
   const bool uneven = split.first_stage_layers.has_value() || split.last_stage_layers.has_value();
   if (uneven) {
     if (split.account_for_embedding || split.account_for_loss)
@@ -194,13 +195,16 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
                         rest, others));
       middle = rest / others;
     }
-    for (std::int64_t r = 0; r < p; ++r) per_rank[static_cast<std::size_t>(r)] = middle;
-    if (split.first_stage_layers) per_rank.front() = first;
-    if (split.last_stage_layers) per_rank.back() = last;
+    // The layers of pipeline rank r (p > 1 here).
+    auto per_rank = [&](std::int64_t r) {
+      if (r == 0 && split.first_stage_layers) return first;
+      if (r == p - 1 && split.last_stage_layers) return last;
+      return middle;
+    };
     for (std::int64_t r = 0; r < p; ++r) {
-      if (per_rank[static_cast<std::size_t>(r)] % v != 0)
+      if (per_rank(r) % v != 0)
         throw LayoutError(fmt::format("pipeline stage {} holds {} layers, which do not split into --vpp {} chunks", r,
-                                      per_rank[static_cast<std::size_t>(r)], v));
+                                      per_rank(r), v));
     }
     out.chunks.resize(static_cast<std::size_t>(p * v));
     std::int64_t offset = 0;
@@ -208,7 +212,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
       for (std::int64_t r = 0; r < p; ++r) {
         ChunkLayout& c = out.chunks[static_cast<std::size_t>(r * v + vr)];
         c.first_layer = offset;
-        c.num_layers = per_rank[static_cast<std::size_t>(r)] / v;
+        c.num_layers = per_rank(r) / v;
         offset += c.num_layers;
       }
     }
@@ -256,17 +260,24 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
 
 std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m,
                                                 std::int64_t group_size, std::int64_t extra_warmup) {
-  std::vector<std::int64_t> out(static_cast<std::size_t>(v), 0);
+  std::vector<std::int64_t> out;
+  inflight_microbatches(out, p, v, r, m, group_size, extra_warmup);
+  return out;
+}
+
+void inflight_microbatches(std::vector<std::int64_t>& out, std::int64_t p, std::int64_t v, std::int64_t r,
+                           std::int64_t m, std::int64_t group_size, std::int64_t extra_warmup) {
+  out.assign(static_cast<std::size_t>(v), 0);
   if (p <= 1) {
     // forward_backward_no_pipelining: one micro-batch at a time.
     out[0] = 1;
-    return out;
+    return;
   }
   if (v == 1) {
     // 1F1B: warmup = p - r - 1 forward passes, then one more before the first backward.
     const std::int64_t inflight = p - r;
     out[0] = m > 0 ? std::min(inflight, m) : inflight;
-    return out;
+    return;
   }
   // Interleaved 1F1B (schedules.py get_pp_rank_microbatches): warmup = 2 (p - r - 1) + (v - 1) G,
   // capped by the total number of chunk forward passes; the peak follows one more forward pass.
@@ -288,7 +299,6 @@ std::vector<std::int64_t> inflight_microbatches(std::int64_t p, std::int64_t v, 
     out[c] += n;
     rem -= n;
   }
-  return out;
 }
 
 }  // namespace mme

@@ -407,6 +407,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   EstimateOptions eo;
   eo.compute_capability = hw.compute_capability;
   eo.components = false;
+  eo.bound_terms = false;  // the plans show no bound terms
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
   // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the
   // bound's second pass for it.

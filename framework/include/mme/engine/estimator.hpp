@@ -139,6 +139,7 @@ struct EstimateOptions {
   bool components = true;        // build the named component lists (the planner turns this off)
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
   bool upper_bound = true;       // also evaluate the upper bound (a second pass where something is uncertain)
+  bool bound_terms = true;       // word Estimate::bound_terms (the planner, which shows none, turns this off)
   // Skip the bound's second pass when the point estimate's peak already exceeds this (the bound
   // is then at least the estimate plus the allocator term, and above the caller's limit anyway).
   std::int64_t bound_pass_up_to_bytes = std::numeric_limits<std::int64_t>::max();
@@ -179,9 +180,9 @@ class Estimator {
  private:
   ParamCount count_parameters_uncached() const;
   // One evaluation: the blocks see `attention` as the backend and `imbalance` as the routed-token
-  // factor of the busiest expert rank.
-  Estimate run_pass(const TrainingSetup& setup, const EstimateOptions& options, AttentionBackend attention,
-                    double imbalance) const;
+  // factor of the busiest expert rank; `choice` is TE's attention choice for `setup`.
+  Estimate run_pass(const TrainingSetup& setup, const EstimateOptions& options, const AttentionChoice& choice,
+                    AttentionBackend attention, double imbalance) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   // The planner (libmme) evaluates layouts with the same tables.

@@ -52,5 +52,8 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout);  // t
 std::vector<std::int64_t> inflight_microbatches(std::int64_t pp, std::int64_t vpp, std::int64_t pp_rank,
                                                 std::int64_t num_microbatches, std::int64_t group_size = 0,
                                                 std::int64_t extra_warmup = 0);
+// The same into `out` (resized to vpp), for a caller that reuses one buffer across stages.
+void inflight_microbatches(std::vector<std::int64_t>& out, std::int64_t pp, std::int64_t vpp, std::int64_t pp_rank,
+                           std::int64_t num_microbatches, std::int64_t group_size = 0, std::int64_t extra_warmup = 0);
 
 }  // namespace mme
