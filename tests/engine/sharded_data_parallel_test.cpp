@@ -103,6 +103,27 @@ TEST_F(ShardedDp, TorchFsdp2ShardsEverythingInTheParamDtype) {
   EXPECT_EQ(test::component_sum(run(s), "activations/fsdp_in_flight"), 2 * kP - 2 * kP / 8 + 2 * kUnit);
 }
 
+// --fp8-param-gather and --fp4-param-gather: Megatron-FSDP gives every TE QuantizedTensor
+// (Float8 and NVFP4 alike, mixed_precision.py is_float8tensor) the "float8" bucket, a uint8
+// buffer of one byte per element: NVFP4 weights are not packed two per byte here, unlike the
+// distributed optimizer's buffer (low_precision_test).
+TEST_F(ShardedDp, QuantizedParamsTakeOneByteInMegatronFsdpsBuffer) {
+  TrainingSetup f8 = megatron_fsdp(FsdpSharding::kOptimGradsParams);
+  f8.precision = Precision::kFP8;
+  f8.fp8_param_gather = true;
+  TrainingSetup f4 = megatron_fsdp(FsdpSharding::kOptimGradsParams);
+  f4.low_precision.fp4 = true;
+  f4.low_precision.fp4_param_gather = true;
+  const StageEstimate bf16 = run(megatron_fsdp(FsdpSharding::kOptimGradsParams));
+  const StageEstimate fp8 = run(f8), fp4 = run(f4);
+  EXPECT_EQ(fp4.weight_bytes, fp8.weight_bytes);
+  // The shards of the 12 h^2 GEMM weights of each layer (G = 50,331,648) lose one of their two
+  // bytes: G / 8 less than in bf16 over DP 8, give or take the rounding of the shards and the
+  // kept non-layer bucket.
+  const std::int64_t gemm = 4 * 12 * 1024 * 1024;
+  EXPECT_NEAR(static_cast<double>(bf16.weight_bytes - fp8.weight_bytes), gemm / 8.0, 2 * kOther);
+}
+
 TEST_F(ShardedDp, MegatronLmsRefusalsAreRefused) {
   auto parse = [](const char* text) { return setup_from_megatron_args(parse_megatron_args(text, "x"), {}); };
   EXPECT_EQ(parse("--use-megatron-fsdp").fsdp.strategy, FsdpSharding::kOptimGradsParams);

@@ -32,7 +32,10 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
   const CheckedInt unit_total = st.unit_dense + st.unit_expert;
   // Bytes of `count` model weights: 16-bit, except the GEMM weights that --fp8-param-gather keeps
   // in a uint8 buffer (param_and_grad_buffer.py: the model weight buffer takes the param dtype);
-  // a part of the stage holds FP8 weights in the stage's proportion.
+  // a part of the stage holds FP8 weights in the stage's proportion. NVFP4 weights
+  // (--fp4-param-gather) take 1 B too, not the packed half byte of the distributed optimizer:
+  // mixed_precision.py is_float8tensor tests for TE's QuantizedTensor, which NVFP4Tensor is, so
+  // _get_parameter_groups gives them the "float8" group whose buffer is uint8 per element.
   auto weight = [&](CheckedInt count) {
     CheckedInt w = count * st.param_bytes;
     if (st.fp8_param_gather && P > 0) w -= (CheckedInt(st.param_bytes) - 1) * (count * st.fp8_params / P);
