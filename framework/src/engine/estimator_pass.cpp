@@ -126,6 +126,8 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   // The decoder (and MTP) layers' parameters: Megatron-FSDP's units.
   CheckedInt unit_dense = 0, unit_expert = 0, units = 0, largest_unit = 0;
   CheckedInt saved = 0, transient = 0, sp_gather_buffer = 0;
+  // The output head's busiest moment and what it keeps per micro-batch (the chunk with the loss).
+  CheckedInt head_transient = 0, head_saved = 0;
   CheckedInt large_tensors = 3;  // the transient working set: a few tensors
   StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
   const bool graphs_on = ps.s.cuda_graph.on();
@@ -230,7 +232,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     // The blocks around the decoder layers on this chunk: their parameters, and what they keep
     // per micro-batch (`n` times: an MTP projection per depth, the output head once more per
     // depth), their busiest moment and the global buffer they gather into.
-    auto account_block = [&](const LmBlockEval& b, CheckedInt params_n, CheckedInt acts_n) {
+    auto account_block = [&](const LmBlockEval& b, CheckedInt params_n, CheckedInt acts_n, bool head = false) {
       tp_params += params_n * b.tp;
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
@@ -241,13 +243,19 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
         if (bytes > kLargeAlloc) chunk_large += 1;
         if (comps.enabled()) comps.add(MemoryCategory::kActivations, block_act_name(term.name), bytes * mb);
       }
-      transient = std::max(transient, CheckedInt(b.acts.transient));
-      graphs.eager_transient = std::max(graphs.eager_transient, CheckedInt(b.acts.transient));
+      if (head) {
+        head_transient = std::max(head_transient, CheckedInt(b.acts.transient));
+        for (const auto& term : b.acts.saved) head_saved += acts_n * term.bytes;
+      } else {
+        transient = std::max(transient, CheckedInt(b.acts.transient));
+        graphs.eager_transient = std::max(graphs.eager_transient, CheckedInt(b.acts.transient));
+      }
       sp_gather_buffer = std::max(sp_gather_buffer, CheckedInt(b.acts.global_buffer));
     };
     if (ch.embedding) account_block(ps.embedding, 1, 1);
     if (ch.mtp_layers > 0) account_block(ps.mtp_projection, ch.mtp_layers, ch.mtp_layers);
-    if (ch.loss) account_block(ps.output_head, 1, CheckedInt(1) + ch.mtp_layers);  // main loss + one per MTP depth
+    if (ch.loss)
+      account_block(ps.output_head, 1, CheckedInt(1) + ch.mtp_layers, true);  // main loss + one per MTP depth
     // What the chunk's layers send to the host per micro-batch (activation offloading).
     const StageOffload::Sent sent = offload.chunk(ch, mb, comps);
     chunk_act -= sent.bytes;
@@ -266,6 +274,17 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
     st.mtp_layers += ch.mtp_layers;
     st.chunks.push_back(ce);
   }
+  // The loss and the output layer run last in the forward and first in the backward
+  // (gpt_model.py: decoder, then output_layer and compute_language_model_loss): their working set
+  // meets every saved tensor, but by the time any other block of that micro-batch runs its
+  // backward, autograd has freed what the head kept for it (VocabParallelCrossEntropy's softmax,
+  // the output layer's input); in that micro-batch's forward the head has not run yet.
+  // The same holds for what runs eagerly next to replayed CUDA graphs (the head is never graphed).
+  auto after_head = [&](CheckedInt t) {
+    return std::max(head_transient, t > head_saved ? t - head_saved : CheckedInt(0));
+  };
+  transient = after_head(transient);
+  graphs.eager_transient = after_head(graphs.eager_transient);
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();
