@@ -213,6 +213,16 @@
     $("edit_config").hidden = m !== "bundled";
   }
 
+  // The model of the form into a request ("model" or "config_text"); a message when there is none.
+  function modelInto(request) {
+    const m = mode();
+    if (m === "bundled") request.model = $("model").value;
+    else if ($("config_text").value.trim() === "")
+      return m === "@hub" ? "Fetch the model's config.json from the hub first (the Fetch button)." : "Paste or upload a config.json.";
+    else request.config_text = $("config_text").value;
+    return null;
+  }
+
   let choicesFor = null;
   function recompute() {
     const start = performance.now();
@@ -234,15 +244,11 @@
     }
     const m = mode();
     const request = { setup, gpu: $("gpu").value, svg: true };
-    if (m === "bundled") {
-      request.model = $("model").value;
-    } else if ($("config_text").value.trim() === "") {
-      showError(m === "@hub" ? "Fetch the model's config.json from the hub first (the Fetch button)."
-        : "Paste or upload a config.json.");
+    const missingModel = modelInto(request);
+    if (missingModel) {
+      showError(missingModel);
       document.body.dataset.state = "error";
       return;
-    } else {
-      request.config_text = $("config_text").value;
     }
     const t0 = performance.now();
     const doc = call(request);
@@ -312,6 +318,133 @@
     recompute();
   }
 
+  // The planner ("best layouts for N GPUs of type X") runs in a Web Worker with its own copy of
+  // the engine, so the page keeps answering while it searches. A page opened from file:// may not
+  // start a Worker from a file (Chromium: SecurityError), so the worker is a Blob: the text of
+  // mme.js's factory (createMme, the WebAssembly inlined) and of planWorker below.
+  function planWorker() {
+    let engine = null;
+    let current = 0;  // the id of the search running (progress messages carry it)
+    self.onmessage = async (e) => {
+      const { id, request } = e.data;
+      current = id;
+      try {
+        if (!engine)
+          engine = await createMme({ onPlanProgress: (done, total, elapsed) => self.postMessage({ id: current, progress: { done, total, elapsed } }) });
+        const ptr = engine.ccall("mme_web_run", "number", ["string"], [JSON.stringify(request)]);
+        const text = engine.UTF8ToString(ptr);
+        engine.ccall("mme_web_free", null, ["number"], [ptr]);
+        self.postMessage({ id, doc: JSON.parse(text) });
+      } catch (err) {
+        self.postMessage({ id, doc: { error: { code: 1, message: "the planner failed: " + err } } });
+      }
+    };
+  }
+  let worker = null;
+  let workerUrl = null;
+  let planId = 0;
+  let planStart = 0;
+  function newWorker() {
+    if (!workerUrl)
+      workerUrl = URL.createObjectURL(new Blob([`"use strict";\nvar _scriptDir;\nvar createMme = ${createMme.toString()};\n(${planWorker.toString()})();\n`],
+        { type: "text/javascript" }));
+    const w = new Worker(workerUrl);
+    w.onmessage = (e) => onPlanMessage(e.data);
+    w.onerror = (e) => finishPlan({ error: { code: 1, message: "the planner's worker failed: " + (e.message || e) } });
+    return w;
+  }
+  const planState = (state) => {
+    document.body.dataset.plan = state;
+    $("plan_run").disabled = state === "running";
+    $("plan_stop").disabled = state !== "running";
+  };
+  function runPlan() {
+    const request = { command: "plan", num_gpus: Number($("plan_num_gpus").value), top: Number($("plan_top").value) };
+    if ($("plan_gpu").value) request.gpu = $("plan_gpu").value;
+    if ($("seq_length").value.trim() !== "") request.setup = { seq_length: Number($("seq_length").value) };
+    const missingModel = modelInto(request);
+    if (missingModel || !(request.num_gpus >= 1) || !(request.top >= 1)) {
+      $("plan_status").textContent = missingModel ?? "Give a number of GPUs and of plans (positive integers).";
+      return;
+    }
+    if (!worker) worker = newWorker();
+    planId += 1;
+    planStart = performance.now();
+    document.body.dataset.planProgress = "0";
+    $("plan_progress").removeAttribute("value");
+    $("plan_status").textContent = "starting the planner ...";
+    $("plans").tBodies[0].replaceChildren();
+    $("plans").hidden = true;
+    planState("running");
+    worker.postMessage({ id: planId, request });
+  }
+  function stopPlan() {
+    if (worker) worker.terminate();
+    worker = null;
+    planId += 1;  // a late message of the stopped search is dropped
+    $("plan_status").textContent = "stopped";
+    planState("stopped");
+  }
+  function onPlanMessage(msg) {
+    if (msg.id !== planId) return;
+    if (msg.progress) {
+      const { done, total, elapsed } = msg.progress;
+      $("plan_progress").max = total;
+      $("plan_progress").value = done;
+      $("plan_status").textContent = `${done.toLocaleString("en")} / ${total.toLocaleString("en")} layouts, ${elapsed.toFixed(1)} s`;
+      document.body.dataset.planProgress = String(Number(document.body.dataset.planProgress) + 1);
+      return;
+    }
+    finishPlan(msg.doc);
+  }
+  // Applies a plan's layout to the form (its setup block: the `mme plan --json` plan's).
+  function usePlan(p) {
+    const s = p.setup;
+    for (const id of intFields) if (id !== "num_gpus" && id !== "seq_length") $(id).value = s[id] ?? "";
+    $("num_gpus").value = String(s.num_gpus);
+    $("recompute_granularity").value = s.recompute_granularity === "none" ? "" : s.recompute_granularity;
+    $("sequence_parallel").value = "";
+    $("distributed_optimizer").checked = s.distributed_optimizer;
+    $("gpu").value = $("plan_result").dataset.gpu;
+    recompute();
+  }
+  function finishPlan(doc) {
+    const ms = performance.now() - planStart;
+    $("plan_result").dataset.doc = JSON.stringify(doc);
+    if (doc.error) {
+      $("plan_status").textContent = doc.error.message;
+      planState("error");
+      return;
+    }
+    $("plan_progress").max = 1;
+    $("plan_progress").value = 1;
+    $("plan_result").dataset.gpu = doc.gpu;
+    const gib2 = (b) => (b / 2 ** 30).toFixed(2);
+    $("plan_status").textContent = `${doc.evaluated.toLocaleString("en")} layouts, ${doc.valid.toLocaleString("en")} valid, ` +
+      `${doc.fitting.toLocaleString("en")} fit ${doc.num_gpus} x ${doc.gpu}; ${(ms / 1000).toFixed(2)} s in the page` +
+      (doc.fitting === 0 && doc.smallest ? `. Nothing fits: the smallest peak is ${gib(doc.smallest.peak_bytes)}` +
+        (doc.suggestions.length ? `; it would fit with ${doc.suggestions.map((x) => x.change).join(" or ")}` : "") : "");
+    const body = $("plans").tBodies[0];
+    doc.plans.forEach((p, i) => {
+      const s = p.setup;
+      const row = body.insertRow();
+      // The pipeline split: even, or the layers of the first and last stages (first/.../last).
+      const f = s.num_layers_in_first_pipeline_stage, l = s.num_layers_in_last_pipeline_stage;
+      const split = s.pp === 1 || (f === null && l === null) ? "even" : `${f ?? "even"}${s.pp > 2 ? "/.../" : "/"}${l ?? "even"}`;
+      for (const v of [i + 1, s.tp, s.pp, s.vpp, s.ep, s.etp ?? s.tp, s.cp, s.dp, s.micro_batch_size, s.recompute_granularity, split,
+        gib2(p.peak_bytes), gib2(p.headroom_bytes) + (p.tight ? " !" : ""), p.speed.bubble.toFixed(3), p.score.toFixed(3)])
+        cell(row, String(v));
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = "Use";
+      b.className = "use";
+      b.addEventListener("click", () => usePlan(p));
+      row.insertCell().appendChild(b);
+    });
+    $("plans").hidden = doc.plans.length === 0;
+    planState("done");
+  }
+
   function fill(parent, values) {
     for (const v of values) {
       const o = document.createElement("option");
@@ -324,6 +457,10 @@
     engine = module;
     fill($("bundled"), call({ command: "models" }).models);
     fill($("gpu"), call({ command: "gpus" }).gpus.map((g) => g.name));
+    fill($("plan_gpu"), call({ command: "gpus" }).gpus.map((g) => g.name));
+    $("plan_run").addEventListener("click", runPlan);
+    $("plan_stop").addEventListener("click", stopPlan);
+    planState("idle");
     readHash();
     $("form").addEventListener("input", recompute);
     $("form").addEventListener("change", recompute);

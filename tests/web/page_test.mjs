@@ -281,6 +281,76 @@ try {
   await other.close();
   await page.screenshot({ path: path.join(args.artifacts, "history.png"), fullPage: true });
 
+  // The planner, in its Web Worker: the page's plans for Qwen2.5-7B on 16 H100s are those of
+  // `mme plan ... --json` (the same layouts, counts and figures; the speed figures within 1e-9
+  // relative, as the browser's libm may round differently). "Use" puts the best plan in the form.
+  const planDoc = () => page.$eval("#plan_result", (e) => JSON.parse(e.dataset.doc));
+  async function plan(model, gpus, gpu) {
+    await setLayout(model, { tp: "1", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "1", num_gpus: "8", micro_batch_size: "1",
+      seq_length: "4096", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" });
+    await page.select("#recompute_granularity", "");
+    await page.select("#gpu", "");
+    await page.evaluate(() => delete document.body.dataset.plan);
+    await page.$eval("#plan_num_gpus", (el, v) => (el.value = v), String(gpus));
+    await page.select("#plan_gpu", gpu);
+    await page.click("#plan_run");
+  }
+  const cliPlan = (model, gpus, gpu) =>
+    JSON.parse(execFileSync(args.mme, ["plan", model, "--num-gpus", String(gpus), "--gpu", gpu, "--seq-length", "4096",
+      "--top", "10", "--threads", "1", "--json"], { encoding: "utf8", cwd: tmp }));
+  function samePlans(name, got, want) {
+    const close = (a, b) => (typeof a === "number" && typeof b === "number" ? Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
+      : a === null || typeof a !== "object" ? a === b
+      : Object.keys({ ...a, ...b }).every((k) => close(a[k], b[k])));
+    for (const doc of [got, want]) delete doc.elapsed_s;
+    check(got.plans.length > 0 && JSON.stringify(got.plans[0].args) === JSON.stringify(want.plans[0].args),
+      `${name}: the page's top plan is \`mme plan --json\`'s (${want.plans[0]?.args.join(" ")})`);
+    const differing = Object.keys({ ...want, ...got }).filter((k) => !close(got[k], want[k]));
+    check(differing.length === 0, `${name}: the page's plan document == \`mme plan --json\`'s (differing: ${differing.join(", ") || "none"})`);
+  }
+  await plan("Qwen/Qwen2.5-7B", 16, "H100-SXM-80GB");
+  await page.waitForSelector('body[data-plan="done"]', { timeout: 120000 });
+  const smallPlan = await planDoc();
+  const smallElapsed = smallPlan.elapsed_s;
+  const smallWant = cliPlan("Qwen/Qwen2.5-7B", 16, "H100-SXM-80GB");
+  samePlans("plan", smallPlan, smallWant);
+  const firstRow = await page.$$eval("#plans tbody tr:first-child td", (tds) => tds.slice(1, 4).map((td) => td.textContent));
+  check(firstRow.join(",") === [smallWant.plans[0].setup.tp, smallWant.plans[0].setup.pp, smallWant.plans[0].setup.vpp].join(","),
+    `plan: the table's first row is the top plan (TP, PP, VPP ${firstRow.join(", ")})`);
+  await page.click("#plans tbody tr:first-child button.use");
+  const used = await shown();
+  check(used.state === "ready" && used.peak === String(smallWant.plans[0].peak_bytes),
+    `plan: "Use" gives the plan's peak in the form (${used.peak} == ${smallWant.plans[0].peak_bytes})`);
+  await page.screenshot({ path: path.join(args.artifacts, "plan.png"), fullPage: true });
+
+  // The page stays responsive while a larger search runs (Mixtral on 64 H100s): once the worker
+  // has reported progress, a key typed in the form is handled (a new estimate) before the plan
+  // is done; then the plan equals the CLI's too. Stop ends a running search.
+  await plan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB");
+  const planT0 = Date.now();
+  await page.waitForFunction(() => Number(document.body.dataset.planProgress) >= 1 || document.body.dataset.plan !== "running",
+    { timeout: 120000 });
+  const before = await page.evaluate(() => ({ plan: document.body.dataset.plan, ms: document.body.dataset.recomputeMs }));
+  await page.click("#micro_batch_size", { clickCount: 3 });
+  await page.keyboard.type("2");
+  const during = await page.evaluate(() => ({ plan: document.body.dataset.plan, state: document.body.dataset.state }));
+  const typedPeak = (await shown()).peak;
+  const wantTyped = cliEstimate("mistralai/Mixtral-8x7B-v0.1", ["--micro-batch-size", "2", "--num-gpus", "8", "--seq-length", "4096"]);
+  check(before.plan === "running" && during.plan === "running" && during.state === "ready" &&
+    typedPeak === String(wantTyped.peak.total_bytes),
+    `plan: a key typed while the plan runs is handled at once (plan ${before.plan}/${during.plan}, peak ${typedPeak})`);
+  await page.waitForSelector('body[data-plan="done"]', { timeout: 240000 });
+  const planMs = Date.now() - planT0;
+  const progressCount = await page.evaluate(() => document.body.dataset.planProgress);
+  const bigPlan = await planDoc();
+  console.log(`planner: Mixtral-8x7B on 64 H100s, ${bigPlan.evaluated} layouts in ${planMs} ms in the page ` +
+    `(${progressCount} progress messages); Qwen2.5-7B on 16: ${smallPlan.evaluated} layouts in ${smallElapsed.toFixed(2)} s (the planner's own time)`);
+  samePlans("plan_moe", bigPlan, cliPlan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB"));
+  check(Number(progressCount) >= 1, `plan: the worker reported progress (${progressCount} messages)`);
+  await plan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB");
+  await page.click("#plan_stop");
+  check((await page.evaluate(() => document.body.dataset.plan)) === "stopped", "plan: Stop ends the search");
+
   // Per-keystroke recompute: the time from a key in the micro-batch field (1 -> 12 -> 1 ...) to
   // the next frame (measured here, round trips to the browser included) and the page's own
   // handler time (engine, chart and tables).
