@@ -83,32 +83,71 @@
       section("precision", [["params_dtype", s.precision]]);
   }
 
-  // The choices the model allows, offered as suggestions (the fields stay free; the engine's
-  // message explains a refusal): TP divides the attention heads and the query groups, EP the
-  // routed experts. From the config.json's own keys (Hugging Face names).
-  const divisors = (n) => [...Array(n).keys()].map((i) => i + 1).filter((d) => n % d === 0);
+  // The choices the model and the rest of the layout allow, offered in the fields' lists and
+  // listed under them (the fields stay free; the engine's message explains a refusal). The rules
+  // are the engine's layout checks (setup_checks.cpp, pipeline.cpp, the block models'
+  // validate()); what TP, EP and ETP must divide comes from the engine ({"command": "limits"}).
+  const divisors = (n, max = n) => [...Array(Math.min(n, max)).keys()].map((i) => i + 1).filter((d) => n % d === 0);
   const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+  let limits = null;
+  function readLimits() {
+    const request = { command: "limits" };
+    const doc = modelInto(request) ? { error: true } : call(request);
+    limits = doc.error ? null : doc;
+  }
+  const positive = (id, fallback) => (/^\d+$/.test($(id).value.trim()) && Number($(id).value) > 0 ? Number($(id).value) : fallback);
+  const count = (id) => (/^\d+$/.test($(id).value.trim()) ? Number($(id).value) : null);  // first/last: 0 is a count
+  // Whether Megatron-LM splits L decoder layers (and M MTP layers) over pp x vpp chunks with the
+  // first/last stages' counts (null: even).
+  function splitOk(L, M, pp, vpp, first, last) {
+    if (pp > L || (vpp > 1 && pp === 1) || pp * vpp > L + M + 2) return false;
+    if (first === null && last === null) return L % (pp * vpp) === 0;
+    if (pp === 1 || first > L || last > L) return false;
+    let rest = L, others = pp;
+    if (first !== null) (rest -= first), others--;
+    if (last !== null) (rest -= last), others--;
+    if (rest < 0 || (others === 0 ? rest !== 0 : rest % others !== 0)) return false;
+    const middle = others === 0 ? 0 : rest / others;
+    return [first ?? middle, middle, last ?? middle].every((n) => n % vpp === 0);
+  }
+  const listed = (values, max = 16) => (values.length > max ? values.slice(0, max).join(", ") + ", ..." : values.join(", "));
   function offerChoices() {
-    let cfg = null;
-    try {
-      cfg = mode() === "bundled" ? JSON.parse(call({ command: "config", model: $("model").value }).config)
-        : JSON.parse($("config_text").value);
-      cfg = cfg.text_config ?? cfg;
-    } catch (e) {
-      cfg = null;
+    const out = {};
+    const text = [];
+    if (limits) {
+      const L = limits.num_layers, M = limits.mtp_layers;
+      const tp = positive("tp", 1), pp = positive("pp", 1), vpp = positive("vpp", 1), cp = positive("cp", 1), ep = positive("ep", 1);
+      const etp = positive("etp", tp), seq = positive("seq_length", 4096);
+      const first = count("num_layers_in_first_pipeline_stage"), last = count("num_layers_in_last_pipeline_stage");
+      out.tp = divisors(limits.tp_divides);
+      text.push(`TP: ${listed(out.tp)} (divides the heads, query groups and MLP widths)`);
+      out.ep = limits.ep_divides ? divisors(limits.ep_divides) : [1];
+      if (limits.ep_divides) text.push(`EP: ${listed(out.ep, 12)} (divides ${limits.ep_divides} experts)`);
+      out.etp = limits.etp_divides ? divisors(limits.etp_divides, 64) : [];
+      if (limits.etp_divides) text.push(`ETP: ${listed(out.etp)} (divides the expert MLP width ${limits.etp_divides}; up to 64)`);
+      out.pp = divisors(L).filter((p) => splitOk(L, M, p, 1, null, null));
+      text.push(`PP: ${listed(out.pp)} (an even split of ${L} layers; any PP up to ${L} with first/last-stage counts)`);
+      out.vpp = pp > 1 ? divisors(L).filter((v) => splitOk(L, M, pp, v, first, last)) : [1];
+      if (pp > 1) text.push(`VPP: ${listed(out.vpp)}`);
+      const range = [...Array(L + 1).keys()];
+      out.first = pp > 1 ? range.filter((f) => splitOk(L, M, pp, vpp, f, last)) : [];
+      out.last = pp > 1 ? range.filter((l) => splitOk(L, M, pp, vpp, first, l)) : [];
+      if (pp > 1) text.push(`first stage: ${listed(out.first, 12)}; last stage: ${listed(out.last, 12)} layers`);
+      const sp = tp > 1 && $("sequence_parallel").value !== "false";
+      out.cp = divisors(seq, 1024).filter((c) => (c === 1 || seq % (2 * c) === 0) && (!sp || (seq / c) % tp === 0));
+      text.push(`CP: ${listed(out.cp)} (${seq} tokens split in 2 x CP chunks${sp ? ", by TP with sequence parallelism" : ""})`);
+      const a = tp * cp * pp, b = etp * ep * pp;
+      const unit = (a / gcd(a, b)) * b;
+      out.num_gpus = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024].map((k) => k * unit);
+      text.push(`GPUs: a multiple of ${unit} (TP x CP x PP = ${a}, ETP x EP x PP = ${b})`);
     }
-    const int = (v) => (Number.isInteger(v) && v > 0 ? v : null);
-    const heads = int(cfg?.num_attention_heads);
-    const groups = int(cfg?.num_key_value_heads) ?? heads;
-    const experts = int(cfg?.n_routed_experts ?? cfg?.num_experts ?? cfg?.num_local_experts);
-    const tp = heads && groups ? divisors(gcd(heads, groups)) : [];
-    const ep = experts ? divisors(experts) : [1];
-    for (const [id, values] of [["tp-choices", tp], ["ep-choices", ep]])
-      $(id).replaceChildren(...values.map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
-    $("choices").textContent = (tp.length ? `TP: ${tp.join(", ")} (divides ${heads} heads and ${groups} query groups)` : "") +
-      (experts ? `; EP: ${ep.join(", ")} (divides ${experts} experts)` : "");
-    $("choices").dataset.tp = tp.join(",");
-    $("choices").dataset.ep = ep.join(",");
+    for (const id of ["tp", "pp", "vpp", "cp", "ep", "etp", "num_gpus", "first", "last"]) {
+      const values = (out[id] ?? []).join(",");
+      if ($("choices").dataset[id] === values) continue;  // the DOM is touched only on a change
+      $(`${id}-choices`).replaceChildren(...(out[id] ?? []).map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
+      $("choices").dataset[id] = values;
+    }
+    if ($("choices").textContent !== text.join("\n")) $("choices").textContent = text.join("\n");
   }
 
   function showError(message) {
@@ -230,8 +269,9 @@
     const key = mode() === "bundled" ? $("model").value : $("config_text").value;
     if (key !== choicesFor) {
       choicesFor = key;
-      offerChoices();
+      readLimits();
     }
+    offerChoices();
     writeHash();
     lastDoc = null;
     let setup;

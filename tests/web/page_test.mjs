@@ -205,6 +205,37 @@ try {
   const offeredEp = await page.$eval("#choices", (e) => e.dataset.ep);
   check(offeredEp === "1,2,4,8,16,32,64,128,256", `choices: EP offered for DeepSeek-V3's 256 experts (${offeredEp})`);
 
+  // Only valid choices: the values the page offers for PP, VPP, the stage counts, CP, ETP and the
+  // GPU count, within a range, are exactly those the CLI accepts (exit 0) in that range.
+  const base = { tp: "1", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "1", num_gpus: "8", seq_length: "4096",
+    num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" };
+  async function sameChoices(name, model, fields, key, range, flagsFor) {
+    await setLayout(model, { ...base, ...fields });
+    const got = (await page.$eval("#choices", (e, k) => e.dataset[k], key)).split(",").filter(Boolean).map(Number);
+    const shownInRange = got.filter((v) => range.includes(v));
+    const want = range.filter((v) => cliError(model, flagsFor(String(v))).status === 0);
+    check(shownInRange.length > 0 && JSON.stringify(shownInRange) === JSON.stringify(want),
+      `choices: ${name} offered ${shownInRange.join(",")} == the CLI accepts ${want.join(",")}`);
+  }
+  const upTo = (a, b) => [...Array(b - a + 1).keys()].map((i) => i + a);
+  await sameChoices("PP (Qwen2.5-7B, 28 layers)", "Qwen/Qwen2.5-7B", {}, "pp", upTo(1, 30), (v) => ["--pp", v, "--num-gpus", v]);
+  await sameChoices("VPP (PP 2)", "Qwen/Qwen2.5-7B", { pp: "2" }, "vpp", upTo(1, 16),
+    (v) => ["--pp", "2", "--vpp", v, "--num-gpus", "2"]);
+  await sameChoices("last-stage layers (PP 3)", "Qwen/Qwen2.5-7B", { pp: "3" }, "last", upTo(0, 29),
+    (v) => ["--pp", "3", "--num-gpus", "3", "--num-layers-in-last-pipeline-stage", v]);
+  await sameChoices("first-stage layers (PP 4, last 8)", "Qwen/Qwen2.5-7B", { pp: "4", num_layers_in_last_pipeline_stage: "8" },
+    "first", upTo(0, 29), (v) => ["--pp", "4", "--num-gpus", "4", "--num-layers-in-last-pipeline-stage", "8",
+      "--num-layers-in-first-pipeline-stage", v]);
+  await sameChoices("CP (TP 2, 4096 tokens)", "Qwen/Qwen2.5-7B", { tp: "2" }, "cp", upTo(1, 32),
+    (v) => ["--tp", "2", "--cp", v, "--num-gpus", String(2 * Number(v))]);
+  await sameChoices("GPU count (TP 2, PP 2)", "Qwen/Qwen2.5-7B", { tp: "2", pp: "2" }, "num_gpus", upTo(1, 12),
+    (v) => ["--tp", "2", "--pp", "2", "--num-gpus", v]);
+  await sameChoices("ETP (Mixtral-8x7B)", "mistralai/Mixtral-8x7B-v0.1", {}, "etp", upTo(1, 16), (v) => ["--etp", v, "--num-gpus", v]);
+  await sameChoices("GPU count (Mixtral, TP 2, EP 8, ETP 1)", "mistralai/Mixtral-8x7B-v0.1", { tp: "2", ep: "8" }, "num_gpus", upTo(1, 20),
+    (v) => ["--tp", "2", "--ep", "8", "--etp", "1", "--num-gpus", v]);
+  await page.screenshot({ path: path.join(args.artifacts, "choices.png"), fullPage: true });
+  await setLayout("Qwen/Qwen2.5-7B", base);
+
   // config.json in the editor: the bundled one copied in ("Edit its config.json"), then edited
   // (24 layers), then broken JSON, then without num_hidden_layers. The CLI reads the same text
   // as ./config.json.

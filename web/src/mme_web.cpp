@@ -10,6 +10,9 @@
 //   {"command": "models"} -> {"models": ["org/name", ...]}   (the bundled zoo, under /models)
 //   {"command": "config", "model": "org/name"} -> {"config": the text of its config.json}
 //   {"command": "gpus"}   -> {"gpus": [{"name", "memory_bytes"}, ...]}
+//   {"command": "limits", "model" | "config_text"} -> {"num_layers", "mtp_layers", "tp_divides",
+//     "ep_divides", "etp_divides"}: what TP, EP (0: no experts) and ETP must divide (the gcd of the
+//     heads, query groups and MLP widths the block models check), for the page's suggestions
 //   {"command": "plan", "model" | "config_text" as above, "setup": {the base setup: its layout,
 //    split and recompute are the planner's}, "num_gpus": N, "gpu": "H100-SXM-80GB" (optional: the
 //    GPU with the most memory, as `mme plan --json` without --gpu), "top": K (default 10),
@@ -27,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,6 +161,30 @@ std::int64_t request_int(const nlohmann::json& request, const char* key, std::in
   return it->get<std::int64_t>();
 }
 
+// The numbers the layout checks divide by (the engine's and the block models' validate()): what
+// the page narrows the TP, EP, ETP, PP and split fields with.
+nlohmann::json limits(const nlohmann::json& request) {
+  const ModelSpec model = any_model(request);
+  std::int64_t tp = 0, ep = 0, etp = 0;
+  for (const auto& layer : model.layers) {
+    const auto& a = layer.attention;
+    if (a.kind == "gqa" || a.kind == "mla") tp = std::gcd(tp, a.num_heads);
+    if (a.kind == "gqa") tp = std::gcd(tp, a.num_query_groups);
+    const auto& m = layer.mlp;
+    if (m.kind == "dense") tp = std::gcd(tp, m.ffn_hidden_size);
+    if (m.kind == "moe") {
+      ep = std::gcd(ep, m.num_experts);
+      etp = std::gcd(etp, m.expert_ffn_hidden_size);
+      if (m.shared_expert_ffn_hidden_size > 0) tp = std::gcd(tp, m.shared_expert_ffn_hidden_size);
+    }
+  }
+  return {{"num_layers", model.num_layers},
+          {"mtp_layers", model.mtp_num_layers},
+          {"tp_divides", tp},
+          {"ep_divides", ep},
+          {"etp_divides", etp}};
+}
+
 // `mme plan MODEL --num-gpus N [--gpu G] --json --threads 1`, the flags as request keys.
 nlohmann::json plan(const nlohmann::json& request) {
   PlanOptions o;
@@ -243,7 +271,8 @@ nlohmann::json run(const std::string& text) {
   }
   if (command == "estimate") return estimate(request);
   if (command == "plan") return plan(request);
-  throw UsageError("unknown command '" + command + "' (estimate, plan, models, config, gpus)");
+  if (command == "limits") return limits(request);
+  throw UsageError("unknown command '" + command + "' (estimate, plan, limits, models, config, gpus)");
 }
 
 }  // namespace
