@@ -213,8 +213,10 @@
     $("chart").innerHTML = doc.svg ?? "";  // the engine's SVG (render_svg: text escaped)
     paintTables(doc);
     $("cli-command").textContent = cliWords(setup).map(quote).join(" ");
+    $("tree").textContent = (doc.breakdown ?? "").replace(/^\n/, "");
     const exported = { ...doc };
     delete exported.svg;
+    delete exported.breakdown;
     if (jsonUrl) URL.revokeObjectURL(jsonUrl);
     jsonUrl = URL.createObjectURL(new Blob([JSON.stringify(exported, null, 2) + "\n"], { type: "application/json" }));
     $("export_json").href = jsonUrl;
@@ -283,7 +285,7 @@
       return;
     }
     const m = mode();
-    const request = { setup, gpu: $("gpu").value, svg: true };
+    const request = { setup, gpu: $("gpu").value, svg: true, breakdown: true };
     const missingModel = modelInto(request);
     if (missingModel) {
       showError(missingModel);
@@ -315,9 +317,16 @@
   function keep() {
     if (!lastDoc) return;
     const { doc, setup, model } = lastDoc;
-    const entry = { state: snapshot(), model, doc };
+    const entry = { state: snapshot(), model, doc, layout: cliWords(setup).slice(3).join(" "), picked: false };
     kept.push(entry);
     const row = $("history").tBodies[0].insertRow();
+    const pick = Object.assign(document.createElement("input"), { type: "checkbox", className: "pick", title: "Compare this layout" });
+    pick.setAttribute("aria-label", `compare layout ${kept.length}`);
+    pick.addEventListener("change", () => {
+      entry.picked = pick.checked;
+      paintCompare();
+    });
+    row.insertCell().appendChild(pick);
     cell(row, String(kept.length));
     cell(row, model);
     cell(row, cliWords(setup).slice(3).join(" "));
@@ -331,6 +340,36 @@
     b.addEventListener("click", () => restore(entry.state));
     row.insertCell().appendChild(b);
     $("history-box").hidden = false;
+  }
+
+  // The layouts ticked in the history, side by side: one column each, the per-stage peaks in rows.
+  function paintCompare() {
+    const picked = kept.map((e, i) => ({ ...e, n: i + 1 })).filter((e) => e.picked);
+    $("compare-box").hidden = picked.length < 2;
+    const table = $("compare");
+    table.replaceChildren();
+    if (picked.length < 2) return;
+    const head = table.createTHead().insertRow();
+    head.appendChild(document.createElement("th"));
+    for (const e of picked) head.appendChild(Object.assign(document.createElement("th"), { textContent: `#${e.n}` }));
+    const body = table.createTBody();
+    const line = (label, values, key) => {
+      const row = body.insertRow();
+      if (key) row.dataset.key = key;
+      row.appendChild(Object.assign(document.createElement("th"), { textContent: label, scope: "row" }));
+      values.forEach((v) => {
+        const td = cell(row, v.text ?? v);
+        if (v.bytes !== undefined) td.dataset.bytes = String(v.bytes);
+      });
+    };
+    line("Model", picked.map((e) => e.model));
+    line("Layout", picked.map((e) => e.layout));
+    const stages = Math.max(...picked.map((e) => e.doc.stages.length));
+    for (let r = 0; r < stages; r++)
+      line(`Stage ${r} peak`, picked.map((e) => (e.doc.stages[r] ? { text: gib(e.doc.stages[r].total_bytes), bytes: e.doc.stages[r].total_bytes } : "")), `stage${r}`);
+    line("Peak", picked.map((e) => ({ text: `${gib(e.doc.peak.total_bytes)} (stage ${e.doc.peak.pp_rank})`, bytes: e.doc.peak.total_bytes })), "peak");
+    line("Upper bound", picked.map((e) => ({ text: gib(e.doc.peak.upper_bytes), bytes: e.doc.peak.upper_bytes })), "upper");
+    line("Fits on", picked.map((e) => e.doc.fits.filter((f) => f.fits).map((f) => f.hardware).join(", ") || "none"), "fits");
   }
 
   // The hub: GET <endpoint>/<id>/resolve/main/config.json, with the token if one is given. The

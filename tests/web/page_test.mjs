@@ -174,6 +174,10 @@ try {
     }
     const differing = Object.keys({ ...want, ...exported }).filter((k) => JSON.stringify(exported[k]) !== JSON.stringify(want[k]));
     check(differing.length === 0, `${c.name}: the exported JSON document == \`mme estimate --json\`'s (differing: ${differing.join(", ") || "none"})`);
+    // The module tree: the one `mme estimate --breakdown` prints after its report.
+    const tree = await page.$eval("#tree", (e) => e.textContent);
+    const cliTree = execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--breakdown"], { encoding: "utf8", cwd: tmp });
+    check(tree.length > 0 && tree.includes("Pipeline Stage") && cliTree.endsWith(tree), `${c.name}: the module tree is \`--breakdown\`'s`);
     const svgFile = path.join(tmp, `${c.name}.svg`);
     execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--svg", svgFile], { stdio: "ignore" });
     check(got.chartBars === 1 && (await blobText("export_svg")) === readFileSync(svgFile, "utf8"),
@@ -299,8 +303,20 @@ try {
   const link = page.url();
   await setLayout("Qwen/Qwen2.5-7B", { tp: "2", pp: "2", ep: "1", num_gpus: "8", num_layers_in_last_pipeline_stage: "" });
   await page.click("#keep");
-  const rows = await page.$$eval("#history tbody tr", (trs) => trs.map((tr) => tr.cells[1].textContent));
+  const rows = await page.$$eval("#history tbody tr", (trs) => trs.map((tr) => tr.cells[2].textContent));
   check(rows.join("|") === "deepseek-ai/DeepSeek-V3|Qwen/Qwen2.5-7B", `history: two rows (${rows.join(", ")})`);
+  // The compare view: both rows ticked, side by side; each column's per-stage peaks, peak and
+  // bound are the CLI's for that layout.
+  check(await page.$eval("#compare-box", (e) => e.hidden), "compare: hidden until two layouts are ticked");
+  for (const box of await page.$$("#history tbody input.pick")) await box.click();
+  const compared = await page.$$eval("#compare tbody tr[data-key]", (trs) =>
+    Object.fromEntries(trs.map((tr) => [tr.dataset.key, [...tr.cells].slice(1).map((td) => td.dataset.bytes ?? td.textContent)])));
+  const wantCompare = [cliEstimate("deepseek-ai/DeepSeek-V3", cases[1].flags), cliEstimate("Qwen/Qwen2.5-7B", cases[0].flags)];
+  const expectCompare = { peak: wantCompare.map((d) => String(d.peak.total_bytes)), upper: wantCompare.map((d) => String(d.peak.upper_bytes)) };
+  for (let r = 0; r < 4; r++) expectCompare[`stage${r}`] = wantCompare.map((d) => (d.stages[r] ? String(d.stages[r].total_bytes) : ""));
+  check(Object.keys(expectCompare).every((k) => JSON.stringify(compared[k]) === JSON.stringify(expectCompare[k])) &&
+    !(await page.$eval("#compare-box", (e) => e.hidden)),
+    `compare: the two columns are the CLI's stages, peaks and bounds (${JSON.stringify(compared)})`);
   await page.click("#history tbody tr:first-child button.restore");
   check((await shown()).peak === first.peak, "history: Restore gives the first layout's estimate back");
   const other = await browser.newPage();

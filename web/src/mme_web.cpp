@@ -6,7 +6,8 @@
 //     with "config_text": the text of a config.json (pasted, uploaded or fetched from the hub by
 //       the page) instead of "model": written to the module's file system as config.json and
 //       loaded as `mme estimate config.json` loads it (the same errors, the same adapters);
-//     with "svg": true, also "svg": the per-stage chart (`mme estimate --svg`, inline SVG).
+//     with "svg": true, also "svg": the per-stage chart (`mme estimate --svg`, inline SVG);
+//     with "breakdown": true, also "breakdown": the module tree `mme estimate --breakdown` prints.
 //   {"command": "models"} -> {"models": ["org/name", ...]}   (the bundled zoo, under /models)
 //   {"command": "config", "model": "org/name"} -> {"config": the text of its config.json}
 //   {"command": "gpus"}   -> {"gpus": [{"name", "memory_bytes"}, ...]}
@@ -32,6 +33,7 @@
 #include <iterator>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,11 @@ nlohmann::json estimate(const nlohmann::json& request) {
   for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
   nlohmann::json doc = cli::estimate_to_json(model, est, fits);
   doc["next_steps"] = nlohmann::json::array();  // not computed in the browser yet
+  if (request.value("breakdown", false)) {      // the module tree of `mme estimate --breakdown`, as text
+    std::ostringstream tree;
+    cli::render_module_tree(tree, model, est);
+    doc["breakdown"] = tree.str();
+  }
   if (request.value("svg", false)) {
     cli::SvgOptions so;
     so.chosen_gpu = gpu;
