@@ -212,6 +212,11 @@
     $("upper-stage").textContent = String(peak.upper_pp_rank);
     $("chart").innerHTML = doc.svg ?? "";  // the engine's SVG (render_svg: text escaped)
     paintTables(doc);
+    // When the layout fits no GPU: the CLI's next steps (the smallest changes that would fit).
+    $("next-steps-box").hidden = !doc.next_steps?.length;
+    $("next-steps").replaceChildren(...(doc.next_steps ?? []).map((st) => Object.assign(document.createElement("li"), {
+      textContent: st.fits ? `${st.change} brings the upper bound to ${gib(st.needed_bytes)}: fits ${st.fits}` : st.change,
+    })));
     $("cli-command").textContent = cliWords(setup).map(quote).join(" ");
     $("tree").textContent = (doc.breakdown ?? "").replace(/^\n/, "");
     const exported = { ...doc };

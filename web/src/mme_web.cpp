@@ -2,7 +2,7 @@
 //
 //   {"model": "deepseek-ai/DeepSeek-V3" | {config.json object}, "setup": {the `setup` block of
 //    `mme estimate --json`}, "gpu": "H100-SXM-80GB" (optional)}
-//     -> the document of `mme estimate --json` (estimate_to_json), "next_steps" left empty
+//     -> the document of `mme estimate --json` (estimate_to_json and next_steps)
 //     with "config_text": the text of a config.json (pasted, uploaded or fetched from the hub by
 //       the page) instead of "model": written to the module's file system as config.json and
 //       loaded as `mme estimate config.json` loads it (the same errors, the same adapters);
@@ -49,6 +49,7 @@
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/planner/planner.hpp>
+#include <mme/report/next_steps.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_plan.hpp>
 #include <mme/report/render_svg.hpp>
@@ -145,8 +146,19 @@ nlohmann::json estimate(const nlohmann::json& request) {
   std::vector<FitVerdict> fits;
   for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
   nlohmann::json doc = cli::estimate_to_json(model, est, fits);
-  doc["next_steps"] = nlohmann::json::array();  // not computed in the browser yet
-  if (request.value("breakdown", false)) {      // the module tree of `mme estimate --breakdown`, as text
+  // When nothing fits: the changes that would (the CLI's next_steps, the same defaults).
+  nlohmann::json steps = nlohmann::json::array();
+  if (!fits.empty() && std::none_of(fits.begin(), fits.end(), [](const FitVerdict& f) { return f.fits; })) {
+    std::string name = model.name;  // as the CLI names MODEL in its hint to `mme plan`
+    if (request.contains("config_text"))
+      name = "config.json";
+    else if (request.contains("model") && request["model"].is_string())
+      name = request["model"].get<std::string>();
+    for (const auto& st : cli::next_steps(model, setup, gpu, name, registry(), judged, kDefaultHeadroom, true, -1))
+      steps.push_back({{"change", st.change}, {"needed_bytes", st.needed_bytes}, {"fits", st.fits_on}});
+  }
+  doc["next_steps"] = steps;
+  if (request.value("breakdown", false)) {  // the module tree of `mme estimate --breakdown`, as text
     std::ostringstream tree;
     cli::render_module_tree(tree, model, est);
     doc["breakdown"] = tree.str();
