@@ -415,6 +415,16 @@ try {
   console.log(`recompute: ${await page.$eval("#timing", (e) => e.textContent)}; keystroke to frame median ${median(wall)} ms ` +
     `(max ${Math.max(...wall)}), page handler median ${median(handler).toFixed(1)} ms (max ${Math.max(...handler).toFixed(1)})`);
   check(median(handler) < 50, `keystroke: the page's recompute (engine, chart and tables) takes ${median(handler).toFixed(1)} ms < 50 ms`);
+  // A phone's width (390 px, headless: not a real phone): nothing makes the page wider than the
+  // screen (the tables and the chart scroll inside their boxes), the chart keeps a readable width.
+  await setLayout("deepseek-ai/DeepSeek-V3", { tp: "2", pp: "8", ep: "32", num_gpus: "512", micro_batch_size: "1",
+    num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "5" });
+  await page.setViewport({ width: 390, height: 844, deviceScaleFactor: 2 });
+  const narrow = await page.evaluate(() => ({ page: document.documentElement.scrollWidth,
+    chart: document.querySelector("#chart svg").getBoundingClientRect().width }));
+  check(narrow.page <= 390 && narrow.chart >= 600, `phone: the page stays 390 px wide (${narrow.page}), the chart ${narrow.chart} px in its scroll box`);
+  await page.screenshot({ path: path.join(args.artifacts, "phone.png"), fullPage: true });
+  await page.setViewport({ width: 1280, height: 1000 });
   check(stray.length === 0, `no request but the hub's (${stray.join(", ")})`);
   check(pageErrors.length === 0, `no script errors (${pageErrors.join("; ")})`);
 } finally {
