@@ -55,7 +55,7 @@ const bundledConfig = (name) => readFileSync(path.join(args.models, name.replace
 const browser = await puppeteer.launch({
   executablePath: args.chromium,
   headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"],
+  args: ["--no-sandbox", "--disable-gpu"],  // no --allow-file-access-from-files: the page as a user opens it
 });
 try {
   const page = await browser.newPage();
