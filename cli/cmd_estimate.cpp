@@ -19,6 +19,7 @@
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/report/next_steps.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
@@ -201,17 +202,6 @@ EstimateRequest read_estimate_request(const po::variables_map& vm, const std::op
   return r;
 }
 
-std::int64_t layout_gpu_multiple(const ParallelLayout& p) {
-  // Each size is at most 2^20 (the flags' bound), so the products of three fit.
-  for (const std::int64_t v : {p.tp, p.pp, p.cp, p.ep, effective_etp(p)})
-    if (v <= 0 || v > kMaxParallelSize) return 0;
-  const std::int64_t dense = p.tp * p.pp * p.cp;
-  const std::int64_t expert = effective_etp(p) * p.ep * p.pp;
-  std::int64_t lcm = 0;
-  if (__builtin_mul_overflow(dense / std::gcd(dense, expert), expert, &lcm) || lcm > kMaxWorldSize) return 0;
-  return lcm;
-}
-
 std::int64_t default_world_size(const ParallelLayout& p) {
   constexpr std::int64_t kSeedDefault = 8;
   // Sizes out of range keep the seed's 8, and resolve_setup names them.
@@ -360,125 +350,6 @@ CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const
   return out;
 }
 
-namespace {
-
-// One change to the layout that makes the peak fit: its flags, what the fit is then judged
-// on, and the smallest judged GPU it fits (empty for a closing hint without numbers).
-struct NextStep {
-  std::string change;
-  std::int64_t needed_bytes = 0;
-  std::string fits_on;
-};
-
-// The smallest changes that make the estimate fit one of `gpus`, in the order of what they
-// cost the step time (the seed README's ranking: recompute, EP, PP, TP, micro-batch), each
-// tried from the current layout and never one the layout already has. Pairs with full recompute
-// when no single change fits; `mme plan` when nothing tried fits.
-std::vector<NextStep> next_steps(const EstimateRequest& request, const EstimateInputs& inputs, const Registry& registry,
-                                 const std::vector<const HardwareProfile*>& gpus, double headroom, bool on_bound,
-                                 std::int64_t reserved) {
-  const TrainingSetup& base = inputs.setup;
-  const ModelSpec& model = inputs.model;
-  const auto& bp = base.parallel;
-  std::int64_t experts = 0;
-  for (const auto& l : model.layers) experts = std::max(experts, l.mlp.num_experts);
-  struct Change {
-    std::string flags;
-    std::function<void(TrainingSetup&)> apply;
-  };
-  std::vector<Change> singles;
-  auto full = [](TrainingSetup& s) {
-    s.recompute = RecomputeSettings{};
-    s.recompute.granularity = RecomputeGranularity::kFull;
-  };
-  if (base.recompute.granularity == RecomputeGranularity::kNone)
-    singles.push_back({"--recompute-granularity selective",
-                       [](TrainingSetup& s) { s.recompute.granularity = RecomputeGranularity::kSelective; }});
-  if (experts > 0 && bp.ep * 2 <= experts && experts % (bp.ep * 2) == 0)
-    singles.push_back({fmt::format("--ep {}", bp.ep * 2), [](TrainingSetup& s) { s.parallel.ep *= 2; }});
-  if (base.recompute.granularity != RecomputeGranularity::kFull)
-    singles.push_back({"--recompute-granularity full", full});
-  if (base.pipeline.layout.empty() && bp.vpp == 1 && bp.pp * 2 <= model.num_layers) {
-    const std::int64_t p = bp.pp * 2, L = model.num_layers;
-    std::string flags = fmt::format("--pp {}", p);
-    std::optional<std::int64_t> last;
-    if (L % p != 0) {
-      last = L - (L / p) * (p - 1);
-      flags += fmt::format(" --num-layers-in-last-pipeline-stage {}", *last);
-    }
-    singles.push_back({flags, [p, last](TrainingSetup& s) {
-                         s.parallel.pp = p;
-                         s.pipeline.first_stage_layers.reset();
-                         s.pipeline.last_stage_layers = last;
-                       }});
-  }
-  if (bp.tp * 2 <= 8)
-    singles.push_back({fmt::format("--tp {}", bp.tp * 2), [](TrainingSetup& s) { s.parallel.tp *= 2; }});
-  if (base.micro_batch_size > 1)
-    singles.push_back({fmt::format("--micro-batch-size {}", base.micro_batch_size / 2),
-                       [](TrainingSetup& s) { s.micro_batch_size /= 2; }});
-  if (!base.optimizer.distributed)
-    singles.push_back({"--use-distributed-optimizer", [](TrainingSetup& s) { s.optimizer.distributed = true; }});
-
-  const Estimator estimator(model, registry);
-  EstimateOptions eo;
-  eo.components = false;
-  if (inputs.gpu) eo.compute_capability = inputs.gpu->compute_capability;
-  // Runs one candidate; the GPU count grows to the smallest multiple the new layout allows.
-  auto attempt = [&](const std::string& flags, const std::function<void(TrainingSetup&)>& apply,
-                     std::vector<NextStep>& out) {
-    TrainingSetup s = base;
-    apply(s);
-    std::string text = flags;
-    const std::int64_t need = layout_gpu_multiple(s.parallel);
-    if (need > 0 && s.parallel.world_size % need != 0) {
-      std::int64_t world = 0;
-      if (__builtin_mul_overflow(s.parallel.world_size / std::gcd(s.parallel.world_size, need), need, &world) ||
-          world > kMaxWorldSize)
-        return;
-      s.parallel.world_size = world;
-      text += fmt::format(" --num-gpus {}", world);
-    }
-    try {
-      const Estimate e = estimator.run(s, eo);
-      for (const auto* g : gpus) {
-        const FitVerdict v = judge_fit(e, *g, headroom, on_bound, reserved);
-        if (v.fits) {
-          out.push_back({text, v.needed_bytes, g->name});
-          return;
-        }
-      }
-    } catch (const Error&) {
-      // A layout Megatron refuses is no advice.
-    }
-  };
-  std::vector<NextStep> out;
-  for (const auto& c : singles) {
-    attempt(c.flags, c.apply, out);
-    if (out.size() == 3) break;
-  }
-  if (out.empty() && base.recompute.granularity != RecomputeGranularity::kFull)
-    for (const auto& c : singles) {
-      if (c.flags.rfind("--recompute-granularity", 0) == 0) continue;
-      attempt(
-          "--recompute-granularity full " + c.flags,
-          [&](TrainingSetup& s) {
-            full(s);
-            c.apply(s);
-          },
-          out);
-      if (out.size() == 3) break;
-    }
-  if (out.empty())
-    out.push_back({fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout",
-                               request.model_name.value_or(model.name), bp.world_size,
-                               gpus.size() == 1 ? fmt::format(" --gpu '{}'", gpus.front()->name) : std::string()),
-                   0, ""});
-  return out;
-}
-
-}  // namespace
-
 void help_estimate(std::ostream& out) {
   out << "Usage: mme estimate MODEL [options]\n\n"
          "Estimates the memory each GPU needs to train MODEL with Megatron-LM under the given\n"
@@ -593,7 +464,8 @@ int run_estimate(const std::vector<std::string>& args) {
   for (const auto* h : judged) fits.push_back(judge_fit(est, *h, headroom, on_bound, reserved));
   std::vector<NextStep> steps;
   if (!fits.empty() && std::none_of(fits.begin(), fits.end(), [](const FitVerdict& f) { return f.fits; }))
-    steps = next_steps(request, inputs, registry, judged, headroom, on_bound, reserved);
+    steps = next_steps(inputs.model, inputs.setup, inputs.gpu, request.model_name.value_or(inputs.model.name), registry,
+                       judged, headroom, on_bound, reserved);
 
   if (html_file) {
     HtmlOptions ho;

@@ -13,6 +13,7 @@
 #include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/spec_file.hpp>
+#include <mme/report/next_steps.hpp>
 #include <mme/sdk/model_spec.hpp>
 #include <mme/sdk/training_setup.hpp>
 #include <mme/validate/validation.hpp>
@@ -46,8 +47,7 @@ struct EstimateRequest {
 // The GPU count when --num-gpus is not given: the seed's 8 when TP x PP x CP and
 // ETP x EP x PP divide it, else the smallest count both divide.
 std::int64_t default_world_size(const ParallelLayout& p);
-// The smallest GPU count TP x PP x CP and ETP x EP x PP both divide (0 when out of range).
-std::int64_t layout_gpu_multiple(const ParallelLayout& p);
+// layout_gpu_multiple (the smallest GPU count the layout allows): mme/report/next_steps.hpp.
 // The report's words for the defaults above: `etp` a line of the Parallelism block
 // ("ETP=1 (default; ...)"), empty when the default changes nothing (no experts, or TP 1);
 // `gpus` what follows "Total GPUs: N".

@@ -55,7 +55,7 @@ const bundledConfig = (name) => readFileSync(path.join(args.models, name.replace
 const browser = await puppeteer.launch({
   executablePath: args.chromium,
   headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"],
+  args: ["--no-sandbox", "--disable-gpu"],  // no --allow-file-access-from-files: the page as a user opens it
 });
 try {
   const page = await browser.newPage();
@@ -166,14 +166,18 @@ try {
     runShownCommand(c.name, got.command, got);
     // The exports: the JSON document (the CLI's but next_steps), the chart as `--svg FILE` writes it.
     const exported = JSON.parse(await blobText("export_json"));
-    // Not compared: next_steps (not computed in the page yet), model.source (the file read: the
-    // module's /models/... against the CLI's share/mme/models/...).
-    for (const doc of [exported, want]) {
-      delete doc.next_steps;
-      delete doc.model.source;
-    }
+    // Not compared: model.source (the file read: the module's /models/... against the CLI's
+    // share/mme/models/...). next_steps is compared: the page lists them when nothing fits.
+    for (const doc of [exported, want]) delete doc.model.source;
+    const steps = await page.$$eval("#next-steps li", (lis) => lis.map((li) => li.textContent));
+    check(steps.length === want.next_steps.length && want.next_steps.every((st, i) => steps[i].startsWith(st.change)),
+      `${c.name}: the page lists the CLI's ${want.next_steps.length} next steps (${want.next_steps.map((st) => st.change).join("; ")})`);
     const differing = Object.keys({ ...want, ...exported }).filter((k) => JSON.stringify(exported[k]) !== JSON.stringify(want[k]));
     check(differing.length === 0, `${c.name}: the exported JSON document == \`mme estimate --json\`'s (differing: ${differing.join(", ") || "none"})`);
+    // The module tree: the one `mme estimate --breakdown` prints after its report.
+    const tree = await page.$eval("#tree", (e) => e.textContent);
+    const cliTree = execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--breakdown"], { encoding: "utf8", cwd: tmp });
+    check(tree.length > 0 && tree.includes("Pipeline Stage") && cliTree.endsWith(tree), `${c.name}: the module tree is \`--breakdown\`'s`);
     const svgFile = path.join(tmp, `${c.name}.svg`);
     execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--svg", svgFile], { stdio: "ignore" });
     check(got.chartBars === 1 && (await blobText("export_svg")) === readFileSync(svgFile, "utf8"),
@@ -204,6 +208,37 @@ try {
   await setLayout("deepseek-ai/DeepSeek-V3", {});
   const offeredEp = await page.$eval("#choices", (e) => e.dataset.ep);
   check(offeredEp === "1,2,4,8,16,32,64,128,256", `choices: EP offered for DeepSeek-V3's 256 experts (${offeredEp})`);
+
+  // Only valid choices: the values the page offers for PP, VPP, the stage counts, CP, ETP and the
+  // GPU count, within a range, are exactly those the CLI accepts (exit 0) in that range.
+  const base = { tp: "1", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "1", num_gpus: "8", seq_length: "4096",
+    num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" };
+  async function sameChoices(name, model, fields, key, range, flagsFor) {
+    await setLayout(model, { ...base, ...fields });
+    const got = (await page.$eval("#choices", (e, k) => e.dataset[k], key)).split(",").filter(Boolean).map(Number);
+    const shownInRange = got.filter((v) => range.includes(v));
+    const want = range.filter((v) => cliError(model, flagsFor(String(v))).status === 0);
+    check(shownInRange.length > 0 && JSON.stringify(shownInRange) === JSON.stringify(want),
+      `choices: ${name} offered ${shownInRange.join(",")} == the CLI accepts ${want.join(",")}`);
+  }
+  const upTo = (a, b) => [...Array(b - a + 1).keys()].map((i) => i + a);
+  await sameChoices("PP (Qwen2.5-7B, 28 layers)", "Qwen/Qwen2.5-7B", {}, "pp", upTo(1, 30), (v) => ["--pp", v, "--num-gpus", v]);
+  await sameChoices("VPP (PP 2)", "Qwen/Qwen2.5-7B", { pp: "2" }, "vpp", upTo(1, 16),
+    (v) => ["--pp", "2", "--vpp", v, "--num-gpus", "2"]);
+  await sameChoices("last-stage layers (PP 3)", "Qwen/Qwen2.5-7B", { pp: "3" }, "last", upTo(0, 29),
+    (v) => ["--pp", "3", "--num-gpus", "3", "--num-layers-in-last-pipeline-stage", v]);
+  await sameChoices("first-stage layers (PP 4, last 8)", "Qwen/Qwen2.5-7B", { pp: "4", num_layers_in_last_pipeline_stage: "8" },
+    "first", upTo(0, 29), (v) => ["--pp", "4", "--num-gpus", "4", "--num-layers-in-last-pipeline-stage", "8",
+      "--num-layers-in-first-pipeline-stage", v]);
+  await sameChoices("CP (TP 2, 4096 tokens)", "Qwen/Qwen2.5-7B", { tp: "2" }, "cp", upTo(1, 32),
+    (v) => ["--tp", "2", "--cp", v, "--num-gpus", String(2 * Number(v))]);
+  await sameChoices("GPU count (TP 2, PP 2)", "Qwen/Qwen2.5-7B", { tp: "2", pp: "2" }, "num_gpus", upTo(1, 12),
+    (v) => ["--tp", "2", "--pp", "2", "--num-gpus", v]);
+  await sameChoices("ETP (Mixtral-8x7B)", "mistralai/Mixtral-8x7B-v0.1", {}, "etp", upTo(1, 16), (v) => ["--etp", v, "--num-gpus", v]);
+  await sameChoices("GPU count (Mixtral, TP 2, EP 8, ETP 1)", "mistralai/Mixtral-8x7B-v0.1", { tp: "2", ep: "8" }, "num_gpus", upTo(1, 20),
+    (v) => ["--tp", "2", "--ep", "8", "--etp", "1", "--num-gpus", v]);
+  await page.screenshot({ path: path.join(args.artifacts, "choices.png"), fullPage: true });
+  await setLayout("Qwen/Qwen2.5-7B", base);
 
   // config.json in the editor: the bundled one copied in ("Edit its config.json"), then edited
   // (24 layers), then broken JSON, then without num_hidden_layers. The CLI reads the same text
@@ -268,8 +303,20 @@ try {
   const link = page.url();
   await setLayout("Qwen/Qwen2.5-7B", { tp: "2", pp: "2", ep: "1", num_gpus: "8", num_layers_in_last_pipeline_stage: "" });
   await page.click("#keep");
-  const rows = await page.$$eval("#history tbody tr", (trs) => trs.map((tr) => tr.cells[1].textContent));
+  const rows = await page.$$eval("#history tbody tr", (trs) => trs.map((tr) => tr.cells[2].textContent));
   check(rows.join("|") === "deepseek-ai/DeepSeek-V3|Qwen/Qwen2.5-7B", `history: two rows (${rows.join(", ")})`);
+  // The compare view: both rows ticked, side by side; each column's per-stage peaks, peak and
+  // bound are the CLI's for that layout.
+  check(await page.$eval("#compare-box", (e) => e.hidden), "compare: hidden until two layouts are ticked");
+  for (const box of await page.$$("#history tbody input.pick")) await box.click();
+  const compared = await page.$$eval("#compare tbody tr[data-key]", (trs) =>
+    Object.fromEntries(trs.map((tr) => [tr.dataset.key, [...tr.cells].slice(1).map((td) => td.dataset.bytes ?? td.textContent)])));
+  const wantCompare = [cliEstimate("deepseek-ai/DeepSeek-V3", cases[1].flags), cliEstimate("Qwen/Qwen2.5-7B", cases[0].flags)];
+  const expectCompare = { peak: wantCompare.map((d) => String(d.peak.total_bytes)), upper: wantCompare.map((d) => String(d.peak.upper_bytes)) };
+  for (let r = 0; r < 4; r++) expectCompare[`stage${r}`] = wantCompare.map((d) => (d.stages[r] ? String(d.stages[r].total_bytes) : ""));
+  check(Object.keys(expectCompare).every((k) => JSON.stringify(compared[k]) === JSON.stringify(expectCompare[k])) &&
+    !(await page.$eval("#compare-box", (e) => e.hidden)),
+    `compare: the two columns are the CLI's stages, peaks and bounds (${JSON.stringify(compared)})`);
   await page.click("#history tbody tr:first-child button.restore");
   check((await shown()).peak === first.peak, "history: Restore gives the first layout's estimate back");
   const other = await browser.newPage();
@@ -280,6 +327,76 @@ try {
     `url: the link opens the same estimate (${link.slice(link.indexOf("#"))})`);
   await other.close();
   await page.screenshot({ path: path.join(args.artifacts, "history.png"), fullPage: true });
+
+  // The planner, in its Web Worker: the page's plans for Qwen2.5-7B on 16 H100s are those of
+  // `mme plan ... --json` (the same layouts, counts and figures; the speed figures within 1e-9
+  // relative, as the browser's libm may round differently). "Use" puts the best plan in the form.
+  const planDoc = () => page.$eval("#plan_result", (e) => JSON.parse(e.dataset.doc));
+  async function plan(model, gpus, gpu) {
+    await setLayout(model, { tp: "1", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "1", num_gpus: "8", micro_batch_size: "1",
+      seq_length: "4096", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" });
+    await page.select("#recompute_granularity", "");
+    await page.select("#gpu", "");
+    await page.evaluate(() => delete document.body.dataset.plan);
+    await page.$eval("#plan_num_gpus", (el, v) => (el.value = v), String(gpus));
+    await page.select("#plan_gpu", gpu);
+    await page.click("#plan_run");
+  }
+  const cliPlan = (model, gpus, gpu) =>
+    JSON.parse(execFileSync(args.mme, ["plan", model, "--num-gpus", String(gpus), "--gpu", gpu, "--seq-length", "4096",
+      "--top", "10", "--threads", "1", "--json"], { encoding: "utf8", cwd: tmp }));
+  function samePlans(name, got, want) {
+    const close = (a, b) => (typeof a === "number" && typeof b === "number" ? Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
+      : a === null || typeof a !== "object" ? a === b
+      : Object.keys({ ...a, ...b }).every((k) => close(a[k], b[k])));
+    for (const doc of [got, want]) delete doc.elapsed_s;
+    check(got.plans.length > 0 && JSON.stringify(got.plans[0].args) === JSON.stringify(want.plans[0].args),
+      `${name}: the page's top plan is \`mme plan --json\`'s (${want.plans[0]?.args.join(" ")})`);
+    const differing = Object.keys({ ...want, ...got }).filter((k) => !close(got[k], want[k]));
+    check(differing.length === 0, `${name}: the page's plan document == \`mme plan --json\`'s (differing: ${differing.join(", ") || "none"})`);
+  }
+  await plan("Qwen/Qwen2.5-7B", 16, "H100-SXM-80GB");
+  await page.waitForSelector('body[data-plan="done"]', { timeout: 120000 });
+  const smallPlan = await planDoc();
+  const smallElapsed = smallPlan.elapsed_s;
+  const smallWant = cliPlan("Qwen/Qwen2.5-7B", 16, "H100-SXM-80GB");
+  samePlans("plan", smallPlan, smallWant);
+  const firstRow = await page.$$eval("#plans tbody tr:first-child td", (tds) => tds.slice(1, 4).map((td) => td.textContent));
+  check(firstRow.join(",") === [smallWant.plans[0].setup.tp, smallWant.plans[0].setup.pp, smallWant.plans[0].setup.vpp].join(","),
+    `plan: the table's first row is the top plan (TP, PP, VPP ${firstRow.join(", ")})`);
+  await page.click("#plans tbody tr:first-child button.use");
+  const used = await shown();
+  check(used.state === "ready" && used.peak === String(smallWant.plans[0].peak_bytes),
+    `plan: "Use" gives the plan's peak in the form (${used.peak} == ${smallWant.plans[0].peak_bytes})`);
+  await page.screenshot({ path: path.join(args.artifacts, "plan.png"), fullPage: true });
+
+  // The page stays responsive while a larger search runs (Mixtral on 64 H100s): once the worker
+  // has reported progress, a key typed in the form is handled (a new estimate) before the plan
+  // is done; then the plan equals the CLI's too. Stop ends a running search.
+  await plan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB");
+  const planT0 = Date.now();
+  await page.waitForFunction(() => Number(document.body.dataset.planProgress) >= 1 || document.body.dataset.plan !== "running",
+    { timeout: 120000 });
+  const before = await page.evaluate(() => ({ plan: document.body.dataset.plan, ms: document.body.dataset.recomputeMs }));
+  await page.click("#micro_batch_size", { clickCount: 3 });
+  await page.keyboard.type("2");
+  const during = await page.evaluate(() => ({ plan: document.body.dataset.plan, state: document.body.dataset.state }));
+  const typedPeak = (await shown()).peak;
+  const wantTyped = cliEstimate("mistralai/Mixtral-8x7B-v0.1", ["--micro-batch-size", "2", "--num-gpus", "8", "--seq-length", "4096"]);
+  check(before.plan === "running" && during.plan === "running" && during.state === "ready" &&
+    typedPeak === String(wantTyped.peak.total_bytes),
+    `plan: a key typed while the plan runs is handled at once (plan ${before.plan}/${during.plan}, peak ${typedPeak})`);
+  await page.waitForSelector('body[data-plan="done"]', { timeout: 240000 });
+  const planMs = Date.now() - planT0;
+  const progressCount = await page.evaluate(() => document.body.dataset.planProgress);
+  const bigPlan = await planDoc();
+  console.log(`planner: Mixtral-8x7B on 64 H100s, ${bigPlan.evaluated} layouts in ${planMs} ms in the page ` +
+    `(${progressCount} progress messages); Qwen2.5-7B on 16: ${smallPlan.evaluated} layouts in ${smallElapsed.toFixed(2)} s (the planner's own time)`);
+  samePlans("plan_moe", bigPlan, cliPlan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB"));
+  check(Number(progressCount) >= 1, `plan: the worker reported progress (${progressCount} messages)`);
+  await plan("mistralai/Mixtral-8x7B-v0.1", 64, "H100-SXM-80GB");
+  await page.click("#plan_stop");
+  check((await page.evaluate(() => document.body.dataset.plan)) === "stopped", "plan: Stop ends the search");
 
   // Per-keystroke recompute: the time from a key in the micro-batch field (1 -> 12 -> 1 ...) to
   // the next frame (measured here, round trips to the browser included) and the page's own
@@ -298,6 +415,16 @@ try {
   console.log(`recompute: ${await page.$eval("#timing", (e) => e.textContent)}; keystroke to frame median ${median(wall)} ms ` +
     `(max ${Math.max(...wall)}), page handler median ${median(handler).toFixed(1)} ms (max ${Math.max(...handler).toFixed(1)})`);
   check(median(handler) < 50, `keystroke: the page's recompute (engine, chart and tables) takes ${median(handler).toFixed(1)} ms < 50 ms`);
+  // A phone's width (390 px, headless: not a real phone): nothing makes the page wider than the
+  // screen (the tables and the chart scroll inside their boxes), the chart keeps a readable width.
+  await setLayout("deepseek-ai/DeepSeek-V3", { tp: "2", pp: "8", ep: "32", num_gpus: "512", micro_batch_size: "1",
+    num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "5" });
+  await page.setViewport({ width: 390, height: 844, deviceScaleFactor: 2 });
+  const narrow = await page.evaluate(() => ({ page: document.documentElement.scrollWidth,
+    chart: document.querySelector("#chart svg").getBoundingClientRect().width }));
+  check(narrow.page <= 390 && narrow.chart >= 600, `phone: the page stays 390 px wide (${narrow.page}), the chart ${narrow.chart} px in its scroll box`);
+  await page.screenshot({ path: path.join(args.artifacts, "phone.png"), fullPage: true });
+  await page.setViewport({ width: 1280, height: 1000 });
   check(stray.length === 0, `no request but the hub's (${stray.join(", ")})`);
   check(pageErrors.length === 0, `no script errors (${pageErrors.join("; ")})`);
 } finally {

@@ -44,6 +44,26 @@ void ordered_parallel_map(std::size_t n, const OrderedMapOptions& options, std::
   if (n == 0) return;
   const auto threads = static_cast<unsigned>(std::clamp<std::size_t>(options.threads, 1, n));
   const bool ordered = static_cast<bool>(emit);
+  if (threads == 1) {
+    // One thread: everything runs inline on the calling thread, in order (no std::thread: the
+    // browser build has no threads; the same results, the same ticks between indices).
+    auto last_tick = std::chrono::steady_clock::now();
+    try {
+      for (std::size_t i = 0; i < n && !stop; ++i) {
+        Result result = work(0, i);
+        if (stop) break;
+        if (ordered) emit(i, std::move(result));
+        if (tick && std::chrono::steady_clock::now() - last_tick >= options.tick_every) {
+          last_tick = std::chrono::steady_clock::now();
+          tick();
+        }
+      }
+    } catch (...) {
+      stop = true;
+      throw;
+    }
+    return;
+  }
   const std::size_t window = std::max<std::size_t>(options.window, 1);
   std::atomic<std::size_t> next{0};
   std::mutex mu;
