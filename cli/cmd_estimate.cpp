@@ -56,7 +56,10 @@ void build_options(po::options_description& d, po::options_description& hidden) 
       "also write an HTML report to FILE: the per-stage chart, the configuration and the per-component table")(
       "svg", file_value(), "also write the per-stage chart alone to FILE, as SVG")(
       "dump-config", po::bool_switch(),
-      "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated");
+      "print the resolved spec (YAML; JSON with --json) instead of the report; nothing is estimated")(
+      "print-megatron-args", po::bool_switch(),
+      "print the Megatron-LM launch flags of this model and setup (one argument file for --megatron-args-file; a "
+      "JSON array with --json) instead of the report, once the layout is checked");
   add_estimate_input_options(d, hidden);
   add_hardware_file_option(d);
   d.add(common_options());
@@ -294,7 +297,9 @@ ArgsEstimate estimate_from_args(const std::vector<std::string>& args, const Regi
   for (const char* refused : {"html", "svg", "hardware-file", "plugin-dir"})
     if (vm.count(refused) && !vm[refused].defaulted())
       throw UsageError(fmt::format("--{} is not allowed here (give it to `mme validate` itself, or drop it)", refused));
-  if (vm["dump-config"].as<bool>()) throw UsageError("--dump-config is not allowed here: it replaces the estimate");
+  for (const char* refused : {"dump-config", "print-megatron-args"})
+    if (vm[refused].as<bool>())
+      throw UsageError(fmt::format("--{} is not allowed here: it replaces the estimate", refused));
   if (vm.count("headroom")) (void)parse_headroom(vm["headroom"].as<std::string>());
   const EstimateRequest request = read_estimate_request(vm, model_argument(vm), "estimate");
   EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
@@ -318,7 +323,7 @@ CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const
     if (vm.count(refused))
       throw UsageError(
           fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)", refused));
-  for (const char* refused : {"dump-config", "breakdown"})
+  for (const char* refused : {"dump-config", "print-megatron-args", "breakdown"})
     if (vm[refused].as<bool>())
       throw UsageError(
           fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)", refused));
@@ -374,6 +379,11 @@ int run_estimate(const std::vector<std::string>& args) {
   const bool dump_config = vm["dump-config"].as<bool>();
   if (dump_config && (vm.count("html") || vm.count("svg")))
     throw UsageError("--dump-config prints the spec instead of the report; drop --html / --svg");
+  const bool print_megatron = vm["print-megatron-args"].as<bool>();
+  if (print_megatron && (dump_config || vm.count("html") || vm.count("svg") || vm["breakdown"].as<bool>()))
+    throw UsageError(
+        "--print-megatron-args prints the launch flags instead of the report; drop --dump-config, --html, --svg and "
+        "--breakdown");
   double headroom = kDefaultHeadroom;
   if (vm.count("headroom")) headroom = parse_headroom(vm["headroom"].as<std::string>());
   // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
@@ -422,6 +432,14 @@ int run_estimate(const std::vector<std::string>& args) {
   // In the text report only: the JSON document's setup holds the values, and a spec file that
   // spells them out gives the same document.
   const DefaultNotes notes = default_notes(request, model, est.setup);
+
+  if (print_megatron) {
+    std::vector<std::string> flags = model_to_megatron_args(model);
+    const std::vector<std::string> setup = setup_to_megatron_args(est.setup, true);
+    flags.insert(flags.end(), setup.begin(), setup.end());
+    std::cout << (vm["json"].as<bool>() ? json_text(nlohmann::json(flags), 2) + "\n" : megatron_args_file_text(flags));
+    return 0;
+  }
 
   if (dump_config) {
     // The spec as estimated: written only if it reads back (the guide's constraints hold).

@@ -441,7 +441,7 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   return s;
 }
 
-std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
+std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool resolved) {
   std::vector<std::string> a;
   auto flag = [&](std::string f) { a.push_back("--" + f); };
   for (const auto& k : setup_knobs()) {
@@ -472,7 +472,10 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s) {
     // Determinism the environment decides is printed as its variable (--deterministic-mode
     // would add the cuBLAS default).
     if (id == "deterministic-mode" && env_decides_determinism(s)) continue;
-    const J v = k.get(s);
+    J v = k.get(s);
+    // Resolved: an unset knob at the value mme gives it (sequence parallelism with TP > 1),
+    // which Megatron-LM's own default may not be.
+    if (v.is_null() && resolved && k.spec_get) v = k.spec_get(s);
     if (v.is_null()) continue;
     if (k.kind == KnobKind::kBool) {
       if (v.get<bool>() && !k.megatron.empty()) flag(k.megatron.front());

@@ -73,4 +73,15 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& args, TrainingSetup b
 // list expression such as "([0]*3+[1]*5)". Returns one 0/1 per layer. Throws ConfigError.
 std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers);
 
+struct ModelSpec;
+// The model as the Megatron-LM flags that describe it to the megatron_args adapter (the
+// architecture, the vocabulary as NullTokenizer's --vocab-size, dropout, MoE, MLA, MTP):
+// setup_to_megatron_args gives the rest of a launch line. Throws UsageError for what no flag
+// expresses (layers with different attention or MLP widths, post-norms, other block kinds).
+std::vector<std::string> model_to_megatron_args(const ModelSpec& model);
+// Launch flags as the text of an argument file parse_megatron_args reads back: `export NAME=VALUE`
+// lines first, then one flag with its values per line, joined by backslash-newline; values
+// single-quoted where a shell would split or expand them.
+std::string megatron_args_file_text(const std::vector<std::string>& args);
+
 }  // namespace mme

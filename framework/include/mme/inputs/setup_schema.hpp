@@ -183,8 +183,9 @@ nlohmann::json setup_to_json_block(const TrainingSetup& setup);
 // The JSON `setup` block -> setup, on top of `base` (derived entries such as dp are skipped).
 TrainingSetup setup_from_json_block(const nlohmann::json& block, TrainingSetup base);
 // setup -> Megatron-LM flags (["--tensor-model-parallel-size", "4", "--bf16", ...]): every knob
-// Megatron-LM has a flag for, at its value.
-std::vector<std::string> setup_to_megatron_args(const TrainingSetup& setup);
+// Megatron-LM has a flag for, at its value; `resolved` also gives the knobs left unset the value
+// mme resolves them to (a launch line that means what mme estimated).
+std::vector<std::string> setup_to_megatron_args(const TrainingSetup& setup, bool resolved = false);
 
 // How mme treats the flags of a Megatron-LM launch line that are not settings of the setup or
 // the model: without a memory effect (silent), with one mme does not model (the report's
