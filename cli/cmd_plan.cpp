@@ -156,7 +156,7 @@ std::string knob_figures_line(const PlanOptions& o) {
     out += fmt::format("; kernel launch {:g} us, graph launch {:g} us (host time, hidden when the GPU is busier)",
                        o.kernel_launch_us, o.graph_launch_us);
   if (k.sharding) out += "; Megatron-FSDP traffic not overlapped with compute";
-  return out.empty() ? "" : "Cost figures assumed" + out + " (docs/planner.md)\n";
+  return out.empty() ? "" : "Cost figures assumed: " + out.substr(2) + " (docs/planner.md)\n";
 }
 
 // A progress bar on stderr when it is a terminal and the search has run for a second.

@@ -128,18 +128,26 @@ TEST(planner_knobs, FsdpTrafficIsPerMicroBatch) {
   const PlanScore dist = planner.score(l, o);
   EXPECT_NEAR(dist.dp_seconds, shared * (4 + 2) / link, 1e-9 * dist.dp_seconds);  // fp32 grads, bf16 weights
   EXPECT_EQ(dist.fsdp_seconds, 0.0);
+  // Megatron-FSDP reduces its gradients in their dtype, the param dtype by default (bf16).
   l.knobs.dp_sharding = DpSharding::kOptim;
-  EXPECT_EQ(planner.score(l, o).fsdp_seconds, 0.0);  // once a step, as the distributed optimizer
+  const PlanScore optim = planner.score(l, o);
+  EXPECT_EQ(optim.fsdp_seconds, 0.0);  // once a step, as the distributed optimizer
+  EXPECT_NEAR(optim.dp_seconds, shared * (2 + 2) / link, 1e-9 * optim.dp_seconds);
   l.knobs.dp_sharding = DpSharding::kOptimGrads;
   const PlanScore zero2 = planner.score(l, o);
-  EXPECT_NEAR(zero2.fsdp_seconds, shared * 7 * 4 / link, 1e-9 * zero2.fsdp_seconds);
+  EXPECT_NEAR(zero2.fsdp_seconds, shared * 7 * 2 / link, 1e-9 * zero2.fsdp_seconds);
   l.knobs.dp_sharding = DpSharding::kOptimGradsParams;
   const PlanScore zero3 = planner.score(l, o);
   // (m - 1) more gradient reduce-scatters and (2m - 1) more weight all-gathers than one each.
-  EXPECT_NEAR(zero3.fsdp_seconds, shared * (7 * 4 + 15 * 2) / link, 1e-9 * zero3.fsdp_seconds);
-  EXPECT_NEAR(zero3.step_seconds - dist.step_seconds, zero3.fsdp_seconds, 1e-9 * zero3.step_seconds);
+  EXPECT_NEAR(zero3.fsdp_seconds, shared * (7 * 2 + 15 * 2) / link, 1e-9 * zero3.fsdp_seconds);
+  EXPECT_NEAR(zero3.step_seconds - optim.step_seconds, zero3.fsdp_seconds, 1e-9 * zero3.step_seconds);
+  // With fp32 gradients as the distributed optimizer's, the extra traffic is (7 x 4 + 15 x 2).
+  o.base.fsdp.grad_comm = DType::kFP32;
+  EXPECT_NEAR(planner.score(l, o).fsdp_seconds, shared * (7 * 4 + 15 * 2) / link, 1e-9 * zero3.fsdp_seconds);
+  o.base.fsdp.grad_comm.reset();
   EXPECT_LT(zero3.score, zero2.score);
-  EXPECT_LT(zero2.score, dist.score);
+  EXPECT_LT(zero2.score, optim.score);
+  EXPECT_LT(zero3.score, dist.score);
 }
 
 // hybrid_optimizer.py: the offloaded share of the rank's optimizer shard sends its fp32 main

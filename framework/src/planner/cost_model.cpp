@@ -278,7 +278,7 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   // The distributed optimizer's gradient reduce-scatter (the gradient buffer's dtype) and
   // parameter all-gather.
   const ElementBytes eb = element_bytes(setup);
-  c.sync_bytes_per_param = static_cast<double>(eb.grad) + f.weight_bytes;
+  c.grad_bytes = static_cast<double>(eb.grad);
   // The knobs, as the candidate's setup has them (searched or the base setup's).
   if (setup.fsdp.kind == FsdpKind::kMegatron) {
     switch (setup.fsdp.strategy) {
@@ -286,8 +286,16 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
       case FsdpSharding::kOptimGradsParams: c.sharding = DpSharding::kOptimGradsParams; break;
       default: c.sharding = DpSharding::kOptim; break;
     }
+    // ParamAndGradBuffer._resolve_group_grad_dtype: Megatron-FSDP's gradients are the param
+    // dtype unless --megatron-fsdp-main-grads-dtype says otherwise, and are reduced in
+    // --megatron-fsdp-grad-comm-dtype, by default theirs (as the engine sizes them).
+    const FsdpSettings& fs = setup.fsdp;
+    const std::int64_t main_grads = fs.main_grads                    ? dtype_bytes(*fs.main_grads)
+                                    : eb.param_dtype == DType::kFP32 ? 4
+                                                                     : 2;
+    c.grad_bytes = static_cast<double>(fs.grad_comm ? dtype_bytes(*fs.grad_comm) : main_grads);
   }
-  c.grad_bytes = static_cast<double>(eb.grad);
+  c.sync_bytes_per_param = c.grad_bytes + f.weight_bytes;
   c.weight_bytes = f.weight_bytes;
   c.offload_fraction = setup.optimizer.cpu_offload_fraction;
   // HybridDeviceOptimizer: the main gradient of each offloaded parameter goes to the host, its

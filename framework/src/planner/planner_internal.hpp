@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mme/planner/planner.hpp"
@@ -144,7 +145,7 @@ struct Planner::Impl {
   PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split, const PlanLayout& l,
                      const PlanOptions& o) const;
   // search.cpp
-  std::vector<std::uint8_t> probe_base(const PlanOptions& o) const;
+  std::vector<std::uint8_t> probe_base(const PlanOptions& o, std::string& refusal) const;
   PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;
   class SliceJudge;  // one worker's judge of slices
 };

@@ -345,20 +345,18 @@ std::optional<EngineResult> Planner::Impl::SliceJudge::estimate(std::size_t k) {
 // The variants of the current layout (split) without streaming.
 void Planner::Impl::SliceJudge::judge_split() {
   const std::size_t group = order_.size();
+  // A recompute variant the engine refuses with this knob combination (the probe before the
+  // search: CUDA graphs with full recompute, ...) is invalid for every layout: not estimated.
+  const std::uint8_t* accepted = &valid_[kc_ * nr_];
+  if (!accepted[order_[first_].second]) return;  // the combination refuses every variant
   // The frugal variant first: if weights, gradients and optimizer alone exceed the GPU, no
-  // variant of this layout fits, and every one is valid (the enumeration only makes valid ones).
+  // variant of this layout fits, and every accepted one is valid (the enumeration only makes
+  // valid layouts).
   const auto head = estimate(first_);
   if (stop_) return;
   if (head && head->static_floor_bytes > usable_) {
-    // The others are valid where the engine accepts the combination's recompute variant (the
-    // probe before the search); the rest are its to reject.
-    for (std::size_t k = 0; k < group; ++k) {
-      if (k == first_) continue;
-      if (valid_[kc_ * nr_ + order_[k].second])
-        ++st_.valid;
-      else
-        (void)estimate(k);
-    }
+    for (std::size_t k = 0; k < group; ++k)
+      if (k != first_ && accepted[order_[k].second]) ++st_.valid;
     return;
   }
   // Then each recompute variant from the largest micro-batch down: once one fits, the smaller
@@ -368,7 +366,7 @@ void Planner::Impl::SliceJudge::judge_split() {
     bool fits = false;
     for (auto it = by_mbs_.rbegin(); it != by_mbs_.rend() && !stop_; ++it) {
       const std::size_t k = *it * nr_ + ri;
-      if (k == first_) continue;
+      if (k == first_ || !accepted[ri]) continue;
       if (fits) {
         const auto [mi, r] = order_[k];
         l_.micro_batch_size = o_.micro_batch_sizes[mi];
@@ -426,7 +424,7 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
 // Without searched knobs any rejection is fatal (the base flags cannot work with that variant);
 // with them only a rejection of every pair is, and the rejected pairs are counted invalid.
 // Returns [combination][recompute]: whether the engine accepts the pair.
-std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o) const {
+std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::string& refusal) const {
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   const bool searched = knobs.size() > 1 || knobs.front() != PlanKnobs{};
   std::vector<std::uint8_t> valid(knobs.size() * o.recompute.size(), 0);
@@ -459,6 +457,7 @@ std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o) const 
     }
   }
   if (std::find(valid.begin(), valid.end(), 1) == valid.end()) throw LayoutError(*first_error);
+  refusal = first_error.value_or("");
   return valid;
 }
 
@@ -470,7 +469,8 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   const std::int64_t usable = usable_memory_bytes(hw, o.headroom_fraction);  // as `mme estimate` judges a fit
   result.usable_bytes = usable;
   if (space.total == 0) return result;
-  const std::vector<std::uint8_t> valid = probe_base(o);
+  std::string refusal;  // the engine's reason for the first refused (knobs, recompute) pair
+  const std::vector<std::uint8_t> valid = probe_base(o, refusal);
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
 
   unsigned threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -531,6 +531,8 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
       result.first_error = st.error;
     }
   }
+  // Refused pairs are not estimated outside streaming: their reason is the probe's.
+  if (result.first_error.empty()) result.first_error = refusal;
   // Near-duplicates found by different workers meet here.
   TopPlans merged(o.top_k, Better{o.sort});
   for (const auto& p : all) merged.offer(p);
