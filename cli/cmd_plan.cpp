@@ -244,7 +244,7 @@ void help_plan(std::ostream& out) {
          "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
          "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n"
          "The memory-for-time knobs are searched when given as lists, each ranked with its cost:\n"
-         "--dp-sharding dist_opt,optim,optim_grads,optim_grads_params (Megatron-FSDP), \n"
+         "--dp-sharding dist_opt,optim,optim_grads,optim_grads_params (Megatron-FSDP),\n"
          "--optimizer-offload-fraction 0,0.5,1 (HybridDeviceOptimizer) and --cuda-graphs off,full,attn\n"
          "(combinations Megatron-LM refuses, such as CUDA graphs with full recompute, count as invalid).\n\n"
       << visible_options() << "\nExample:\n  mme plan deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100\n";
