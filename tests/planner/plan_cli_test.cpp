@@ -350,6 +350,15 @@ TEST(plan_cli, KnobPlansMatchEstimate) {
     }
     expect_plans_match_estimate("Qwen/Qwen3-8B", j);
   }
+  // Every plan graphed: the CUDA-graph flags of the args give the same peak in `mme estimate`.
+  const auto graphed = run_json({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--cuda-graphs",
+                                 "attn+mlp", "--recompute", "none,full", "--top", "3", "--json"});
+  EXPECT_EQ(2 * graphed["valid"].get<std::uint64_t>(), graphed["evaluated"].get<std::uint64_t>());
+  for (const auto& p : graphed["plans"]) {
+    EXPECT_EQ(p["knobs"]["cuda_graphs"], "attn+mlp");
+    EXPECT_NE(p["setup"]["recompute_granularity"], "full");  // refused with graphs
+  }
+  expect_plans_match_estimate("Qwen/Qwen3-0.6B", graphed);
 }
 
 TEST(plan_cli, KnobColumnsOnlyWhenSearched) {
