@@ -57,6 +57,12 @@ po::options_description visible_options() {
       "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
       "recompute", choice_value(recompute_names()),
       "recompute variants to try, comma separated: none, selective, full (default all three)")(
+      "dp-sharding", po::value<std::string>(),
+      "data-parallel sharding to try, comma separated (also as --data-parallel-sharding-strategy LIST): dist_opt "
+      "(the distributed optimizer), optim, optim_grads, optim_grads_params (Megatron-FSDP); default: the base "
+      "setup's")("cuda-graphs", po::value<std::string>(),
+                 "per-layer CUDA graphs to try, comma separated: off, full (the whole layer) or scopes joined by '+' "
+                 "(attn, mlp, moe, moe_router, moe_preprocess: attn+moe_router); default: the base setup's")(
       "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
       "gpus-per-node", po::value<std::string>(),
       "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
@@ -109,6 +115,50 @@ std::string split_text(const PlanLayout& l) {
   return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
 }
 
+// The knobs a search compares, as table and CSV columns: only those it searches.
+struct KnobColumns {
+  bool sharding = false, offload = false, graphs = false;
+  explicit KnobColumns(const PlanOptions& o)
+      : sharding(!o.dp_sharding.empty()),
+        offload(!o.optimizer_offload_fractions.empty()),
+        graphs(!o.cuda_graphs.empty()) {}
+  // Table cells are padded to the column; CSV fields are the bare values.
+  static std::string cell(const std::string& text, std::size_t width, bool right, bool csv) {
+    if (csv || text.size() >= width) return text;
+    const std::string pad(width - text.size(), ' ');
+    return right ? pad + text : text + pad;
+  }
+  std::string header(const char* sep, bool csv) const {
+    std::string out;
+    if (sharding) out += sep + cell("dp_sharding", 18, false, csv);
+    if (offload) out += sep + cell(csv ? "optimizer_offload_fraction" : "offload", 7, true, csv);
+    if (graphs) out += sep + cell("cuda_graphs", 14, false, csv);
+    return out;
+  }
+  std::string row(const PlanLayout& l, const char* sep, bool csv) const {
+    const PlanKnobs& k = l.knobs;
+    std::string out;
+    if (sharding) out += sep + cell(k.dp_sharding ? to_string(*k.dp_sharding) : "", 18, false, csv);
+    if (offload) out += sep + cell(fmt::format("{:g}", k.optimizer_offload_fraction.value_or(0.0)), 7, true, csv);
+    if (graphs) out += sep + cell(k.cuda_graphs ? to_string(*k.cuda_graphs) : "", 14, false, csv);
+    return out;
+  }
+};
+
+// The figures the knobs' cost terms assume (none when no knob is searched).
+std::string knob_figures_line(const PlanOptions& o) {
+  const KnobColumns k(o);
+  std::string out;
+  if (k.offload)
+    out += fmt::format("; host link {:g} GB/s per GPU, CPU optimizer {:g} parameters/s per GPU",
+                       o.host_link_bandwidth_gbps, o.cpu_optimizer_params_per_second);
+  if (k.graphs)
+    out += fmt::format("; kernel launch {:g} us, graph launch {:g} us (host time, hidden when the GPU is busier)",
+                       o.kernel_launch_us, o.graph_launch_us);
+  if (k.sharding) out += "; Megatron-FSDP traffic not overlapped with compute";
+  return out.empty() ? "" : "Cost figures assumed: " + out.substr(2) + " (docs/planner.md)\n";
+}
+
 // A progress bar on stderr when it is a terminal and the search has run for a second.
 class ProgressBar {
  public:
@@ -149,6 +199,38 @@ std::string global_batch_line(const PlanOptions& o) {
       plan_global_batch(o), o.num_gpus, largest);
 }
 
+// The knob lists (--dp-sharding / --data-parallel-sharding-strategy, --optimizer-offload-fraction /
+// --optimizer-cpu-offload-fraction, --cuda-graphs): taken out of the setup flags, which take
+// one value each.
+void read_knob_lists(po::variables_map& vm, PlanOptions& o) {
+  if (const auto v = get_aliased(vm, {"dp-sharding", "data-parallel-sharding-strategy"})) {
+    for (const auto& item : split_list(*v)) {
+      const DpSharding d = parse_dp_sharding(item);
+      if (std::find(o.dp_sharding.begin(), o.dp_sharding.end(), d) == o.dp_sharding.end()) o.dp_sharding.push_back(d);
+    }
+    vm.erase("dp-sharding");
+    vm.erase("data-parallel-sharding-strategy");
+  }
+  if (const auto v = get_aliased(vm, {"optimizer-cpu-offload-fraction", "optimizer-offload-fraction"})) {
+    for (const auto& item : split_list(*v)) {
+      const double f = parse_double("--optimizer-offload-fraction", item, 0, 1);
+      if (std::find(o.optimizer_offload_fractions.begin(), o.optimizer_offload_fractions.end(), f) ==
+          o.optimizer_offload_fractions.end())
+        o.optimizer_offload_fractions.push_back(f);
+    }
+    vm.erase("optimizer-cpu-offload-fraction");
+    vm.erase("optimizer-offload-fraction");
+  }
+  if (vm.count("cuda-graphs")) {
+    for (const auto& item : split_list(vm["cuda-graphs"].as<std::string>())) {
+      const CudaGraphChoice g = parse_cuda_graph_choice(item);
+      if (std::find(o.cuda_graphs.begin(), o.cuda_graphs.end(), g) == o.cuda_graphs.end()) o.cuda_graphs.push_back(g);
+    }
+    if (vm.count("cuda-graph-modules"))
+      throw UsageError("--cuda-graph-modules: give the scopes to try in --cuda-graphs (off,attn+moe_router,...)");
+  }
+}
+
 }  // namespace
 
 void help_plan(std::ostream& out) {
@@ -160,7 +242,11 @@ void help_plan(std::ostream& out) {
          "parallelism is on with TP > 1 and the distributed optimizer is on. Every other\n"
          "`mme estimate` flag applies to all candidates; --tp, --pp, --vpp, --ep, --etp and --cp fix\n"
          "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
-         "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n\n"
+         "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n"
+         "The memory-for-time knobs are searched when given as lists, each ranked with its cost:\n"
+         "--dp-sharding dist_opt,optim,optim_grads,optim_grads_params (Megatron-FSDP),\n"
+         "--optimizer-offload-fraction 0,0.5,1 (HybridDeviceOptimizer) and --cuda-graphs off,full,attn\n"
+         "(combinations Megatron-LM refuses, such as CUDA graphs with full recompute, count as invalid).\n\n"
       << visible_options() << "\nExample:\n  mme plan deepseek-ai/DeepSeek-V3 --num-gpus 1024 --gpu H100\n";
 }
 
@@ -236,7 +322,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
                            thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
                            r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
-  std::cout << global_batch_line(o);
+  std::cout << global_batch_line(o) << knob_figures_line(o);
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
@@ -255,17 +341,20 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
     return;
   }
   std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
+  const KnobColumns knobs(o);
   std::cout << fmt::format(
-      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP", "PP",
-      "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", "peak GiB", "free GiB", "bubble", "score");
+      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP",
+      "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", knobs.header(" ", false), "peak GiB",
+      "free GiB", "bubble", "score");
   int rank = 0;
   for (const auto& p : r.plans) {
     const auto& l = p.layout;
     std::cout << fmt::format(
-        "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10} {:>9.2f} {:>9.2f}{} "
+        "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9.2f} {:>9.2f}{} "
         "{:>6.1f}% {:>6.3f}\n",
         ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-        to_gib(p.peak_bytes), to_gib(p.headroom_bytes), is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
+        knobs.row(l, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes), is_tight(p) ? "!" : " ",
+        100 * p.score.bubble, p.score.score);
   }
   const Plan& best = r.plans.front();
   if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
@@ -350,6 +439,7 @@ int run_plan(const std::vector<std::string>& args) {
   fixed({"ep", "expert-model-parallel-size"}, o.ep);
   fixed({"etp", "expert-tensor-parallel-size"}, o.etp);
   fixed({"cp", "context-parallel-size"}, o.cp);
+  read_knob_lists(vm, o);
   read_request_setup(vm, request);
   o.base = request.setup;
   if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
@@ -390,15 +480,18 @@ int run_plan(const std::vector<std::string>& args) {
   ProgressBar bar;
   o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };
   if (csv) {
+    const KnobColumns knobs(o);
     std::cout << "ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,first_stage_layers,middle_stage_layers,"
-                 "last_stage_layers,peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
-    o.on_valid = [&](const Plan& p) {
+                 "last_stage_layers"
+              << knobs.header(",", true) << ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
+    o.on_valid = [&, knobs](const Plan& p) {
       const auto& l = p.layout;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal,
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal,
                                l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
-                               l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers, p.peak_bytes,
-                               p.headroom_bytes, p.fits ? "true" : "false", p.score.score, p.score.bubble,
-                               p.score.step_seconds, csv_field(join(planner.args_for(l, o))));
+                               l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
+                               knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
+                               p.score.score, p.score.bubble, p.score.step_seconds,
+                               csv_field(join(planner.args_for(l, o))));
     };
   }
   FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full

@@ -232,6 +232,12 @@ def group_plan(c):
                              "--sort", "peak", "--top", "3", "--json", "--threads", "2",
                              "--global-batch-size", "64"])
     c.expect_valid("plan.schema.json", sorted_peak, "plan --sort peak")
+    knobs = c.json_of(["plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--gpu", "H100", "--json", "--threads", "2",
+                       "--top", "3", "--dp-sharding", "dist_opt,optim_grads_params",
+                       "--optimizer-offload-fraction", "0,0.5", "--cuda-graphs", "off,attn"])
+    c.expect_valid("plan.schema.json", knobs, "plan with the knobs searched")
+    if "cost_figures" not in knobs or any("knobs" not in p for p in knobs["plans"]):
+        c.fail("plan with the knobs searched: no cost_figures or a plan without its knobs")
     no_fit = c.json_of(["plan", "deepseek-ai/DeepSeek-V3", "--num-gpus", "8", "--gpu", "A100-SXM-40GB", "--json",
                         "--threads", "2"])
     c.expect_valid("plan.schema.json", no_fit, "plan without fits")

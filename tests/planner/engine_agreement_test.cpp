@@ -51,9 +51,19 @@ PlanOptions options(std::int64_t gpus, const char* gpu) {
 }
 
 std::string describe(const PlanLayout& l) {
-  return fmt::format("tp {} pp {} vpp {} ep {} etp {} cp {} dp {} split {}/{}/{} mbs {} recompute {}", l.tp, l.pp,
-                     l.vpp, l.ep, l.etp, l.cp, l.dp, l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
-                     l.micro_batch_size, to_string(l.recompute));
+  const PlanKnobs& k = l.knobs;
+  return fmt::format(
+      "tp {} pp {} vpp {} ep {} etp {} cp {} dp {} split {}/{}/{} mbs {} recompute {} sharding {} offload {} graphs {}",
+      l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
+      l.micro_batch_size, to_string(l.recompute), k.dp_sharding ? to_string(*k.dp_sharding) : "-",
+      k.optimizer_offload_fraction.value_or(-1), k.cuda_graphs ? to_string(*k.cuda_graphs) : "-");
+}
+
+// The memory-for-time knobs, searched: sharding, optimizer offload and CUDA graphs.
+void search_knobs(PlanOptions& o, std::vector<CudaGraphChoice> graphs) {
+  o.dp_sharding = {DpSharding::kDistributedOptimizer, DpSharding::kOptim, DpSharding::kOptimGradsParams};
+  o.optimizer_offload_fractions = {0, 0.5};
+  o.cuda_graphs = std::move(graphs);
 }
 
 void expect_same_score(const PlanScore& a, const PlanScore& b) {
@@ -70,6 +80,9 @@ void expect_same_score(const PlanScore& a, const PlanScore& b) {
   EXPECT_EQ(a.pp_seconds, b.pp_seconds);
   EXPECT_EQ(a.dp_seconds, b.dp_seconds);
   EXPECT_EQ(a.communication_seconds, b.communication_seconds);
+  EXPECT_EQ(a.fsdp_seconds, b.fsdp_seconds);
+  EXPECT_EQ(a.offload_seconds, b.offload_seconds);
+  EXPECT_EQ(a.launch_seconds, b.launch_seconds);
 }
 
 // One plan against the engine run on its setup, as `mme estimate <args>` would run it.
@@ -104,6 +117,10 @@ TEST(PlannerEngineAgreement, EveryJudgedLayoutIsTheEnginesEstimateToTheByte) {
     fp8.options.base.precision = Precision::kFP8;
     fp8.options.base.global_batch_size = 256;
     cases.push_back(fp8);
+    Case knobs{"16 x H100, sharding, offload and CUDA graphs searched", options(16, "H100"), 11};
+    knobs.options.micro_batch_sizes = {1, 2};
+    search_knobs(knobs.options, {CudaGraphChoice{}, CudaGraphChoice{true, 0}, CudaGraphChoice{true, kGraphAttn}});
+    cases.push_back(knobs);
     models.emplace_back("meta-llama/Meta-Llama-3-8B", cases);
   }
   {
@@ -132,6 +149,11 @@ TEST(PlannerEngineAgreement, EveryJudgedLayoutIsTheEnginesEstimateToTheByte) {
     longer.options.micro_batch_sizes = {1, 2};
     longer.options.recompute = {RecomputeVariant::kNone, RecomputeVariant::kSelective};
     cases.push_back(longer);
+    Case knobs{"32 x H100, sharding, offload and CUDA graphs searched", options(32, "H100"), 17};
+    knobs.options.micro_batch_sizes = {1};
+    knobs.options.recompute = {RecomputeVariant::kNone, RecomputeVariant::kFull};
+    search_knobs(knobs.options, {CudaGraphChoice{}, CudaGraphChoice{true, kGraphAttn | kGraphMoeRouter}});
+    cases.push_back(knobs);
     models.emplace_back("moonshotai/Moonlight-16B-A3B", cases);
   }
 

@@ -278,6 +278,14 @@ TEST(plan_cli, UsageErrorsAreOneLineAndNoOutput) {
       {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--pipeline-layout", "Et|tL"},
       {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--recompute-granularity", "full"},
       {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--no-distributed-optimizer"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--dp-sharding", "zero3"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--data-parallel-sharding-strategy", "optim,no_shard"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--dp-sharding", "optim", "--data-parallel-sharding-strategy",
+       "optim_grads"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--optimizer-offload-fraction", "0,1.5"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--optimizer-cpu-offload-fraction", "half"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--cuda-graphs", "off,sometimes"},
+      {"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--cuda-graphs", "off,attn", "--cuda-graph-modules", "attn"},
   };
   for (const auto& c : cases) {
     const RunResult r = run_mme(c);
@@ -290,7 +298,96 @@ TEST(plan_cli, UsageErrorsAreOneLineAndNoOutput) {
   }
 }
 
+// The knobs searched: each plan's args (with the Megatron-FSDP, offload and CUDA-graph flags it
+// chose) give its peak in `mme estimate`; the plans carry their knobs and the cost terms.
+TEST(plan_cli, KnobPlansMatchEstimate) {
+  // The fastest plans; the smallest peaks (DP 1: offloading helps, sharding cannot); the smallest
+  // peaks without TP and PP (DP 8: ZeRO-3 sharding is the most frugal).
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--sort", "score"}, ""},
+      {{"--sort", "peak"}, "optimizer_offload_fraction"},
+      {{"--sort", "peak", "--tp", "1", "--pp", "1"}, "dp_sharding"}};
+  for (const auto& [extra, frugal] : cases) {
+    SCOPED_TRACE(extra.size());
+    std::vector<std::string> args{"plan",
+                                  "Qwen/Qwen3-8B",
+                                  "--num-gpus",
+                                  "8",
+                                  "--gpu",
+                                  "H100",
+                                  "--micro-batch-size",
+                                  "1,2",
+                                  "--dp-sharding",
+                                  "dist_opt,optim_grads_params",
+                                  "--optimizer-offload-fraction",
+                                  "0,0.5",
+                                  "--cuda-graphs",
+                                  "off,attn",
+                                  "--top",
+                                  "4",
+                                  "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto j = run_json(args);
+    EXPECT_LT(j["valid"].get<std::uint64_t>(), j["evaluated"].get<std::uint64_t>());  // FSDP + offload is refused
+    ASSERT_TRUE(j["cost_figures"].is_object());
+    EXPECT_EQ(j["cost_figures"]["host_link_bandwidth_gbps"].get<double>(), 50.0);
+    for (const auto& p : j["plans"]) {
+      ASSERT_TRUE(p["knobs"].is_object());
+      EXPECT_EQ(p["knobs"].size(), 3u);
+      EXPECT_TRUE(p["speed"].contains("fsdp_seconds"));
+      const bool fsdp = p["knobs"]["dp_sharding"] == "optim_grads_params";
+      std::string flags;
+      for (const auto& a : p["args"]) flags += a.get<std::string>() + " ";
+      EXPECT_EQ(fsdp, flags.find("--use-megatron-fsdp") != std::string::npos) << flags;
+      EXPECT_EQ(p["knobs"]["cuda_graphs"] == "attn", flags.find("--cuda-graph-modules attn") != std::string::npos)
+          << flags;
+    }
+    if (frugal == "dp_sharding") {
+      EXPECT_EQ(j["plans"][0]["knobs"]["dp_sharding"], "optim_grads_params");
+    }
+    if (frugal == "optimizer_offload_fraction") {
+      EXPECT_EQ(j["plans"][0]["knobs"]["optimizer_offload_fraction"].get<double>(), 0.5);
+    }
+    expect_plans_match_estimate("Qwen/Qwen3-8B", j);
+  }
+  // Every plan graphed: the CUDA-graph flags of the args give the same peak in `mme estimate`.
+  const auto graphed = run_json({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--cuda-graphs",
+                                 "attn+mlp", "--recompute", "none,full", "--top", "3", "--json"});
+  EXPECT_EQ(2 * graphed["valid"].get<std::uint64_t>(), graphed["evaluated"].get<std::uint64_t>());
+  for (const auto& p : graphed["plans"]) {
+    EXPECT_EQ(p["knobs"]["cuda_graphs"], "attn+mlp");
+    EXPECT_NE(p["setup"]["recompute_granularity"], "full");  // refused with graphs
+  }
+  expect_plans_match_estimate("Qwen/Qwen3-0.6B", graphed);
+}
+
+TEST(plan_cli, KnobColumnsOnlyWhenSearched) {
+  const RunResult plain = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--top", "2"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("dp_sharding"), std::string::npos);
+  EXPECT_EQ(plain.out.find("Cost figures"), std::string::npos);
+  const RunResult text = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--top", "2",
+                                  "--cuda-graphs", "off,full", "--optimizer-offload-fraction", "0,1"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find("dp_sharding"), std::string::npos);
+  EXPECT_NE(text.out.find("cuda_graphs"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("offload"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Cost figures assumed"), std::string::npos) << text.out;
+  const RunResult csv = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--csv", "--pp", "1",
+                                 "--dp-sharding", "dist_opt,optim"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  const std::string header = csv.out.substr(0, csv.out.find('\n'));
+  EXPECT_NE(header.find(",last_stage_layers,dp_sharding,peak_bytes,"), std::string::npos) << header;
+  EXPECT_NE(csv.out.find(",dist_opt,"), std::string::npos);
+  EXPECT_NE(csv.out.find(",optim,"), std::string::npos);
+}
+
 TEST(plan_cli, LayoutErrorsExitFour) {
+  // CUDA graphs refuse full recompute: with nothing else to try no layout is valid.
+  const RunResult graphs =
+      run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "8", "--cuda-graphs", "full", "--recompute", "full"});
+  EXPECT_EQ(graphs.exit_code, 4) << graphs.err;
+  EXPECT_NE(graphs.err.find("full recompute"), std::string::npos) << graphs.err;
   // 32 heads and 8 query groups: TP 3 never divides them.
   const RunResult r = run_mme({"plan", "Qwen/Qwen3-8B", "--num-gpus", "9", "--tp", "3"});
   EXPECT_EQ(r.exit_code, 4) << r.err;

@@ -109,7 +109,80 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, const Figur
 }
 
 void add_time(LayerTime& a, const LayerTime& b) {
-  a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.ep += b.ep, a.cp += b.cp;
+  a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.ep += b.ep, a.cp += b.cp, a.launch += b.launch;
+}
+
+// Kernels one decoder layer launches forward, by part (an assumption: the profile has no such
+// figure; docs/planner.md lists them). The backward launches about twice as many.
+constexpr double kAttentionKernels = 16;     // input norm, QKV GEMM, RoPE, core attention, projection, BDA
+constexpr double kDenseMlpKernels = 8;       // pre-MLP norm, FC1, activation, FC2, BDA
+constexpr double kMoeKernels = 24;           // router, permutation, dispatch, grouped GEMMs, combine
+constexpr double kMoeRouterKernels = 6;      // of them: pre-MLP norm, router GEMM, top-k, aux loss
+constexpr double kMoePreprocessKernels = 4;  // of them: the dispatcher's preprocess
+
+// The host time of one layer's launches per micro-batch, and what of it the GPU work does not
+// hide: the CPU runs ahead of the GPU, so a layer is launch-bound only when launching its
+// kernels takes longer than running them. Per-layer CUDA graphs (core/transformer/cuda_graphs.py,
+// CudaGraphManager / TE make_graphed_callables: one captured graph per graphed scope, replayed
+// forward and backward) replace the scope's kernel launches by one graph launch a pass. The
+// scopes follow the engine's rule (transformer_layer.py _get_submodules_under_cudagraphs).
+double exposed_launch_seconds(double gpu_seconds, bool moe, const TrainingSetup& s, const PlanOptions& o) {
+  const CudaGraphSettings& g = s.cuda_graph;
+  std::uint32_t mods = g.modules;
+  if (g.impl == CudaGraphImpl::kLocal && (mods & (kGraphMoeRouter | kGraphMoePreprocess)))
+    mods |= kGraphMoeRouter | kGraphMoePreprocess;
+  const bool whole = g.on() && mods == 0;
+  const bool attn_in = g.on() && (whole || (mods & kGraphAttn));
+  const bool mlp_in = g.on() && (whole || (moe ? (mods & kGraphMoe) : (mods & kGraphMlp)));
+  const double attn = kAttentionKernels, mlp = moe ? kMoeKernels : kDenseMlpKernels;
+  double graphed = 0, graphs = 0;
+  if (whole) {
+    graphed = attn + mlp, graphs = 1;
+  } else {
+    if (attn_in) graphed += attn, graphs += 1;
+    if (mlp_in) graphed += mlp, graphs += 1;
+    if (moe && !mlp_in && (mods & (kGraphMoeRouter | kGraphMoePreprocess))) {
+      graphs += 1;
+      if (mods & kGraphMoeRouter) graphed += kMoeRouterKernels;
+      if (mods & kGraphMoePreprocess) graphed += kMoePreprocessKernels;
+    }
+  }
+  // Forward, and a backward of twice the kernels; full recompute runs the forward again.
+  const double passes = s.recompute.granularity == RecomputeGranularity::kFull ? 4 : 3;
+  const double host =
+      passes * (attn + mlp - graphed) * o.kernel_launch_us * 1e-6 + 2 * graphs * o.graph_launch_us * 1e-6;
+  return std::max(0.0, host - gpu_seconds);
+}
+
+// Megatron-FSDP's data-parallel traffic beyond the distributed optimizer's one gradient
+// reduce-scatter and one parameter all-gather a step, for `shared` parameters of a rank sent
+// over its data-parallel group (megatron_fsdp.py). _process_post_backward_gradients reduces the
+// gradients on every backward under optim_grads and optim_grads_params
+// (grad_reduce_every_bprop), once a step otherwise; under optim_grads_params
+// _pre_forward_param_unshard and _pre_backward_param_unshard all-gather the weights before each
+// forward and each backward of every micro-batch (released after each: release_module_parameters),
+// where the other strategies keep them whole and gather them once a step (the optimizer's update).
+double fsdp_extra_seconds(const SliceCost& c, double shared, double micro_batches, double bandwidth) {
+  const double m = std::max(micro_batches, 1.0);
+  double bytes = 0;
+  if (c.sharding == DpSharding::kOptimGrads) bytes = (m - 1) * c.grad_bytes;
+  if (c.sharding == DpSharding::kOptimGradsParams) bytes = (m - 1) * c.grad_bytes + (2 * m - 1) * c.weight_bytes;
+  return shared * bytes / bandwidth;
+}
+
+// Optimizer CPU offload of a rank's optimizer shard of `params` parameters
+// (optimizer/cpu_offloading/hybrid_optimizer.py, HybridDeviceOptimizer): step() copies the main
+// gradients of the offloaded share to the host (_set_sub_optimizer_grads, on the D2H stream),
+// steps the CPU optimizer on them, and its step post-hook copies the updated parameters back
+// (param_copy_back_gpu_hook, on the H2D stream). With --overlap-cpu-optimizer-d2h-h2d each
+// parameter has its own host optimizer, so the copies of one overlap the step of another: the
+// longer of the two counts.
+double offload_seconds(const SliceCost& c, double params) {
+  if (c.offload_fraction <= 0) return 0;
+  const double offloaded = c.offload_fraction * params;
+  const double copies = offloaded * c.offload_bytes_per_param / c.host_link;
+  const double step = offloaded / c.cpu_params_per_s;
+  return c.offload_overlap ? std::max(copies, step) : copies + step;
 }
 
 }  // namespace
@@ -117,7 +190,8 @@ void add_time(LayerTime& a, const LayerTime& b) {
 Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
     : estimator(model, registry), tables(engine_tables(estimator)) {}
 
-SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanOptions& o) const {
+SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanKnobs& knobs,
+                                    const PlanOptions& o) const {
   const ModelSpec& m = model();
   const EngineTables& im = tables;
   const Figures f = figures_of(o);
@@ -126,6 +200,7 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   pl.tp = q.tp, pl.cp = q.cp, pl.ep = q.ep, pl.etp = q.etp;
   pl.micro_batch_size = mbs;
   pl.recompute = rc;
+  pl.knobs = knobs;
   TrainingSetup setup = setup_for(pl, o);
   setup.parallel.sequence_parallel = q.sequence_parallel;
   const BlockLayout b = block_layout(m, setup, setup.attention_backend, 1.0);
@@ -143,10 +218,13 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   SliceCost c;
   c.figures = f;
   c.types.reserve(im.types.size());
+  const bool launches = plan_counts_launches(o);
   for (const LayerType& lt : im.types) {
     const BlockContext ctx = make_context(m, b, lt.spec, false);
     const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
-    c.types.push_back(unit_time({&attn, &mlp}, f, bw, full, true));
+    LayerTime t = unit_time({&attn, &mlp}, f, bw, full, true);
+    if (launches) t.launch = exposed_launch_seconds(t.total(), lt.moe, setup, o);
+    c.types.push_back(t);
   }
   const BlockCosts embedding = costs_of(*im.embedding.model, lm_context(b, im.embedding));
   const BlockCosts output = costs_of(*im.output_head.model, lm_context(b, im.output_head));
@@ -199,7 +277,33 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   }
   // The distributed optimizer's gradient reduce-scatter (the gradient buffer's dtype) and
   // parameter all-gather.
-  c.sync_bytes_per_param = static_cast<double>(element_bytes(o.base).grad) + f.weight_bytes;
+  const ElementBytes eb = element_bytes(setup);
+  c.grad_bytes = static_cast<double>(eb.grad);
+  // The knobs, as the candidate's setup has them (searched or the base setup's).
+  if (setup.fsdp.kind == FsdpKind::kMegatron) {
+    switch (setup.fsdp.strategy) {
+      case FsdpSharding::kOptimGrads: c.sharding = DpSharding::kOptimGrads; break;
+      case FsdpSharding::kOptimGradsParams: c.sharding = DpSharding::kOptimGradsParams; break;
+      default: c.sharding = DpSharding::kOptim; break;
+    }
+    // ParamAndGradBuffer._resolve_group_grad_dtype: Megatron-FSDP's gradients are the param
+    // dtype unless --megatron-fsdp-main-grads-dtype says otherwise, and are reduced in
+    // --megatron-fsdp-grad-comm-dtype, by default theirs (as the engine sizes them).
+    const FsdpSettings& fs = setup.fsdp;
+    const std::int64_t main_grads = fs.main_grads                    ? dtype_bytes(*fs.main_grads)
+                                    : eb.param_dtype == DType::kFP32 ? 4
+                                                                     : 2;
+    c.grad_bytes = static_cast<double>(fs.grad_comm ? dtype_bytes(*fs.grad_comm) : main_grads);
+  }
+  c.sync_bytes_per_param = c.grad_bytes + f.weight_bytes;
+  c.weight_bytes = f.weight_bytes;
+  c.offload_fraction = setup.optimizer.cpu_offload_fraction;
+  // HybridDeviceOptimizer: the main gradient of each offloaded parameter goes to the host, its
+  // updated main parameter comes back.
+  c.offload_bytes_per_param = static_cast<double>(eb.grad + dtype_bytes(setup.optimizer.main_params));
+  c.offload_overlap = setup.optimizer.overlap_cpu_d2h_h2d;
+  c.host_link = o.host_link_bandwidth_gbps * 1e9;
+  c.cpu_params_per_s = o.cpu_optimizer_params_per_second;
   // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h].
   c.p2p_bytes = static_cast<double>(b.local_tokens.value()) * static_cast<double>(m.hidden_size) * f.act_bytes;
   return c;
@@ -221,7 +325,9 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   const double edp = static_cast<double>(N / (l.etp * l.ep * l.pp));
   const double bw_dp = N / l.pp <= o.gpus_per_node ? f.link : f.inter;
 
-  double worst = -1, worst_dp = 0;
+  const double sequences = nominal_sequences(o);
+  const double micro_batches = sequences / (static_cast<double>(l.micro_batch_size) * static_cast<double>(l.dp));
+  double worst = -1, worst_dp = 0, worst_fsdp = 0, worst_offload = 0;
   std::size_t worst_rank = 0;
   for (std::size_t r = 0; r < np; ++r) {
     const std::int32_t* cr = counts + r * nt;
@@ -248,8 +354,11 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
       worst = t;
       worst_rank = r;
     }
-    const double sync = ((dcp - 1) / dcp * dense + (edp - 1) / edp * expert) * c.sync_bytes_per_param / bw_dp;
+    const double shared = (dcp - 1) / dcp * dense + (edp - 1) / edp * expert;
+    const double sync = shared * c.sync_bytes_per_param / bw_dp;
     worst_dp = std::max(worst_dp, sync);
+    worst_fsdp = std::max(worst_fsdp, fsdp_extra_seconds(c, shared, micro_batches, bw_dp));
+    worst_offload = std::max(worst_offload, offload_seconds(c, dense / dcp + expert / edp));
   }
   PlanScore s;
   const double p = static_cast<double>(l.pp), v = static_cast<double>(l.vpp);
@@ -257,8 +366,7 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   // per micro-batch; neighbouring stages are N / PP ranks apart, in one node only if N fits.
   if (l.pp > 1) s.pp_seconds = 2 * v * c.p2p_bytes / (N <= o.gpus_per_node ? f.link : f.inter);
   worst += s.pp_seconds;
-  const double sequences = nominal_sequences(o);
-  s.micro_batches = sequences / (static_cast<double>(l.micro_batch_size) * static_cast<double>(l.dp));
+  s.micro_batches = micro_batches;
   s.bubble = (p - 1) / (s.micro_batches * v + p - 1);
   s.stage_seconds = worst;
   // The breakdown of the slowest rank.
@@ -271,6 +379,7 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
       s.tp_seconds += n * lt.tp;
       s.ep_seconds += n * lt.ep;
       s.cp_seconds += n * lt.cp;
+      s.launch_seconds += n * lt.launch;
     };
     for (std::size_t i = 0; i < nt; ++i) add(c.types[i], cr[i]);
     if (worst_rank == 0) add(c.embedding, 1);
@@ -279,12 +388,15 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   }
   const double slots = s.micro_batches + (p - 1) / v;
   s.dp_seconds = worst_dp;
-  s.step_seconds = slots * worst + worst_dp;
+  s.fsdp_seconds = worst_fsdp;
+  s.offload_seconds = worst_offload;
+  s.step_seconds = slots * worst + worst_dp + worst_fsdp + worst_offload;
   // The same work with no bubble, recompute, communication or memory-bound GEMM.
   s.ideal_seconds =
       sequences * static_cast<double>(o.base.seq_length) * c.ideal_flops_per_token / (static_cast<double>(N) * f.flops);
   s.score = s.step_seconds > 0 ? s.ideal_seconds / s.step_seconds : 0;
-  s.communication_seconds = slots * (s.tp_seconds + s.ep_seconds + s.cp_seconds + s.pp_seconds) + s.dp_seconds;
+  s.communication_seconds =
+      slots * (s.tp_seconds + s.ep_seconds + s.cp_seconds + s.pp_seconds) + s.dp_seconds + s.fsdp_seconds;
   return s;
 }
 
@@ -304,7 +416,7 @@ PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
       q.ep = l.ep;
       q.etp = l.etp;
       q.sequence_parallel = sequence_parallel_on(im.setup_for(l, o).parallel);
-      return im.score_of(im.slice_cost(q, l.micro_batch_size, l.recompute, o), ps, si, l, o);
+      return im.score_of(im.slice_cost(q, l.micro_batch_size, l.recompute, l.knobs, o), ps, si, l, o);
     }
   }
   throw UsageError(fmt::format("PP {} with stages {}/{}/{} and VPP {} is not a split the planner makes", l.pp,

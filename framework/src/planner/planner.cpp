@@ -10,6 +10,8 @@
 // Every peak is Estimator::run's; the speed proxy is planner/cost_model.cpp.
 #include "mme/planner/planner.hpp"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "mme/inputs/setup_schema.hpp"
@@ -55,6 +57,67 @@ PlanSortKey parse_plan_sort_key(std::string_view text) {
   if (text == "bubble") return PlanSortKey::kBubble;
   if (text == "comm" || text == "communication") return PlanSortKey::kCommunication;
   throw UsageError(fmt::format("--sort: unknown key '{}' (score, peak, bubble, comm)", text));
+}
+
+const char* to_string(DpSharding d) {
+  switch (d) {
+    case DpSharding::kDistributedOptimizer: return "dist_opt";
+    case DpSharding::kOptim: return "optim";
+    case DpSharding::kOptimGrads: return "optim_grads";
+    case DpSharding::kOptimGradsParams: return "optim_grads_params";
+  }
+  return "?";
+}
+
+DpSharding parse_dp_sharding(std::string_view text) {
+  if (text == "dist_opt") return DpSharding::kDistributedOptimizer;
+  if (text == "optim") return DpSharding::kOptim;
+  if (text == "optim_grads") return DpSharding::kOptimGrads;
+  if (text == "optim_grads_params") return DpSharding::kOptimGradsParams;
+  throw UsageError(fmt::format(
+      "--data-parallel-sharding-strategy: unknown value '{}' (dist_opt: the distributed optimizer; Megatron-FSDP: "
+      "optim, optim_grads, optim_grads_params)",
+      text));
+}
+
+CudaGraphChoice parse_cuda_graph_choice(std::string_view text) {
+  if (text == "off") return {};
+  if (text.empty() || text.find_first_of(" ,[]'\"") != std::string_view::npos)
+    throw UsageError(fmt::format("--cuda-graphs: expected off, full or scopes joined by '+', got '{}'", text));
+  std::string scopes(text);
+  std::replace(scopes.begin(), scopes.end(), '+', ' ');
+  try {
+    return {true, parse_cuda_graph_modules(scopes)};
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--cuda-graphs: {}", e.what()));
+  }
+}
+
+std::string to_string(const CudaGraphChoice& g) {
+  if (!g.on) return "off";
+  if (g.modules == 0) return "full";
+  std::string s = cuda_graph_modules_to_string(g.modules);
+  std::replace(s.begin(), s.end(), ',', '+');
+  return s;
+}
+
+std::vector<PlanKnobs> plan_knob_combinations(const PlanOptions& o) {
+  std::vector<std::optional<DpSharding>> shardings(o.dp_sharding.begin(), o.dp_sharding.end());
+  std::vector<std::optional<double>> fractions(o.optimizer_offload_fractions.begin(),
+                                               o.optimizer_offload_fractions.end());
+  std::vector<std::optional<CudaGraphChoice>> graphs(o.cuda_graphs.begin(), o.cuda_graphs.end());
+  if (shardings.empty()) shardings.emplace_back();
+  if (fractions.empty()) fractions.emplace_back();
+  if (graphs.empty()) graphs.emplace_back();
+  std::vector<PlanKnobs> out;
+  for (const auto& d : shardings)
+    for (const auto& f : fractions)
+      for (const auto& g : graphs) out.push_back({d, f, g});
+  return out;
+}
+
+bool plan_counts_launches(const PlanOptions& o) {
+  return std::any_of(o.cuda_graphs.begin(), o.cuda_graphs.end(), [](const CudaGraphChoice& g) { return g.on; });
 }
 
 std::vector<std::string> setup_to_args(const TrainingSetup& s) { return setup_to_mme_args(s); }

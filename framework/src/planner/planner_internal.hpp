@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mme/planner/planner.hpp"
@@ -81,8 +82,9 @@ struct Space {
 // Per-slice figures of the speed proxy: seconds per layer of each type and micro-batch.
 struct LayerTime {
   double compute = 0, recompute = 0, tp = 0, ep = 0, cp = 0;
+  double launch = 0;                           // kernel launches the GPU work does not hide
   double dense_params = 0, expert_params = 0;  // per rank, the layer's blocks
-  double total() const { return compute + recompute + tp + ep + cp; }
+  double total() const { return compute + recompute + tp + ep + cp + launch; }
 };
 
 struct Figures {
@@ -105,10 +107,19 @@ struct SliceCost {
   double embedding_params = 0, output_params_pp1 = 0, output_params_pp = 0, mtp_projection_params = 0;
   double sync_bytes_per_param = 0;
   double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
+  // The knobs as the candidate's setup has them (cost_model.cpp, "the knobs").
+  DpSharding sharding = DpSharding::kDistributedOptimizer;
+  double grad_bytes = 4, weight_bytes = 2;  // a gradient and a weight as the DP collectives send them
+  double offload_fraction = 0;              // share of the optimizer shard stepped on the host
+  double offload_bytes_per_param = 8;       // gradient to the host + main parameter back
+  bool offload_overlap = false;             // --overlap-cpu-optimizer-d2h-h2d
+  double host_link = 0, cpu_params_per_s = 0;
 };
 
 // The PP size, VPP size and first/last-stage flags of a layout (search_space.cpp).
 void apply_pipeline(TrainingSetup& s, const PlanLayout& l);
+// The searched memory-for-time knobs of a candidate (search_space.cpp).
+void apply_knobs(TrainingSetup& s, const PlanKnobs& k);
 // The sequences per step the speed proxy assumes (cost_model.cpp; plan_global_batch).
 double nominal_sequences(const PlanOptions& o);
 
@@ -130,11 +141,11 @@ struct Planner::Impl {
   planning::Space build_space(const PlanOptions& o, bool allow_empty) const;
   // cost_model.cpp
   planning::SliceCost slice_cost(const planning::Slice& q, std::int64_t mbs, RecomputeVariant rc,
-                                 const PlanOptions& o) const;
+                                 const PlanKnobs& knobs, const PlanOptions& o) const;
   PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split, const PlanLayout& l,
                      const PlanOptions& o) const;
   // search.cpp
-  void probe_base(const PlanOptions& o) const;
+  std::vector<std::uint8_t> probe_base(const PlanOptions& o, std::string& refusal) const;
   PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;
   class SliceJudge;  // one worker's judge of slices
 };

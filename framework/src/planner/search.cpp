@@ -99,18 +99,30 @@ class TopPlans {
   std::vector<Plan> plans() const { return {kept_.begin(), kept_.end()}; }
 
  private:
-  using Key =
-      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                 std::int64_t, RecomputeVariant, std::int64_t, std::int64_t, std::int64_t, double>;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t, std::int64_t, RecomputeVariant, std::int64_t, std::int64_t, std::int64_t, double,
+                         int, double, std::int64_t>;
   static Key key_of(const Plan& p) {
     const PlanLayout& l = p.layout;
-    return {l.tp,         l.pp,
-            l.vpp,        l.ep,
-            l.etp,        l.cp,
-            l.dp,         l.micro_batch_size,
-            l.recompute,  l.pp > 2 ? l.middle_stage_layers : 0,
-            p.peak_bytes, p.upper_bytes,
-            p.score.score};
+    const PlanKnobs& k = l.knobs;
+    // The knobs: -1 when not searched; CUDA graphs off 0, else their scope bits + 1.
+    const std::int64_t graphs = !k.cuda_graphs ? -1 : k.cuda_graphs->on ? k.cuda_graphs->modules + 1 : 0;
+    return {l.tp,
+            l.pp,
+            l.vpp,
+            l.ep,
+            l.etp,
+            l.cp,
+            l.dp,
+            l.micro_batch_size,
+            l.recompute,
+            l.pp > 2 ? l.middle_stage_layers : 0,
+            p.peak_bytes,
+            p.upper_bytes,
+            p.score.score,
+            k.dp_sharding ? static_cast<int>(*k.dp_sharding) : -1,
+            k.optimizer_offload_fraction.value_or(-1.0),
+            graphs};
   }
   std::size_t k_;
   std::set<Plan, Better> kept_;  // best first; Better is a total order (the ordinal breaks ties)
@@ -134,23 +146,36 @@ struct WorkerState {
 class Planner::Impl::SliceJudge {
  public:
   SliceJudge(const Planner::Impl& im, const PlanOptions& o, const Space& space, const EstimateOptions& eo,
-             std::int64_t usable, bool stop_at_first_fit, std::atomic<bool>& stop, WorkerState& st)
+             std::int64_t usable, bool stop_at_first_fit, std::atomic<bool>& stop, WorkerState& st,
+             const std::vector<PlanKnobs>& knobs, const std::vector<std::uint8_t>& valid)
       : im_(im),
         o_(o),
         space_(space),
+        knobs_(knobs),
+        valid_(valid),
         eo_(eo),
         usable_(usable),
         streaming_(static_cast<bool>(o.on_valid)),
         stop_at_first_fit_(stop_at_first_fit),
         stop_(stop),
         st_(st),
+        nk_(knobs.size()),
         nm_(o.micro_batch_sizes.size()),
         nr_(o.recompute.size()),
-        works_(nm_ * nr_),
-        costs_(nm_ * nr_) {
-    // The most frugal recompute variant asked for (none < selective < full).
-    for (std::size_t ri = 1; ri < nr_; ++ri)
-      if (o.recompute[ri] > o.recompute[frugal_rc_]) frugal_rc_ = ri;
+        works_(nk_ * nm_ * nr_),
+        costs_(nk_ * nm_ * nr_),
+        frugal_(nk_, 0) {
+    // Per knob combination, the most frugal recompute variant asked for (none < selective <
+    // full) that the engine accepts with it (CUDA graphs refuse full recompute).
+    for (std::size_t kc = 0; kc < nk_; ++kc) {
+      std::optional<std::size_t> best;
+      for (std::size_t ri = 0; ri < nr_; ++ri)
+        if (valid_[kc * nr_ + ri] && (!best || o.recompute[ri] > o.recompute[*best])) best = ri;
+      if (!best)
+        for (std::size_t ri = 1; ri < nr_; ++ri)
+          if (o.recompute[ri] > o.recompute[frugal_[kc]]) frugal_[kc] = ri;
+      if (best) frugal_[kc] = *best;
+    }
     if (!st_.top) st_.top.emplace(o.top_k, Better{o.sort});
   }
 
@@ -160,6 +185,8 @@ class Planner::Impl::SliceJudge {
  private:
   void begin_slice(const Slice& sl);
   void order_variants(const SlicePp& spp);
+  void pick_first();
+  std::size_t index(std::size_t mi, std::size_t ri) const { return (kc_ * nm_ + mi) * nr_ + ri; }
   const SliceCost& cost_of(std::size_t mi, std::size_t ri);
   std::optional<EngineResult> estimate(std::size_t k);
   void judge_split();
@@ -168,23 +195,27 @@ class Planner::Impl::SliceJudge {
   const Planner::Impl& im_;
   const PlanOptions& o_;
   const Space& space_;
+  const std::vector<PlanKnobs>& knobs_;     // the knob combinations, in enumeration order
+  const std::vector<std::uint8_t>& valid_;  // [combination][recompute]: the engine accepts it
   const EstimateOptions& eo_;
   const std::int64_t usable_;
   const bool streaming_, stop_at_first_fit_;
   std::atomic<bool>& stop_;
   WorkerState& st_;
-  const std::size_t nm_, nr_;
-  std::size_t frugal_rc_ = 0;
+  const std::size_t nk_, nm_, nr_;
   // The slice being judged, its setups and speed-proxy figures per (micro-batch, recompute).
   const Slice* slice_ = nullptr;
-  std::vector<TrainingSetup> works_;
-  std::vector<std::optional<SliceCost>> costs_;
+  std::vector<TrainingSetup> works_;             // [combination][micro-batch][recompute]
+  std::vector<std::optional<SliceCost>> costs_;  // likewise
+  std::vector<std::size_t> frugal_;              // [combination]: its most frugal valid recompute
   // The layout being judged: its PP size's splits, its split, its variants in enumeration order
   // (micro-batch, recompute) and the first ordinal of those variants.
   const PpSplits* splits_ = nullptr;
   std::size_t split_ = 0;
   PlanLayout l_;
   std::uint64_t ordinal_ = 0;
+  std::size_t kc_ = 0;      // the knob combination being judged
+  std::uint64_t base_ = 0;  // the ordinal of its first variant
   std::vector<std::pair<std::uint32_t, std::uint32_t>> order_;
   std::size_t first_ = 0;            // position of the smallest micro-batch with the frugal recompute
   std::vector<std::size_t> by_mbs_;  // positions in the PP size's micro-batches, by size ascending
@@ -198,40 +229,51 @@ void Planner::Impl::SliceJudge::begin_slice(const Slice& sl) {
   l_.cp = sl.cp;
   l_.ep = sl.ep;
   l_.etp = sl.etp;
-  for (std::size_t mi = 0; mi < nm_; ++mi) {
-    for (std::size_t ri = 0; ri < nr_; ++ri) {
-      l_.micro_batch_size = o_.micro_batch_sizes[mi];
-      l_.recompute = o_.recompute[ri];
-      works_[mi * nr_ + ri] = im_.setup_for(l_, o_);
-      costs_[mi * nr_ + ri].reset();
+  for (kc_ = 0; kc_ < nk_; ++kc_) {
+    l_.knobs = knobs_[kc_];
+    for (std::size_t mi = 0; mi < nm_; ++mi) {
+      for (std::size_t ri = 0; ri < nr_; ++ri) {
+        l_.micro_batch_size = o_.micro_batch_sizes[mi];
+        l_.recompute = o_.recompute[ri];
+        works_[index(mi, ri)] = im_.setup_for(l_, o_);
+        costs_[index(mi, ri)].reset();
+      }
     }
   }
+  kc_ = 0;
   ordinal_ = sl.first_ordinal;
   rows_.clear();
 }
 
 const SliceCost& Planner::Impl::SliceJudge::cost_of(std::size_t mi, std::size_t ri) {
-  auto& c = costs_[mi * nr_ + ri];
-  if (!c) c = im_.slice_cost(*slice_, o_.micro_batch_sizes[mi], o_.recompute[ri], o_);
+  auto& c = costs_[index(mi, ri)];
+  if (!c) c = im_.slice_cost(*slice_, o_.micro_batch_sizes[mi], o_.recompute[ri], knobs_[kc_], o_);
   return *c;
 }
 
-// Variants in enumeration order; without streaming the most frugal one is judged first.
+// Variants of one knob combination in enumeration order; without streaming the most frugal one
+// is judged first.
 void Planner::Impl::SliceJudge::order_variants(const SlicePp& spp) {
   order_.clear();
   for (auto mi : spp.mbs)
     for (std::size_t ri = 0; ri < nr_; ++ri) order_.emplace_back(mi, static_cast<std::uint32_t>(ri));
-  first_ = 0;
-  for (std::size_t k = 0; k < order_.size(); ++k) {
-    const auto [mi, ri] = order_[k];
-    const auto [fm, fr] = order_[first_];
-    if (ri == frugal_rc_ && (fr != frugal_rc_ || o_.micro_batch_sizes[mi] < o_.micro_batch_sizes[fm])) first_ = k;
-  }
   by_mbs_.resize(spp.mbs.size());
   std::iota(by_mbs_.begin(), by_mbs_.end(), std::size_t{0});
   std::sort(by_mbs_.begin(), by_mbs_.end(), [&](std::size_t a, std::size_t b) {
     return o_.micro_batch_sizes[spp.mbs[a]] < o_.micro_batch_sizes[spp.mbs[b]];
   });
+}
+
+// The most frugal variant of the current knob combination: its smallest micro-batch with its
+// most frugal valid recompute.
+void Planner::Impl::SliceJudge::pick_first() {
+  const std::size_t frugal = frugal_[kc_];
+  first_ = 0;
+  for (std::size_t k = 0; k < order_.size(); ++k) {
+    const auto [mi, ri] = order_[k];
+    const auto [fm, fr] = order_[first_];
+    if (ri == frugal && (fr != frugal || o_.micro_batch_sizes[mi] < o_.micro_batch_sizes[fm])) first_ = k;
+  }
 }
 
 // Whether a fitting plan whose peak is not known yet could enter the top plans: only when the
@@ -259,13 +301,13 @@ bool Planner::Impl::SliceJudge::could_enter(const Plan& p) const {
 // rejects it).
 std::optional<EngineResult> Planner::Impl::SliceJudge::estimate(std::size_t k) {
   const auto [mi, ri] = order_[k];
-  TrainingSetup& work = works_[mi * nr_ + ri];
+  TrainingSetup& work = works_[index(mi, ri)];
   apply_pipeline(work, l_);
   l_.micro_batch_size = o_.micro_batch_sizes[mi];
   l_.recompute = o_.recompute[ri];
   ++st_.estimated;
   Plan plan;
-  plan.ordinal = ordinal_ + k;
+  plan.ordinal = base_ + k;
   EngineResult er;
   try {
     er = engine_estimate(im_.estimator, work, eo_);
@@ -303,12 +345,18 @@ std::optional<EngineResult> Planner::Impl::SliceJudge::estimate(std::size_t k) {
 // The variants of the current layout (split) without streaming.
 void Planner::Impl::SliceJudge::judge_split() {
   const std::size_t group = order_.size();
+  // A recompute variant the engine refuses with this knob combination (the probe before the
+  // search: CUDA graphs with full recompute, ...) is invalid for every layout: not estimated.
+  const std::uint8_t* accepted = &valid_[kc_ * nr_];
+  if (!accepted[order_[first_].second]) return;  // the combination refuses every variant
   // The frugal variant first: if weights, gradients and optimizer alone exceed the GPU, no
-  // variant of this layout fits, and every one is valid (the enumeration only makes valid ones).
+  // variant of this layout fits, and every accepted one is valid (the enumeration only makes
+  // valid layouts).
   const auto head = estimate(first_);
   if (stop_) return;
   if (head && head->static_floor_bytes > usable_) {
-    st_.valid += group - 1;
+    for (std::size_t k = 0; k < group; ++k)
+      if (k != first_ && accepted[order_[k].second]) ++st_.valid;
     return;
   }
   // Then each recompute variant from the largest micro-batch down: once one fits, the smaller
@@ -318,13 +366,13 @@ void Planner::Impl::SliceJudge::judge_split() {
     bool fits = false;
     for (auto it = by_mbs_.rbegin(); it != by_mbs_.rend() && !stop_; ++it) {
       const std::size_t k = *it * nr_ + ri;
-      if (k == first_) continue;
+      if (k == first_ || !accepted[ri]) continue;
       if (fits) {
         const auto [mi, r] = order_[k];
         l_.micro_batch_size = o_.micro_batch_sizes[mi];
         l_.recompute = o_.recompute[r];
         Plan plan;
-        plan.ordinal = ordinal_ + k;
+        plan.ordinal = base_ + k;
         plan.score = im_.score_of(cost_of(mi, r), *splits_, split_, l_, o_);
         if (!could_enter(plan)) {
           ++st_.valid;
@@ -345,7 +393,7 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
     l_.pp = splits_->pp;
     l_.dp = o_.num_gpus / (sl.tp * sl.cp * splits_->pp);
     order_variants(spp);
-    const std::size_t group = order_.size();
+    const std::size_t inner = order_.size(), group = nk_ * inner;
     for (split_ = 0; split_ < splits_->splits.size(); ++split_, ordinal_ += group) {
       const Split& s = splits_->splits[split_];
       l_.vpp = s.vpp;
@@ -354,11 +402,16 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
       l_.last_stage_layers = s.last;
       l_.even_split = s.even;
       st_.evaluated += group;
-      if (streaming_) {
-        for (std::size_t k = 0; k < group; ++k) (void)estimate(k);
-        continue;
+      for (kc_ = 0; kc_ < nk_ && !stop_; ++kc_) {
+        l_.knobs = knobs_[kc_];
+        base_ = ordinal_ + kc_ * inner;
+        if (streaming_) {
+          for (std::size_t k = 0; k < inner; ++k) (void)estimate(k);
+          continue;
+        }
+        pick_first();
+        judge_split();
       }
-      judge_split();
       if (stop_) break;
     }
     if (stop_at_first_fit_ && stop_) break;
@@ -367,28 +420,45 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
 }
 
 // Rejects, before anything is enumerated, base flags that make every layout invalid: the
-// engine is asked about the simplest layout with each recompute variant.
-void Planner::Impl::probe_base(const PlanOptions& o) const {
+// engine is asked about the simplest layout with each knob combination and recompute variant.
+// Without searched knobs any rejection is fatal (the base flags cannot work with that variant);
+// with them only a rejection of every pair is, and the rejected pairs are counted invalid.
+// Returns [combination][recompute]: whether the engine accepts the pair.
+std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::string& refusal) const {
+  const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
+  const bool searched = knobs.size() > 1 || knobs.front() != PlanKnobs{};
+  std::vector<std::uint8_t> valid(knobs.size() * o.recompute.size(), 0);
+  std::optional<std::string> first_error;
   EstimateOptions eo;
   eo.compute_capability = o.gpu->compute_capability;
   eo.components = false;
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
-  for (RecomputeVariant rc : o.recompute) {
-    PlanLayout l;
-    l.micro_batch_size = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-    l.recompute = rc;
-    l.pp = 1;
-    l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = model().num_layers;
-    TrainingSetup s = setup_for(l, o);
-    s.global_batch_size = 0;
-    try {
-      (void)engine_estimate(estimator, s, eo);
-    } catch (const LayoutError& e) {
-      throw LayoutError(fmt::format("no layout can work with these flags{}: {}",
-                                    o.recompute.size() > 1 ? fmt::format(" ({} recompute)", to_string(rc)) : "",
-                                    e.what()));
+  for (std::size_t kc = 0; kc < knobs.size(); ++kc) {
+    for (std::size_t ri = 0; ri < o.recompute.size(); ++ri) {
+      const RecomputeVariant rc = o.recompute[ri];
+      PlanLayout l;
+      l.micro_batch_size = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+      l.recompute = rc;
+      l.pp = 1;
+      l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = model().num_layers;
+      l.knobs = knobs[kc];
+      TrainingSetup s = setup_for(l, o);
+      s.global_batch_size = 0;
+      try {
+        (void)engine_estimate(estimator, s, eo);
+        valid[kc * o.recompute.size() + ri] = 1;
+      } catch (const LayoutError& e) {
+        const std::string message =
+            fmt::format("no layout can work with these flags{}: {}",
+                        o.recompute.size() > 1 ? fmt::format(" ({} recompute)", to_string(rc)) : "", e.what());
+        if (!searched) throw LayoutError(message);
+        if (!first_error) first_error = message;
+      }
     }
   }
+  if (std::find(valid.begin(), valid.end(), 1) == valid.end()) throw LayoutError(*first_error);
+  refusal = first_error.value_or("");
+  return valid;
 }
 
 PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) const {
@@ -399,7 +469,9 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   const std::int64_t usable = usable_memory_bytes(hw, o.headroom_fraction);  // as `mme estimate` judges a fit
   result.usable_bytes = usable;
   if (space.total == 0) return result;
-  probe_base(o);
+  std::string refusal;  // the engine's reason for the first refused (knobs, recompute) pair
+  const std::vector<std::uint8_t> valid = probe_base(o, refusal);
+  const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
 
   unsigned threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, space.slices.size()));
@@ -418,7 +490,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   std::vector<WorkerState> states(threads);
   std::vector<SliceJudge> judges;
   judges.reserve(threads);
-  for (auto& st : states) judges.emplace_back(*this, o, space, eo, usable, stop_at_first_fit, stop, st);
+  for (auto& st : states) judges.emplace_back(*this, o, space, eo, usable, stop_at_first_fit, stop, st, knobs, valid);
   using Rows = std::vector<Plan>;
   const std::function<Rows(unsigned, std::size_t)> work = [&](unsigned worker, std::size_t idx) {
     const Slice& sl = space.slices[idx];
@@ -460,6 +532,8 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
       result.first_error = st.error;
     }
   }
+  // Refused pairs are not estimated outside streaming: their reason is the probe's.
+  if (result.first_error.empty()) result.first_error = refusal;
   // Near-duplicates found by different workers meet here.
   TopPlans merged(o.top_k, Better{o.sort});
   for (const auto& p : all) merged.offer(p);

@@ -67,6 +67,33 @@ void apply_pipeline(TrainingSetup& s, const PlanLayout& l) {
   }
 }
 
+// The searched memory-for-time knobs of a candidate (unset: the base setup's).
+void apply_knobs(TrainingSetup& s, const PlanKnobs& k) {
+  if (k.dp_sharding) {
+    if (*k.dp_sharding == DpSharding::kDistributedOptimizer) {
+      s.fsdp = FsdpSettings{};
+    } else {
+      s.fsdp.kind = FsdpKind::kMegatron;
+      switch (*k.dp_sharding) {
+        case DpSharding::kOptim: s.fsdp.strategy = FsdpSharding::kOptim; break;
+        case DpSharding::kOptimGrads: s.fsdp.strategy = FsdpSharding::kOptimGrads; break;
+        default: s.fsdp.strategy = FsdpSharding::kOptimGradsParams; break;
+      }
+    }
+  }
+  if (k.optimizer_offload_fraction) s.optimizer.cpu_offload_fraction = *k.optimizer_offload_fraction;
+  if (k.cuda_graphs) {
+    if (!k.cuda_graphs->on) {
+      s.cuda_graph.impl = CudaGraphImpl::kNone;
+      s.cuda_graph.modules = 0;
+    } else {
+      // The base setup's implementation when it names one, else Transformer Engine's.
+      if (!s.cuda_graph.on()) s.cuda_graph.impl = CudaGraphImpl::kTransformerEngine;
+      s.cuda_graph.modules = k.cuda_graphs->modules;
+    }
+  }
+}
+
 }  // namespace planning
 
 TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o) const {
@@ -96,6 +123,7 @@ TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o
       break;
   }
   s.optimizer.distributed = true;
+  apply_knobs(s, l.knobs);
   return s;
 }
 
@@ -112,6 +140,12 @@ void Planner::Impl::check_options(const PlanOptions& o) const {
   if (o.top_k == 0) throw UsageError("--top must be positive");
   for (const auto* v : {&o.tp, &o.pp, &o.vpp, &o.ep, &o.etp, &o.cp})
     if (*v && **v <= 0) throw UsageError("fixed layout sizes must be positive");
+  for (double f : o.optimizer_offload_fractions)
+    if (!(f >= 0 && f <= 1))
+      throw UsageError(fmt::format("--optimizer-offload-fraction: expected fractions in [0, 1], got {}", f));
+  if (!(o.host_link_bandwidth_gbps > 0) || !(o.cpu_optimizer_params_per_second > 0) || !(o.kernel_launch_us >= 0) ||
+      !(o.graph_launch_us >= 0))
+    throw UsageError("the host bandwidth and CPU optimizer rate must be positive, the launch times not negative");
 }
 
 PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const {
@@ -243,6 +277,7 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   // Transformer Engine's attention choice, as Estimator::run makes it (it reads only the
   // backend, the implementation and the environment: the same for every layout).
   const AttentionBackend attention = resolve_attention(o.base, o.gpu->compute_capability).backend;
+  const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   for (auto tp : tps) {
     for (auto cp : cps) {
       PlanLayout pl;
@@ -281,7 +316,7 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
               spp.mbs.push_back(static_cast<std::uint32_t>(b));
             }
             if (spp.mbs.empty()) continue;
-            q.count += sp.pp_splits[i].splits.size() * spp.mbs.size() * o.recompute.size();
+            q.count += sp.pp_splits[i].splits.size() * knobs.size() * spp.mbs.size() * o.recompute.size();
             q.pps.push_back(std::move(spp));
           }
           if (q.pps.empty()) continue;
@@ -310,6 +345,7 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
 
 void Planner::enumerate(const PlanOptions& o, const std::function<void(const PlanLayout&)>& visit) const {
   const Space space = impl_->build_space(o, true);
+  const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   for (const Slice& sl : space.slices) {
     PlanLayout l;
     l.tp = sl.tp;
@@ -326,11 +362,14 @@ void Planner::enumerate(const PlanOptions& o, const std::function<void(const Pla
         l.middle_stage_layers = s.middle;
         l.last_stage_layers = s.last;
         l.even_split = s.even;
-        for (auto mi : spp.mbs) {
-          l.micro_batch_size = o.micro_batch_sizes[mi];
-          for (RecomputeVariant rc : o.recompute) {
-            l.recompute = rc;
-            visit(l);
+        for (const PlanKnobs& k : knobs) {
+          l.knobs = k;
+          for (auto mi : spp.mbs) {
+            l.micro_batch_size = o.micro_batch_sizes[mi];
+            for (RecomputeVariant rc : o.recompute) {
+              l.recompute = rc;
+              visit(l);
+            }
           }
         }
       }

@@ -39,6 +39,32 @@ enum class PlanSortKey : std::uint8_t { kScore, kPeak, kBubble, kCommunication }
 const char* to_string(PlanSortKey k);
 PlanSortKey parse_plan_sort_key(std::string_view text);  // throws UsageError
 
+// The data-parallel sharding a plan can search (--data-parallel-sharding-strategy): the
+// distributed optimizer without Megatron-FSDP (Megatron-LM's default, "dist_opt"), or
+// Megatron-FSDP with one of its strategies.
+enum class DpSharding : std::uint8_t { kDistributedOptimizer, kOptim, kOptimGrads, kOptimGradsParams };
+const char* to_string(DpSharding d);                  // "dist_opt" | "optim" | "optim_grads" | "optim_grads_params"
+DpSharding parse_dp_sharding(std::string_view text);  // throws UsageError
+
+// Per-layer CUDA graphs as a plan can search them (--cuda-graphs): off, or on with the
+// --cuda-graph-modules scopes (0: the whole layer, Megatron's `full`).
+struct CudaGraphChoice {
+  bool on = false;
+  std::uint32_t modules = 0;  // CudaGraphModule bits
+  bool operator==(const CudaGraphChoice&) const = default;
+};
+// "off", "full" or scopes joined by '+' ("attn+moe_router"); throws UsageError.
+CudaGraphChoice parse_cuda_graph_choice(std::string_view text);
+std::string to_string(const CudaGraphChoice& g);
+
+// The memory-for-time knobs of one candidate; unset: the base setup's (not searched).
+struct PlanKnobs {
+  std::optional<DpSharding> dp_sharding;
+  std::optional<double> optimizer_offload_fraction;
+  std::optional<CudaGraphChoice> cuda_graphs;
+  bool operator==(const PlanKnobs&) const = default;
+};
+
 // One candidate: what the planner chooses. DP follows from the GPU count.
 struct PlanLayout {
   std::int64_t tp = 1, pp = 1, vpp = 1, ep = 1, etp = 1, cp = 1, dp = 1;
@@ -48,6 +74,7 @@ struct PlanLayout {
   bool even_split = true;
   std::int64_t micro_batch_size = 1;
   RecomputeVariant recompute = RecomputeVariant::kNone;
+  PlanKnobs knobs;  // the searched memory-for-time knobs (unset: the base setup's)
 
   bool operator==(const PlanLayout&) const = default;
 };
@@ -69,6 +96,15 @@ struct PlanScore {
   double cp_seconds = 0;         // context-parallel KV exchange
   double pp_seconds = 0;         // pipeline sends between stages (2 per virtual chunk)
   double dp_seconds = 0;         // per step: gradient reduce-scatter + parameter all-gather
+  // Per micro-batch on the slowest rank: kernel-launch time the GPU work does not hide (counted
+  // only when the search compares CUDA graphs; graphed scopes launch one graph per pass).
+  double launch_seconds = 0;
+  // Per step, beyond the distributed optimizer's sync: Megatron-FSDP's per-micro-batch gradient
+  // reduce-scatters (optim_grads) and parameter all-gathers (optim_grads_params).
+  double fsdp_seconds = 0;
+  // Per step: optimizer CPU offload (HybridDeviceOptimizer): gradients to the host, the CPU
+  // optimizer step, parameters back to the GPU, for the offloaded share of the rank's shard.
+  double offload_seconds = 0;
   // Per step: the slowest rank's TP/EP/CP/PP time over every micro-batch slot, plus dp_seconds.
   double communication_seconds = 0;
 };
@@ -102,6 +138,19 @@ struct PlanOptions {
   // Per-GPU bandwidth between nodes (GB/s), for groups that leave a node: 400 Gb/s InfiniBand
   // NDR per GPU, as in DGX H100/H200 systems. The profile has no figure for it.
   double inter_node_bandwidth_gbps = 50.0;
+  // The memory-for-time knobs to search (docs/planner.md); empty: the base setup's, not searched.
+  std::vector<DpSharding> dp_sharding;
+  std::vector<double> optimizer_offload_fractions;
+  std::vector<CudaGraphChoice> cuda_graphs;
+  // Figures the GPU profile lacks, for the knobs' cost terms (docs/planner.md, "The knobs"):
+  // host-device copies per GPU (PCIe 5.0 x16: 64 GB/s a direction, about 50 achieved with
+  // pinned memory), the CPU optimizer's parameter updates per second per GPU rank (torch Adam on
+  // the host's cores shared by its GPUs), the host time of one eagerly launched kernel (PyTorch
+  // dispatch + cudaLaunchKernel) and of one graph replay (cudaGraphLaunch).
+  double host_link_bandwidth_gbps = 50.0;
+  double cpu_optimizer_params_per_second = 5e8;
+  double kernel_launch_us = 5.0;
+  double graph_launch_us = 10.0;
   // Every valid layout, in enumeration order, called on the thread that called run().
   std::function<void(const Plan&)> on_valid;
   // Called on the thread that called run() about ten times a second while the search runs.
@@ -134,6 +183,12 @@ struct PlanResult {
 // a slightly longer sequence, another NCCL buffer or a fragmentation spike may not fit.
 inline constexpr std::int64_t kTightHeadroomBytes = std::int64_t{1} << 30;  // 1 GiB
 inline bool is_tight(const Plan& p) { return p.fits && p.headroom_bytes < kTightHeadroomBytes; }
+
+// Every combination of the searched knobs, in enumeration order (dp_sharding, then the offload
+// fraction, then CUDA graphs); one unset combination when none is searched.
+std::vector<PlanKnobs> plan_knob_combinations(const PlanOptions& o);
+// Whether the speed proxy counts kernel-launch time: when the search compares CUDA graphs.
+bool plan_counts_launches(const PlanOptions& o);
 
 // The global batch (sequences per step) the speed proxy assumes: --global-batch-size, else the
 // GPU count x the largest micro-batch size searched (a floating-point count: it can pass 2^63).
