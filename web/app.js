@@ -15,6 +15,7 @@
   let jsonUrl = null;
   let svgUrl = null;
   let specUrl = null;
+  let megatronUrl = null;
   const kept = [];
 
   function call(request) {
@@ -222,6 +223,8 @@
     const exported = { ...doc };
     delete exported.svg;
     delete exported.breakdown;
+    delete exported.megatron_args;
+    delete exported.megatron_args_error;
     if (jsonUrl) URL.revokeObjectURL(jsonUrl);
     jsonUrl = URL.createObjectURL(new Blob([JSON.stringify(exported, null, 2) + "\n"], { type: "application/json" }));
     $("export_json").href = jsonUrl;
@@ -232,6 +235,12 @@
     if (specUrl) URL.revokeObjectURL(specUrl);
     specUrl = URL.createObjectURL(new Blob([specYaml(doc, cliWords(setup)[2])], { type: "application/yaml" }));
     $("export_spec").href = specUrl;
+    // The Megatron-LM launch flags (`mme estimate --print-megatron-args`), or why none exist.
+    if (megatronUrl) URL.revokeObjectURL(megatronUrl);
+    megatronUrl = doc.megatron_args ? URL.createObjectURL(new Blob([doc.megatron_args], { type: "text/plain" })) : null;
+    $("export_megatron").hidden = !megatronUrl;
+    if (megatronUrl) $("export_megatron").href = megatronUrl;
+    $("megatron-note").textContent = doc.megatron_args_error ? `No Megatron-LM flags: ${doc.megatron_args_error}` : "";
     $("timing").textContent = `computed in ${ms.toFixed(1)} ms`;
   }
 
@@ -290,7 +299,7 @@
       return;
     }
     const m = mode();
-    const request = { setup, gpu: $("gpu").value, svg: true, breakdown: true };
+    const request = { setup, gpu: $("gpu").value, svg: true, breakdown: true, megatron_args: true };
     const missingModel = modelInto(request);
     if (missingModel) {
       showError(missingModel);

@@ -188,6 +188,12 @@ try {
     const fromSpec = JSON.parse(execFileSync(args.mme, ["estimate", "--config", specFile, "--json"], { encoding: "utf8", cwd: tmp }));
     check(JSON.stringify(fromSpec.stages.map((s) => s.total_bytes)) === JSON.stringify(want.stages.map((s) => s.total_bytes)) &&
       fromSpec.peak.upper_bytes === want.peak.upper_bytes, `${c.name}: the exported spec file, run with --config, gives the page's stages`);
+    // The Megatron-LM launch flags: `mme estimate --print-megatron-args`'s argument file.
+    const launch = execFileSync(args.mme, ["estimate", c.model, ...c.flags, "--print-megatron-args"], { encoding: "utf8", cwd: tmp });
+    const megatronNote = await page.$eval("#megatron-note", (e) => e.textContent);
+    const megatronShown = await page.$eval("#export_megatron", (a) => !a.hidden);
+    check(megatronShown && (await blobText("export_megatron")) === launch,
+      `${c.name}: the Megatron-LM flags are \`--print-megatron-args\`'s (${megatronNote || "no note"})`);
     await page.screenshot({ path: path.join(args.artifacts, `${c.name}.png`), fullPage: true });
   }
 

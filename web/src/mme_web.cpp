@@ -7,7 +7,9 @@
 //       the page) instead of "model": written to the module's file system as config.json and
 //       loaded as `mme estimate config.json` loads it (the same errors, the same adapters);
 //     with "svg": true, also "svg": the per-stage chart (`mme estimate --svg`, inline SVG);
-//     with "breakdown": true, also "breakdown": the module tree `mme estimate --breakdown` prints.
+//     with "breakdown": true, also "breakdown": the module tree `mme estimate --breakdown` prints;
+//     with "megatron_args": true, also "megatron_args": the argument file of
+//     `mme estimate --print-megatron-args` (or "megatron_args_error": why no flags express it).
 //   {"command": "models"} -> {"models": ["org/name", ...]}   (the bundled zoo, under /models)
 //   {"command": "config", "model": "org/name"} -> {"config": the text of its config.json}
 //   {"command": "gpus"}   -> {"gpus": [{"name", "memory_bytes"}, ...]}
@@ -45,6 +47,7 @@
 #include <mme/engine/fit.hpp>
 #include <mme/engine/registry.hpp>
 #include <mme/inputs/gpu_lookup.hpp>
+#include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/setup_schema.hpp>
@@ -162,6 +165,17 @@ nlohmann::json estimate(const nlohmann::json& request) {
     std::ostringstream tree;
     cli::render_module_tree(tree, model, est);
     doc["breakdown"] = tree.str();
+  }
+  if (request.value("megatron_args", false)) {
+    // The launch flags of `mme estimate --print-megatron-args` (an argument file), or why there are none.
+    try {
+      std::vector<std::string> flags = model_to_megatron_args(model);
+      const std::vector<std::string> rest = setup_to_megatron_args(est.setup, true);
+      flags.insert(flags.end(), rest.begin(), rest.end());
+      doc["megatron_args"] = megatron_args_file_text(flags);
+    } catch (const UsageError& e) {
+      doc["megatron_args_error"] = e.what();
+    }
   }
   if (request.value("svg", false)) {
     cli::SvgOptions so;

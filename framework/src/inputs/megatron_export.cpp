@@ -73,7 +73,7 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
   // The adapter reads --ffn-hidden-size as the dense MLP's width and as the MoE blocks' nominal
   // one, which sizes nothing; an all-MoE model without one gets its experts' width (Megatron-LM
   // needs a value).
-  integer("ffn-hidden-size", dense                       ? dense->ffn_hidden_size
+  integer("ffn-hidden-size", dense                      ? dense->ffn_hidden_size
                              : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
                                                         : moe->expert_ffn_hidden_size);
   if (m.gated_linear_unit) {
@@ -86,7 +86,7 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
   }
   value("normalization", m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm");
   if (!m.add_bias_linear) flag("disable-bias-linear");
-  value("position-embedding-type", m.position_embedding == PositionEmbedding::kRope             ? "rope"
+  value("position-embedding-type", m.position_embedding == PositionEmbedding::kRope              ? "rope"
                                    : m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
                                                                                                  : "none");
   integer("max-position-embeddings", m.max_position_embeddings);
@@ -120,8 +120,9 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
 
 std::string megatron_args_file_text(const std::vector<std::string>& args) {
   auto quoted = [](const std::string& v) {
-    const bool plain = !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                         "0123456789_./:=,+-") == std::string::npos;
+    const bool plain = !v.empty() && v.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_./:=,+-") == std::string::npos;
     if (plain) return v;
     std::string out = "'";
     for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
