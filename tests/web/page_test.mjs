@@ -197,6 +197,14 @@ try {
     await page.screenshot({ path: path.join(args.artifacts, `${c.name}.png`), fullPage: true });
   }
 
+  // Every bundled model, on 8 GPUs with the defaults: the page's numbers are the CLI's.
+  const bundled = (await page.$$eval("#model option", (os) => os.map((o) => o.value))).filter((v) => !v.startsWith("@"));
+  check(bundled.length >= 20, `the page lists the ${bundled.length} bundled models`);
+  for (const model of bundled) {
+    await setLayout(model, { tp: "1", pp: "1", ep: "1", num_gpus: "8", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" });
+    compare(`every model: ${model}`, await shown(), cliEstimate(model, ["--num-gpus", "8"]));
+  }
+
   // TP 3 does not divide Qwen2.5-7B's 28 attention heads: the page shows the engine's refusal,
   // the text the CLI prints (which adds a hint to `mme plan`).
   await setLayout("Qwen/Qwen2.5-7B", { tp: "3", pp: "1", ep: "1", num_gpus: "3", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" });
