@@ -434,9 +434,7 @@ int run_estimate(const std::vector<std::string>& args) {
   const DefaultNotes notes = default_notes(request, model, est.setup);
 
   if (print_megatron) {
-    std::vector<std::string> flags = model_to_megatron_args(model);
-    const std::vector<std::string> setup = setup_to_megatron_args(est.setup, true);
-    flags.insert(flags.end(), setup.begin(), setup.end());
+    const std::vector<std::string> flags = megatron_launch_args(model, est.setup);
     std::cout << (vm["json"].as<bool>() ? json_text(nlohmann::json(flags), 2) + "\n" : megatron_args_file_text(flags));
     return 0;
   }

@@ -169,10 +169,7 @@ nlohmann::json estimate(const nlohmann::json& request) {
   if (request.value("megatron_args", false)) {
     // The launch flags of `mme estimate --print-megatron-args` (an argument file), or why there are none.
     try {
-      std::vector<std::string> flags = model_to_megatron_args(model);
-      const std::vector<std::string> rest = setup_to_megatron_args(est.setup, true);
-      flags.insert(flags.end(), rest.begin(), rest.end());
-      doc["megatron_args"] = megatron_args_file_text(flags);
+      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(model, est.setup));
     } catch (const UsageError& e) {
       doc["megatron_args_error"] = e.what();
     }

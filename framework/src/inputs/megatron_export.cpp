@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "mme/inputs/megatron_args.hpp"
+#include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/model_spec.hpp"
 
@@ -116,6 +117,13 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
   }
   if (m.mtp_num_layers > 0) integer("mtp-num-layers", m.mtp_num_layers);
   return a;
+}
+
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup) {
+  std::vector<std::string> out = model_to_megatron_args(model);
+  const std::vector<std::string> rest = setup_to_megatron_args(setup, true);
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
 }
 
 std::string megatron_args_file_text(const std::vector<std::string>& args) {

@@ -79,6 +79,9 @@ struct ModelSpec;
 // setup_to_megatron_args gives the rest of a launch line. Throws UsageError for what no flag
 // expresses (layers with different attention or MLP widths, post-norms, other block kinds).
 std::vector<std::string> model_to_megatron_args(const ModelSpec& model);
+// A whole launch line: the model's flags, then the setup's at their resolved values
+// (setup_to_megatron_args(setup, true)), the environment as `export` words.
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup);
 // Launch flags as the text of an argument file parse_megatron_args reads back: `export NAME=VALUE`
 // lines first, then one flag with its values per line, joined by backslash-newline; values
 // single-quoted where a shell would split or expand them.
