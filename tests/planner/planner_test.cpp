@@ -19,40 +19,12 @@
 #include <mme/planner/planner.hpp>
 #include <mme/sdk/error.hpp>
 
-#include "deepseek_adapter.hpp"
-#include "generic_hf_adapter.hpp"
-#include "planner_fixture.hpp"
-#include "qwen_adapter.hpp"
+#include "planner_zoo.hpp"
 
 namespace mme {
 namespace {
 
-const Registry& registry() {
-  static const std::unique_ptr<Registry> r =
-      test::planner_registry({{"adapter_deepseek", plugins::register_deepseek_adapter},
-                              {"adapter_qwen", plugins::register_qwen_adapter},
-                              {"adapter_generic_hf", plugins::register_generic_hf_adapter}});
-  return *r;
-}
-
-ModelSpec bundled(const std::string& id) { return test::bundled_model(id, registry()); }
-
-const HardwareProfile& h100() { return *registry().find_hardware("H100"); }
-
-PlanOptions options_for(std::int64_t gpus) {
-  PlanOptions o;
-  o.num_gpus = gpus;
-  o.gpu = &h100();
-  o.threads = 2;
-  return o;
-}
-
-EstimateOptions hopper() {
-  EstimateOptions eo;
-  eo.compute_capability = 90;
-  eo.components = false;
-  return eo;
-}
+using namespace test::planner_zoo;  // registry(), bundled(), h100(), options_for(), hopper()
 
 // A layout as the engine resolved it: sizes, micro-batch, recompute and the decoder layers of
 // every pipeline stage (which, with VPP, fixes the whole partition).
