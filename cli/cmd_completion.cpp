@@ -12,7 +12,7 @@
 
 #include <fmt/core.h>
 
-#include <mme/engine/registry.hpp>
+#include <mme/commands/catalog.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/version.hpp>
 
@@ -314,12 +314,14 @@ void write_fish(std::ostream& out, const std::vector<CommandFlags>& table) {
 
 // The GPU profiles the built-in plugins (and MME_PLUGIN_PATH's) provide, for --gpu.
 std::vector<std::string> gpu_names() {
-  Registry registry;
-  CommonSettings quiet;
+  commands::Context quiet;
+  quiet.plugins = plugin_source(CommonSettings{});
+  quiet.environment = commands::Environment::from_process();
+  quiet.log = [](std::string_view, std::string_view) {};
   quiet.log_level = "off";
-  load_registry(registry, quiet);
+  const commands::RequestLog log(quiet);
   std::vector<std::string> names;
-  for (const auto& h : registry.hardware()) names.push_back(h.object->name);
+  for (const auto& h : commands::load_registry(quiet)->hardware()) names.push_back(h.object->name);
   return names;
 }
 

@@ -1,11 +1,8 @@
-#include <algorithm>
 #include <iostream>
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
-#include <mme/inputs/json_schema.hpp>
-#include <mme/sdk/error.hpp>
+#include <mme/commands/documents.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
@@ -34,36 +31,12 @@ void help_hardware(std::ostream& out) {
 
 int run_hardware(const std::vector<std::string>& args) {
   const auto vm = parse("hardware", args, visible_options(), {}, {});
-  Registry registry;
-  use_hardware_files(vm);
-  load_registry(registry, read_common(vm));
-  std::vector<const Registered<HardwareProfile>*> list;
-  for (const auto& h : registry.hardware()) list.push_back(&h);
-  std::stable_sort(list.begin(), list.end(),
-                   [](const auto* a, const auto* b) { return a->object->memory_bytes < b->object->memory_bytes; });
-  if (vm["json"].as<bool>()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto* r : list) {
-      const auto& h = *r->object;
-      j.push_back({{"name", h.name},
-                   {"vendor", h.vendor},
-                   {"architecture", h.architecture},
-                   {"compute_capability", h.compute_capability / 10.0},
-                   {"aliases", h.aliases},
-                   {"memory_bytes", h.memory_bytes},
-                   {"memory_gib", to_gib(h.memory_bytes)},
-                   {"reserved_bytes", h.reserved_bytes},
-                   {"allocatable_bytes", allocatable_bytes(h)},
-                   {"hbm_bandwidth_gbps", h.hbm_bandwidth_gbps},
-                   {"bf16_tflops", h.bf16_tflops},
-                   {"fp8_tflops", h.fp8_tflops},
-                   {"link_bandwidth_gbps", h.link_bandwidth_gbps},
-                   {"source", h.source},
-                   {"plugin", r->plugin}});
-    }
-    std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion}, {"hardware", j}}, 2) << "\n";
+  const commands::HardwareResult result = commands::hardware(make_context(vm, read_common(vm)));
+  if (switch_on(vm, "json")) {
+    std::cout << json_text(commands::hardware_document(result), 2) << "\n";
     return 0;
   }
+  const auto& list = result.profiles;
   if (list.empty()) {
     std::cout << "No hardware profiles are loaded (see `mme plugins`).\n";
     return 0;

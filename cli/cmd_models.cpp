@@ -1,13 +1,8 @@
 #include <iostream>
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
-#include <mme/engine/estimator.hpp>
-#include <mme/inputs/json_schema.hpp>
-#include <mme/inputs/model_loader.hpp>
-#include <mme/sdk/error.hpp>
+#include <mme/commands/documents.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
@@ -38,42 +33,24 @@ void help_models(std::ostream& out) {
 
 int run_models(const std::vector<std::string>& args) {
   const auto vm = parse("models", args, visible_options(), {}, {});
-  Registry registry;
-  load_registry(registry, read_common(vm));
-  const bool json = vm["json"].as<bool>();
-  const bool verbose = vm["verbose"].as<bool>();
-  std::vector<std::string> with_warnings;
-  nlohmann::json list = nlohmann::json::array();
-  if (!json)
-    std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", "MODEL", "FAMILY", "ADAPTER", "TOTAL", "ACTIVE");
-  for (const auto& b : list_bundled_models(default_zoo_dirs())) {
-    try {
-      const ModelSpec model = adapt_config(read_config_file(b.path), b.name, b.path.string(), registry, false);
-      const Estimator estimator(model, registry);
-      const auto pc = estimator.count_parameters();
-      if (json) {
-        list.push_back({{"name", b.name},
-                        {"family", model.family},
-                        {"model_type", model.model_type},
-                        {"adapter", model.adapter},
-                        {"path", b.path.string()},
-                        {"total_params", pc.total},
-                        {"active_params", pc.active},
-                        {"mtp_params", pc.mtp},
-                        {"warnings", model.warnings}});
-      } else {
-        std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", printable(b.name), model.family, model.adapter,
-                                 format_count(pc.total), format_count(pc.active));
-        if (verbose)
-          for (const auto& w : model.warnings) std::cout << "    note: " << w << "\n";
-        else if (!model.warnings.empty())
-          with_warnings.push_back(printable(b.name));
-      }
-    } catch (const Error& e) {
-      spdlog::warn("bundled model {}: {}", b.name, e.what());
-    }
+  const bool json = switch_on(vm, "json");
+  const bool verbose = switch_on(vm, "verbose");
+  const std::vector<commands::ModelEntry> models = commands::models(make_context(vm, read_common(vm)));
+  if (json) {
+    std::cout << json_text(commands::models_document(models), 2) << "\n";
+    return 0;
   }
-  if (json) std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion}, {"models", list}}, 2) << "\n";
+  std::vector<std::string> with_warnings;
+  std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", "MODEL", "FAMILY", "ADAPTER", "TOTAL", "ACTIVE");
+  for (const auto& e : models) {
+    const ModelSpec& model = e.model;
+    std::cout << fmt::format("{:<38} {:<14} {:<16} {:>10} {:>10}\n", printable(e.bundled.name), model.family,
+                             model.adapter, format_count(e.counts.total), format_count(e.counts.active));
+    if (verbose)
+      for (const auto& w : model.warnings) std::cout << "    note: " << w << "\n";
+    else if (!model.warnings.empty())
+      with_warnings.push_back(printable(e.bundled.name));
+  }
   if (!with_warnings.empty()) {
     std::string names;
     for (const auto& n : with_warnings) names += (names.empty() ? "" : ", ") + n;

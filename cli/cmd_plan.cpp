@@ -1,28 +1,21 @@
 // mme plan: every parallel layout of N GPUs that fits a GPU, ranked by a speed proxy. The
-// search is mme::Planner (framework/include/mme/planner/planner.hpp); this file reads the flags and
-// prints the table, the JSON document or the CSV stream.
+// search is the command layer's plan (mme/commands/plan.hpp, over mme::Planner); this file reads
+// the flags and prints the table, the JSON document or the CSV stream.
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include <fmt/core.h>
-#include <spdlog/spdlog.h>
 
-#include <mme/inputs/model_loader.hpp>
-#include <mme/inputs/model_source.hpp>
-#include <mme/planner/planner.hpp>
+#include <mme/commands/documents.hpp>
+#include <mme/commands/plan.hpp>
 #include <mme/report/render_estimate.hpp>
-#include <mme/report/render_html.hpp>
-#include <mme/report/render_plan.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
-#include "estimate_inputs.hpp"
 #include "estimate_options.hpp"
 #include <unistd.h>
 
@@ -78,28 +71,6 @@ po::options_description visible_options() {
   return d;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  std::stringstream ss(text);
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    out.push_back(item);
-  }
-  return out;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string join(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) {
@@ -115,47 +86,16 @@ std::string split_text(const PlanLayout& l) {
   return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
 }
 
-// The knobs a search compares, as table and CSV columns: only those it searches.
-struct KnobColumns {
-  bool sharding = false, offload = false, graphs = false;
-  explicit KnobColumns(const PlanOptions& o)
-      : sharding(!o.dp_sharding.empty()),
-        offload(!o.optimizer_offload_fractions.empty()),
-        graphs(!o.cuda_graphs.empty()) {}
-  // Table cells are padded to the column; CSV fields are the bare values.
-  static std::string cell(const std::string& text, std::size_t width, bool right, bool csv) {
-    if (csv || text.size() >= width) return text;
-    const std::string pad(width - text.size(), ' ');
-    return right ? pad + text : text + pad;
-  }
-  std::string header(const char* sep, bool csv) const {
-    std::string out;
-    if (sharding) out += sep + cell("dp_sharding", 18, false, csv);
-    if (offload) out += sep + cell(csv ? "optimizer_offload_fraction" : "offload", 7, true, csv);
-    if (graphs) out += sep + cell("cuda_graphs", 14, false, csv);
-    return out;
-  }
-  std::string row(const PlanLayout& l, const char* sep, bool csv) const {
-    const PlanKnobs& k = l.knobs;
-    std::string out;
-    if (sharding) out += sep + cell(k.dp_sharding ? to_string(*k.dp_sharding) : "", 18, false, csv);
-    if (offload) out += sep + cell(fmt::format("{:g}", k.optimizer_offload_fraction.value_or(0.0)), 7, true, csv);
-    if (graphs) out += sep + cell(k.cuda_graphs ? to_string(*k.cuda_graphs) : "", 14, false, csv);
-    return out;
-  }
-};
-
 // The figures the knobs' cost terms assume (none when no knob is searched).
 std::string knob_figures_line(const PlanOptions& o) {
-  const KnobColumns k(o);
   std::string out;
-  if (k.offload)
+  if (!o.optimizer_offload_fractions.empty())
     out += fmt::format("; host link {:g} GB/s per GPU, CPU optimizer {:g} parameters/s per GPU",
                        o.host_link_bandwidth_gbps, o.cpu_optimizer_params_per_second);
-  if (k.graphs)
+  if (!o.cuda_graphs.empty())
     out += fmt::format("; kernel launch {:g} us, graph launch {:g} us (host time, hidden when the GPU is busier)",
                        o.kernel_launch_us, o.graph_launch_us);
-  if (k.sharding) out += "; Megatron-FSDP traffic not overlapped with compute";
+  if (!o.dp_sharding.empty()) out += "; Megatron-FSDP traffic not overlapped with compute";
   return out.empty() ? "" : "Cost figures assumed: " + out.substr(2) + " (docs/planner.md)\n";
 }
 
@@ -186,8 +126,6 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
-bool switch_on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
-
 // The line saying which global batch the speed proxy assumed.
 std::string global_batch_line(const PlanOptions& o) {
   if (o.base.global_batch_size > 0)
@@ -197,38 +135,6 @@ std::string global_batch_line(const PlanOptions& o) {
       "Global batch: {:.0f} sequences assumed ({} GPUs x the largest micro-batch size {}; "
       "--global-batch-size sets it): the bubble and the score follow from it\n",
       plan_global_batch(o), o.num_gpus, largest);
-}
-
-// The knob lists (--dp-sharding / --data-parallel-sharding-strategy, --optimizer-offload-fraction /
-// --optimizer-cpu-offload-fraction, --cuda-graphs): taken out of the setup flags, which take
-// one value each.
-void read_knob_lists(po::variables_map& vm, PlanOptions& o) {
-  if (const auto v = get_aliased(vm, {"dp-sharding", "data-parallel-sharding-strategy"})) {
-    for (const auto& item : split_list(*v)) {
-      const DpSharding d = parse_dp_sharding(item);
-      if (std::find(o.dp_sharding.begin(), o.dp_sharding.end(), d) == o.dp_sharding.end()) o.dp_sharding.push_back(d);
-    }
-    vm.erase("dp-sharding");
-    vm.erase("data-parallel-sharding-strategy");
-  }
-  if (const auto v = get_aliased(vm, {"optimizer-cpu-offload-fraction", "optimizer-offload-fraction"})) {
-    for (const auto& item : split_list(*v)) {
-      const double f = parse_double("--optimizer-offload-fraction", item, 0, 1);
-      if (std::find(o.optimizer_offload_fractions.begin(), o.optimizer_offload_fractions.end(), f) ==
-          o.optimizer_offload_fractions.end())
-        o.optimizer_offload_fractions.push_back(f);
-    }
-    vm.erase("optimizer-cpu-offload-fraction");
-    vm.erase("optimizer-offload-fraction");
-  }
-  if (vm.count("cuda-graphs")) {
-    for (const auto& item : split_list(vm["cuda-graphs"].as<std::string>())) {
-      const CudaGraphChoice g = parse_cuda_graph_choice(item);
-      if (std::find(o.cuda_graphs.begin(), o.cuda_graphs.end(), g) == o.cuda_graphs.end()) o.cuda_graphs.push_back(g);
-    }
-    if (vm.count("cuda-graph-modules"))
-      throw UsageError("--cuda-graph-modules: give the scopes to try in --cuda-graphs (off,attn+moe_router,...)");
-  }
 }
 
 }  // namespace
@@ -254,48 +160,28 @@ namespace {
 
 // Without --gpu: the best layout for each known GPU (profiles with the same usable memory share
 // one search), then --gpu for the full ranking of one.
-int print_every_gpu(const Registry& registry, const ModelSpec& model, const Planner& planner, const PlanOptions& o) {
-  // Without --gpu: the best layout for each known GPU (profiles with the same usable memory
-  // share one search), then --gpu for the full ranking of one.
+void print_every_gpu(const commands::PlanOutcome& outcome) {
+  const PlanOptions& o = outcome.options;
+  const ModelSpec& model = *outcome.model;
   std::string text;  // written whole: an invalid layout stays one error line and an empty stdout
-  std::vector<const HardwareProfile*> gpus;
-  for (const auto& h : registry.hardware()) gpus.push_back(h.object.get());
-  std::stable_sort(gpus.begin(), gpus.end(),
-                   [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
   text += fmt::format(
       "mme plan: {} on {} GPUs, the best layout for each known GPU ({:g}% headroom; --gpu NAME "
       "ranks every layout for one)\n",
       model.name, o.num_gpus, o.headroom_fraction * 100);
   text += global_batch_line(o) + "\n";
-  bool any_tight = false;
+  bool any_tight = false, any = false;
   text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
-  std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
-  std::optional<Plan> last_best;
-  bool any = false;
-  for (const auto* g : gpus) {
-    PlanOptions go = o;
-    go.gpu = g;
-    go.top_k = 1;
-    const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
-    if (last_key != std::make_pair(usable, g->compute_capability)) {
-      const PlanResult gr = planner.run(go);
-      if (gr.valid == 0)
-        throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
-                                      gr.first_error.empty() ? "no candidate" : gr.first_error));
-      last_key = std::make_pair(usable, g->compute_capability);
-      last_best.reset();
-      if (!gr.plans.empty()) last_best = gr.plans.front();
-    }
-    if (!last_best) {
-      text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g->name, "-", "-");
+  for (const auto& g : outcome.per_gpu) {
+    if (!g.best) {
+      text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g.gpu->name, "-", "-");
       continue;
     }
     any = true;
-    const bool tight = is_tight(*last_best);
+    const bool tight = is_tight(*g.best);
     any_tight = any_tight || tight;
-    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
-                        to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
-                        join(planner.args_for(last_best->layout, go)));
+    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g.gpu->name, to_gib(g.best->peak_bytes),
+                        to_gib(static_cast<std::int64_t>(g.usable_bytes - g.best->peak_bytes)), tight ? "!" : " ",
+                        join(outcome.planner->args_for(g.best->layout, g.options)));
   }
   if (any_tight)
     text += fmt::format(
@@ -304,13 +190,6 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
         kTightHeadroomBytes >> 30);
   if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
   std::cout << text;
-  return 0;
-}
-
-// --json: the plans, counts and, when nothing fits, the smallest peak and the suggestions.
-void print_plan_json(const ModelSpec& model, const Planner& planner, const PlanOptions& o, const PlanResult& r,
-                     const std::vector<PlanSuggestion>& suggestions) {
-  std::cout << json_text(plan_result_to_json(model, planner, o, r, suggestions), 2) << "\n";
 }
 
 // The text report: the counts, the ranked table and the best layout's command (or, when nothing
@@ -341,11 +220,10 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
     return;
   }
   std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
-  const KnobColumns knobs(o);
   std::cout << fmt::format(
       "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP",
-      "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", knobs.header(" ", false), "peak GiB",
-      "free GiB", "bubble", "score");
+      "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", commands::plan_knob_header(o, " ", false),
+      "peak GiB", "free GiB", "bubble", "score");
   int rank = 0;
   for (const auto& p : r.plans) {
     const auto& l = p.layout;
@@ -353,8 +231,8 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
         "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9.2f} {:>9.2f}{} "
         "{:>6.1f}% {:>6.3f}\n",
         ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-        knobs.row(l, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes), is_tight(p) ? "!" : " ",
-        100 * p.score.bubble, p.score.score);
+        commands::plan_knob_cells(l, o, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
+        is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
   }
   const Plan& best = r.plans.front();
   if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
@@ -382,144 +260,60 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
 int run_plan(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
-  po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
+  const po::variables_map vm = parse("plan", args, visible_options(), model_and_setup_hidden_options(), pos);
   const CommonSettings common = read_common(vm);
-  // The model and the setup as every command that takes a model reads them (estimate_inputs.hpp);
-  // plan takes MODEL only, and reads the setup once the list flags are out of the way.
-  EstimateRequest request = read_model_source(vm, model_argument(vm), InputRules{"plan", false, false});
-  const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
-  if (!gpus_text) throw UsageError("plan needs --num-gpus N");
   const bool json = switch_on(vm, "json"), csv = switch_on(vm, "csv");
+  commands::PlanRequest request;
+  request.input.model = model_argument(vm);
+  request.input.revision = flag_text(vm, "revision").value_or("");
+  request.setup = setup_flags(vm);
+  request.gpu = flag_text(vm, "gpu");
+  request.headroom = flag_text(vm, "headroom");
+  request.recompute = flag_text(vm, "recompute");
+  request.dp_sharding = flag_text(vm, "dp-sharding");
+  request.cuda_graphs = flag_text(vm, "cuda-graphs");
+  request.max_tp = flag_text(vm, "max-tp");
+  request.gpus_per_node = flag_text(vm, "gpus-per-node");
+  request.inter_node_bandwidth = flag_text(vm, "inter-node-bandwidth");
+  request.sort = flag_text(vm, "sort");
+  request.top = flag_text(vm, "top");
+  request.threads = flag_text(vm, "threads");
+  request.html = flag_text(vm, "html");
   if (json && csv) throw UsageError("give --json or --csv, not both");
-  std::optional<OutputFile> html_file;  // an unwritable path fails now, before the search
-  if (vm.count("html")) html_file.emplace(vm["html"].as<std::string>(), "--html");
-
-  // What the planner chooses itself.
-  for (const char* name :
-       {"num-layers-in-first-pipeline-stage", "decoder-first-pipeline-num-layers", "num-layers-in-last-pipeline-stage",
-        "decoder-last-pipeline-num-layers", "pipeline-layout", "pipeline-model-parallel-layout",
-        "num-layers-per-virtual-pipeline-stage", "recompute-granularity", "recompute-method", "recompute-num-layers"})
-    if (vm.count(name))
-      throw UsageError(
-          fmt::format("--{}: plan chooses the pipeline split and recompute itself (use --pp, --vpp, "
-                      "--recompute to restrict the search)",
-                      name));
-  for (const char* name : {"account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
-                           "no-sequence-parallel", "no-distributed-optimizer"})
-    if (switch_on(vm, name))
-      throw UsageError(
-          fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
-                      "and splits the pipeline by first/last-stage layer counts",
-                      name));
-
-  PlanOptions o;
-  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
-  if (vm.count("micro-batch-size")) {
-    o.micro_batch_sizes.clear();
-    for (const auto& item : split_list(vm["micro-batch-size"].as<std::string>())) {
-      const std::int64_t b = parse_int("--micro-batch-size", item, 1, kMaxSequenceSize);
-      if (std::find(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end(), b) == o.micro_batch_sizes.end())
-        o.micro_batch_sizes.push_back(b);
-    }
-    vm.erase("micro-batch-size");
-  }
-  if (vm.count("recompute")) {
-    o.recompute.clear();
-    for (const auto& item : split_list(vm["recompute"].as<std::string>())) {
-      const RecomputeVariant v = parse_recompute_variant(item);
-      if (std::find(o.recompute.begin(), o.recompute.end(), v) == o.recompute.end()) o.recompute.push_back(v);
-    }
-  }
-  auto fixed = [&](std::initializer_list<const char*> names, std::optional<std::int64_t>& into) {
-    if (auto v = get_aliased(vm, names)) into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, kMaxParallelSize);
-  };
-  fixed({"tp", "tensor-model-parallel-size"}, o.tp);
-  fixed({"pp", "pipeline-model-parallel-size"}, o.pp);
-  fixed({"vpp", "virtual-pipeline-model-parallel-size", "num-virtual-stages-per-pipeline-rank"}, o.vpp);
-  fixed({"ep", "expert-model-parallel-size"}, o.ep);
-  fixed({"etp", "expert-tensor-parallel-size"}, o.etp);
-  fixed({"cp", "context-parallel-size"}, o.cp);
-  read_knob_lists(vm, o);
-  read_request_setup(vm, request);
-  o.base = request.setup;
-  if (vm.count("headroom")) o.headroom_fraction = parse_headroom(vm["headroom"].as<std::string>());
-  if (vm.count("gpus-per-node"))
-    o.gpus_per_node = parse_int("--gpus-per-node", vm["gpus-per-node"].as<std::string>(), 1, kMaxParallelSize);
-  if (vm.count("max-tp")) o.max_tp = parse_int("--max-tp", vm["max-tp"].as<std::string>(), 1, kMaxParallelSize);
-  if (vm.count("inter-node-bandwidth"))
-    o.inter_node_bandwidth_gbps =
-        parse_double("--inter-node-bandwidth", vm["inter-node-bandwidth"].as<std::string>(), 1e-3, 1e9);
-  if (vm.count("sort")) o.sort = parse_plan_sort_key(vm["sort"].as<std::string>());
-  if (vm.count("top")) o.top_k = static_cast<std::size_t>(parse_int("--top", vm["top"].as<std::string>(), 1, 100000));
-  if (vm.count("threads"))
-    o.threads = static_cast<unsigned>(parse_int("--threads", vm["threads"].as<std::string>(), 1, 4096));
-
-  Registry registry;
-  use_hardware_files(vm);
-  load_registry(registry, common);
-  if (vm.count("gpu")) {
-    o.gpu = request_gpu(request, vm, registry);
-  } else {
-    for (const auto& h : registry.hardware()) {
-      const HardwareProfile* c = h.object.get();
-      if (!o.gpu || c->memory_bytes > o.gpu->memory_bytes ||
-          (c->memory_bytes == o.gpu->memory_bytes && c->name < o.gpu->name))
-        o.gpu = c;
-    }
-    if (!o.gpu) throw UsageError("no GPU profile is loaded (see `mme plugins`); give --gpu");
-  }
-  const bool every_gpu = !vm.count("gpu") && !json && !csv && !html_file;
-  if (!vm.count("gpu") && !every_gpu)
-    spdlog::warn("no --gpu: planning for {}, the GPU with the most memory (give --gpu NAME to choose)", o.gpu->name);
-  std::vector<std::string> assumptions;  // only launch flags make any, and plan takes none
-  const ModelSpec model = load_request_model(request, vm, registry, assumptions);
-  const Planner planner(model, registry);
-
-  if (every_gpu) return print_every_gpu(registry, model, planner, o);
+  request.best_per_gpu = !json && !csv && !request.html;
 
   ProgressBar bar;
-  o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };
-  if (csv) {
-    const KnobColumns knobs(o);
-    std::cout << "ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,first_stage_layers,middle_stage_layers,"
-                 "last_stage_layers"
-              << knobs.header(",", true) << ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
-    o.on_valid = [&, knobs](const Plan& p) {
-      const auto& l = p.layout;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal,
-                               l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
-                               l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
-                               knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
-                               p.score.score, p.score.bubble, p.score.step_seconds,
-                               csv_field(join(planner.args_for(l, o))));
+  request.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) {
+    bar.update(done, total, elapsed);
+  };
+  bool header = false;
+  if (csv)
+    request.on_valid = [&header](const Plan& p, const Planner& planner, const PlanOptions& o) {
+      if (!header) std::cout << commands::plan_csv_header(o);
+      header = true;
+      std::cout << commands::plan_csv_row(p, planner, o);
     };
-  }
-  FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full
-  if (html_file)
-    o.on_valid = [&fit_map, csv_row = std::move(o.on_valid)](const Plan& p) {
-      if (csv_row) csv_row(p);
-      fit_map.add(p);
-    };
-  const PlanResult r = planner.run(o);
+  const commands::PlanOutcome outcome = commands::plan(request, make_context(vm, common));
   bar.clear();
-  if (r.valid == 0)
-    throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
-                                  r.first_error.empty() ? "no candidate" : r.first_error));
-  std::vector<PlanSuggestion> suggestions;
-  if (r.fitting == 0) suggestions = planner.suggest(o);
-  if (html_file) html_file->commit(render_plan_html(model, planner, o, r, suggestions, fit_map));
+  if (!outcome.per_gpu.empty()) {
+    print_every_gpu(outcome);
+    return 0;
+  }
+  const PlanResult& r = outcome.result;
+  const PlanOptions& o = outcome.options;
   if (csv) {
+    if (!header) std::cout << commands::plan_csv_header(o);
     if (r.fitting == 0)
-      std::cerr << fmt::format("mme: no layout of {} x {} fits {}{}\n", o.num_gpus, o.gpu->name, model.name,
-                               suggestions.empty() ? "" : "; it would with " + suggestions.front().change);
+      std::cerr << fmt::format(
+          "mme: no layout of {} x {} fits {}{}\n", o.num_gpus, o.gpu->name, outcome.model->name,
+          outcome.suggestions.empty() ? "" : "; it would with " + outcome.suggestions.front().change);
     return 0;
   }
-
   if (json) {
-    print_plan_json(model, planner, o, r, suggestions);
+    std::cout << json_text(commands::plan_document(outcome), 2) << "\n";
     return 0;
   }
-  print_plan_text(model, planner, o, r, suggestions);
+  print_plan_text(*outcome.model, *outcome.planner, o, r, outcome.suggestions);
   return 0;
 }
 

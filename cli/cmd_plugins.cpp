@@ -1,10 +1,8 @@
 #include <iostream>
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
-#include <mme/engine/plugin_loader.hpp>
-#include <mme/inputs/json_schema.hpp>
+#include <mme/commands/documents.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/version.hpp>
@@ -38,30 +36,13 @@ void help_plugins(std::ostream& out) {
 
 int run_plugins(const std::vector<std::string>& args) {
   const auto vm = parse("plugins", args, visible_options(), {}, {});
-  Registry registry;
-  const CommonSettings common = read_common(vm);
-  load_registry(registry, common);
-  const auto dirs = plugin_search_path(common.plugin_dirs);
-  if (vm["json"].as<bool>()) {
-    nlohmann::json j;
-    j["schema_version"] = kSchemaVersion;
-    j["api_version"] = kPluginApiVersion;
-    j["abi_tag"] = std::string(kAbiTag);
-    j["search_path"] = nlohmann::json::array();
-    for (const auto& d : dirs) j["search_path"].push_back(d.lexically_normal().string());
-    j["plugins"] = nlohmann::json::array();
-    for (const auto& p : registry.plugins())
-      j["plugins"].push_back({{"name", p.name},
-                              {"version", p.version},
-                              {"path", p.path},
-                              {"adapters", p.adapters},
-                              {"layer_models", p.layer_models},
-                              {"hardware", p.hardware}});
-    j["rejected"] = nlohmann::json::array();
-    for (const auto& r : registry.rejected()) j["rejected"].push_back({{"path", r.path}, {"reason", r.reason}});
-    std::cout << json_text(j, 2) << "\n";
+  const commands::PluginsResult result = commands::plugins(make_context(vm, read_common(vm)));
+  if (switch_on(vm, "json")) {
+    std::cout << json_text(commands::plugins_document(result), 2) << "\n";
     return 0;
   }
+  const Registry& registry = *result.registry;
+  const auto& dirs = result.search_path;
   std::cout << fmt::format("Plugin API {} ({})\nSearch path:\n", kPluginApiVersion, kAbiTag);
   // Folder and file names, and the loader's messages about them, come from the file system.
   for (const auto& d : dirs) std::cout << "  " << printable(d.lexically_normal().string()) << "\n";

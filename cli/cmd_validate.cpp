@@ -1,17 +1,13 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <optional>
-#include <set>
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
-#include <mme/inputs/json_schema.hpp>
+#include <mme/commands/documents.hpp>
+#include <mme/commands/validate.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
-#include <mme/sdk/units.hpp>
-#include <mme/validate/validation.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
@@ -42,85 +38,6 @@ po::options_description visible_options() {
   build_options(d, est, hidden);
   d.add(est);
   return d;
-}
-
-nlohmann::json stats_json(const ErrorStats& s) {
-  return {{"count", s.count},
-          {"median_abs_pct", 100 * s.median},
-          {"p90_abs_pct", 100 * s.p90},
-          {"max_abs_pct", 100 * s.max}};
-}
-
-nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
-  nlohmann::json j{{"total", sum.total},
-                   {"evaluated", sum.evaluated},
-                   {"skipped", sum.skipped},
-                   {"errors", sum.errors},
-                   {"peak", stats_json(sum.peak)}};
-  if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
-  j["peak_ge_5gib"] = stats_json(sum.peak_large);
-  j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);
-  j["seed_tool_peak"] = stats_json(sum.seed_tool);
-  nlohmann::json by_size = nlohmann::json::array();
-  for (const auto& b : sum.by_size) {
-    nlohmann::json e = stats_json(b.peak);
-    e["bucket"] = b.label;
-    e["min_gib"] = b.min_gib;
-    if (std::isfinite(b.max_gib))
-      e["max_gib"] = b.max_gib;
-    else
-      e["max_gib"] = nullptr;
-    by_size.push_back(e);
-  }
-  j["by_size"] = by_size;
-  const auto& sg = sum.signed_peak;
-  j["signed"] = {{"count", sg.count},          {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
-                 {"under", sg.under},          {"under_share", sg.under_share}, {"over", sg.over},
-                 {"over_share", sg.over_share}};
-  j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
-  return j;
-}
-
-nlohmann::json case_json(const ValidationCase& c) {
-  nlohmann::json j;
-  if (c.format == CsvFormat::kRealRuns) {
-    j = {{"id", c.id},
-         {"model", c.model},
-         {"source", c.source},
-         {"metric", c.metric},
-         {"counted", c.counted()},
-         {"rank_note", c.rank_note},
-         {"mme_args", c.mme_args},
-         {"status", c.status},
-         {"reason", c.reason},
-         {"measured_peak_gib", c.measured_peak_gib}};
-  } else {
-    j = {{"model", c.model},
-         {"test_case", c.test_case},
-         {"golden", c.golden},
-         {"status", c.status},
-         {"reason", c.reason},
-         {"world_size", c.world_size},
-         {"measured_peak_gib", c.measured_peak_gib},
-         {"measured_static_gib", c.measured_static_gib}};
-  }
-  if (c.status == "ok") {
-    if (c.format == CsvFormat::kRealRuns) j["world_size"] = c.world_size;
-    j["stage"] = c.stage;
-    j["estimated_peak_gib"] = c.estimated_peak_gib;
-    j["estimated_static_gib"] = c.estimated_static_gib;
-    j["estimated_upper_gib"] = c.estimated_upper_gib;
-    j["within_bound"] = c.within_bound();
-    j["peak_error_pct"] = 100 * c.peak_error();
-    if (c.format == CsvFormat::kFunctionalTest) j["static_error_pct"] = 100 * c.static_error();
-    j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
-    j["seed_tool_gib"] = c.seed_tool_gib;
-  } else {
-    j["estimated_peak_gib"] = nullptr;
-    j["estimated_static_gib"] = nullptr;
-    j["estimated_upper_gib"] = nullptr;
-  }
-  return j;
 }
 
 std::string stat_line(const char* what, const ErrorStats& s) {
@@ -166,23 +83,9 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
       out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
 }
 
-int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
+void report_real_runs(const std::vector<ValidationCase>& cases) {
   const auto counted = only(cases, true), other = only(cases, false);
   const ValidationSummary sum = summarize(counted), other_sum = summarize(other);
-  if (json) {
-    nlohmann::json list = nlohmann::json::array(), other_list = nlohmann::json::array();
-    for (const auto& c : counted) list.push_back(case_json(c));
-    for (const auto& c : other) other_list.push_back(case_json(c));
-    std::cout << json_text(
-                     nlohmann::json{{"schema_version", kSchemaVersion},
-                                    {"format", csv_format_name(CsvFormat::kRealRuns)},
-                                    {"cases", list},
-                                    {"summary", summary_json(sum, false)},
-                                    {"other", {{"cases", other_list}, {"summary", summary_json(other_sum, false)}}}},
-                     2)
-              << "\n";
-    return 0;
-  }
   std::cout << "metric max_allocated (torch.cuda.max_memory_allocated), compared with the peak stage:\n";
   print_real_runs_rows(std::cout, counted);
   std::cout << "\nmetric other (not clearly the peak; reported, not counted):\n";
@@ -199,22 +102,10 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
                            other_sum.evaluated, other_sum.errors)
             << stat_line("peak |error|", other_sum.peak);
   print_shared_stats(std::cout, other_sum);
-  return 0;
 }
 
-int report_functional(const std::vector<ValidationCase>& cases, bool json, bool show_skipped) {
+void report_functional(const std::vector<ValidationCase>& cases, bool show_skipped) {
   const ValidationSummary sum = summarize(cases);
-  if (json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& c : cases) list.push_back(case_json(c));
-    std::cout << json_text(nlohmann::json{{"schema_version", kSchemaVersion},
-                                          {"format", csv_format_name(CsvFormat::kFunctionalTest)},
-                                          {"cases", list},
-                                          {"summary", summary_json(sum, true)}},
-                           2)
-              << "\n";
-    return 0;
-  }
   std::vector<const ValidationCase*> ok;
   for (const auto& c : cases)
     if (c.status == "ok") ok.push_back(&c);
@@ -244,75 +135,23 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
             << stat_line("Megatron formula, peak", sum.megatron_theoretical)
             << stat_line("seed tool, peak", sum.seed_tool);
   print_shared_stats(std::cout, sum);
-  return 0;
 }
 
-int run_from_log(const po::variables_map& vm, const std::optional<std::string>& model) {
-  const std::string log = vm["from-log"].as<std::string>();
-  for (const char* csv_only : {"golden", "case"})
-    if (vm.count(csv_only))
-      throw UsageError(fmt::format("--{} filters CSV rows; it does not apply to --from-log", csv_only));
-  if (vm["show-skipped"].as<bool>()) throw UsageError("--show-skipped applies to CSV files, not to --from-log");
-  const EstimateRequest request = read_estimate_request(vm, model, "validate --from-log");
-  const auto reports = read_memory_log(log);  // before the plugins: a bad log fails fast
-  Registry registry;
-  use_hardware_files(vm);
-  load_registry(registry, read_common(vm));
-  const EstimateInputs inputs = resolve_estimate_inputs(request, vm, registry);
-  EstimateOptions eo;
-  eo.components = false;
-  const Estimate est = run_estimator(request, inputs, registry, eo);
-  const auto ranks = compare_memory_log(reports, est, log);
+void report_log(const commands::ValidateResult& r) {
+  const Estimate& est = r.estimate;
   const auto& p = est.setup.parallel;
-
-  if (vm["json"].as<bool>()) {
-    nlohmann::json list = nlohmann::json::array();
-    std::size_t covered = 0;
-    for (const auto& r : ranks) {
-      covered += r.within_bound() ? 1 : 0;
-      nlohmann::json j{{"rank", r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr)},
-                       {"stage", r.stage},
-                       {"reports", r.reports},
-                       {"measured_max_allocated_gib", r.measured_max_allocated_gib},
-                       {"measured_allocated_gib",
-                        r.measured_allocated_gib ? nlohmann::json(*r.measured_allocated_gib) : nlohmann::json(nullptr)},
-                       {"estimated_peak_gib", r.estimated_peak_gib},
-                       {"estimated_upper_gib", r.estimated_upper_gib},
-                       {"estimated_static_gib", r.estimated_static_gib},
-                       {"peak_error_pct", 100 * r.peak_error()},
-                       {"within_bound", r.within_bound()}};
-      list.push_back(j);
-    }
-    nlohmann::json doc{
-        {"schema_version", kSchemaVersion},
-        {"format", "log"},
-        {"log", log},
-        {"model", est.model.name},
-        {"world_size", p.world_size},
-        {"pp", p.pp},
-        {"ranks", list},
-        {"summary",
-         {{"ranks", ranks.size()},
-          {"bound",
-           {{"count", ranks.size()},
-            {"covered", covered},
-            {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())}}}}}};
-    std::cout << json_text(doc, 2) << "\n";
-    return 0;
-  }
-  std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", log, reports.size(),
+  std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", *r.log, r.reports.size(),
                            est.model.name, p.world_size, p.pp, p.world_size / p.pp);
   std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES", "MAX ALLOC",
                            "EST", "ERR", "BOUND", "<=BND");
-  for (const auto& r : ranks)
+  for (const auto& rank : r.ranks)
     std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>6}\n",
-                             r.rank ? std::to_string(*r.rank) : std::string("last"), r.stage, r.reports,
-                             r.measured_max_allocated_gib, r.estimated_peak_gib, 100 * r.peak_error(),
-                             r.estimated_upper_gib, r.within_bound() ? "yes" : "no");
+                             rank.rank ? std::to_string(*rank.rank) : std::string("last"), rank.stage, rank.reports,
+                             rank.measured_max_allocated_gib, rank.estimated_peak_gib, 100 * rank.peak_error(),
+                             rank.estimated_upper_gib, rank.within_bound() ? "yes" : "no");
   std::cout
       << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
          "(logged by the last rank), compared with the last stage\n";
-  return 0;
 }
 
 }  // namespace
@@ -354,37 +193,28 @@ int run_validate(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("cases", 1);
   const auto vm = parse("validate", args, visible, hidden, pos);
-  const bool json = vm["json"].as<bool>();
-  std::optional<std::string> positional;
-  if (vm.count("cases")) positional = vm["cases"].as<std::string>();
-  if (vm.count("from-log")) return run_from_log(vm, positional);
-
-  if (!positional) throw UsageError("validate needs a CSV file of measured cases, or --from-log LOG");
-  // The estimate options describe the run of a log; a CSV's rows describe their own.
-  for (const auto& opt : est.options()) {
-    const std::string name = opt->long_name();
-    if (name == "hardware-file") continue;  // GPU profiles for the rows' --gpu
-    if (vm.count(name) && !vm[name].defaulted())
-      throw UsageError(fmt::format("--{} applies to --from-log; the rows of a CSV file carry their own flags", name));
+  const bool json = switch_on(vm, "json"), show_skipped = switch_on(vm, "show-skipped");
+  commands::ValidateRequest request;
+  request.cases = flag_text(vm, "cases");
+  request.golden = flag_text(vm, "golden");
+  request.case_filter = flag_text(vm, "case");
+  request.from_log = flag_text(vm, "from-log");
+  // (--golden and --case with --from-log are the layer's to refuse, first.)
+  if (request.from_log && show_skipped && !request.golden && !request.case_filter)
+    throw UsageError("--show-skipped applies to CSV files, not to --from-log");
+  request.run = estimate_request(vm);
+  const commands::ValidateResult r = commands::validate(request, make_context(vm, read_common(vm)));
+  if (json) {
+    std::cout << json_text(commands::validate_document(r), 2) << "\n";
+    return 0;
   }
-  for (const auto& opt : hidden.options()) {
-    const std::string name = opt->long_name();
-    if (name != "cases" && vm.count(name))
-      throw UsageError(fmt::format("--{} applies to --from-log; the rows of a CSV file carry their own flags", name));
-  }
-  ValidationOptions options;
-  if (vm.count("golden")) options.golden_regex = vm["golden"].as<std::string>();
-  if (vm.count("case")) options.case_regex = vm["case"].as<std::string>();
-  Registry registry;
-  use_hardware_files(vm);
-  load_registry(registry, read_common(vm));
-  options.estimate_args = [&registry](const std::vector<std::string>& row_args) {
-    return estimate_from_args(row_args, registry);
-  };
-  const auto cases = run_validation(*positional, registry, options);
-  const bool real = !cases.empty() ? cases.front().format == CsvFormat::kRealRuns
-                                   : read_csv_table(*positional).format == CsvFormat::kRealRuns;
-  return real ? report_real_runs(cases, json) : report_functional(cases, json, vm["show-skipped"].as<bool>());
+  if (r.log)
+    report_log(r);
+  else if (r.format == CsvFormat::kRealRuns)
+    report_real_runs(r.cases);
+  else
+    report_functional(r.cases, show_skipped);
+  return 0;
 }
 
 po::options_description options_validate() { return visible_options(); }

@@ -1,22 +1,25 @@
 #include "context.hpp"
 
 #include <cstdlib>
-#include <filesystem>
-#include <string>
 
-#include <fmt/core.h>
-
-#include <mme/engine/plugin_loader.hpp>
-#include <mme/sdk/error.hpp>
 #include <mme/sdk/log.hpp>
 
 #include <unistd.h>
 
 namespace mme::cli {
 
-void load_registry(Registry& registry, const CommonSettings& settings) {
+commands::Context make_context(const po::variables_map& vm, const CommonSettings& settings) {
   init_logging(settings.log_level);
-  load_plugins(registry, plugin_search_path(settings.plugin_dirs));
+  commands::Context c;
+  c.plugins = plugin_source(settings);
+  if (vm.count("hardware-file"))
+    for (const auto& f : vm["hardware-file"].as<std::vector<std::string>>()) c.hardware_files.emplace_back(f);
+  c.environment = commands::Environment::from_process();
+  // A download's notice on a stderr terminal, unless -q or a quieter --log-level.
+  c.terminal_notices = settings.log_level == "trace" || settings.log_level == "debug" || settings.log_level == "info" ||
+                       settings.log_level == "warn";
+  c.log_level = settings.log_level;
+  return c;
 }
 
 void add_hardware_file_option(po::options_description& options) {
@@ -25,20 +28,49 @@ void add_hardware_file_option(po::options_description& options) {
                         "docs/plugin-authoring.md)");
 }
 
-void use_hardware_files(const po::variables_map& vm) {
-  if (!vm.count("hardware-file")) return;
-  const char* env = std::getenv("MME_HARDWARE_FILES");
-  std::string files = env ? env : "";
-  for (const auto& f : vm["hardware-file"].as<std::vector<std::string>>()) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(f, ec))
-      throw NotFoundError(fmt::format("--hardware-file: {}: {}", f,
-                                      std::filesystem::exists(f, ec) ? "not a regular file" : "no such file"));
-    if (f.find(':') != std::string::npos)
-      throw UsageError(fmt::format("--hardware-file: {}: a path with ':' cannot be passed on", f));
-    files += (files.empty() ? "" : ":") + f;
+commands::SetupFlags setup_flags(const po::variables_map& vm) {
+  commands::SetupFlags f;
+  auto value = [&](const char* name) {
+    if (name && vm.count(name)) f.set(name, vm[name].as<std::string>());
+  };
+  auto on = [&](const char* name) {
+    if (name && vm.count(name) && vm[name].as<bool>()) f.set_switch(name);
+  };
+  for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+    switch (k->kind) {
+      case KnobKind::kBool:
+        on(k->flag);
+        on(k->off_flag);
+        break;
+      case KnobKind::kEnv:
+        if (vm.count(k->flag))
+          for (const auto& v : vm[k->flag].as<std::vector<std::string>>()) f.add(k->flag, v);
+        break;
+      default:
+        value(k->flag);
+        for (const char* a : k->aliases) value(a);
+        for (const auto& sw : k->switches) on(sw.flag);
+    }
   }
-  ::setenv("MME_HARDWARE_FILES", files.c_str(), 1);
+  return f;
+}
+
+std::optional<std::string> flag_text(const po::variables_map& vm, const char* name) {
+  return vm.count(name) ? std::optional<std::string>(vm[name].as<std::string>()) : std::nullopt;
+}
+
+bool switch_on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
+
+std::optional<std::string> model_argument(const po::variables_map& vm) { return flag_text(vm, "model"); }
+
+commands::ModelInput model_input(const po::variables_map& vm, const std::optional<std::string>& model) {
+  commands::ModelInput in;
+  in.model = model;
+  in.megatron_args = flag_text(vm, "megatron-args");
+  in.megatron_args_file = flag_text(vm, "megatron-args-file");
+  in.spec_file = flag_text(vm, "config");
+  in.revision = flag_text(vm, "revision").value_or("");
+  return in;
 }
 
 bool stdout_is_tty() { return ::isatty(STDOUT_FILENO) != 0; }

@@ -1,41 +1,8 @@
 #include "estimate_options.hpp"
 
-#include <string_view>
-#include <vector>
-
-#include <fmt/core.h>
-
 #include <mme/inputs/setup_schema.hpp>
-#include <mme/sdk/error.hpp>
 
 namespace mme::cli {
-
-namespace {
-
-// The parsed command line as the setup schema asks for it.
-class VmFlags final : public MmeFlags {
- public:
-  explicit VmFlags(const po::variables_map& vm) : vm_(vm) {}
-  std::optional<std::string> value(std::string_view name) const override {
-    const std::string n(name);
-    if (!vm_.count(n)) return std::nullopt;
-    return vm_[n].as<std::string>();
-  }
-  bool on(std::string_view name) const override {
-    const std::string n(name);
-    return vm_.count(n) && vm_[n].as<bool>();
-  }
-  std::vector<std::string> values(std::string_view name) const override {
-    const std::string n(name);
-    if (!vm_.count(n)) return {};
-    return vm_[n].as<std::vector<std::string>>();
-  }
-
- private:
-  const po::variables_map& vm_;
-};
-
-}  // namespace
 
 // Every flag comes from the setup schema (framework/src/inputs/setup_schema.cpp), in its flag order.
 void add_setup_options(po::options_description& visible, po::options_description& hidden) {
@@ -64,34 +31,11 @@ void add_setup_options(po::options_description& visible, po::options_description
   }
 }
 
-bool setup_flag_given(const po::variables_map& vm, const std::string& name) {
-  for (const auto& k : setup_knobs()) {
-    if (k.kind == KnobKind::kBool || k.kind == KnobKind::kEnv || !k.flag || name != k.flag) continue;
-    if (vm.count(k.flag)) return true;
-    for (const char* a : k.aliases)
-      if (vm.count(a)) return true;
-    return false;
-  }
-  return vm.count(name) > 0;
-}
-
-TrainingSetup read_setup(const po::variables_map& vm, TrainingSetup s) { return setup_from_mme_flags(VmFlags(vm), s); }
-
 po::options_description model_and_setup_hidden_options() {
   po::options_description visible, hidden;
   add_setup_options(visible, hidden);
   hidden.add_options()("model", po::value<std::string>(), "");
   return hidden;
-}
-
-double parse_headroom(const std::string& text) {
-  std::string t = text;
-  double scale = 1.0;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  return parse_double("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
 }
 
 }  // namespace mme::cli

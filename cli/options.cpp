@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include <mme/commands/context.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
 
@@ -55,19 +56,8 @@ CommonSettings read_common(const po::variables_map& vm) {
   if (vm.count("plugin-dir"))
     for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) s.plugin_dirs.emplace_back(d);
   if (vm.count("v") && vm["v"].as<bool>()) s.log_level = "debug";
-  if (vm.count("quiet") && vm["quiet"].as<bool>()) s.log_level = "error";
-  if (vm.count("log-level")) {
-    s.log_level = vm["log-level"].as<std::string>();
-    bool ok = false;
-    for (const auto& l : log_levels()) ok = ok || s.log_level == l;
-    if (!ok)
-      throw UsageError(
-          fmt::format("--log-level: unknown level '{}' (trace, debug, info, warn, error, off)", s.log_level));
-    if (s.log_level == "warning") s.log_level = "warn";
-    if (s.log_level == "error") s.log_level = "err";
-  } else if (s.log_level == "error") {
-    s.log_level = "err";
-  }
+  if (vm.count("quiet") && vm["quiet"].as<bool>()) s.log_level = "err";
+  if (vm.count("log-level")) s.log_level = commands::parse_log_level(vm["log-level"].as<std::string>());
   return s;
 }
 

@@ -3,8 +3,8 @@
 // Input: the argument vector, one argument per line (argv[1..]: the command first). Inputs
 // holding a NUL byte are skipped (argv cannot hold one). The commands run exactly as `mme`
 // runs them (cli/command.hpp's parse_invocation, every cmd_*.cpp), except that the plugins come from
-// their static archives instead of files: fuzz/CMakeLists.txt renames cli/context.cpp's
-// load_registry and this file defines it.
+// their static archives instead of files: fuzz/CMakeLists.txt leaves cli/plugin_source.cpp out
+// and this file defines plugin_source.
 //
 // Oracle, beyond the sanitizers: a failing command throws an mme::Error (never another
 // exception: exit code 1, "internal error") and writes nothing to stdout (docs/cli.md: "after an
@@ -41,14 +41,15 @@ namespace fs = std::filesystem;
 
 namespace mme::cli {
 
-// Replaces cli/context.cpp's load_registry (renamed there by fuzz/CMakeLists.txt): logging as
-// the CLI sets it up, the plugin folders named on the command line (the sandbox holds no
-// loadable library, so this exercises the loader's rejections), then every in-tree plugin from
-// its static archive.
-void load_registry(Registry& registry, const CommonSettings& settings) {
-  init_logging(settings.log_level);
-  load_plugins(registry, settings.plugin_dirs);
-  fuzz::register_all_plugins(registry);
+// Instead of cli/plugin_source.cpp (left out by fuzz/CMakeLists.txt): the plugin
+// folders named on the command line only (the sandbox holds no loadable library, so this
+// exercises the loader's rejections), then every in-tree plugin from its static archive.
+commands::PluginSource plugin_source(const CommonSettings& settings) {
+  commands::PluginSource p;
+  p.dirs = settings.plugin_dirs;
+  p.install_dir = false;
+  p.builtins = fuzz::all_plugins();
+  return p;
 }
 
 }  // namespace mme::cli
@@ -153,10 +154,8 @@ bool allowed(const std::string& a) {
   return true;
 }
 
-// What a run may leave behind: files it wrote (--html, --svg) and MME_HARDWARE_FILES, which
-// --hardware-file appends to.
+// What a run may leave behind: files it wrote (--html, --svg).
 void clean_up() {
-  ::unsetenv("MME_HARDWARE_FILES");
   std::error_code ec;
   std::vector<fs::path> extra;
   for (const auto& e : fs::directory_iterator(".", ec))

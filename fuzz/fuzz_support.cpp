@@ -24,7 +24,7 @@
 
 namespace mme::fuzz {
 
-void register_all_plugins(Registry& r) {
+std::vector<commands::BuiltinPlugin> all_plugins() {
   struct Entry {
     const char* name;
     void (*fn)(Registrar&);
@@ -48,7 +48,13 @@ void register_all_plugins(Registry& r) {
       {"layer_moe", plugins::register_moe},
       {"layer_language_model", plugins::register_language_model},
   };
-  for (const auto& p : kPlugins) r.register_plugin(p.name, "fuzz", "", p.fn);
+  std::vector<commands::BuiltinPlugin> out;
+  for (const auto& p : kPlugins) out.push_back({p.name, "fuzz", p.fn});
+  return out;
+}
+
+void register_all_plugins(Registry& r) {
+  for (const auto& p : all_plugins()) r.register_plugin(p.name, p.version, "", p.register_plugin);
 }
 
 const Registry& registry() {

@@ -12,7 +12,9 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
+#include <mme/commands/context.hpp>
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/registry.hpp>
 #include <mme/sdk/error.hpp>
@@ -22,6 +24,8 @@ namespace mme::fuzz {
 // Every in-tree plugin: config adapters, layer-memory models and hardware profiles
 // (json_profiles included: it reads MME_HARDWARE_FILES / MME_HARDWARE_PATH when registered).
 void register_all_plugins(Registry& registry);
+// The same as the command layer's built-in plugins (mme/commands/context.hpp).
+std::vector<commands::BuiltinPlugin> all_plugins();
 // A registry built once with register_all_plugins.
 const Registry& registry();
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "embedded.hpp"
@@ -36,7 +37,7 @@ char* copy_out(const std::string& text) {
 
 extern "C" char* mme_run(const char* request_json) {
   try {
-    static const mme::embedded::RunDefaults defaults{models_beside_library()};
+    static const mme::embedded::RunDefaults defaults{models_beside_library(), std::nullopt};
     if (!request_json)
       return copy_out(
           R"({"api_version":1,"ok":false,"exit_code":2,"error":{"type":"UsageError","message":"mme_run: the request is NULL"}})");

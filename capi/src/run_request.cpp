@@ -1,28 +1,29 @@
-// One request of the C entry point: the JSON request becomes the argument vector of
-// `mme COMMAND`, the CLI's own command runs in-process (its stdout captured, its log lines
-// collected), and the response document carries what it printed or the error main.cpp would
-// report, with the same exit code and message.
+// One request of the embedding hosts: the JSON request, bounded in size and depth, is read into
+// the command layer's typed request of its command (mme/commands/), run there with a context of
+// its own, and the typed result written as the command's JSON document; the response carries it,
+// or the error the CLI would report with its exit code, and the request's log lines.
 #include <algorithm>
-#include <cstdlib>
-#include <iostream>
 #include <mutex>
 #include <new>
 #include <optional>
-#include <sstream>
 
 #include <fmt/core.h>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
-#include <mme/inputs/model_source.hpp>
+#include <mme/commands/catalog.hpp>
+#include <mme/commands/compare.hpp>
+#include <mme/commands/documents.hpp>
+#include <mme/commands/estimate.hpp>
+#include <mme/commands/init.hpp>
+#include <mme/commands/plan.hpp>
+#include <mme/commands/validate.hpp>
+#include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/setup_schema.hpp>
+#include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
-#include <mme/sdk/log.hpp>
-#include <mme/sdk/version.hpp>
 
-#include "command.hpp"
 #include "embedded.hpp"
 
 namespace mme::embedded {
@@ -31,113 +32,453 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-std::mutex g_call_mutex;
+const char* const kCommands =
+    "estimate, plan, params, models, hardware, validate, compare, init, plugins, version, schema";
 
-// The positional argument of a command, by the name its option table gives it.
-const char* positional_of(const std::string& command) {
-  if (command == "validate") return "cases";
-  for (const char* c : {"estimate", "plan", "params", "compare", "init"})
-    if (command == c) return "model";
-  return nullptr;
+// Before parsing: the size, and how deep brackets nest outside strings (a deep document would
+// exhaust the stack of whatever walks it; a thread may have little).
+void check_bounds(std::string_view text) {
+  if (text.size() > kMaxRequestBytes)
+    throw UsageError(
+        fmt::format("the request is {} bytes; at most {} bytes are accepted", text.size(), kMaxRequestBytes));
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxRequestDepth)
+        throw UsageError(
+            fmt::format("the request nests more than {} levels deep; a request is an object of "
+                        "scalars and lists",
+                        kMaxRequestDepth));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
 }
 
-// The commands whose --json prints one JSON document.
-bool takes_json(const std::string& command) {
-  for (const char* c : {"estimate", "plan", "params", "compare", "init", "models", "hardware", "validate", "plugins"})
-    if (command == c) return true;
-  return false;
+std::string type_of(const J& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_null()) return "null";
+  return v.type_name();
 }
 
-std::string dashed(const std::string& key) {
-  std::string out = key.substr(std::min(key.find_first_not_of('-'), key.size()));
-  for (char& c : out)
+std::string dashed(std::string key) {
+  for (char& c : key)
     if (c == '_') c = '-';
+  return key;
+}
+
+// The request's "args": each key by its flag name ('_' or '-'), read once by the command; keys
+// left unread are an error naming them.
+class Args {
+ public:
+  Args() = default;
+  explicit Args(const J& args) {
+    if (!args.is_object()) throw UsageError("\"args\" must be an object of flags: {\"tp\": 4, \"gpu\": \"H100\", ...}");
+    for (const auto& [key, value] : args.items()) {
+      const std::string name = dashed(key);
+      if (name.empty() || name.front() == '-')
+        throw UsageError(fmt::format("args: '{}' is not a flag name (no leading dashes)", printable(key)));
+      if (value.is_null()) continue;  // not given
+      if (entries_.count(name))
+        throw UsageError(fmt::format("args: '{}' is given twice (as '{}' and '{}')", name, entries_[name].key, key));
+      if (value.is_array() && value.size() > kMaxListEntries)
+        throw UsageError(
+            fmt::format("args.{}: {} entries; a list holds at most {}", key, value.size(), kMaxListEntries));
+      entries_[name] = {key, value};
+    }
+  }
+
+  bool has(const std::string& name) const { return entries_.count(name) > 0; }
+
+  // A string or a number, as the flag's text.
+  std::optional<std::string> text(const std::string& name) {
+    const J* v = take(name);
+    if (!v) return std::nullopt;
+    return scalar(*v, name);
+  }
+  // A string (a path, a name).
+  std::optional<std::string> string(const std::string& name) {
+    const J* v = take(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) throw UsageError(fmt::format("args.{}: expected a string, got {}", key_of(name), type_of(*v)));
+    return v->get<std::string>();
+  }
+  // A string or a list of them.
+  std::vector<std::string> strings(const std::string& name) {
+    const J* v = take(name);
+    if (!v) return {};
+    if (v->is_string()) return {v->get<std::string>()};
+    std::vector<std::string> out;
+    if (v->is_array())
+      for (const auto& e : *v) {
+        if (!e.is_string()) break;
+        out.push_back(e.get<std::string>());
+      }
+    if (!v->is_array() || out.size() != v->size())
+      throw UsageError(
+          fmt::format("args.{}: expected a string or a list of strings, got {}", key_of(name), type_of(*v)));
+    return out;
+  }
+  // A switch: true or false.
+  bool on(const std::string& name) {
+    const J* v = take(name);
+    if (!v) return false;
+    if (!v->is_boolean())
+      throw UsageError(fmt::format("args.{}: expected true or false, got {}", key_of(name), type_of(*v)));
+    return v->get<bool>();
+  }
+  // A string, a number, or a list of them joined by commas ("1,2,4").
+  std::optional<std::string> list_text(const std::string& name) {
+    const J* v = take(name);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) return scalar(*v, name);
+    std::string out;
+    for (const auto& e : *v) out += (out.empty() ? "" : ",") + scalar(e, name);
+    return out;
+  }
+
+  // The setup knobs among the keys (every flag, alias, off switch and value switch of the setup
+  // schema, and a boolean knob's id), read as the CLI reads its flags; a list value is a comma
+  // list (compare's varied flags, --recompute-modules core_attn,mlp).
+  commands::SetupFlags setup() {
+    commands::SetupFlags f;
+    for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+      switch (k->kind) {
+        case KnobKind::kBool: {
+          // True is the switch, false the off switch; the off switch's own name: true is it.
+          for (const char* name : {k->id, k->flag}) {
+            if (!name || !has(name)) continue;
+            const bool value = on(name);
+            if (value && k->flag) f.set_switch(k->flag);
+            if (!value && k->off_flag) f.set_switch(k->off_flag);
+          }
+          if (k->off_flag && has(k->off_flag) && on(k->off_flag)) f.set_switch(k->off_flag);
+          break;
+        }
+        case KnobKind::kEnv:
+          for (const auto& v : strings(k->flag)) f.add(k->flag, v);
+          break;
+        default:
+          for (const char* name : names_of(*k))
+            if (const auto v = list_text(name)) f.set(name, *v);
+          for (const auto& sw : k->switches)
+            if (has(sw.flag) && on(sw.flag)) f.set_switch(sw.flag);
+      }
+    }
+    return f;
+  }
+
+  // Every key must have been read: an unknown one is an error naming the closest known name.
+  void done(const std::string& command, const std::vector<std::string>& known) const {
+    for (const auto& [name, entry] : entries_) {
+      if (entry.read) continue;
+      const std::string close = closest_name(name, known);
+      throw UsageError(fmt::format("args: unknown key '{}' for {}{}", printable(entry.key), command,
+                                   close.empty() ? "" : fmt::format("; did you mean '{}'?", close)));
+    }
+  }
+
+  static std::vector<const char*> names_of(const SetupKnob& k) {
+    std::vector<const char*> names{k.flag};
+    names.insert(names.end(), k.aliases.begin(), k.aliases.end());
+    return names;
+  }
+
+ private:
+  struct Entry {
+    std::string key;
+    J value;
+    bool read = false;
+  };
+  const J* take(const std::string& name) {
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) return nullptr;
+    it->second.read = true;
+    return &it->second.value;
+  }
+  std::string key_of(const std::string& name) const {
+    const auto it = entries_.find(name);
+    return it == entries_.end() ? name : printable(it->second.key);
+  }
+  std::string scalar(const J& v, const std::string& name) const {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number()) return v.dump();
+    throw UsageError(fmt::format("args.{}: expected a string or a number, got {}", key_of(name), type_of(v)));
+  }
+  std::map<std::string, Entry> entries_;
+};
+
+// The names a command's args may hold besides the setup knobs (for the unknown-key message).
+std::vector<std::string> known_names(std::initializer_list<const char*> own, bool with_setup) {
+  std::vector<std::string> out(own.begin(), own.end());
+  if (with_setup)
+    for (const SetupKnob* k : setup_knobs_in_flag_order()) {
+      for (const char* n : Args::names_of(*k))
+        if (n) out.emplace_back(n);
+      if (k->off_flag) out.emplace_back(k->off_flag);
+      for (const auto& sw : k->switches) out.emplace_back(sw.flag);
+    }
   return out;
 }
 
-std::string scalar_text(const J& v, const std::string& key) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number()) return v.dump();
-  throw UsageError(fmt::format("args.{}: expected a string, a number or a list of them, got {}", key, v.type_name()));
-}
-
-// The switch a boolean knob's key names, or null when the key is not the knob's own name.
-const SetupKnob* bool_knob(const std::string& name) {
-  const SetupKnob* k = find_knob(name);
-  if (!k || k->kind != KnobKind::kBool) return nullptr;
-  if (name == k->id || (k->flag && name == k->flag) || (k->off_flag && name == k->off_flag)) return k;
-  return nullptr;
-}
-
-// Log lines of the running request, into current_log().
-class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    const auto level = spdlog::level::to_string_view(msg.level);
-    current_log().lines.emplace_back(std::string(level.data(), level.size()),
-                                     printable(std::string_view(msg.payload.data(), msg.payload.size())));
-  }
-  void flush_() override {}
-};
-
-// Everything a request changes in the process, put back when it ends.
-class RequestScope {
- public:
-  RequestScope(bool log_to_stderr, const std::filesystem::path& models_dir, bool offline)
-      : saved_cout_(std::cout.rdbuf(out_.rdbuf())),
-        saved_logger_(spdlog::default_logger()),
-        saved_models_(bundled_models_dir()) {
-    save_env("MME_HARDWARE_FILES");  // --hardware-file appends to it
-    save_env("HF_HUB_OFFLINE");
-    if (offline) ::setenv("HF_HUB_OFFLINE", "1", 1);
-    set_bundled_models_dir(models_dir);
-    current_log() = LogCapture{};
-    current_log().to_stderr = log_to_stderr;
-    if (log_to_stderr) {
-      init_logging("warn");
-    } else {
-      auto logger = std::make_shared<spdlog::logger>("mme", std::make_shared<CaptureSink>());
-      logger->set_level(spdlog::level::warn);
-      spdlog::set_default_logger(logger);
-    }
-  }
-  ~RequestScope() {
-    std::cout.rdbuf(saved_cout_);
-    std::cout.clear();
-    spdlog::set_default_logger(saved_logger_);
-    set_bundled_models_dir(saved_models_);
-    for (const auto& [name, value] : saved_env_) {
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-  RequestScope(const RequestScope&) = delete;
-  RequestScope& operator=(const RequestScope&) = delete;
-  std::string output() const { return out_.str(); }
-
- private:
-  void save_env(const char* name) {
-    const char* v = std::getenv(name);
-    saved_env_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
-  }
-  std::ostringstream out_;
-  std::streambuf* saved_cout_;
-  std::shared_ptr<spdlog::logger> saved_logger_;
-  std::filesystem::path saved_models_;
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;
-};
-
 struct Request {
   std::string command;
-  std::vector<std::string> args;  // after the command
-  std::filesystem::path models_dir;
-  bool log_to_stderr = false;
-  bool offline = false;
+  Args args;
+  commands::Context context;
 };
 
+// The common keys every command takes: plugin folders, log level.
+void read_common(Args& a, commands::Context& c) {
+  for (const auto& d : a.strings("plugin-dir")) c.plugins.dirs.emplace_back(d);
+  if (const auto level = a.string("log-level")) c.log_level = commands::parse_log_level(*level);
+}
+void read_hardware_files(Args& a, commands::Context& c) {
+  for (const auto& f : a.strings("hardware-file")) c.hardware_files.emplace_back(f);
+}
+
+commands::ModelInput model_input(Args& a, const char* model_key = "model") {
+  commands::ModelInput in;
+  in.model = a.string(model_key);
+  in.megatron_args = a.string("megatron-args");
+  in.megatron_args_file = a.string("megatron-args-file");
+  in.spec_file = a.string("config");
+  in.revision = a.string("revision").value_or("");
+  return in;
+}
+
+commands::EstimateRequest estimate_request(Args& a) {
+  commands::EstimateRequest r;
+  r.input = model_input(a);
+  r.gpu = a.string("gpu");
+  if (const auto v = a.text("headroom")) r.fit.headroom = commands::parse_headroom(*v);
+  if (const auto v = a.string("fit-on")) r.fit.on_bound = commands::parse_fit_on(*v);
+  if (const auto v = a.text("overhead-per-gpu")) r.fit.reserved = commands::parse_overhead_per_gpu(*v);
+  (void)a.on("json");  // the response is JSON anyway
+  (void)a.on("verbose");
+  r.setup = a.setup();
+  return r;
+}
+
+// The judged GPUs' names and aliases, normalised, for Python's Estimate.fits(alias): the profiles
+// of this request's own registry (its plugin folders and hardware files).
+J hardware_aliases(const commands::EstimateResult& r) {
+  J out = J::object();
+  for (const auto* h : r.judged) {
+    out[normalize_hardware_name(h->name)] = h->name;
+    for (const auto& alias : h->aliases) {
+      const std::string key = normalize_hardware_name(alias);
+      if (!out.contains(key)) out[key] = h->name;
+    }
+  }
+  return out;
+}
+
+void run_estimate(Request& q, J& response) {
+  Args& a = q.args;
+  read_hardware_files(a, q.context);
+  commands::EstimateRequest r = estimate_request(a);
+  r.html = a.string("html");
+  r.svg = a.string("svg");
+  const bool dump_config = a.on("dump-config"), print_megatron = a.on("print-megatron-args");
+  if (a.on("breakdown"))
+    throw UsageError(
+        "--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
+  a.done("estimate", known_names({"model", "megatron-args", "megatron-args-file", "config", "revision", "gpu",
+                                  "headroom", "fit-on", "overhead-per-gpu", "html", "svg", "dump-config",
+                                  "print-megatron-args", "hardware-file", "plugin-dir", "log-level"},
+                                 true));
+  if (dump_config && (r.html || r.svg))
+    throw UsageError("--dump-config prints the spec instead of the report; drop --html / --svg");
+  if (print_megatron && (dump_config || r.html || r.svg))
+    throw UsageError(
+        "--print-megatron-args prints the launch flags instead of the report; drop --dump-config, --html, --svg and "
+        "--breakdown");
+  r.layer_breakdown = true;  // as `mme estimate --json`
+  r.judge = !dump_config && !print_megatron;
+  const commands::EstimateResult result = commands::estimate(r, q.context);
+  if (print_megatron) {
+    response["result"] = megatron_launch_args(result.model, result.estimate.setup);
+    return;
+  }
+  if (dump_config) {
+    response["result"] = J::parse(commands::resolved_spec_text(result, true));
+    return;
+  }
+  response["result"] = commands::estimate_document(result);
+  response["hardware_aliases"] = hardware_aliases(result);
+}
+
+void run_compare(Request& q, J& response) {
+  Args& a = q.args;
+  read_hardware_files(a, q.context);
+  commands::CompareRequest r;
+  r.base = estimate_request(a);
+  a.done("compare", known_names({"model", "megatron-args", "megatron-args-file", "config", "revision", "gpu",
+                                 "headroom", "fit-on", "overhead-per-gpu", "hardware-file", "plugin-dir", "log-level"},
+                                true));
+  // The command line the rows echo: MODEL, then each setup flag as given (a list flag's values
+  // varied).
+  if (r.base.input.model) r.slots.push_back({"", {*r.base.input.model}});
+  const auto& lists = commands::compare_list_flags();
+  for (const auto& name : r.base.setup.names()) {
+    const auto value = r.base.setup.value(name);
+    if (value && std::find(lists.begin(), lists.end(), name) != lists.end()) {
+      commands::CompareSlot s{name, {}};
+      for (const auto& item : commands::compare_slots({"--" + name, *value}).front().values) s.values.push_back(item);
+      r.slots.push_back(std::move(s));
+    } else if (value) {
+      r.slots.push_back({"", {"--" + name}});
+      r.slots.push_back({"", {*value}});
+    } else {
+      r.slots.push_back({"", {"--" + name}});
+    }
+  }
+  response["result"] = commands::compare_document(commands::compare(r, q.context));
+}
+
+void run_plan(Request& q, J& response) {
+  Args& a = q.args;
+  read_hardware_files(a, q.context);
+  commands::PlanRequest r;
+  r.input.model = a.string("model");
+  r.input.revision = a.string("revision").value_or("");
+  r.gpu = a.string("gpu");
+  r.headroom = a.text("headroom");
+  r.recompute = a.list_text("recompute");
+  r.dp_sharding = a.list_text("dp-sharding");
+  r.cuda_graphs = a.list_text("cuda-graphs");
+  r.max_tp = a.text("max-tp");
+  r.gpus_per_node = a.text("gpus-per-node");
+  r.inter_node_bandwidth = a.text("inter-node-bandwidth");
+  r.sort = a.string("sort");
+  r.top = a.text("top");
+  r.threads = a.text("threads");
+  r.html = a.string("html");
+  const bool csv = a.on("csv");
+  (void)a.on("json");
+  r.setup = a.setup();
+  a.done("plan", known_names({"model", "revision", "gpu", "headroom", "recompute", "dp-sharding", "cuda-graphs",
+                              "max-tp", "gpus-per-node", "inter-node-bandwidth", "sort", "top", "threads", "html",
+                              "csv", "hardware-file", "plugin-dir", "log-level"},
+                             true));
+  std::string text;
+  if (csv)
+    r.on_valid = [&text](const Plan& p, const Planner& planner, const PlanOptions& o) {
+      if (text.empty()) text = commands::plan_csv_header(o);
+      text += commands::plan_csv_row(p, planner, o);
+    };
+  const commands::PlanOutcome outcome = commands::plan(r, q.context);
+  if (csv) {
+    response["text"] = text.empty() ? commands::plan_csv_header(outcome.options) : text;
+    return;
+  }
+  response["result"] = commands::plan_document(outcome);
+}
+
+void run_params(Request& q, J& response) {
+  Args& a = q.args;
+  commands::ParamsRequest r;
+  const auto model = a.string("model");
+  r.revision = a.string("revision").value_or("");
+  r.lora_rank = a.text("lora-rank");
+  r.lora_target_modules = a.list_text("lora-target-modules");
+  (void)a.on("json");
+  a.done("params",
+         known_names({"model", "revision", "lora-rank", "lora-target-modules", "plugin-dir", "log-level"}, false));
+  if (!model) throw UsageError("params needs a MODEL (a hub id, a config.json or a folder)");
+  r.model = *model;
+  response["result"] = commands::params_document(commands::params(r, q.context));
+}
+
+void run_validate(Request& q, J& response) {
+  Args& a = q.args;
+  read_hardware_files(a, q.context);
+  commands::ValidateRequest r;
+  r.cases = a.string("cases");
+  r.golden = a.string("golden");
+  r.case_filter = a.string("case");
+  r.from_log = a.string("from-log");
+  (void)a.on("show-skipped");
+  (void)a.on("json");
+  r.run.input = model_input(a, "model");
+  if (r.run.input.model) {
+    if (r.cases) throw UsageError("validate: give \"cases\" (a CSV file) or \"model\" (with \"from_log\"), not both");
+    r.cases = r.run.input.model;
+    r.run.input.model.reset();
+  }
+  r.run.gpu = a.string("gpu");
+  r.run.setup = a.setup();
+  a.done("validate",
+         known_names({"cases", "golden", "case", "from-log", "show-skipped", "model", "megatron-args",
+                      "megatron-args-file", "config", "revision", "gpu", "hardware-file", "plugin-dir", "log-level"},
+                     true));
+  response["result"] = commands::validate_document(commands::validate(r, q.context));
+}
+
+void run_init(Request& q, J& response) {
+  Args& a = q.args;
+  read_hardware_files(a, q.context);
+  commands::InitRequest r;
+  r.input.model = a.string("model");
+  r.input.revision = a.string("revision").value_or("");
+  r.gpu = a.string("gpu");
+  (void)a.on("json");
+  r.json = true;
+  r.setup = a.setup();
+  a.done("init", known_names({"model", "revision", "gpu", "hardware-file", "plugin-dir", "log-level"}, true));
+  response["result"] = J::parse(commands::init_spec(r, q.context));
+}
+
+void run_command(Request& q, J& response) {
+  Args& a = q.args;
+  const std::string& c = q.command;
+  if (c == "schema" || c == "version") {
+    a.done(c, {});
+    if (c == "schema") {
+      response["result"] = commands::schema_document();
+    } else {
+      J v = commands::version_document();
+      v["api_version"] = kApiVersion;
+      response["result"] = v;
+    }
+    return;
+  }
+  read_common(a, q.context);
+  if (c == "estimate") return run_estimate(q, response);
+  if (c == "compare") return run_compare(q, response);
+  if (c == "plan") return run_plan(q, response);
+  if (c == "params") return run_params(q, response);
+  if (c == "validate") return run_validate(q, response);
+  if (c == "init") return run_init(q, response);
+  if (c == "models") {
+    (void)a.on("json");
+    (void)a.on("verbose");
+    a.done(c, {"plugin-dir", "log-level"});
+    response["result"] = commands::models_document(commands::models(q.context));
+    return;
+  }
+  if (c == "hardware" || c == "plugins") {
+    if (c == "hardware") read_hardware_files(a, q.context);
+    (void)a.on("json");
+    a.done(c, {"hardware-file", "plugin-dir", "log-level"});
+    response["result"] = c == "hardware" ? commands::hardware_document(commands::hardware(q.context))
+                                         : commands::plugins_document(commands::plugins(q.context));
+    return;
+  }
+  throw std::logic_error("run_command: " + c);
+}
+
 Request read_request(std::string_view text, const RunDefaults& defaults) {
+  check_bounds(text);
   J req;
   try {
     req = J::parse(text);
@@ -146,42 +487,51 @@ Request read_request(std::string_view text, const RunDefaults& defaults) {
   }
   if (!req.is_object()) throw UsageError("the request must be a JSON object");
   for (const auto& [key, value] : req.items()) {
-    static const char* kKeys[] = {"api_version", "command", "args", "argv", "models_dir", "log", "offline"};
+    if (key == "argv")
+      throw UsageError(
+          "\"argv\" is not accepted (since the command layer): give the flags in \"args\", each by its name");
+    static const char* kKeys[] = {"api_version", "command", "args", "models_dir", "log", "offline"};
     if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }))
       throw UsageError(
-          fmt::format("the request has an unknown key '{}' (api_version, command, args, argv, "
-                      "models_dir, log, offline)",
-                      key));
+          fmt::format("the request has an unknown key '{}' (api_version, command, args, models_dir, log, "
+                      "offline)",
+                      printable(key)));
   }
-  if (req.contains("api_version") &&
-      (!req["api_version"].is_number_integer() || req["api_version"].get<std::int64_t>() != kApiVersion))
-    throw UsageError(fmt::format("api_version {} is not supported (this library speaks {})", req["api_version"].dump(),
-                                 kApiVersion));
+  if (req.contains("api_version")) {
+    const J& v = req["api_version"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() != kApiVersion)
+      throw UsageError(fmt::format("api_version {} is not supported (this library speaks {})",
+                                   v.is_primitive() ? printable(v.dump()).substr(0, 64) : type_of(v), kApiVersion));
+  }
   if (!req.contains("command") || !req["command"].is_string() || req["command"].get<std::string>().empty())
-    throw UsageError("the request needs a \"command\" (estimate, plan, params, models, hardware, validate, ...)");
+    throw UsageError(fmt::format("the request needs a \"command\" ({})", kCommands));
   Request r;
   r.command = req["command"].get<std::string>();
-  if (req.contains("args")) r.args = request_argv(r.command, req["args"]);
-  if (req.contains("argv")) {
-    if (!req["argv"].is_array()) throw UsageError("\"argv\" must be a list of strings");
-    for (const auto& a : req["argv"]) {
-      if (!a.is_string()) throw UsageError("\"argv\" must be a list of strings");
-      r.args.push_back(a.get<std::string>());
-    }
+  static const char* kKnown[] = {"estimate", "plan", "params",  "models",  "hardware", "validate",
+                                 "compare",  "init", "plugins", "version", "schema"};
+  if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return r.command == k; })) {
+    const std::string close = closest_name(r.command, {std::begin(kKnown), std::end(kKnown)});
+    throw UsageError(
+        fmt::format("unknown command '{}'{}", printable(r.command),
+                    close.empty() ? fmt::format(" ({})", kCommands) : fmt::format("; did you mean '{}'?", close)));
   }
-  r.models_dir = defaults.models_dir;
+  if (req.contains("args")) r.args = Args(req["args"]);
+  commands::Context& c = r.context;
+  c.environment = defaults.environment ? *defaults.environment : commands::Environment::from_process();
+  c.environment.sources.bundled_dir = defaults.models_dir;
   if (req.contains("models_dir")) {
     if (!req["models_dir"].is_string()) throw UsageError("\"models_dir\" must be a string (a folder)");
-    r.models_dir = req["models_dir"].get<std::string>();
+    c.environment.sources.bundled_dir = req["models_dir"].get<std::string>();
   }
-  if (req.contains("log")) {
-    if (req["log"] != "capture" && req["log"] != "stderr") throw UsageError("\"log\" is \"capture\" or \"stderr\"");
-    r.log_to_stderr = req["log"] == "stderr";
-  }
+  c.plugins.install_dir = false;  // beside python3 or a C program is not mme's folder
+  c.plugins.builtins = builtin_plugins();
   if (req.contains("offline")) {
     if (!req["offline"].is_boolean()) throw UsageError("\"offline\" must be true or false");
-    r.offline = req["offline"].get<bool>();
+    c.offline = req["offline"].get<bool>();
   }
+  if (req.contains("log") && req["log"] != "capture" && req["log"] != "stderr")
+    throw UsageError("\"log\" is \"capture\" or \"stderr\"");
+  if (req.contains("log") && req["log"] == "stderr") c.log = stderr_log_sink();
   return r;
 }
 
@@ -201,115 +551,23 @@ void set_error(J& response, int code, const std::string& type, const std::string
   response["error"] = {{"type", type}, {"message", printable(message)}};
 }
 
-// Runs the command as cli/main.cpp does; fills "result" (a JSON document) or "text".
-void run_command(const Request& r, J& response) {
-  if (r.command == "schema") {
-    response["result"] = schema_document();
-    return;
-  }
-  if (r.command == "version") {
-    response["result"] = {{"mme", MME_VERSION_STRING},
-                          {"libmme", std::string(library_version())},
-                          {"plugin_api", kPluginApiVersion},
-                          {"abi_tag", std::string(kAbiTag)},
-                          {"api_version", kApiVersion}};
-    return;
-  }
-  std::vector<std::string> argv{r.command};
-  argv.insert(argv.end(), r.args.begin(), r.args.end());
-  const bool json = takes_json(r.command) && std::find(argv.begin(), argv.end(), "--csv") == argv.end();
-  if (json && std::find(argv.begin(), argv.end(), "--json") == argv.end()) argv.push_back("--json");
-  const cli::Invocation inv = cli::parse_invocation(std::move(argv));
-  if (!inv.command) throw UsageError(cli::unknown_command_message(inv.name));
-  RequestScope scope(r.log_to_stderr, r.models_dir, r.offline);
-  // The log lines go into the response whether the command succeeds or throws.
-  auto keep_log = [&response] {
-    J lines = J::array();
-    for (const auto& [level, message] : current_log().lines) lines.push_back({{"level", level}, {"message", message}});
-    response["log"] = std::move(lines);
-  };
-  int rc = 0;
-  try {
-    if (inv.wants_help)
-      inv.command->help(std::cout);
-    else
-      rc = inv.command->run(inv.args);
-  } catch (...) {
-    keep_log();
-    throw;
-  }
-  keep_log();
-  const std::string out = scope.output();
-  if (rc != 0) {
-    set_error(response, rc, "Error", fmt::format("mme {} exited with status {}", inv.name, rc));
-    return;
-  }
-  if (json && !inv.wants_help) {
-    try {
-      response["result"] = J::parse(out);
-      return;
-    } catch (const nlohmann::json::exception&) {
-      // Not one document (a command that streams): the text as printed.
-    }
-  }
-  response["text"] = out;
-}
-
 }  // namespace
 
-std::vector<std::string> request_argv(const std::string& command, const nlohmann::ordered_json& args) {
-  if (!args.is_object()) throw UsageError("\"args\" must be an object of flags: {\"tp\": 4, \"gpu\": \"H100\", ...}");
-  const char* positional = positional_of(command);
-  std::vector<std::string> front, flags;
-  for (const auto& [key, value] : args.items()) {
-    const std::string name = dashed(key);
-    if (name.empty()) throw UsageError(fmt::format("args: '{}' is not a flag name", key));
-    if (value.is_null()) continue;  // not given
-    if (positional && name == positional) {
-      if (!value.is_string()) throw UsageError(fmt::format("args.{}: expected a string", key));
-      front.push_back(value.get<std::string>());
-      continue;
-    }
-    if (value.is_boolean()) {
-      const bool on = value.get<bool>();
-      // A boolean knob of the setup schema: true and false are its switch and its off switch.
-      if (const SetupKnob* k = bool_knob(name); k && !(k->off_flag && name == k->off_flag)) {
-        if (on && k->flag) flags.push_back(fmt::format("--{}", k->flag));
-        if (!on && k->off_flag) flags.push_back(fmt::format("--{}", k->off_flag));
-        continue;
-      }
-      if (on) flags.push_back("--" + name);  // a switch; false leaves it out
-      continue;
-    }
-    if (value.is_array()) {
-      const SetupKnob* k = find_knob(name);
-      if (k && k->kind != KnobKind::kEnv && k->kind != KnobKind::kBool) {
-        // A setup value as a list: `compare --tp 1,2,4`, `--recompute-modules core_attn,mlp`.
-        std::string joined;
-        for (const auto& v : value) joined += (joined.empty() ? "" : ",") + scalar_text(v, key);
-        flags.push_back(fmt::format("--{}={}", name, joined));
-      } else {
-        for (const auto& v : value) flags.push_back(fmt::format("--{}={}", name, scalar_text(v, key)));
-      }
-      continue;
-    }
-    if (value.is_object()) throw UsageError(fmt::format("args.{}: expected a string, a number or a list", key));
-    flags.push_back(fmt::format("--{}={}", name, scalar_text(value, key)));
-  }
-  front.insert(front.end(), flags.begin(), flags.end());
-  return front;
-}
-
 std::string run_request(std::string_view request_json, const RunDefaults& defaults) {
-  const std::lock_guard<std::mutex> lock(g_call_mutex);
   J response;
   response["api_version"] = kApiVersion;
   response["ok"] = true;
   response["exit_code"] = 0;
+  // The request's log lines, whether it succeeds or fails.
+  J lines = J::array();
   try {
     try {
-      const Request r = read_request(request_json, defaults);
+      Request r = read_request(request_json, defaults);
       response["command"] = r.command;
+      if (!r.context.log)
+        r.context.log = [&lines](std::string_view level, std::string_view message) {
+          lines.push_back({{"level", std::string(level)}, {"message", std::string(message)}});
+        };
       run_command(r, response);
     } catch (const Error& e) {
       set_error(response, static_cast<int>(e.code()), error_type(e), e.what());
@@ -321,6 +579,7 @@ std::string run_request(std::string_view request_json, const RunDefaults& defaul
     } catch (...) {
       set_error(response, static_cast<int>(ExitCode::kInternal), "InternalError", "internal error: unknown exception");
     }
+    response["log"] = std::move(lines);
     return json_text(response);
   } catch (...) {
     // Even the response could not be written (out of memory): the smallest error document.

@@ -14,7 +14,7 @@ import warnings
 
 from . import _core
 from ._errors import MmeWarning, UsageError, error_from_response
-from ._result import Estimate, Plan, Result, normalize_gpu_name
+from ._result import Estimate, Plan, Result
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -41,22 +41,23 @@ def _emit_log(lines: Iterable[Mapping[str, str]]) -> None:
 
 
 def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """Sends one request to the C entry point and returns the response document as it is
-    (``{"ok", "exit_code", "result" | "text" | "error", "log"}``). The GIL is released while it
-    runs. Most code wants :func:`estimate` and its siblings instead."""
-    req = dict(request)
-    models = _models_dir()
-    if models and "models_dir" not in req:
-        req["models_dir"] = models
-    return json.loads(_core.run(json.dumps(req)))
+    """Sends one request to the C entry point's request layer and returns the response document
+    as it is (``{"ok", "exit_code", "result" | "text" | "error", "log"}``). The GIL is released
+    while it runs, and requests from several threads run at the same time. Most code wants
+    :func:`estimate` and its siblings instead."""
+    return json.loads(_core.run(json.dumps(dict(request)), _models_dir() or ""))
 
 
-def _call(command: str, args: Mapping[str, Any], argv: Sequence[str] = ()) -> Any:
-    response = run_request({"api_version": _core.api_version, "command": command, "args": dict(args),
-                            "argv": list(argv)})
+def _response(command: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    response = run_request({"api_version": _core.api_version, "command": command, "args": dict(args)})
     _emit_log(response.get("log", []))
     if not response.get("ok"):
         raise error_from_response(response.get("error", {}), int(response.get("exit_code", 1)))
+    return response
+
+
+def _call(command: str, args: Mapping[str, Any]) -> Any:
+    response = _response(command, args)
     return response["result"] if "result" in response else response.get("text", "")
 
 
@@ -201,7 +202,10 @@ def estimate(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Esti
         args["model"] = os.fspath(model)
     args.update(_option_args(explicit, _ESTIMATE_OPTIONS))
     args.update(_setup_args("estimate", setup, _ESTIMATE_OPTIONS))
-    return Estimate(_call("estimate", args))
+    response = _response("estimate", args)
+    # The judged GPUs' names and aliases from this call's own profiles (its hardware_files and
+    # plugin_dirs), for Estimate.fits("alias").
+    return Estimate(response["result"], response.get("hardware_aliases"))
 
 
 def plan(model: str | os.PathLike[str], **kwargs: Any) -> Plan:
@@ -275,12 +279,3 @@ def version() -> dict[str, Any]:
     C entry point's request format)."""
     return _call("version", {})
 
-
-@functools.lru_cache(maxsize=None)
-def _hardware_aliases() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for h in hardware():
-        out.setdefault(normalize_gpu_name(h["name"]), h["name"])
-        for a in h.get("aliases", []):
-            out.setdefault(normalize_gpu_name(a), h["name"])
-    return out

@@ -90,9 +90,17 @@ class Estimate(Result):
     """The result of :func:`mme.estimate`: the ``mme estimate --json`` document (schema_version
     1, docs/cli.md): ``model``, ``setup``, ``stages`` (one per pipeline rank), ``peak``,
     ``fits`` (one per judged GPU), ``layer_kinds``, ``assumptions``, ``warnings``,
-    ``next_steps``."""
+    ``next_steps``. It remembers the names and aliases of the GPUs it judged, from the profiles of
+    its own call (its ``hardware_files`` and ``plugin_dirs``), for :meth:`fits`."""
 
-    __slots__ = ()
+    __slots__ = ("_aliases",)
+
+    def __init__(self, document: dict[str, Any], aliases: dict[str, str] | None = None) -> None:
+        super().__init__(document)
+        object.__setattr__(self, "_aliases", dict(aliases or {}))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._doc, self._aliases))
 
     def fits(self, gpu: str | None = None) -> bool:
         """Whether the peak fits ``gpu`` (a name or alias among the judged GPUs: ``"H100"``).
@@ -112,10 +120,8 @@ class Estimate(Result):
         for e in entries:
             if normalize_gpu_name(e["hardware"]) == wanted:
                 return Result(e)
-        # An alias: the canonical name comes from the hardware registry.
-        from ._api import _hardware_aliases
-
-        canonical = _hardware_aliases().get(wanted)
+        # An alias: the canonical name from the profiles of the call that made this estimate.
+        canonical = self._aliases.get(wanted)
         for e in entries:
             if canonical and e["hardware"] == canonical:
                 return Result(e)

@@ -17,7 +17,7 @@ set(prefix "${WORK_DIR}/moved")
 mme_run_ok(install COMMAND "${CMAKE_COMMAND}" --install "${MME_BUILD_DIR}" --prefix "${first}")
 string(REGEX MATCH "^[0-9]+\\.[0-9]+" so_version "${MME_PROJECT_VERSION}")
 # The framework libraries (framework/CMakeLists.txt): each with its soname link and its dev link.
-set(libraries sdk engine inputs planner validate report)
+set(libraries sdk engine inputs planner validate report commands)
 set(library_files "")
 foreach(lib IN LISTS libraries)
   list(APPEND library_files "${first}/lib/libmme_${lib}.so.${MME_PROJECT_VERSION}" "${first}/lib/libmme_${lib}.so.${so_version}"

@@ -30,20 +30,24 @@ fs::path executable_dir() {
   return exe.parent_path();
 }
 
-std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
+std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs, std::string_view env_plugin_path,
+                                         bool install_dir) {
   // An empty entry ("--plugin-dir=", "MME_PLUGIN_PATH=a::b") names no folder; it must never
   // mean the current folder (docs/reliability.md, the trust model).
   std::vector<fs::path> dirs;
   for (const auto& d : cli_dirs)
     if (!d.empty()) dirs.push_back(d);
-  if (const char* env = std::getenv("MME_PLUGIN_PATH"); env && *env) {
-    std::stringstream ss(env);
-    std::string item;
-    while (std::getline(ss, item, ':'))
-      if (!item.empty()) dirs.emplace_back(item);
-  }
-  if (fs::path exe = executable_dir(); !exe.empty()) dirs.push_back(exe / ".." / "lib" / "mme" / "plugins");
+  std::stringstream ss{std::string(env_plugin_path)};
+  for (std::string item; std::getline(ss, item, ':');)
+    if (!item.empty()) dirs.emplace_back(item);
+  if (install_dir)
+    if (fs::path exe = executable_dir(); !exe.empty()) dirs.push_back(exe / ".." / "lib" / "mme" / "plugins");
   return dirs;
+}
+
+std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
+  const char* env = std::getenv("MME_PLUGIN_PATH");
+  return plugin_search_path(cli_dirs, env ? env : "");
 }
 
 bool load_plugin_file(Registry& registry, const fs::path& file) {

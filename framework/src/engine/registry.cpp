@@ -44,6 +44,10 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
+void Registry::set_load_settings(LoadSettings settings) {
+  settings_ = std::make_shared<const LoadSettings>(std::move(settings));
+}
+
 Registry::~Registry() {
   // Objects before libraries: clear the categories explicitly, then drop the library handles.
   adapters_.clear();

@@ -339,8 +339,8 @@ struct Endpoint {
   UrlParts parts;
 };
 
-Endpoint hub_endpoint() {
-  std::string e = trim(env_or_empty("HF_ENDPOINT"));
+Endpoint hub_endpoint(const SourceEnvironment& env) {
+  std::string e = trim(env.hf_endpoint);
   if (e.empty()) e = "https://huggingface.co";
   while (!e.empty() && e.back() == '/') e.pop_back();
   const auto parts = parse_url(e);
@@ -351,8 +351,8 @@ Endpoint hub_endpoint() {
 }
 
 // HF_TOKEN, trimmed. Control characters or spaces inside would end up in a request header.
-std::string hub_token() {
-  const std::string token = trim(env_or_empty("HF_TOKEN"));
+std::string hub_token(const SourceEnvironment& env) {
+  const std::string token = trim(env.hf_token);
   if (std::any_of(token.begin(), token.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; }))
     throw UsageError("HF_TOKEN contains spaces or control characters; set it to the access token alone");
   return token;
@@ -364,9 +364,9 @@ std::string hub_token() {
 // command stays one error line. -q (a log level above warn) silences it too.
 class DownloadNotice {
  public:
-  DownloadNotice(const std::string& id, const std::string& endpoint)
+  DownloadNotice(const std::string& id, const std::string& endpoint, bool wanted)
       : text_(printable(fmt::format("mme: downloading config.json for {} from {}", id, endpoint))),
-        shown_(::isatty(STDERR_FILENO) && spdlog::default_logger()->should_log(spdlog::level::warn)),
+        shown_(wanted && ::isatty(STDERR_FILENO)),
         start_(std::chrono::steady_clock::now()) {
     if (!shown_) return;
     std::fputs(text_.c_str(), stderr);
@@ -545,10 +545,11 @@ struct Downloaded {
   std::string url;  // the first URL, redacted
 };
 
-Downloaded download(const std::string& id, const SourceOptions& options, const std::vector<fs::path>& zoo) {
+Downloaded download(const std::string& id, const SourceOptions& options, const SourceEnvironment& env,
+                    const std::vector<fs::path>& zoo) {
   static CurlGlobal global;
-  const Endpoint endpoint = hub_endpoint();
-  const std::string token = hub_token();
+  const Endpoint endpoint = hub_endpoint(env);
+  const std::string token = hub_token(env);
   std::string revision_in_url = options.revision;
   for (std::size_t pos = revision_in_url.find('/'); pos != std::string::npos; pos = revision_in_url.find('/'))
     revision_in_url.replace(pos, 1, "%2F");
@@ -561,7 +562,7 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   // Errors name what was contacted: the config's URL, and after a redirect the URL that
   // failed as well (a CDN, another host), never the endpoint for a host that is not it.
   auto at = [&] { return url == first_url ? shown : fmt::format("{} (redirected to {})", shown, redact(url)); };
-  DownloadNotice notice(id, redact(endpoint.base));
+  DownloadNotice notice(id, redact(endpoint.base), options.download_notice);
 
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.transfer_timeout_s, 1L));
@@ -654,9 +655,9 @@ Downloaded download(const std::string& id, const SourceOptions& options, const s
   return {std::move(t.body), commit, shown};
 }
 
-ResolvedModel download_to_cache(const std::string& id, const SourceOptions& options, const fs::path& cache,
-                                const std::vector<fs::path>& zoo) {
-  Downloaded d = download(id, options, zoo);
+ResolvedModel download_to_cache(const std::string& id, const SourceOptions& options, const SourceEnvironment& env,
+                                const fs::path& cache, const std::vector<fs::path>& zoo) {
+  Downloaded d = download(id, options, env, zoo);
   if (all_space(d.body))
     throw ConfigError(fmt::format("{}: the response is empty; that is no config.json; nothing cached", d.url));
   // Parse before caching: a truncated or broken body never becomes a cache entry.
@@ -700,16 +701,29 @@ fs::path bundled_models_dir() {
   return g_bundled_dir;
 }
 
-std::vector<fs::path> default_zoo_dirs() {
-  std::vector<fs::path> dirs = split_path_list(env_or_empty("MME_MODELS_PATH"));
-  if (fs::path embedded = bundled_models_dir(); !embedded.empty()) {
-    dirs.push_back(std::move(embedded));
+std::vector<fs::path> zoo_dirs(const SourceEnvironment& env) {
+  std::vector<fs::path> dirs = env.models_path;
+  if (!env.bundled_dir.empty()) {
+    dirs.push_back(env.bundled_dir);
     return dirs;
   }
   // executable_dir() is the kernel's resolved path, so folding "bin/.." is exact.
   if (fs::path exe = executable_dir(); !exe.empty())
     dirs.push_back((exe / ".." / "share" / "mme" / "models").lexically_normal());
   return dirs;
+}
+
+std::vector<fs::path> default_zoo_dirs() { return zoo_dirs(SourceEnvironment::from_process()); }
+
+SourceEnvironment SourceEnvironment::from_process() {
+  SourceEnvironment env;
+  env.models_path = split_path_list(env_or_empty("MME_MODELS_PATH"));
+  env.bundled_dir = bundled_models_dir();
+  env.hf_endpoint = env_or_empty("HF_ENDPOINT");
+  env.hf_token = env_or_empty("HF_TOKEN");
+  env.hf_offline = env_true("HF_HUB_OFFLINE");
+  env.hf_cache = hf_cache_dir();
+  return env;
 }
 
 std::vector<BundledModel> list_bundled_models(const std::vector<fs::path>& zoo_dirs) {
@@ -809,6 +823,7 @@ bool looks_like_hub_id(const std::string& arg) {
 }
 
 ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options) {
+  const SourceEnvironment env = options.environment ? *options.environment : SourceEnvironment::from_process();
   if (arg.empty()) throw UsageError("MODEL is empty: give a hub id (org/name), a config.json or a folder");
   std::error_code ec;
   const fs::path local(arg);
@@ -820,7 +835,7 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
     }
     return {select_text_config(read_config_file(local)), local.string(), local, "local"};
   }
-  const auto zoo = options.zoo_dirs.empty() ? default_zoo_dirs() : options.zoo_dirs;
+  const auto zoo = options.zoo_dirs.empty() ? zoo_dirs(env) : options.zoo_dirs;
   if (!looks_like_hub_id(arg)) {
     const bool pathish = std::string_view("/.~").find(arg.front()) != std::string_view::npos ||
                          std::count(arg.begin(), arg.end(), '/') > 1 ||
@@ -848,12 +863,12 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
     }
   }
   check_revision(options.revision);
-  const fs::path cache = hf_cache_dir();
+  const fs::path& cache = env.hf_cache;
   if (auto cached = find_in_cache(cache, arg, options.revision)) {
     spdlog::debug("{}: cached config {}", arg, cached->string());
     return {select_text_config(read_config_file(*cached)), arg, *cached, "hf-cache"};
   }
-  const bool offline_env = env_true("HF_HUB_OFFLINE");
+  const bool offline_env = env.hf_offline;
   if (!options.allow_network || offline_env) {
     throw NotFoundError(
         fmt::format("{}: not bundled and not in the Hugging Face cache ({}), and downloads are off "
@@ -862,7 +877,7 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
                     offline_env ? "HF_HUB_OFFLINE is set: unset it to download" : "the caller allows no network",
                     bundled_names(zoo)));
   }
-  return download_to_cache(arg, options, cache, zoo);
+  return download_to_cache(arg, options, env, cache, zoo);
 }
 
 }  // namespace mme

@@ -18,6 +18,7 @@
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
+#include <mme/sdk/load_settings.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace fs = std::filesystem;
@@ -213,8 +214,15 @@ std::vector<HardwareProfile> parse_hardware_profiles(const json& document, const
 
 std::vector<fs::path> hardware_profile_files(std::string_view hardware_path, std::string_view hardware_files,
                                              const std::function<void(const std::string&)>& warn) {
+  return hardware_profile_files(split_list(hardware_path), split_list(hardware_files), warn);
+}
+
+std::vector<fs::path> hardware_profile_files(const std::vector<std::string>& hardware_path,
+                                             const std::vector<std::string>& hardware_files,
+                                             const std::function<void(const std::string&)>& warn) {
   std::vector<fs::path> files;
-  for (const auto& dir : split_list(hardware_path)) {
+  for (const auto& dir : hardware_path) {
+    if (dir.empty()) continue;
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
       warn(fmt::format("MME_HARDWARE_PATH: {} does not exist or is not a folder", dir));
@@ -232,7 +240,8 @@ std::vector<fs::path> hardware_profile_files(std::string_view hardware_path, std
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());
   }
-  for (const auto& f : split_list(hardware_files)) files.emplace_back(f);
+  for (const auto& f : hardware_files)
+    if (!f.empty()) files.emplace_back(f);
   // The same file reached twice (a folder and --hardware-file) is read once.
   std::set<fs::path> seen;
   std::vector<fs::path> unique;
@@ -318,10 +327,14 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<fs::path>&
 
 void register_json_profiles(Registrar& registry) {
   auto warn = [](const std::string& message) { spdlog::warn("{}", message); };
-  const auto files =
-      hardware_profile_files(env_or_empty("MME_HARDWARE_PATH"), env_or_empty("MME_HARDWARE_FILES"), warn);
-  if (files.empty()) return;
   const HostView* host = registry.host();
+  // The host's values when it gives them: no request reads the environment while another
+  // thread may change it.
+  const LoadSettings* settings = load_settings(host);
+  const auto files =
+      settings ? hardware_profile_files(settings->hardware_path, settings->hardware_files, warn)
+               : hardware_profile_files(env_or_empty("MME_HARDWARE_PATH"), env_or_empty("MME_HARDWARE_FILES"), warn);
+  if (files.empty()) return;
   auto taken_by = [host](const std::string& name) -> std::string {
     if (!host) return {};
     const HardwareProfile* h = host->find_hardware(name);

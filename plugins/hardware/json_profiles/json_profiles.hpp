@@ -1,8 +1,11 @@
 // Hardware plugin "json_profiles": GPU profiles read from JSON files, no compiler needed.
 //
-// Files: every *.json (in name order) in each folder of MME_HARDWARE_PATH (colon-separated),
-// then each file of MME_HARDWARE_FILES (colon-separated; `mme ... --hardware-file FILE` appends
-// to it). A file holds one profile object or an array of them:
+// Files: every *.json (in name order) in each folder of the hardware path, then each hardware
+// file. The host gives both as values while the plugin registers (mme/sdk/load_settings.hpp:
+// the front end's MME_HARDWARE_PATH and MME_HARDWARE_FILES, read once, and the request's
+// `--hardware-file FILE`s); a host that gives none leaves the plugin to read MME_HARDWARE_PATH
+// and MME_HARDWARE_FILES (colon-separated) itself. A file holds one profile object or an array
+// of them:
 //
 //   {"name": "ACME-X1", "memory_gib": 96, "aliases": ["x1"], "reserved_gib": 1.5,
 //    "hbm_bandwidth_gbps": 3000, "bf16_tflops": 800, "fp8_tflops": 1600, "link_bandwidth_gbps": 600,
@@ -41,6 +44,10 @@ std::vector<HardwareProfile> parse_hardware_profiles(const nlohmann::json& docum
 std::vector<std::filesystem::path> hardware_profile_files(std::string_view hardware_path,
                                                           std::string_view hardware_files,
                                                           const std::function<void(const std::string&)>& warn);
+// The same with the folders and files as lists.
+std::vector<std::filesystem::path> hardware_profile_files(const std::vector<std::string>& hardware_path,
+                                                          const std::vector<std::string>& hardware_files,
+                                                          const std::function<void(const std::string&)>& warn);
 
 // Reads and parses every file in order. A bad file, or one with a name or alias that an
 // earlier file gave or for which `taken_by` names a holder (non-empty), gets one `warn`
@@ -49,8 +56,8 @@ std::vector<HardwareProfile> load_hardware_profiles(const std::vector<std::files
                                                     const std::function<std::string(const std::string&)>& taken_by,
                                                     const std::function<void(const std::string&)>& warn);
 
-// The plugin's registration: files from the environment, names checked against what the
-// host registry already holds (Registrar::host()), warnings through spdlog.
+// The plugin's registration: files from the host's load settings (else the environment), names
+// checked against what the host registry already holds (Registrar::host()), warnings through spdlog.
 void register_json_profiles(Registrar& registry);
 
 }  // namespace mme::plugins

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "mme/engine/registry.hpp"
@@ -14,6 +15,10 @@ namespace mme {
 // then the folder next to the executable (<exe>/../lib/mme/plugins). Never the current folder
 // unless asked.
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& cli_dirs);
+// The same with MME_PLUGIN_PATH given as a value (`env_plugin_path`, colon-separated, read by
+// the front end), and the folder next to the executable only when `install_dir`.
+std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& cli_dirs,
+                                                      std::string_view env_plugin_path, bool install_dir = true);
 
 // Loads every regular file ending in .so in each folder (sorted by name, first occurrence of
 // a plugin name wins). Missing folders given explicitly are warned about.

@@ -15,6 +15,7 @@
 #include "mme/sdk/config_adapter.hpp"
 #include "mme/sdk/hardware_profile.hpp"
 #include "mme/sdk/layer_model.hpp"
+#include "mme/sdk/load_settings.hpp"
 #include "mme/sdk/registrar.hpp"
 
 namespace mme {
@@ -38,8 +39,8 @@ struct RejectedPlugin {
 };
 
 // The host's registry. Plugins see it only as the add-only Registrar (mme/sdk/registrar.hpp)
-// and its read-only HostView.
-class Registry final : public Registrar, public HostView {
+// and its read-only HostView (and, through load_settings(host), the settings of the load).
+class Registry final : public Registrar, public HostView, public LoadSettingsSource {
  public:
   Registry() = default;
   Registry(const Registry&) = delete;
@@ -80,6 +81,10 @@ class Registry final : public Registrar, public HostView {
   // By canonical name or alias, ignoring case, '-', '_' and spaces.
   const HardwareProfile* find_hardware(std::string_view name_or_alias) const override;
   std::string hardware_owner(std::string_view name_or_alias) const override;
+  // The settings the plugins read while they register (mme/sdk/load_settings.hpp); set before
+  // loading. Without them a plugin uses its own defaults (json_profiles: the environment).
+  void set_load_settings(LoadSettings settings);
+  const LoadSettings* load_settings() const override { return settings_ ? settings_.get() : nullptr; }
   // The adapter with the highest positive match score, or nullptr. Ties go to the adapter
   // registered first.
   const ConfigAdapter* best_adapter(const nlohmann::json& config) const;
@@ -91,7 +96,8 @@ class Registry final : public Registrar, public HostView {
   std::vector<PluginRecord> plugins_;
   std::vector<RejectedPlugin> rejected_;
   std::vector<std::shared_ptr<void>> libraries_;
-  const Registry* host_ = nullptr;  // last, so the members before it keep their offsets
+  const Registry* host_ = nullptr;
+  std::shared_ptr<const LoadSettings> settings_;
 };
 
 }  // namespace mme

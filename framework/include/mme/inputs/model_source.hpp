@@ -16,6 +16,24 @@
 
 namespace mme {
 
+// The environment the model sources read (docs/model-sources.md), as values. A host that runs
+// requests on several threads reads it once per request with the process quiet (from_process())
+// and passes it on, so no request reads the environment while another thread may change it.
+struct SourceEnvironment {
+  std::vector<std::filesystem::path> models_path;  // MME_MODELS_PATH, '~' expanded
+  std::filesystem::path bundled_dir;               // the bundled models; empty: <exe>/../share/mme/models
+  std::string hf_endpoint;                         // HF_ENDPOINT as set; empty: https://huggingface.co
+  std::string hf_token;                            // HF_TOKEN as set
+  bool hf_offline = false;                         // HF_HUB_OFFLINE is 1, true, yes or on
+  std::filesystem::path hf_cache;                  // hf_cache_dir()
+  // The variables now; bundled_dir from set_bundled_models_dir().
+  static SourceEnvironment from_process();
+};
+
+// The zoo folders of an environment: its models_path, then its bundled models (bundled_dir, or
+// <exe>/../share/mme/models).
+std::vector<std::filesystem::path> zoo_dirs(const SourceEnvironment& environment);
+
 struct SourceOptions {
   std::string revision = "main";                // branch, tag, commit or refs/pr/N; checked for safety
   std::vector<std::filesystem::path> zoo_dirs;  // empty: default_zoo_dirs()
@@ -25,6 +43,11 @@ struct SourceOptions {
   long low_speed_timeout_s = 15;                // abort when no byte arrives for this long (a stalled server)
   std::int64_t max_bytes = 4 << 20;             // a config.json is small; refuse more
   int max_redirects = 5;                        // redirects followed; HF_TOKEN only goes to the endpoint's origin
+  // The environment read; none: the process's (SourceEnvironment::from_process()) when needed.
+  std::optional<SourceEnvironment> environment;
+  // A download says what it fetches on stderr when stderr is a terminal (the CLI; off for hosts
+  // that print nothing behind their caller's back, and with the CLI's -q).
+  bool download_notice = true;
 };
 
 struct ResolvedModel {
@@ -42,10 +65,10 @@ struct BundledModel {
 // Zoo folders: $MME_MODELS_PATH (colon-separated), then the bundled models:
 // set_bundled_models_dir()'s folder if one is set, else <exe>/../share/mme/models.
 std::vector<std::filesystem::path> default_zoo_dirs();
-// For programs that embed mme and ship the bundled models elsewhere than beside their executable
-// (the Python module keeps them in its package, the C entry point beside its library): the
-// folder searched after $MME_MODELS_PATH instead of <exe>/../share/mme/models. Empty: back to
-// the executable's. Process-wide; safe to call from any thread.
+// The process-wide default of SourceEnvironment::bundled_dir, for a program that ships the bundled
+// models elsewhere than beside its executable and reads no per-request setting: the folder
+// searched after $MME_MODELS_PATH instead of <exe>/../share/mme/models. Empty: back to the
+// executable's. Safe to call from any thread; hosts that run requests pass bundled_dir instead.
 void set_bundled_models_dir(const std::filesystem::path& dir);
 std::filesystem::path bundled_models_dir();
 std::vector<BundledModel> list_bundled_models(const std::vector<std::filesystem::path>& zoo_dirs);

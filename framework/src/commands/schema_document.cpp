@@ -1,14 +1,13 @@
-// The "schema" request: the setup schema (mme/inputs/setup_schema.hpp) as data, so a host (the
-// Python module's keyword arguments, from_megatron_args) derives its names from the one table
-// instead of keeping a copy.
+// The setup schema (mme/inputs/setup_schema.hpp) as data, so a host (the Python module's keyword
+// arguments, from_megatron_args; the page's form) derives its names from the one table instead
+// of keeping a copy.
 #include <string_view>
 
+#include "mme/commands/documents.hpp"
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/version.hpp>
 
-#include "embedded.hpp"
-
-namespace mme::embedded {
+namespace mme::commands {
 
 namespace {
 
@@ -89,4 +88,4 @@ nlohmann::ordered_json schema_document() {
   return doc;
 }
 
-}  // namespace mme::embedded
+}  // namespace mme::commands

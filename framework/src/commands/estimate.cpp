@@ -1,0 +1,422 @@
+// The estimate use case and what the use cases that take a model share (resolve.hpp).
+#include "mme/commands/estimate.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <mme/engine/setup_checks.hpp>
+#include <mme/inputs/gpu_lookup.hpp>
+#include <mme/inputs/model_loader.hpp>
+#include <mme/report/render_html.hpp>
+#include <mme/report/render_svg.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
+#include <mme/sdk/units.hpp>
+
+#include "resolve.hpp"
+
+namespace mme::commands {
+
+// ---- SetupFlags -----------------------------------------------------------------------------
+
+void SetupFlags::set(std::string name, std::string value) { values_[std::move(name)] = std::move(value); }
+void SetupFlags::set_switch(std::string name) { switches_.insert(std::move(name)); }
+void SetupFlags::add(std::string name, std::string value) { lists_[std::move(name)].push_back(std::move(value)); }
+
+void SetupFlags::erase(std::string_view name) {
+  if (auto it = values_.find(name); it != values_.end()) values_.erase(it);
+  if (auto it = switches_.find(name); it != switches_.end()) switches_.erase(it);
+  if (auto it = lists_.find(name); it != lists_.end()) lists_.erase(it);
+}
+
+bool SetupFlags::has(std::string_view name) const {
+  return values_.count(name) > 0 || switches_.count(name) > 0 || lists_.count(name) > 0;
+}
+
+bool SetupFlags::given(std::string_view name) const {
+  for (const auto& k : setup_knobs()) {
+    if (k.kind == KnobKind::kBool || k.kind == KnobKind::kEnv || !k.flag || name != k.flag) continue;
+    if (has(k.flag)) return true;
+    for (const char* a : k.aliases)
+      if (has(a)) return true;
+    return false;
+  }
+  return has(name);
+}
+
+std::vector<std::string> SetupFlags::names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : values_) out.push_back(k);
+  for (const auto& k : switches_) out.push_back(k);
+  for (const auto& [k, v] : lists_) out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<std::string> SetupFlags::value(std::string_view name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+}
+
+bool SetupFlags::on(std::string_view name) const { return switches_.count(name) > 0; }
+
+std::vector<std::string> SetupFlags::values(std::string_view name) const {
+  const auto it = lists_.find(name);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
+}
+
+// ---- the fit rule's flags -------------------------------------------------------------------
+
+namespace {
+
+double parse_number(const std::string& flag, const std::string& text, double min, double max) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &end);
+  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
+    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+  if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
+  return v;
+}
+
+}  // namespace
+
+double parse_headroom(const std::string& text) {
+  std::string t = text;
+  double scale = 1.0;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  return parse_number("--headroom", t, 0.0, scale == 1.0 ? 0.9 : 90.0) * scale;
+}
+
+bool parse_fit_on(const std::string& text) {
+  if (text != "bound" && text != "estimate")
+    throw UsageError(fmt::format("--fit-on: unknown value '{}' (bound, estimate)", text));
+  return text == "bound";
+}
+
+std::int64_t parse_overhead_per_gpu(const std::string& text) {
+  return static_cast<std::int64_t>(
+      std::llround(parse_number("--overhead-per-gpu", text, 0.0, 1024.0) * static_cast<double>(kGiB)));
+}
+
+namespace detail {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::stringstream ss(text);
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    out.push_back(item);
+  }
+  return out;
+}
+
+namespace {
+
+// Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
+// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
+// local folder with a config.json (never a download), its vocab_size stands in for
+// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
+MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, const SourceOptions& sources,
+                                       std::vector<std::string>& assumptions) {
+  const auto tokenizer = args.value("tokenizer-model");
+  if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || args.has("vocab-size") || !tokenizer ||
+      tokenizer->empty())
+    return args;
+  SourceOptions offline = sources;
+  offline.allow_network = false;
+  ResolvedModel resolved;
+  try {
+    resolved = resolve_model(*tokenizer, offline);
+  } catch (const Error& e) {
+    spdlog::debug("--tokenizer-model {}: no config.json to take the vocabulary from ({})", *tokenizer, e.what());
+    return args;
+  }
+  const auto it = resolved.config.is_object() ? resolved.config.find("vocab_size") : resolved.config.end();
+  if (it == resolved.config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
+      it->get<std::int64_t>() > (std::int64_t{1} << 32))
+    return args;
+  const std::int64_t vocab = it->get<std::int64_t>();
+  MegatronArgs out = args;
+  out.set("vocab-size", {std::to_string(vocab)});
+  assumptions.push_back(printable(
+      fmt::format("vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
+                  "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
+                  "vocab_size (--vocab-size in the launch line sets it)",
+                  vocab, *tokenizer, resolved.path.string())));
+  return out;
+}
+
+}  // namespace
+
+ReadInputs read_model_source(const ModelInput& input, const SetupFlags& flags, const InputRules& rules) {
+  ReadInputs r;
+  r.model_name = input.model;
+  const auto& model = input.model;
+  auto& megatron = r.megatron;
+  if (input.megatron_args && input.megatron_args_file)
+    throw UsageError("give --megatron-args or --megatron-args-file, not both");
+  if (input.megatron_args) {
+    r.megatron_source = "--megatron-args";
+    megatron = parse_megatron_args(*input.megatron_args, r.megatron_source);
+  } else if (input.megatron_args_file) {
+    r.megatron_source = *input.megatron_args_file;
+    // Regular files only, with a size cap, like config.json: a launch script is a few KiB.
+    const std::string text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
+    megatron = parse_megatron_args(text, r.megatron_source);
+  }
+  if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  if (megatron) {
+    // The flags that are neither settings nor the model's: known without a memory effect
+    // (silent), with one mme does not model (the assumptions), or unknown (one warning).
+    const MegatronFlagReview review = review_megatron_flags(*megatron);
+    r.assumptions = review.not_modelled;
+    if (!review.unknown.empty()) {
+      std::string names;
+      for (const auto& n : review.unknown) names += (names.empty() ? "" : ", ") + n;
+      r.unknown_flags =
+          printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}", r.megatron_source,
+                                review.unknown.size(), review.unknown.size() == 1 ? "" : "s", names));
+    }
+  }
+  // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
+  auto& spec = r.spec;
+  if (input.spec_file) {
+    if (megatron) throw UsageError("give --config or Megatron-LM flags (--megatron-args), not both");
+    spec = read_spec_file(*input.spec_file);
+    if (model && spec->has_model)
+      throw UsageError(
+          fmt::format("the model is given twice: MODEL '{}' and the model section of {} (line {}); drop "
+                      "one",
+                      *model, spec->path, spec->line_of("model")));
+    if (!model && !spec->has_model)
+      throw ConfigError(
+          fmt::format("{}: the file has no model section, and no MODEL is given on the command line", spec->path));
+    for (const auto& missing : spec->missing)
+      if (!flags.given(missing.flag)) throw ConfigError(missing.message);
+  }
+  if (!megatron && !spec && !model && !rules.model_optional)
+    throw UsageError(fmt::format("{} needs a MODEL (a hub id, a config.json or a folder){}", rules.command,
+                                 rules.launch_flags_and_spec ? ", --megatron-args or --config" : ""));
+  return r;
+}
+
+void read_request_setup(const SetupFlags& flags, ReadInputs& r) {
+  const auto& megatron = r.megatron;
+  const auto& spec = r.spec;
+  // Megatron flags and spec files describe the layout too; explicit mme flags override them.
+  r.setup = setup_from_mme_flags(flags, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
+                                        : spec   ? spec->setup
+                                                 : TrainingSetup{});
+  // The seed tool's defaults for its own flags (seed-configuration-guide.txt: ETP 1, 8 GPUs),
+  // as spec files already have them; a Megatron-LM launch line keeps Megatron's ETP = TP.
+  if (!megatron && !spec && !flags.given("etp")) {
+    r.setup.parallel.etp = 1;
+    r.etp_defaulted = true;
+  }
+  const bool world_given =
+      flags.given("num-gpus") || spec ||
+      (megatron && (megatron->has("world-size") || (megatron->has("nnodes") && megatron->has("nproc-per-node"))));
+  if (!world_given) {
+    r.setup.parallel.world_size = default_world_size(r.setup.parallel);
+    r.gpus_defaulted = true;
+  }
+}
+
+ReadInputs read_inputs(const ModelInput& input, const SetupFlags& flags, const InputRules& rules) {
+  ReadInputs r = read_model_source(input, flags, rules);
+  read_request_setup(flags, r);
+  return r;
+}
+
+std::int64_t default_world_size(const ParallelLayout& p) {
+  constexpr std::int64_t kSeedDefault = 8;
+  // Sizes out of range keep the seed's 8, and resolve_setup names them.
+  const std::int64_t multiple = cli::layout_gpu_multiple(p);
+  return multiple == 0 || kSeedDefault % multiple == 0 ? kSeedDefault : multiple;
+}
+
+void default_notes(const ReadInputs& read, const ModelSpec& model, const TrainingSetup& setup, EstimateResult& out) {
+  const auto& p = setup.parallel;
+  const bool moe =
+      std::any_of(model.layers.begin(), model.layers.end(), [](const LayerSpec& l) { return l.mlp.num_experts > 0; });
+  if (read.etp_defaulted && moe && p.tp > 1)
+    out.etp_note = fmt::format(
+        "ETP=1 (default; a Megatron-LM launch that leaves it unset uses ETP=TP={}: pass --etp {} "
+        "to match)",
+        p.tp, p.tp);
+  if (read.gpus_defaulted) {
+    const std::int64_t dense = p.tp * p.pp * p.cp, expert = effective_etp(p) * p.ep * p.pp;
+    if (p.world_size == 8)
+      out.gpus_note = "(default, as the seed tool; --num-gpus N to change)";
+    else
+      out.gpus_note = fmt::format(
+          "(default: the seed's 8 is not divisible by TP x PP x CP = {} and ETP x EP x PP = {}; "
+          "{} is the smallest count that is; --num-gpus N to change)",
+          dense, expert, p.world_size);
+  }
+}
+
+ModelSpec load_request_model(const ReadInputs& read, const Registry& registry, const SourceOptions& sources,
+                             std::vector<std::string>& assumptions) {
+  if (read.megatron)
+    return adapt_config(with_tokenizer_vocabulary(*read.megatron, sources, assumptions).to_config(),
+                        "Megatron-LM flags", read.megatron_source, registry);
+  if (read.model_name) return load_model(*read.model_name, registry, sources);
+  if (read.spec) return load_spec_model(*read.spec, registry, sources);
+  throw std::logic_error("load_request_model: the request names no model");
+}
+
+const HardwareProfile* request_gpu(const ReadInputs& read, const std::optional<std::string>& gpu,
+                                   const Registry& registry) {
+  return find_gpu(registry, gpu, read.spec ? &*read.spec : nullptr);
+}
+
+ResolvedInputs resolve_inputs(const ReadInputs& read, const std::optional<std::string>& gpu, const Registry& registry,
+                              const SourceOptions& sources) {
+  ResolvedInputs in;
+  in.setup = read.setup;
+  in.assumptions = read.assumptions;
+  if (!read.unknown_flags.empty()) spdlog::warn("{}", read.unknown_flags);
+  in.gpu = request_gpu(read, gpu, registry);
+  in.model = load_request_model(read, registry, sources, in.assumptions);
+  if (read.spec) check_spec_layout(&*read.spec, in.model, in.setup);
+  return in;
+}
+
+Estimate run_estimator(const ReadInputs& read, const ResolvedInputs& inputs, const Registry& registry,
+                       EstimateOptions options) {
+  const Estimator estimator(inputs.model, registry);
+  if (inputs.gpu) options.compute_capability = inputs.gpu->compute_capability;
+  try {
+    Estimate est = estimator.run(inputs.setup, options);
+    if (options.components)
+      est.assumptions.insert(est.assumptions.end(), inputs.assumptions.begin(), inputs.assumptions.end());
+    return est;
+  } catch (const LayoutError& e) {
+    if (!read.spec) throw;
+    throw LayoutError(fmt::format("{}: {}", read.spec->path, e.what()));
+  }
+}
+
+std::vector<const HardwareProfile*> profiles_by_memory(const Registry& registry) {
+  std::vector<const HardwareProfile*> out;
+  for (const auto& h : registry.hardware()) out.push_back(h.object.get());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  return out;
+}
+
+}  // namespace detail
+
+// ---- the use case ---------------------------------------------------------------------------
+
+EstimateResult estimate(const EstimateRequest& request, const Context& context) {
+  using namespace detail;
+  const RequestLog log(context);
+  const ReadInputs read = read_inputs(request.input, request.setup, InputRules{"estimate"});
+  // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
+  std::optional<cli::OutputFile> html_file, svg_file;
+  if (request.html) html_file.emplace(*request.html, "--html");
+  if (request.svg) svg_file.emplace(*request.svg, "--svg");
+  // By identity, not by spelling: './x.html' and 'x.html' (or a symlink to it) are one file.
+  if (html_file && svg_file && html_file->same_file(*svg_file)) throw UsageError("--html and --svg name the same file");
+
+  EstimateResult out;
+  out.registry = load_registry(context);
+  const Registry& registry = *out.registry;
+  const ResolvedInputs inputs =
+      resolve_inputs(read, request.gpu, registry, source_options(context, request.input.revision));
+  out.model = inputs.model;
+  out.gpu = inputs.gpu;
+  out.fit = request.fit;
+  out.model_name = read.model_name;
+  out.spec = read.spec;
+
+  EstimateOptions eo;
+  eo.components = request.components || request.layer_breakdown;
+  eo.layer_breakdown = request.layer_breakdown;
+  try {
+    out.estimate = run_estimator(read, inputs, registry, eo);
+  } catch (const LayoutError& e) {
+    // A layout Megatron refuses: the message names the values that work; `mme plan` finds the rest.
+    if (!request.advice || !read.model_name) throw;
+    throw LayoutError(fmt::format("{} (`mme plan {} --num-gpus {}` lists every layout that works)", e.what(),
+                                  *read.model_name, inputs.setup.parallel.world_size));
+  }
+  const Estimate& est = out.estimate;
+  if (request.advice) {
+    // Warnings only for a layout that is valid: bad input stays one error line.
+    if (request.setup.given("recompute-num-layers") && est.setup.recompute.granularity != RecomputeGranularity::kFull)
+      spdlog::warn("--recompute-num-layers {} changes nothing without --recompute-granularity full",
+                   est.setup.recompute.num_layers);
+    // A learned position table refuses longer sequences (validate_setup); rotary models run, but
+    // beyond the positions the model was trained on.
+    const ModelSpec& model = out.model;
+    if (model.position_embedding != PositionEmbedding::kLearnedAbsolute && model.max_position_embeddings > 0 &&
+        est.setup.seq_length > model.max_position_embeddings)
+      spdlog::warn(
+          "--seq-length {} is beyond the model's max_position_embeddings {}: the memory is estimated, but the "
+          "model was not trained on such sequences",
+          est.setup.seq_length, model.max_position_embeddings);
+  }
+  // In the text report only: the JSON document's setup holds the values, and a spec file that
+  // spells them out gives the same document.
+  default_notes(read, out.model, est.setup, out);
+
+  if (request.judge) {
+    if (out.gpu)
+      out.judged.push_back(out.gpu);
+    else
+      out.judged = profiles_by_memory(registry);
+    const FitRule& f = request.fit;
+    for (const auto* h : out.judged) out.fits.push_back(judge_fit(est, *h, f.headroom, f.on_bound, f.reserved));
+    if (request.next_steps && !out.fits.empty() &&
+        std::none_of(out.fits.begin(), out.fits.end(), [](const FitVerdict& v) { return v.fits; }))
+      out.next_steps = cli::next_steps(out.model, inputs.setup, out.gpu, read.model_name.value_or(out.model.name),
+                                       registry, out.judged, f.headroom, f.on_bound, f.reserved);
+  }
+  if (html_file) {
+    cli::HtmlOptions ho;
+    ho.chosen_gpu = out.gpu;
+    ho.headroom_fraction = request.fit.headroom;
+    html_file->commit(cli::render_estimate_html(out.model, est, out.fits, ho));
+  }
+  if (svg_file) {
+    cli::SvgOptions so;
+    so.chosen_gpu = out.gpu;
+    svg_file->commit(cli::render_estimate_svg(out.model, est, out.fits, so));
+  }
+  return out;
+}
+
+std::string resolved_spec_text(const EstimateResult& result, bool json) {
+  // The spec as estimated: written only if it reads back (the guide's constraints hold).
+  try {
+    check_spec_layout(nullptr, result.model, result.estimate.setup);
+  } catch (const LayoutError& e) {
+    throw LayoutError(fmt::format("--dump-config: the resolved spec breaks a rule of spec files: {}", e.what()));
+  }
+  SpecWriteOptions wo;
+  wo.header = {"mme spec file (docs/spec-files.md), resolved by `mme estimate --dump-config`: every field after",
+               "defaults and command-line flags. `mme estimate --config FILE` gives the same estimate."};
+  if (result.gpu) wo.gpu = result.gpu->name;
+  wo.origin = result.spec ? &*result.spec : nullptr;
+  return json ? write_spec_json(result.model, result.estimate.setup, *result.registry, wo)
+              : write_spec_yaml(result.model, result.estimate.setup, *result.registry, wo);
+}
+
+}  // namespace mme::commands
