@@ -96,6 +96,13 @@ std::string unknown_option_message(const std::string& command, const std::string
 po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
                         const po::options_description& visible, const po::options_description& hidden,
                         const po::positional_options_description& positional) {
+  // Boost's parser takes each argument off the front of a vector, a cost that grows with the
+  // square of their number; no command line of mme needs more than a few hundred.
+  if (args.size() > kMaxArguments)
+    throw UsageError(
+        fmt::format("{} arguments; mme {} takes at most {} (a Megatron-LM launch line goes in "
+                    "--megatron-args or --megatron-args-file)",
+                    args.size(), command, kMaxArguments));
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;

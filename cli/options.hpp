@@ -58,6 +58,8 @@ CommonSettings read_common(const po::variables_map& vm);
 // Parses argv of `mme COMMAND` with the given options and positionals; unknown flags and bad
 // values become UsageError with the flag named; an unknown flag close to a known one (visible
 // or hidden) is suggested: "unknown option --tpp; did you mean --tp?".
+// At most kMaxArguments arguments (UsageError beyond).
+inline constexpr std::size_t kMaxArguments = 4096;
 po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
                         const po::options_description& visible, const po::options_description& hidden,
                         const po::positional_options_description& positional);

@@ -19,6 +19,7 @@ from ._result import Estimate, Plan, Result
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+@functools.lru_cache(maxsize=None)
 def _models_dir() -> str | None:
     # The bundled models: the package's models/ folder (in the build tree a link to
     # stage/share/mme/models, resolved so that paths in the documents are the CLI's).

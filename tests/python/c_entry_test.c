@@ -8,6 +8,7 @@
  * `mme: error: ...` line. Exit status 0 when every check holds. */
 #include <mme/mme_c.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,25 @@ static char* string_value(const char* json, const char* name) {
 static const char* const kEstimateArgs =
     "deepseek-ai/DeepSeek-V3 --tp 4 --pp 4 --ep 8 --num-gpus 128 --num-layers-in-last-pipeline-stage 16";
 
+/* A request nested 100,000 levels deep, run on a thread with a 256 KiB stack: a clear error, no
+ * stack overflow (the old layer crashed on 4 KB of nesting in such a thread). */
+static char* deep_request(void) {
+  const size_t depth = 100000;
+  const char* head = "{\"api_version\": ";
+  const char* tail = ", \"command\": \"version\"}";
+  char* text = malloc(strlen(head) + 2 * depth + strlen(tail) + 1);
+  if (!text) return NULL;
+  char* o = text;
+  o += sprintf(o, "%s", head);
+  memset(o, '[', depth);
+  memset(o + depth, ']', depth);
+  o += 2 * depth;
+  strcpy(o, tail);
+  return text;
+}
+
+static void* run_on_thread(void* request) { return mme_run((const char*)request); }
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH/TO/mme\n", argv[0]);
@@ -161,6 +181,29 @@ int main(int argc, char** argv) {
   CHECK(doc && strstr(doc, "\"exit_code\":2"), "%s", doc ? doc : "NULL");
   mme_free(doc);
   mme_free(NULL);
+
+  /* Deep nesting, on a thread with a small stack. */
+  char* deep = deep_request();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  void* answer = NULL;
+  CHECK(deep && pthread_create(&thread, &attr, run_on_thread, deep) == 0, "no thread");
+  if (deep) pthread_join(thread, &answer);
+  doc = (char*)answer;
+  CHECK(doc && strstr(doc, "\"exit_code\":2") && strstr(doc, "nests more than"), "%.300s", doc ? doc : "NULL");
+  mme_free(doc);
+  free(deep);
+  pthread_attr_destroy(&attr);
+
+  /* A model that starts with dashes is a name, not an option: no report file is written. */
+  doc = mme_run("{\"command\": \"estimate\", \"args\": {\"model\": \"--html=mme_c_entry_test.html\"}}");
+  CHECK(doc && strstr(doc, "\"type\":\"NotFoundError\""), "%.300s", doc ? doc : "NULL");
+  FILE* written = fopen("mme_c_entry_test.html", "r");
+  CHECK(written == NULL, "the model name wrote a file");
+  if (written) fclose(written);
+  mme_free(doc);
 
   if (failures)
     fprintf(stderr, "%d check(s) failed\n", failures);

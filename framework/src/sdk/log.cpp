@@ -51,6 +51,8 @@ std::mutex& stderr_mutex() {
   return ForkSafeMutex::instance();
 }
 
+std::shared_ptr<spdlog::sinks::sink> colour_sink();
+
 // The one sink of the default logger. Messages carry strings from input (paths, config values,
 // plugin file names): each message is made printable before any sink sees it, so no input reaches
 // the terminal as an escape sequence. The colour sink's own colours are added after.
@@ -74,7 +76,14 @@ class RoutingSink final : public spdlog::sinks::sink {
       if (level_ == spdlog::level::off || msg.level < level_) return;
       out = stderr_;
     }
-    if (!out) return;
+    if (!out) {
+      // The first line of a thread without a binding, before init_logging: stderr, as the CLI's
+      // (made here, not at start-up: a host whose requests all bind a sink never reads NO_COLOR).
+      auto made = colour_sink();
+      const std::lock_guard<std::mutex> lock(stderr_mutex());
+      if (!stderr_) stderr_ = std::move(made);
+      out = stderr_;
+    }
     spdlog::details::log_msg copy(msg);
     copy.payload = spdlog::string_view_t(text.data(), text.size());
     out->log(copy);
@@ -117,7 +126,6 @@ std::shared_ptr<spdlog::sinks::sink> colour_sink() {
 RoutingSink& routing() {
   static RoutingSink* const sink = [] {
     auto routing_sink = std::make_shared<RoutingSink>();
-    routing_sink->set_stderr(colour_sink(), spdlog::level::warn);
     auto logger = std::make_shared<spdlog::logger>("mme", routing_sink);
     logger->set_level(spdlog::level::trace);
     spdlog::set_default_logger(logger);
