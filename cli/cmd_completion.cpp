@@ -11,8 +11,10 @@
 #include <sstream>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <mme/commands/catalog.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/version.hpp>
 
@@ -526,10 +528,19 @@ void write_man_page(std::ostream& out, const Command* command) {
   write_footer(out, page);
 }
 
+namespace {
+// "--recompute-granularity full|selective": an enum knob's flag and values, from the setup schema.
+std::string knob_example() {
+  const SetupKnob* k = find_knob("recompute-granularity");
+  return fmt::format("--{} {}", k->flag, fmt::join(k->values, "|"));
+}
+}  // namespace
+
 void help_completion(std::ostream& out) {
   out << "Usage: mme completion bash|zsh|fish\n\n"
          "Prints a completion script for the shell: the commands, each command's flags and, where a\n"
-         "flag takes one of a fixed set of values (--recompute-granularity full|selective, --gpu\n"
+         "flag takes one of a fixed set of values ("
+      << knob_example() << ", --gpu\n"
          "NAME, ...), those values. Generated from the option tables `mme help COMMAND` lists.\n"
          "Installed packages put them where the shells look (bash-completion, zsh, fish).\n"
          "\nExample:\n  source <(mme completion bash)\n  mme completion fish > ~/.config/fish/completions/mme.fish\n";

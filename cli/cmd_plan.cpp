@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <mme/commands/documents.hpp>
 #include <mme/commands/plan.hpp>
@@ -38,6 +39,21 @@ std::vector<std::string> sort_key_names() {
 }
 
 po::options_description visible_options() {
+  // The variants' names are the schema's (the --recompute-granularity knob's).
+  static const std::string recompute_help = fmt::format(
+      "recompute variants to try, comma separated: {} (default all three)", fmt::join(recompute_names(), ", "));
+  static const std::string dp_sharding_help = fmt::format(
+      "data-parallel sharding to try, comma separated (also as --data-parallel-sharding-strategy LIST): {} "
+      "(the distributed optimizer), {}, {}, {} (Megatron-FSDP); default: the base setup's",
+      to_string(DpSharding::kDistributedOptimizer), to_string(DpSharding::kOptim), to_string(DpSharding::kOptimGrads),
+      to_string(DpSharding::kOptimGradsParams));
+  // The scopes' names are the engine's (enums.py CudaGraphModule's, training_setup.cpp).
+  std::string scopes = cuda_graph_modules_to_string(~std::uint32_t{0});
+  for (std::size_t at = 0; (at = scopes.find(',', at)) != std::string::npos; at += 2) scopes.replace(at, 1, ", ");
+  static const std::string cuda_graphs_help = fmt::format(
+      "per-layer CUDA graphs to try, comma separated: off, full (the whole layer) or scopes joined by '+' "
+      "({}: attn+moe_router); default: the base setup's",
+      scopes);
   po::options_description d("Options");
   po::options_description hidden;
   d.add_options()("json", po::bool_switch(), "one JSON document on stdout (docs/planner.md)")(
@@ -48,14 +64,9 @@ po::options_description visible_options() {
       "(--json/--csv/--html: the one with the most memory)")(
       "headroom", po::value<std::string>(),
       "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
-      "recompute", choice_value(recompute_names()),
-      "recompute variants to try, comma separated: none, selective, full (default all three)")(
-      "dp-sharding", po::value<std::string>(),
-      "data-parallel sharding to try, comma separated (also as --data-parallel-sharding-strategy LIST): dist_opt "
-      "(the distributed optimizer), optim, optim_grads, optim_grads_params (Megatron-FSDP); default: the base "
-      "setup's")("cuda-graphs", po::value<std::string>(),
-                 "per-layer CUDA graphs to try, comma separated: off, full (the whole layer) or scopes joined by '+' "
-                 "(attn, mlp, moe, moe_router, moe_preprocess: attn+moe_router); default: the base setup's")(
+      "recompute", choice_value(recompute_names()), recompute_help.c_str())(
+      "dp-sharding", po::value<std::string>(), dp_sharding_help.c_str())("cuda-graphs", po::value<std::string>(),
+                                                                          cuda_graphs_help.c_str())(
       "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
       "gpus-per-node", po::value<std::string>(),
       "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(

@@ -15,26 +15,36 @@
 #include <fmt/core.h>
 
 #include "mme/inputs/setup_schema.hpp"
+#include "mme/sdk/enum_names.hpp"
 #include "mme/sdk/error.hpp"
 
 #include "planner/planner_internal.hpp"
 
 namespace mme {
 
-const char* to_string(RecomputeVariant v) {
+// The variants are the recompute granularities, named as the setup schema names them (the
+// --recompute-granularity knob's table: none, selective, full).
+namespace {
+RecomputeGranularity granularity_of(RecomputeVariant v) {
   switch (v) {
-    case RecomputeVariant::kNone: return "none";
-    case RecomputeVariant::kSelective: return "selective";
-    case RecomputeVariant::kFull: return "full";
+    case RecomputeVariant::kNone: return RecomputeGranularity::kNone;
+    case RecomputeVariant::kSelective: return RecomputeGranularity::kSelective;
+    case RecomputeVariant::kFull: return RecomputeGranularity::kFull;
   }
-  return "?";
+  return RecomputeGranularity::kNone;
+}
+}  // namespace
+
+const char* to_string(RecomputeVariant v) {
+  return enum_name(kRecomputeGranularityNames, static_cast<int>(granularity_of(v)));
 }
 
 RecomputeVariant parse_recompute_variant(std::string_view text) {
-  if (text == "none") return RecomputeVariant::kNone;
-  if (text == "selective") return RecomputeVariant::kSelective;
-  if (text == "full") return RecomputeVariant::kFull;
-  throw UsageError(fmt::format("--recompute: unknown variant '{}' (none, selective, full)", text));
+  for (const RecomputeVariant v : all_recompute_variants())
+    if (text == to_string(v)) return v;
+  std::string names;
+  for (const RecomputeVariant v : all_recompute_variants()) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(v));
+  throw UsageError(fmt::format("--recompute: unknown variant '{}' ({})", text, names));
 }
 
 std::vector<RecomputeVariant> all_recompute_variants() {
@@ -59,25 +69,30 @@ PlanSortKey parse_plan_sort_key(std::string_view text) {
   throw UsageError(fmt::format("--sort: unknown key '{}' (score, peak, bubble, comm)", text));
 }
 
+// Megatron-FSDP's strategies are named as the setup schema names them (the
+// --data-parallel-sharding-strategy knob's table); dist_opt, the distributed optimizer, is the
+// planner's own.
 const char* to_string(DpSharding d) {
+  auto fsdp = [](FsdpSharding f) { return enum_name(kFsdpShardingNames, static_cast<int>(f)); };
   switch (d) {
     case DpSharding::kDistributedOptimizer: return "dist_opt";
-    case DpSharding::kOptim: return "optim";
-    case DpSharding::kOptimGrads: return "optim_grads";
-    case DpSharding::kOptimGradsParams: return "optim_grads_params";
+    case DpSharding::kOptim: return fsdp(FsdpSharding::kOptim);
+    case DpSharding::kOptimGrads: return fsdp(FsdpSharding::kOptimGrads);
+    case DpSharding::kOptimGradsParams: return fsdp(FsdpSharding::kOptimGradsParams);
   }
   return "?";
 }
 
 DpSharding parse_dp_sharding(std::string_view text) {
-  if (text == "dist_opt") return DpSharding::kDistributedOptimizer;
-  if (text == "optim") return DpSharding::kOptim;
-  if (text == "optim_grads") return DpSharding::kOptimGrads;
-  if (text == "optim_grads_params") return DpSharding::kOptimGradsParams;
+  constexpr DpSharding kAll[] = {DpSharding::kDistributedOptimizer, DpSharding::kOptim, DpSharding::kOptimGrads,
+                                 DpSharding::kOptimGradsParams};
+  for (const DpSharding d : kAll)
+    if (text == to_string(d)) return d;
   throw UsageError(fmt::format(
-      "--data-parallel-sharding-strategy: unknown value '{}' (dist_opt: the distributed optimizer; Megatron-FSDP: "
-      "optim, optim_grads, optim_grads_params)",
-      text));
+      "--data-parallel-sharding-strategy: unknown value '{}' ({}: the distributed optimizer; Megatron-FSDP: "
+      "{}, {}, {})",
+      text, to_string(DpSharding::kDistributedOptimizer), to_string(DpSharding::kOptim),
+      to_string(DpSharding::kOptimGrads), to_string(DpSharding::kOptimGradsParams)));
 }
 
 CudaGraphChoice parse_cuda_graph_choice(std::string_view text) {

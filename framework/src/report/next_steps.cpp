@@ -9,9 +9,21 @@
 
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
+#include <mme/inputs/setup_schema.hpp>
+#include <mme/sdk/enum_names.hpp>
 #include <mme/sdk/error.hpp>
 
 namespace mme::cli {
+
+namespace {
+
+// "--recompute-granularity full": the knob's flag and the value's name, as the setup schema has them.
+std::string granularity_flag() { return fmt::format("--{}", find_knob("recompute-granularity")->flag); }
+std::string granularity_change(RecomputeGranularity g) {
+  return fmt::format("{} {}", granularity_flag(), enum_name(kRecomputeGranularityNames, static_cast<int>(g)));
+}
+
+}  // namespace
 
 std::int64_t layout_gpu_multiple(const ParallelLayout& p) {
   // Each size is at most 2^20 (the flags' bound), so the products of three fit.
@@ -41,12 +53,12 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
     s.recompute.granularity = RecomputeGranularity::kFull;
   };
   if (base.recompute.granularity == RecomputeGranularity::kNone)
-    singles.push_back({"--recompute-granularity selective",
+    singles.push_back({granularity_change(RecomputeGranularity::kSelective),
                        [](TrainingSetup& s) { s.recompute.granularity = RecomputeGranularity::kSelective; }});
   if (experts > 0 && bp.ep * 2 <= experts && experts % (bp.ep * 2) == 0)
     singles.push_back({fmt::format("--ep {}", bp.ep * 2), [](TrainingSetup& s) { s.parallel.ep *= 2; }});
   if (base.recompute.granularity != RecomputeGranularity::kFull)
-    singles.push_back({"--recompute-granularity full", full});
+    singles.push_back({granularity_change(RecomputeGranularity::kFull), full});
   if (base.pipeline.layout.empty() && bp.vpp == 1 && bp.pp * 2 <= model.num_layers) {
     const std::int64_t p = bp.pp * 2, L = model.num_layers;
     std::string flags = fmt::format("--pp {}", p);
@@ -108,9 +120,9 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
   }
   if (out.empty() && base.recompute.granularity != RecomputeGranularity::kFull)
     for (const auto& c : singles) {
-      if (c.flags.rfind("--recompute-granularity", 0) == 0) continue;
+      if (c.flags.rfind(granularity_flag(), 0) == 0) continue;
       attempt(
-          "--recompute-granularity full " + c.flags,
+          granularity_change(RecomputeGranularity::kFull) + " " + c.flags,
           [&](TrainingSetup& s) {
             full(s);
             c.apply(s);
