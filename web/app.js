@@ -1,15 +1,18 @@
-// The page of mme in the browser (docs/web.md): the form becomes the `setup` block of
-// `mme estimate --json`, mme.js (the engine in WebAssembly) answers with the same document, and
-// the result is repainted on every change. The model is a bundled one, a config.json pasted,
+// The page of mme in the browser (docs/web.md): the form becomes the setup flags of
+// `mme estimate`, mme.js (the command layer and the engine in WebAssembly) answers with the same
+// document, and the result is repainted on every change. What the form holds (its fields' flags,
+// kinds and values), the layout choices, the command line and the spec file come from mme.js: this
+// file spells no knob value and no layout rule. The model is a bundled one, a config.json pasted,
 // uploaded or edited in place, or one the page fetches from the hub. The form's state is kept in
 // the URL's hash (a shareable link; never the config.json text nor the token).
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const intFields = ["tp", "pp", "vpp", "cp", "ep", "etp", "num_gpus", "micro_batch_size", "seq_length",
-    "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"];
-  const hashFields = [...intFields, "recompute_granularity", "sequence_parallel", "gpu", "hub_id"];
+  let fields = [];      // the form's fields, from the setup schema ({"command": "form"})
+  let intFields = [];   // their ids, by kind
+  let selectFields = [];
+  let hashFields = [];
   let engine = null;
   let lastDoc = null;
   let jsonUrl = null;
@@ -34,119 +37,42 @@
   };
   const mode = () => ($("model").value.startsWith("@") ? $("model").value : "bundled");
 
-  // The form as the JSON `setup` block: empty fields are left out (the engine's defaults).
-  function setupBlock() {
-    const setup = {};
-    for (const id of intFields) {
-      const text = $(id).value.trim();
-      if (text === "") continue;
-      if (!/^-?\d+$/.test(text)) throw new Error(`${id}: expected an integer, got '${text}'`);
-      setup[id] = Number(text);
+  // The form as `mme estimate`'s setup flags: a field's flag and its text, a switch as true;
+  // empty fields are left out (the CLI's defaults). mme.js reads them as the CLI reads its flags,
+  // with the same messages for a bad value.
+  function formFlags() {
+    const flags = {};
+    for (const f of fields) {
+      const el = $(f.id);
+      if (f.kind === "bool") {
+        // A select (auto, on, off) or a checkbox whose checked state is the knob's default.
+        const value = el.type === "checkbox" ? (el.checked ? "" : "false") : el.value;
+        if (value === "true") flags[f.flag] = true;
+        if (value === "false") flags[f.off_flag] = true;
+      } else if (el.value.trim() !== "") {
+        flags[f.flag] = el.value.trim();
+      }
     }
-    if ($("recompute_granularity").value) setup.recompute_granularity = $("recompute_granularity").value;
-    if ($("sequence_parallel").value) setup.sequence_parallel = $("sequence_parallel").value === "true";
-    setup.distributed_optimizer = $("distributed_optimizer").checked;
-    return setup;
+    return flags;
   }
+  const modelName = () => (mode() === "bundled" ? $("model").value : mode() === "@hub" ? $("hub_id").value.trim() : "config.json");
 
-  // The equivalent command line (docs/cli.md: each field is the flag of the same name).
+  // A word of the command line, shell-quoted for display.
   const quote = (w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`);
-  function cliWords(setup) {
-    const m = mode();
-    const words = ["mme", "estimate", m === "bundled" ? $("model").value : m === "@hub" ? $("hub_id").value.trim() : "config.json"];
-    for (const id of intFields) if (id in setup) words.push("--" + id.replace(/_/g, "-"), String(setup[id]));
-    if (setup.recompute_granularity) words.push("--recompute-granularity", setup.recompute_granularity);
-    if ("sequence_parallel" in setup) words.push(setup.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
-    if (!setup.distributed_optimizer) words.push("--no-distributed-optimizer");
-    if ($("gpu").value) words.push("--gpu", $("gpu").value);
-    return words;
-  }
-
-  // A spec file (docs/spec-files.md) for `mme estimate --config FILE`: the model as its `hf` base
-  // and the layout as the engine resolved it (doc.setup), so the spec file's own defaults
-  // (sequence parallelism off, ...) do not change the estimate.
-  function specYaml(doc, modelArg) {
-    const s = doc.setup;
-    const q = (v) => (typeof v === "string" ? JSON.stringify(v) : String(v));
-    const section = (name, fields) =>
-      `${name}:\n` + fields.filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `  ${k}: ${q(v)}\n`).join("");
-    return "# mme estimate --config FILE (docs/spec-files.md), written by mme's browser page\n" +
-      section("model", [["hf", modelArg]]) +
-      section("parallelism", [["tensor_model_parallel_size", s.tp], ["pipeline_model_parallel_size", s.pp],
-        ["virtual_pipeline_model_parallel_size", s.vpp], ["context_parallel_size", s.cp],
-        ["expert_model_parallel_size", s.ep], ["expert_tensor_parallel_size", s.etp],
-        ["num_layers_in_first_pipeline_stage", s.num_layers_in_first_pipeline_stage],
-        ["num_layers_in_last_pipeline_stage", s.num_layers_in_last_pipeline_stage]]) +
-      section("training", [["micro_batch_size", s.micro_batch_size], ["seq_length", s.seq_length],
-        ["sequence_parallel", s.sequence_parallel], ["use_distributed_optimizer", s.distributed_optimizer],
-        ["recompute_granularity", s.recompute_granularity === "none" ? null : s.recompute_granularity]]) +
-      section("infrastructure", [["world_size", s.num_gpus], ["gpu", $("gpu").value || null]]) +
-      section("precision", [["params_dtype", s.precision]]);
-  }
 
   // The choices the model and the rest of the layout allow, offered in the fields' lists and
-  // listed under them (the fields stay free; the engine's message explains a refusal). The rules
-  // are the engine's layout checks (setup_checks.cpp, pipeline.cpp, the block models'
-  // validate()); what TP, EP and ETP must divide comes from the engine ({"command": "limits"}).
-  const divisors = (n, max = n) => [...Array(Math.min(n, max)).keys()].map((i) => i + 1).filter((d) => n % d === 0);
-  const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
-  let limits = null;
-  function readLimits() {
-    const request = { command: "limits" };
-    const doc = modelInto(request) ? { error: true } : call(request);
-    limits = doc.error ? null : doc;
-  }
-  const positive = (id, fallback) => (/^\d+$/.test($(id).value.trim()) && Number($(id).value) > 0 ? Number($(id).value) : fallback);
-  const count = (id) => (/^\d+$/.test($(id).value.trim()) ? Number($(id).value) : null);  // first/last: 0 is a count
-  // Whether Megatron-LM splits L decoder layers (and M MTP layers) over pp x vpp chunks with the
-  // first/last stages' counts (null: even).
-  function splitOk(L, M, pp, vpp, first, last) {
-    if (pp > L || (vpp > 1 && pp === 1) || pp * vpp > L + M + 2) return false;
-    if (first === null && last === null) return L % (pp * vpp) === 0;
-    if (pp === 1 || first > L || last > L) return false;
-    let rest = L, others = pp;
-    if (first !== null) (rest -= first), others--;
-    if (last !== null) (rest -= last), others--;
-    if (rest < 0 || (others === 0 ? rest !== 0 : rest % others !== 0)) return false;
-    const middle = others === 0 ? 0 : rest / others;
-    return [first ?? middle, middle, last ?? middle].every((n) => n % vpp === 0);
-  }
-  const listed = (values, max = 16) => (values.length > max ? values.slice(0, max).join(", ") + ", ..." : values.join(", "));
+  // listed under them (the fields stay free; the engine's message explains a refusal): mme.js
+  // checks each value with the engine's own rules ({"command": "choices"}).
   function offerChoices() {
-    const out = {};
-    const text = [];
-    if (limits) {
-      const L = limits.num_layers, M = limits.mtp_layers;
-      const tp = positive("tp", 1), pp = positive("pp", 1), vpp = positive("vpp", 1), cp = positive("cp", 1), ep = positive("ep", 1);
-      const etp = positive("etp", tp), seq = positive("seq_length", 4096);
-      const first = count("num_layers_in_first_pipeline_stage"), last = count("num_layers_in_last_pipeline_stage");
-      out.tp = divisors(limits.tp_divides);
-      text.push(`TP: ${listed(out.tp)} (divides the heads, query groups and MLP widths)`);
-      out.ep = limits.ep_divides ? divisors(limits.ep_divides) : [1];
-      if (limits.ep_divides) text.push(`EP: ${listed(out.ep, 12)} (divides ${limits.ep_divides} experts)`);
-      out.etp = limits.etp_divides ? divisors(limits.etp_divides, 64) : [];
-      if (limits.etp_divides) text.push(`ETP: ${listed(out.etp)} (divides the expert MLP width ${limits.etp_divides}; up to 64)`);
-      out.pp = divisors(L).filter((p) => splitOk(L, M, p, 1, null, null));
-      text.push(`PP: ${listed(out.pp)} (an even split of ${L} layers; any PP up to ${L} with first/last-stage counts)`);
-      out.vpp = pp > 1 ? divisors(L).filter((v) => splitOk(L, M, pp, v, first, last)) : [1];
-      if (pp > 1) text.push(`VPP: ${listed(out.vpp)}`);
-      const range = [...Array(L + 1).keys()];
-      out.first = pp > 1 ? range.filter((f) => splitOk(L, M, pp, vpp, f, last)) : [];
-      out.last = pp > 1 ? range.filter((l) => splitOk(L, M, pp, vpp, first, l)) : [];
-      if (pp > 1) text.push(`first stage: ${listed(out.first, 12)}; last stage: ${listed(out.last, 12)} layers`);
-      const sp = tp > 1 && $("sequence_parallel").value !== "false";
-      out.cp = divisors(seq, 1024).filter((c) => (c === 1 || seq % (2 * c) === 0) && (!sp || (seq / c) % tp === 0));
-      text.push(`CP: ${listed(out.cp)} (${seq} tokens split in 2 x CP chunks${sp ? ", by TP with sequence parallelism" : ""})`);
-      const a = tp * cp * pp, b = etp * ep * pp;
-      const unit = (a / gcd(a, b)) * b;
-      out.num_gpus = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024].map((k) => k * unit);
-      text.push(`GPUs: a multiple of ${unit} (TP x CP x PP = ${a}, ETP x EP x PP = ${b})`);
-    }
+    const request = { command: "choices", flags: formFlags() };
+    const doc = modelInto(request) ? { error: true } : call(request);
+    const values = doc.error ? {} : doc.values;
+    const text = doc.error ? [] : doc.lines;
     for (const id of ["tp", "pp", "vpp", "cp", "ep", "etp", "num_gpus", "first", "last"]) {
-      const values = (out[id] ?? []).join(",");
-      if ($("choices").dataset[id] === values) continue;  // the DOM is touched only on a change
-      $(`${id}-choices`).replaceChildren(...(out[id] ?? []).map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
-      $("choices").dataset[id] = values;
+      const joined = (values[id] ?? []).join(",");
+      if ($("choices").dataset[id] === joined) continue;  // the DOM is touched only on a change
+      $(`${id}-choices`).replaceChildren(...(values[id] ?? []).map((v) => Object.assign(document.createElement("option"), { value: String(v) })));
+      $("choices").dataset[id] = joined;
     }
     if ($("choices").textContent !== text.join("\n")) $("choices").textContent = text.join("\n");
   }
@@ -201,7 +127,7 @@
     }
   }
 
-  function paint(doc, ms, setup) {
+  function paint(doc, ms) {
     $("error").hidden = true;
     $("summary").hidden = false;
     const peak = doc.peak;
@@ -218,13 +144,11 @@
     $("next-steps").replaceChildren(...(doc.next_steps ?? []).map((st) => Object.assign(document.createElement("li"), {
       textContent: st.fits ? `${st.change} brings the upper bound to ${gib(st.needed_bytes)}: fits ${st.fits}` : st.change,
     })));
-    $("cli-command").textContent = cliWords(setup).map(quote).join(" ");
+    $("cli-command").textContent = doc.command.map(quote).join(" ");
     $("tree").textContent = (doc.breakdown ?? "").replace(/^\n/, "");
     const exported = { ...doc };
-    delete exported.svg;
-    delete exported.breakdown;
-    delete exported.megatron_args;
-    delete exported.megatron_args_error;
+    for (const extra of ["svg", "breakdown", "megatron_args", "megatron_args_error", "spec", "spec_error", "command"])
+      delete exported[extra];
     if (jsonUrl) URL.revokeObjectURL(jsonUrl);
     jsonUrl = URL.createObjectURL(new Blob([JSON.stringify(exported, null, 2) + "\n"], { type: "application/json" }));
     $("export_json").href = jsonUrl;
@@ -232,15 +156,18 @@
     if (svgUrl) URL.revokeObjectURL(svgUrl);
     svgUrl = URL.createObjectURL(new Blob(['<?xml version="1.0" encoding="UTF-8"?>\n' + (doc.svg ?? "")], { type: "image/svg+xml" }));
     $("export_svg").href = svgUrl;
+    // The spec file `mme estimate --dump-config` writes, or why the layout has none.
     if (specUrl) URL.revokeObjectURL(specUrl);
-    specUrl = URL.createObjectURL(new Blob([specYaml(doc, cliWords(setup)[2])], { type: "application/yaml" }));
-    $("export_spec").href = specUrl;
+    specUrl = doc.spec ? URL.createObjectURL(new Blob([doc.spec], { type: "application/yaml" })) : null;
+    $("export_spec").hidden = !specUrl;
+    if (specUrl) $("export_spec").href = specUrl;
     // The Megatron-LM launch flags (`mme estimate --print-megatron-args`), or why none exist.
     if (megatronUrl) URL.revokeObjectURL(megatronUrl);
     megatronUrl = doc.megatron_args ? URL.createObjectURL(new Blob([doc.megatron_args], { type: "text/plain" })) : null;
     $("export_megatron").hidden = !megatronUrl;
     if (megatronUrl) $("export_megatron").href = megatronUrl;
-    $("megatron-note").textContent = doc.megatron_args_error ? `No Megatron-LM flags: ${doc.megatron_args_error}` : "";
+    $("megatron-note").textContent = [doc.megatron_args_error ? `No Megatron-LM flags: ${doc.megatron_args_error}` : "",
+      doc.spec_error ? `No spec file: ${doc.spec_error}` : ""].filter(Boolean).join(" ");
     $("timing").textContent = `computed in ${ms.toFixed(1)} ms`;
   }
 
@@ -256,7 +183,7 @@
     const p = new URLSearchParams(location.hash.replace(/^#/, ""));
     if (p.has("model") && [...$("model").options].some((o) => o.value === p.get("model"))) $("model").value = p.get("model");
     for (const id of [...intFields, "hub_id"]) if (p.has(id)) $(id).value = p.get(id);
-    for (const id of ["recompute_granularity", "sequence_parallel", "gpu"])
+    for (const id of [...selectFields, "gpu"])
       if (p.has(id) && [...$(id).options].some((o) => o.value === p.get(id))) $(id).value = p.get(id);
     if (p.has("distributed_optimizer")) $("distributed_optimizer").checked = p.get("distributed_optimizer") !== "false";
   }
@@ -278,28 +205,15 @@
     return null;
   }
 
-  let choicesFor = null;
   function recompute() {
     const start = performance.now();
     updateBoxes();
-    const key = mode() === "bundled" ? $("model").value : $("config_text").value;
-    if (key !== choicesFor) {
-      choicesFor = key;
-      readLimits();
-    }
     offerChoices();
     writeHash();
     lastDoc = null;
-    let setup;
-    try {
-      setup = setupBlock();
-    } catch (e) {
-      showError(e.message);
-      document.body.dataset.state = "error";
-      return;
-    }
     const m = mode();
-    const request = { setup, gpu: $("gpu").value, svg: true, breakdown: true, megatron_args: true };
+    const request = { flags: formFlags(), gpu: $("gpu").value, name: modelName(), svg: true, breakdown: true,
+      megatron_args: true, spec: true };
     const missingModel = modelInto(request);
     if (missingModel) {
       showError(missingModel);
@@ -310,8 +224,8 @@
     const doc = call(request);
     const ms = performance.now() - t0;
     if (doc.error) showError(doc.error.message);
-    else paint(doc, ms, setup);
-    lastDoc = doc.error ? null : { doc, setup, model: m === "bundled" ? $("model").value : m === "@hub" ? $("hub_id").value : "config.json" };
+    else paint(doc, ms);
+    lastDoc = doc.error ? null : { doc, model: m === "bundled" ? $("model").value : m === "@hub" ? $("hub_id").value : "config.json" };
     document.body.dataset.state = doc.error ? "error" : "ready";
     document.body.dataset.recomputeMs = (performance.now() - start).toFixed(2);
   }
@@ -330,8 +244,8 @@
   }
   function keep() {
     if (!lastDoc) return;
-    const { doc, setup, model } = lastDoc;
-    const entry = { state: snapshot(), model, doc, layout: cliWords(setup).slice(3).join(" "), picked: false };
+    const { doc, model } = lastDoc;
+    const entry = { state: snapshot(), model, doc, layout: doc.command.slice(3).join(" "), picked: false };
     kept.push(entry);
     const row = $("history").tBodies[0].insertRow();
     const pick = Object.assign(document.createElement("input"), { type: "checkbox", className: "pick", title: "Compare this layout" });
@@ -343,7 +257,7 @@
     row.insertCell().appendChild(pick);
     cell(row, String(kept.length));
     cell(row, model);
-    cell(row, cliWords(setup).slice(3).join(" "));
+    cell(row, entry.layout);
     cell(row, gib(doc.peak.total_bytes), "peak");
     cell(row, gib(doc.peak.upper_bytes));
     cell(row, doc.fits.filter((f) => f.fits).map((f) => f.hardware).join(", ") || "none");
@@ -454,7 +368,8 @@
   function runPlan() {
     const request = { command: "plan", num_gpus: Number($("plan_num_gpus").value), top: Number($("plan_top").value) };
     if ($("plan_gpu").value) request.gpu = $("plan_gpu").value;
-    if ($("seq_length").value.trim() !== "") request.setup = { seq_length: Number($("seq_length").value) };
+    const seq = fields.find((f) => f.id === "seq_length");
+    if ($("seq_length").value.trim() !== "") request.flags = { [seq.flag]: $("seq_length").value.trim() };
     const missingModel = modelInto(request);
     if (missingModel || !(request.num_gpus >= 1) || !(request.top >= 1)) {
       $("plan_status").textContent = missingModel ?? "Give a number of GPUs and of plans (positive integers).";
@@ -495,7 +410,8 @@
     const s = p.setup;
     for (const id of intFields) if (id !== "num_gpus" && id !== "seq_length") $(id).value = s[id] ?? "";
     $("num_gpus").value = String(s.num_gpus);
-    $("recompute_granularity").value = s.recompute_granularity === "none" ? "" : s.recompute_granularity;
+    const granularity = fields.find((f) => f.id === "recompute_granularity");
+    $("recompute_granularity").value = s.recompute_granularity === granularity.null_name ? "" : s.recompute_granularity;
     $("sequence_parallel").value = "";
     $("distributed_optimizer").checked = s.distributed_optimizer;
     $("gpu").value = $("plan_result").dataset.gpu;
@@ -548,6 +464,17 @@
 
   createMme().then((module) => {
     engine = module;
+    // The form's fields from the setup schema: an enum's values fill its list (its "not set"
+    // spelling is the empty choice); the URL's state and the request follow the same table.
+    fields = call({ command: "form" }).fields;
+    intFields = fields.filter((f) => f.kind === "int").map((f) => f.id);
+    selectFields = fields.filter((f) => $(f.id).tagName === "SELECT").map((f) => f.id);
+    hashFields = [...intFields, ...selectFields, "gpu", "hub_id"];
+    for (const f of fields.filter((f) => f.kind === "enum")) {
+      $(f.id).replaceChildren(Object.assign(document.createElement("option"), { value: "", textContent: f.null_name }));
+      fill($(f.id), f.values);
+      $(f.id).title = f.help;
+    }
     fill($("bundled"), call({ command: "models" }).models);
     fill($("gpu"), call({ command: "gpus" }).gpus.map((g) => g.name));
     fill($("plan_gpu"), call({ command: "gpus" }).gpus.map((g) => g.name));

@@ -1,22 +1,37 @@
-// What the browser build has instead of two files it does not compile (web/CMakeLists.txt):
-//   framework/src/engine/plugin_loader.cpp (Boost.DLL): executable_dir(); there is no executable
-//     on disk, and the bundled models are found through set_bundled_models_dir (mme_web.cpp);
-//   framework/src/inputs/spec/reader.cpp (yaml-cpp): SpecFile::line_of, which find_gpu names for
-//     a spec file's GPU. No spec file is read in the browser, so find_gpu never gets one; the
-//     definition is the reader's own (the line a field was written on, 0 when absent).
+// What the browser build has instead of the files it does not compile (web/CMakeLists.txt):
+//   framework/src/engine/plugin_loader.cpp (Boost.DLL): executable_dir() (there is no executable
+//     on disk; the bundled models are /models, the command layer's context says so),
+//     plugin_search_path() (no folder: the page names none) and load_plugins() (never reached:
+//     no folder to load from);
+//   framework/src/inputs/spec/parser.cpp (yaml-cpp): parse_yaml. A spec file's YAML is not read
+//     in the page (the page writes spec files, through spec/writer.cpp, and reads none).
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <mme/engine/plugin_loader.hpp>
-#include <mme/inputs/spec_file.hpp>
+#include <mme/sdk/error.hpp>
+
+#include "../../framework/src/inputs/spec/spec_internal.hpp"
 
 namespace mme {
 
 std::filesystem::path executable_dir() { return {}; }
 
-int SpecFile::line_of(const std::string& key) const {
-  auto it = lines.find(key);
-  return it == lines.end() ? 0 : it->second;
+std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& cli_dirs,
+                                                      std::string_view, bool) {
+  return cli_dirs;
 }
+
+void load_plugins(Registry&, const std::vector<std::filesystem::path>& dirs) {
+  if (!dirs.empty()) throw PluginError("the page loads no plugin files; its plugins are built in");
+}
+
+namespace spec_detail {
+Node parse_yaml(std::string_view, const std::string& source) {
+  throw ConfigError(source + ": YAML spec files are not read in the page (give the spec as JSON)");
+}
+}  // namespace spec_detail
 
 }  // namespace mme
