@@ -198,9 +198,12 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                                   *s.moe_capacity_factor));
   if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
     throw LayoutError("--moe-pad-expert-input-to-capacity needs --moe-capacity-factor");
-  for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
+  // holds() is false for NaN, which once passed `d < 0 || d >= 1` and was estimated as no dropout.
+  for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0), s.lora.dropout})
     if (!kDropoutRange.holds(d))
       throw LayoutError(fmt::format("dropout rates must be in {}, got {}", to_string(kDropoutRange), d));
+  if (!kLoraAlphaRange.holds(s.lora.alpha))
+    throw LayoutError(fmt::format("--lora-alpha must be in {}, got {}", to_string(kLoraAlphaRange), s.lora.alpha));
   check_communication_setup(s);
   return s;
 }
