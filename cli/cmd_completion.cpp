@@ -540,7 +540,8 @@ void help_completion(std::ostream& out) {
   out << "Usage: mme completion bash|zsh|fish\n\n"
          "Prints a completion script for the shell: the commands, each command's flags and, where a\n"
          "flag takes one of a fixed set of values ("
-      << knob_example() << ", --gpu\n"
+      << knob_example()
+      << ", --gpu\n"
          "NAME, ...), those values. Generated from the option tables `mme help COMMAND` lists.\n"
          "Installed packages put them where the shells look (bash-completion, zsh, fish).\n"
          "\nExample:\n  source <(mme completion bash)\n  mme completion fish > ~/.config/fish/completions/mme.fish\n";

@@ -12,6 +12,7 @@
 #include <mme/commands/plan.hpp>
 #include <mme/report/render_estimate.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
@@ -66,7 +67,7 @@ po::options_description visible_options() {
       "share of GPU memory kept free: a fraction (0.05) or a percentage (5%); default 5%")(
       "recompute", choice_value(recompute_names()), recompute_help.c_str())(
       "dp-sharding", po::value<std::string>(), dp_sharding_help.c_str())("cuda-graphs", po::value<std::string>(),
-                                                                          cuda_graphs_help.c_str())(
+                                                                         cuda_graphs_help.c_str())(
       "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
       "gpus-per-node", po::value<std::string>(),
       "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
@@ -80,15 +81,6 @@ po::options_description visible_options() {
   add_hardware_file_option(d);
   d.add(common_options());
   return d;
-}
-
-std::string join(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
 }
 
 std::string split_text(const PlanLayout& l) {
@@ -192,7 +184,7 @@ void print_every_gpu(const commands::PlanOutcome& outcome) {
     any_tight = any_tight || tight;
     text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g.gpu->name, to_gib(g.best->peak_bytes),
                         to_gib(static_cast<std::int64_t>(g.usable_bytes - g.best->peak_bytes)), tight ? "!" : " ",
-                        join(outcome.planner->args_for(g.best->layout, g.options)));
+                        shell_command(outcome.planner->args_for(g.best->layout, g.options)));
   }
   if (any_tight)
     text += fmt::format(
@@ -216,8 +208,8 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
-                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
-                             join(planner.args_for(sm.layout, o)));
+                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), shell_quote(model.name),
+                             shell_command(planner.args_for(sm.layout, o)));
     if (suggestions.empty()) {
       std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
                    "to 64 tokens) makes one fit.\n";
@@ -226,7 +218,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
                    "change ranks them all):\n";
       for (const auto& s : suggestions)
         std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
-                                 model.name, join(s.args));
+                                 shell_quote(model.name), shell_command(s.args));
     }
     return;
   }
@@ -253,7 +245,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
         kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
   std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
                            is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
-                           model.name, join(planner.args_for(best.layout, o)));
+                           shell_quote(model.name), shell_command(planner.args_for(best.layout, o)));
   if (is_tight(best)) {
     const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
     if (roomy == r.plans.end())
@@ -262,7 +254,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
     else
       std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
                                kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
-                               model.name, join(planner.args_for(roomy->layout, o)));
+                               shell_quote(model.name), shell_command(planner.args_for(roomy->layout, o)));
   }
 }
 

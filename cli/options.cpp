@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -11,6 +10,7 @@
 #include <mme/commands/context.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/number_text.hpp>
 
 namespace mme::cli {
 
@@ -132,14 +132,7 @@ po::variables_map parse(const std::string& command, const std::vector<std::strin
 }
 
 double parse_double(const std::string& flag, const std::string& text, double min, double max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
-    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
-  if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
-  return v;
+  return parse_number(flag, text, min, max);  // the same under every locale (setup_schema.hpp)
 }
 
 std::optional<std::string> get_aliased(const po::variables_map& vm, const std::vector<const char*>& names) {

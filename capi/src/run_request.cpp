@@ -3,7 +3,6 @@
 // its own, and the typed result written as the command's JSON document; the response carries it,
 // or the error the CLI would report with its exit code, and the request's log lines.
 #include <algorithm>
-#include <mutex>
 #include <new>
 #include <optional>
 
@@ -41,27 +40,9 @@ void check_bounds(std::string_view text) {
   if (text.size() > kMaxRequestBytes)
     throw UsageError(
         fmt::format("the request is {} bytes; at most {} bytes are accepted", text.size(), kMaxRequestBytes));
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxRequestDepth)
-        throw UsageError(
-            fmt::format("the request nests more than {} levels deep; a request is an object of "
-                        "scalars and lists",
-                        kMaxRequestDepth));
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  if (json_nests_deeper(text, kMaxRequestDepth))
+    throw UsageError(fmt::format(
+        "the request nests more than {} levels deep; a request is an object of scalars and lists", kMaxRequestDepth));
 }
 
 std::string type_of(const J& v) {
@@ -74,6 +55,17 @@ std::string dashed(std::string key) {
   for (char& c : key)
     if (c == '_') c = '-';
   return key;
+}
+
+// A NUL cannot be in a path, a name or a flag value (the C string of a path would end there,
+// and another file would be read); only the C API and Python can pass one.
+void check_no_nul(const std::string& key, const J& value) {
+  if (value.is_array()) {
+    for (const auto& e : value) check_no_nul(key, e);
+  } else if (value.is_string() && value.get_ref<const std::string&>().find('\0') != std::string::npos) {
+    throw UsageError(fmt::format("args.{}: '{}' holds a NUL character (\\u0000), which no path, name or value may hold",
+                                 key, value.get<std::string>()));
+  }
 }
 
 // The request's "args": each key by its flag name ('_' or '-'), read once by the command; keys
@@ -93,6 +85,7 @@ class Args {
       if (value.is_array() && value.size() > kMaxListEntries)
         throw UsageError(
             fmt::format("args.{}: {} entries; a list holds at most {}", key, value.size(), kMaxListEntries));
+      check_no_nul(key, value);
       entries_[name] = {key, value};
     }
   }
@@ -218,8 +211,8 @@ class Args {
 };
 
 // The names a command's args may hold besides the setup knobs (for the unknown-key message).
-std::vector<std::string> known_names(std::initializer_list<const char*> own, bool with_setup) {
-  std::vector<std::string> out(own.begin(), own.end());
+std::vector<std::string> known_names(std::vector<std::string> own, bool with_setup) {
+  std::vector<std::string> out = std::move(own);
   if (with_setup)
     for (const SetupKnob* k : setup_knobs_in_flag_order()) {
       for (const char* n : Args::names_of(*k))
@@ -227,6 +220,15 @@ std::vector<std::string> known_names(std::initializer_list<const char*> own, boo
       if (k->off_flag) out.emplace_back(k->off_flag);
       for (const auto& sw : k->switches) out.emplace_back(sw.flag);
     }
+  return out;
+}
+
+// The keys of estimate_request() (and the files and plugins of the context), then `more`.
+std::vector<std::string> estimate_keys(std::initializer_list<const char*> more = {}) {
+  std::vector<std::string> out{
+      "model",    "megatron-args", "megatron-args-file", "config",        "revision",   "gpu",
+      "headroom", "fit-on",        "overhead-per-gpu",   "hardware-file", "plugin-dir", "log-level"};
+  out.insert(out.end(), more.begin(), more.end());
   return out;
 }
 
@@ -292,10 +294,7 @@ void run_estimate(Request& q, J& response) {
   if (a.on("breakdown"))
     throw UsageError(
         "--breakdown is a text view; the JSON document has its figures (stages[].components, layer_kinds)");
-  a.done("estimate", known_names({"model", "megatron-args", "megatron-args-file", "config", "revision", "gpu",
-                                  "headroom", "fit-on", "overhead-per-gpu", "html", "svg", "dump-config",
-                                  "print-megatron-args", "hardware-file", "plugin-dir", "log-level"},
-                                 true));
+  a.done("estimate", known_names(estimate_keys({"html", "svg", "dump-config", "print-megatron-args"}), true));
   if (dump_config && (r.html || r.svg))
     throw UsageError("--dump-config prints the spec instead of the report; drop --html / --svg");
   if (print_megatron && (dump_config || r.html || r.svg))
@@ -322,9 +321,7 @@ void run_compare(Request& q, J& response) {
   read_hardware_files(a, q.context);
   commands::CompareRequest r;
   r.base = estimate_request(a);
-  a.done("compare", known_names({"model", "megatron-args", "megatron-args-file", "config", "revision", "gpu",
-                                 "headroom", "fit-on", "overhead-per-gpu", "hardware-file", "plugin-dir", "log-level"},
-                                true));
+  a.done("compare", known_names(estimate_keys(), true));
   // The command line the rows echo: MODEL, then each setup flag as given (a list flag's values
   // varied).
   if (r.base.input.model) r.slots.push_back({"", {*r.base.input.model}});
@@ -476,15 +473,68 @@ void run_command(Request& q, J& response) {
   }
   throw std::logic_error("run_command: " + c);
 }
+// The request document, read by nlohmann's own tree builder with three differences, for callers
+// that never wrote JSON themselves (Python's json.dumps writes the request): an integer beyond
+// 64 bits keeps its digits (as a string, so a flag's message names 2**70 as written, not as
+// 1.1805916207174113e+21); NaN and Infinity (which json.dumps writes for float('nan') and
+// float('inf')) and a lone UTF-16 surrogate (\ud800) are named as what they are, with the key
+// that holds them, instead of as a JSON syntax error.
+class RequestReader : public nlohmann::detail::json_sax_dom_parser<J> {
+  using Base = nlohmann::detail::json_sax_dom_parser<J>;
+
+ public:
+  RequestReader(J& document, std::string_view text) : Base(document, true), text_(text) {}
+  bool number_float(number_float_t v, const string_t& text) {
+    const std::size_t digits = text.find_first_not_of('-') == std::string::npos ? 0 : text.find_first_not_of('-');
+    if (!text.empty() && text.find_first_not_of("0123456789", digits) == std::string::npos) {
+      string_t copy = text;
+      return Base::string(copy);
+    }
+    return Base::number_float(v, text);
+  }
+  bool start_object(std::size_t n) {
+    keys_.emplace_back();
+    return Base::start_object(n);
+  }
+  bool key(string_t& k) {
+    if (!keys_.empty()) keys_.back() = k;
+    return Base::key(k);
+  }
+  bool end_object() {
+    if (!keys_.empty()) keys_.pop_back();
+    return Base::end_object();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
+    std::string where;
+    for (const auto& k : keys_)
+      if (!k.empty()) where += (where.empty() ? "" : ".") + k;
+    where = where.empty() ? "the request" : "the request's " + where;
+    // `position` counts the characters read, the one the lexer stopped at (N, I) included.
+    const std::string_view at = text_.substr(std::min(text_.size(), position - std::min<std::size_t>(position, 1)));
+    if (at.rfind("NaN", 0) == 0 || at.rfind("Infinity", 0) == 0)
+      throw UsageError(
+          fmt::format("{}: NaN and Infinity are not numbers mme takes (Python writes float('nan') and "
+                      "float('inf') so); give a finite number",
+                      where));
+    if (std::string_view(ex.what()).find("surrogate") != std::string_view::npos) {
+      const std::size_t escape = token.rfind("\\u");
+      throw UsageError(fmt::format("{}: a string holds a lone UTF-16 surrogate{}, which is no Unicode character", where,
+                                   escape == std::string::npos ? "" : " (" + token.substr(escape, 6) + ")"));
+    }
+    throw UsageError(fmt::format("the request is not JSON: {} (byte {})", ex.what(), position));
+  }
+
+ private:
+  std::string_view text_;
+  std::vector<std::string> keys_;  // the key being read at each open object
+};
 
 Request read_request(std::string_view text, const RunDefaults& defaults) {
   check_bounds(text);
   J req;
-  try {
-    req = J::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("the request is not JSON: {}", e.what()));
-  }
+  RequestReader reader(req, text);
+  J::sax_parse(text, &reader);
   if (!req.is_object()) throw UsageError("the request must be a JSON object");
   for (const auto& [key, value] : req.items()) {
     if (key == "argv")

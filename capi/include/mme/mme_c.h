@@ -5,14 +5,14 @@
  *   ... parse doc: {"api_version": 1, "ok": true, "exit_code": 0, "result": {...}, "log": [...]} ...
  *   mme_free(doc);
  *
- * The request runs exactly what `mme COMMAND ARGS --json` runs (the CLI's own code, with the
- * built-in plugins linked in), and the response carries its JSON document, or the error the CLI
- * would print with its exit code. docs/python.md ("The C entry point") describes the request and
- * response formats. Plain C: no C++ type crosses this interface, and the library (libmme_c)
- * exports nothing else.
+ * The request is read into the typed request of mme's command layer and runs the use case
+ * `mme COMMAND ARGS --json` runs (with the built-in plugins linked in); the response carries its
+ * JSON document, or the error the CLI would print with its exit code. docs/python.md ("The C
+ * entry point") describes the request and response formats. Plain C: no C++ type crosses this
+ * interface, and the library (libmme_c) exports nothing else.
  *
- * Thread safety: calls may come from any thread; they run one at a time (a request redirects
- * the process's std::cout while it runs). */
+ * Thread safety: calls may come from any thread and run concurrently; each request has its own
+ * context (no lock, no environment variable set, nothing redirected). */
 #ifndef MME_MME_C_H
 #define MME_MME_C_H
 

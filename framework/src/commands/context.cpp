@@ -43,7 +43,9 @@ struct Stamp {
   std::string path;
   std::uintmax_t size = 0;
   std::int64_t time = 0;
-  auto operator<=>(const Stamp&) const = default;
+  // (No defaulted <=>: the browser build's libc++ has no three-way comparison of strings.)
+  bool operator==(const Stamp&) const = default;
+  bool operator<(const Stamp& o) const { return std::tie(path, size, time) < std::tie(o.path, o.size, o.time); }
 };
 
 Stamp stamp(const fs::path& p) {

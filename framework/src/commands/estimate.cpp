@@ -2,7 +2,6 @@
 #include "mme/commands/estimate.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -73,21 +72,6 @@ std::vector<std::string> SetupFlags::values(std::string_view name) const {
 }
 
 // ---- the fit rule's flags -------------------------------------------------------------------
-
-namespace {
-
-double parse_number(const std::string& flag, const std::string& text, double min, double max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
-    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
-  if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
-  return v;
-}
-
-}  // namespace
 
 double parse_headroom(const std::string& text) {
   std::string t = text;
@@ -355,7 +339,7 @@ EstimateResult estimate(const EstimateRequest& request, const Context& context) 
     // A layout Megatron refuses: the message names the values that work; `mme plan` finds the rest.
     if (!request.advice || !read.model_name) throw;
     throw LayoutError(fmt::format("{} (`mme plan {} --num-gpus {}` lists every layout that works)", e.what(),
-                                  *read.model_name, inputs.setup.parallel.world_size));
+                                  shell_quote(*read.model_name), inputs.setup.parallel.world_size));
   }
   const Estimate& est = out.estimate;
   if (request.advice) {

@@ -4,6 +4,7 @@
 
 #include <mme/inputs/json_schema.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 
 #include "resolve.hpp"
 
@@ -62,7 +63,7 @@ std::string init_spec(const InitRequest& request, const Context& context) {
       "  mme estimate --config FILE [flags]         estimate it; command-line flags override the file",
       "  mme estimate --config FILE --dump-config   print it back with every default filled in",
       example ? "Written by `mme init`: an example model in the shape of Llama-3-8B."
-              : fmt::format("Written by `mme init {}`.", *read.model_name),
+              : fmt::format("Written by `mme init {}`.", shell_quote(*read.model_name)),
       "Each line's comment gives the field's meaning and default; a line that starts with",
       "\"# field:\" is a field this model does not use, shown with its default.",
   };

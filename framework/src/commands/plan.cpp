@@ -9,6 +9,7 @@
 
 #include <mme/report/render_html.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 
 #include "resolve.hpp"
 
@@ -17,30 +18,6 @@ namespace mme::commands {
 namespace {
 
 using detail::split_list;
-
-// The value of a flag given under one of several names; UsageError if two disagree.
-std::optional<std::string> aliased(const SetupFlags& flags, std::initializer_list<const char*> names) {
-  std::optional<std::string> value;
-  const char* first = nullptr;
-  for (const char* n : names) {
-    const auto v = flags.value(n);
-    if (!v) continue;
-    if (value && *value != *v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, *v));
-    value = v;
-    first = n;
-  }
-  return value;
-}
-
-double parse_number(const std::string& flag, const std::string& text, double min, double max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
-    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
-  if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
-  return v;
-}
 
 template <class T>
 void add_once(std::vector<T>& list, const T& v) {
@@ -61,12 +38,6 @@ struct KnobColumns {
     return right ? pad + text : text + pad;
   }
 };
-
-std::string join(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
-  return out;
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -113,7 +84,7 @@ std::string plan_csv_row(const Plan& p, const Planner& planner, const PlanOption
                      l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
                      l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers, plan_knob_cells(l, o, ",", true),
                      p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false", p.score.score, p.score.bubble,
-                     p.score.step_seconds, csv_field(join(planner.args_for(l, o))));
+                     p.score.step_seconds, csv_field(shell_command(planner.args_for(l, o))));
 }
 
 PlanOutcome plan(const PlanRequest& request, const Context& context) {
@@ -123,7 +94,7 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
   // The model and the setup as every use case that takes a model reads them (resolve.hpp); plan
   // takes MODEL only, and reads the setup once the list flags are out of the way.
   ReadInputs read = read_model_source(request.input, flags, InputRules{"plan", false, false});
-  const auto gpus_text = aliased(flags, {"num-gpus", "world-size"});
+  const auto gpus_text = flags.agreed_value({"num-gpus", "world-size"});
   if (!gpus_text) throw UsageError("plan needs --num-gpus N");
   std::optional<cli::OutputFile> html_file;  // an unwritable path fails now, before the search
   if (request.html) html_file.emplace(*request.html, "--html");
@@ -159,7 +130,8 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
     for (const auto& item : split_list(*request.recompute)) add_once(o.recompute, parse_recompute_variant(item));
   }
   auto fixed = [&](std::initializer_list<const char*> names, std::optional<std::int64_t>& into) {
-    if (auto v = aliased(flags, names)) into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, kMaxParallelSize);
+    if (auto v = flags.agreed_value(names))
+      into = parse_int(fmt::format("--{}", *names.begin()), *v, 1, kMaxParallelSize);
   };
   fixed({"tp", "tensor-model-parallel-size"}, o.tp);
   fixed({"pp", "pipeline-model-parallel-size"}, o.pp);
@@ -171,7 +143,7 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
   // --optimizer-cpu-offload-fraction, --cuda-graphs): taken out of the setup flags, which take
   // one value each.
   {
-    std::optional<std::string> sharding = aliased(flags, {"data-parallel-sharding-strategy"});
+    std::optional<std::string> sharding = flags.agreed_value({"data-parallel-sharding-strategy"});
     if (request.dp_sharding && sharding && *sharding != *request.dp_sharding)
       throw UsageError(fmt::format("--dp-sharding {} and --data-parallel-sharding-strategy {} disagree",
                                    *request.dp_sharding, *sharding));
@@ -181,7 +153,7 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
       flags.erase("data-parallel-sharding-strategy");
     }
   }
-  if (const auto v = aliased(flags, {"optimizer-cpu-offload-fraction", "optimizer-offload-fraction"})) {
+  if (const auto v = flags.agreed_value({"optimizer-cpu-offload-fraction", "optimizer-offload-fraction"})) {
     for (const auto& item : split_list(*v))
       add_once(o.optimizer_offload_fractions, parse_number("--optimizer-offload-fraction", item, 0, 1));
     flags.erase("optimizer-cpu-offload-fraction");

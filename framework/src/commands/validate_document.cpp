@@ -21,11 +21,8 @@ J stats_json(const ErrorStats& s) {
 }
 
 J summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
-  J j{{"total", sum.total},
-      {"evaluated", sum.evaluated},
-      {"skipped", sum.skipped},
-      {"errors", sum.errors},
-      {"peak", stats_json(sum.peak)}};
+  J j{{"total", sum.total},     {"evaluated", sum.evaluated}, {"skipped", sum.skipped},
+      {"refused", sum.refused}, {"errors", sum.errors},       {"peak", stats_json(sum.peak)}};
   if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
   j["peak_ge_5gib"] = stats_json(sum.peak_large);
   j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);

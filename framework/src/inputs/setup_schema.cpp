@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -16,6 +15,7 @@
 
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/number_text.hpp"
 
 #include "setup_knobs.hpp"
 
@@ -228,15 +228,21 @@ std::string knob_values_text(const SetupKnob& k) {
   return out;
 }
 
+double parse_number(std::string_view flag, const std::string& text, double min, double max) {
+  const auto parsed = parse_decimal(text);
+  if (!parsed || !std::isfinite(*parsed)) throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+  if (*parsed < min || *parsed > max)
+    throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
+  return *parsed;
+}
+
 std::int64_t parse_int(std::string_view flag, const std::string& text, std::int64_t min, std::int64_t max,
                        bool megatron) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(begin, &end, 10);
-  if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
-    throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
-  if (errno == ERANGE || v > max) {
+  bool too_large = false;
+  const auto parsed = parse_integer(text, &too_large);
+  if (!parsed && !too_large) throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
+  const std::int64_t v = parsed.value_or(0);
+  if (too_large || v > max) {
     if (megatron) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, text, max));
     throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
   }
@@ -251,12 +257,10 @@ J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& 
   switch (k.kind) {
     case KnobKind::kInt: return J(parse_int(flag, text, k.min, k.max, megatron));
     case KnobKind::kNumber: {
-      const char* begin = text.c_str();
-      char* end = nullptr;
-      errno = 0;
-      const double v = std::strtod(begin, &end);
-      if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
+      const auto parsed = parse_decimal(text);
+      if (!parsed || !std::isfinite(*parsed))
         throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+      const double v = *parsed;
       const bool low = k.lo_open ? v <= k.lo : v < k.lo;
       const bool high = k.hi_open ? v >= k.hi : v > k.hi;
       if (low || high) throw UsageError(fmt::format("{}: {} is out of range {}", flag, text, range_text(k)));
@@ -294,6 +298,19 @@ J knob_spec_value(const SetupKnob& k, const TrainingSetup& s) { return k.spec_ge
 // -------------------------------------------------------------------------------------------------
 // mme flags.
 
+std::optional<std::string> MmeFlags::agreed_value(const std::vector<const char*>& names) const {
+  std::optional<std::string> out;
+  const char* first = nullptr;
+  for (const char* n : names) {
+    const auto v = value(n);
+    if (!v) continue;
+    if (out && *out != *v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *out, n, *v));
+    out = v;
+    first = n;
+  }
+  return out;
+}
+
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
   for (const auto& k : setup_knobs()) {
     auto apply = [&](const J& v) {
@@ -314,17 +331,9 @@ TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
       continue;
     }
     // A value flag given under its name or an alias; two spellings must agree.
-    std::optional<std::string> value;
-    const char* first = nullptr;
     std::vector<const char*> names{k.flag};
     names.insert(names.end(), k.aliases.begin(), k.aliases.end());
-    for (const char* n : names) {
-      const auto v = flags.value(n);
-      if (!v) continue;
-      if (value && *value != *v) throw UsageError(fmt::format("--{} {} and --{} {} disagree", first, *value, n, *v));
-      value = v;
-      first = n;
-    }
+    const std::optional<std::string> value = flags.agreed_value(names);
     if (value) apply(parse_knob_text(k, "--" + std::string(k.flag), *value));
     const SetupKnob::ValueSwitch* chosen = nullptr;
     for (const auto& sw : k.switches) {

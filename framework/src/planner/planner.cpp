@@ -43,7 +43,8 @@ RecomputeVariant parse_recompute_variant(std::string_view text) {
   for (const RecomputeVariant v : all_recompute_variants())
     if (text == to_string(v)) return v;
   std::string names;
-  for (const RecomputeVariant v : all_recompute_variants()) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(v));
+  for (const RecomputeVariant v : all_recompute_variants())
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(v));
   throw UsageError(fmt::format("--recompute: unknown variant '{}' ({})", text, names));
 }
 

@@ -52,6 +52,9 @@ class MmeFlags {
   virtual std::optional<std::string> value(std::string_view name) const = 0;  // a value flag, as given
   virtual bool on(std::string_view name) const = 0;                           // a switch
   virtual std::vector<std::string> values(std::string_view name) const = 0;   // a repeatable flag
+  // The value of a flag given under one of several names (a knob's flag and its aliases), or
+  // none; UsageError "--a X and --b Y disagree" when two names give different values.
+  std::optional<std::string> agreed_value(const std::vector<const char*>& names) const;
 };
 
 struct SetupKnob {
@@ -166,6 +169,9 @@ nlohmann::json parse_knob_text(const SetupKnob& knob, std::string_view flag, con
 // Megatron-LM flags always gave ("--seq-length N is larger than M, which no real run uses").
 std::int64_t parse_int(std::string_view flag, const std::string& text, std::int64_t min, std::int64_t max,
                        bool megatron = false);
+// A number flag's value in [min, max], read the same under every locale (parse_decimal):
+// UsageError naming `flag` ("--headroom: expected a number, got 'x'", "... is out of range").
+double parse_number(std::string_view flag, const std::string& text, double min, double max);
 // The text of a value on a command line ("4", "0.3", "core_attn,mlp", "a2a+p2p").
 std::string knob_text(const SetupKnob& knob, const nlohmann::json& value);
 // "bf16, fp16, fp8, fp32": what an enum knob accepts, for messages.
