@@ -103,6 +103,41 @@ TEST(Hardware, DatasheetFiguresOfTheRequiredGpus) {
   }
 }
 
+TEST(Hardware, DatasheetFiguresOfTheBlackwellGpusAndTheirNetworks) {
+  // The Blackwell parts Megatron-Bridge's performance tables run on, from the DGX B200, DGX B300,
+  // GB200 NVL72 and GB300 NVL72 datasheets: HBM GB/s, dense BF16, FP8 and FP4 TFLOP/s, NVLink
+  // GB/s per GPU, the NIC per GPU (400 Gb/s ConnectX-7: 50 GB/s, 800 Gb/s ConnectX-8: 100) and the
+  // GPUs one NVLink domain joins (an 8-GPU board, a 72-GPU rack).
+  struct Figures {
+    const char* name;
+    double hbm, bf16, fp8, fp4, link, net;
+    std::int64_t node;
+    int cc;
+  };
+  for (const Figures& f : {Figures{"B200", 8000, 2250, 4500, 9000, 1800, 50, 8, 100},
+                           Figures{"GB200", 8000, 2500, 5000, 10000, 1800, 50, 72, 100},
+                           Figures{"B300", 8000, 2250, 4500, 13500, 1800, 100, 8, 103},
+                           Figures{"GB300", 8000, 2500, 5000, 15000, 1800, 100, 72, 103}}) {
+    const HardwareProfile& h = profile(f.name);
+    EXPECT_DOUBLE_EQ(h.hbm_bandwidth_gbps, f.hbm) << f.name;
+    EXPECT_DOUBLE_EQ(h.bf16_tflops, f.bf16) << f.name;
+    EXPECT_DOUBLE_EQ(h.fp8_tflops, f.fp8) << f.name;
+    EXPECT_DOUBLE_EQ(h.fp4_tflops, f.fp4) << f.name;
+    EXPECT_DOUBLE_EQ(h.link_bandwidth_gbps, f.link) << f.name;
+    EXPECT_DOUBLE_EQ(h.inter_node_bandwidth_gbps, f.net) << f.name;
+    EXPECT_EQ(h.gpus_per_node, f.node) << f.name;
+    EXPECT_EQ(h.compute_capability, f.cc) << f.name;
+  }
+  // GB200 as nvidia-smi reports it; B300 and GB300 the marketed 288 GB (10^9 bytes) in whole MiB.
+  EXPECT_EQ(profile("GB200").memory_bytes, 189471 * kMiB);
+  EXPECT_EQ(profile("B300").memory_bytes, 288'000'000'000 / kMiB * kMiB);
+  EXPECT_EQ(profile("GB300").memory_bytes, 288'000'000'000 / kMiB * kMiB);
+  // DGX H100/H200: 8 GPUs, a 400 Gb/s NIC each; DGX A100: 8 GPUs, a 200 Gb/s NIC each.
+  EXPECT_EQ(profile("H100").gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(profile("H100").inter_node_bandwidth_gbps, 50);
+  EXPECT_DOUBLE_EQ(profile("A100").inter_node_bandwidth_gbps, 25);
+}
+
 TEST(Hardware, AliasesResolve) {
   const std::map<std::string, std::string> expected = {
       {"A100", "A100-SXM-80GB"},        {"a100-80gb", "A100-SXM-80GB"},
@@ -115,6 +150,8 @@ TEST(Hardware, AliasesResolve) {
       {"h200-141gb", "H200-SXM-141GB"}, {"H200 141GB", "H200-SXM-141GB"},
       {"H800", "H800-SXM-80GB"},        {"H20", "H20-96GB"},
       {"B200", "B200-180GB"},           {"mi300x", "MI300X-192GB"},
+      {"GB200", "GB200-186GB"},         {"gb200 nvl72", "GB200-186GB"},
+      {"B300", "B300-288GB"},           {"GB300", "GB300-288GB"},
   };
   for (const auto& [query, name] : expected) {
     const HardwareProfile* h = registry().find_hardware(query);
@@ -159,6 +196,13 @@ void expect_sane(const HardwareProfile& h) {
   EXPECT_GT(h.bf16_tflops, 0);
   EXPECT_GE(h.fp8_tflops, 0);
   EXPECT_GT(h.link_bandwidth_gbps, 0);
+  EXPECT_GE(h.inter_node_bandwidth_gbps, 0);
+  EXPECT_LT(h.inter_node_bandwidth_gbps, h.link_bandwidth_gbps) << "the network is slower than NVLink";
+  EXPECT_GE(h.gpus_per_node, 0);
+  EXPECT_GE(h.fp4_tflops, 0);
+  if (h.fp4_tflops > 0) {
+    EXPECT_GT(h.fp4_tflops, h.fp8_tflops) << "FP4 is the faster format where supported";
+  }
   if (h.fp8_tflops > 0) {
     EXPECT_GT(h.fp8_tflops, h.bf16_tflops) << "FP8 is the faster format where supported";
   }
@@ -212,6 +256,9 @@ TEST(Hardware, LoadableModulesMatchTheStaticArchives) {
     EXPECT_EQ(b->bf16_tflops, a.bf16_tflops) << a.name;
     EXPECT_EQ(b->fp8_tflops, a.fp8_tflops) << a.name;
     EXPECT_EQ(b->link_bandwidth_gbps, a.link_bandwidth_gbps) << a.name;
+    EXPECT_EQ(b->fp4_tflops, a.fp4_tflops) << a.name;
+    EXPECT_EQ(b->inter_node_bandwidth_gbps, a.inter_node_bandwidth_gbps) << a.name;
+    EXPECT_EQ(b->gpus_per_node, a.gpus_per_node) << a.name;
     EXPECT_EQ(b->source, a.source) << a.name;
   }
   for (const auto& reg : loaded.hardware()) expect_sane(*reg.object);

@@ -33,7 +33,8 @@ constexpr double kMaxMemoryGib = 1024.0 * 1024.0;
 const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = {
       "name",       "memory_gib",          "aliases", "reserved_gib", "hbm_bandwidth_gbps", "bf16_tflops",
-      "fp8_tflops", "link_bandwidth_gbps", "vendor",  "architecture", "compute_capability", "source"};
+      "fp8_tflops", "link_bandwidth_gbps", "vendor",  "architecture", "compute_capability", "source",
+      "fp4_tflops", "inter_node_bandwidth_gbps", "gpus_per_node"};
   return keys;
 }
 
@@ -127,6 +128,13 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
   h.bf16_tflops = number("bf16_tflops", 0, false, kMaxThroughput);
   h.fp8_tflops = number("fp8_tflops", 0, false, kMaxThroughput);
   h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false, kMaxThroughput);
+  h.fp4_tflops = number("fp4_tflops", 0, false, kMaxThroughput);
+  h.inter_node_bandwidth_gbps = number("inter_node_bandwidth_gbps", 0, false, kMaxThroughput);
+  // GPUs of one NVLink domain: a whole number, at most 2^20 (the largest parallel size).
+  const double node = number("gpus_per_node", 0, false, 1 << 20);
+  if (node != std::floor(node))
+    fail(fmt::format("{}'gpus_per_node' must be a whole number, got {}", label, json_text(p["gpus_per_node"])));
+  h.gpus_per_node = static_cast<std::int64_t>(node);
   h.vendor = printable(string_or("vendor", ""));
   h.architecture = printable(string_or("architecture", ""));
   // compute_capability as nvidia-smi prints it (9.0, 8.9, 10.0); 0 for a device that is not CUDA.

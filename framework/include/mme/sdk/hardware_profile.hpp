@@ -1,4 +1,4 @@
-// HardwareProfile: what the fit verdict and a later time model need to know about one GPU.
+// HardwareProfile: what the fit verdict and the planner's step-time model need to know about one GPU.
 // Plugins register profiles as values (a "tiny plugin"), the json_profiles plugin reads them
 // from files, so a new GPU needs no compiler.
 #pragma once
@@ -26,6 +26,13 @@ struct HardwareProfile {
   // and Transformer Engine choose workspace sizes and attention kernels by. 0 = not a CUDA
   // device (ROCm), which takes the defaults of CUDA GPUs before Hopper.
   int compute_capability = 0;
+  // Plugin API 6 (the planner's step-time model, docs/planner.md). 0 = unknown: the planner
+  // then assumes the figure its PlanOptions give (and says so).
+  double fp4_tflops = 0;                 // dense NVFP4/MXFP4 TFLOP/s, 0 = not supported
+  double inter_node_bandwidth_gbps = 0;  // scale-out network per GPU, GB/s (one 400 Gb/s NIC: 50)
+  // GPUs one NVLink domain joins: 8 on an HGX/DGX board, 72 on an NVL72 rack (GB200, GB300).
+  // Groups within it use link_bandwidth_gbps, groups beyond it inter_node_bandwidth_gbps.
+  std::int64_t gpus_per_node = 0;
 };
 
 // The compute capability an estimate assumes when no GPU is named: Hopper's.
