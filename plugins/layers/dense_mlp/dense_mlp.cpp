@@ -95,6 +95,10 @@ void DenseMlpModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // `mlp` recompute (transformer_layer.py, checkpointing self.mlp) runs fc1 and fc2 again.
   if (ctx.setup.recompute.has(kRecomputeMlp)) out.recompute_flops += out.gemm_flops;
   add_tp_block_collectives(ctx, out, "mlp_tp");
+  // linear_fc1 [h -> (2) f] column-parallel, linear_fc2 [f -> h] row-parallel.
+  const double h = static_cast<double>(ctx.model.hidden_size), f = static_cast<double>(ctx.layer.mlp.ffn_hidden_size);
+  add_gemm(ctx, out, "linear_fc1", h, (ctx.model.gated_linear_unit ? 2 : 1) * f, GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_fc2", f, h, GemmSplit::kRow);
 }
 
 void register_dense_mlp(Registrar& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }

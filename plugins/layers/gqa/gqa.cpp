@@ -151,6 +151,10 @@ void GqaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
   add_attention_core_costs(ctx, static_cast<double>(a.num_heads) * 2 * d, groups * 2 * d, out);
   add_tp_block_collectives(ctx, out, "attention_tp");
+  // linear_qkv [h -> (n + 2g) d] column-parallel, linear_proj [n d -> h] row-parallel.
+  const double h = static_cast<double>(ctx.model.hidden_size), q = static_cast<double>(a.num_heads) * d;
+  add_gemm(ctx, out, "linear_qkv", h, q + 2 * groups * d, GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_proj", q, h, GemmSplit::kRow);
 }
 
 void register_gqa(Registrar& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }

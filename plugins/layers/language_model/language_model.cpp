@@ -133,6 +133,9 @@ void OutputHeadModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double h = static_cast<double>(ctx.model.hidden_size), vl = static_cast<double>(ctx.vocab_local);
   out.gemm_flops = 2 * static_cast<double>(ctx.tokens) * h * vl;
   out.weight_bytes = static_cast<double>(ctx.weight_bytes) * h * vl;
+  // Megatron-LM's own ColumnParallelLinear (gpt_model.py output_layer), not a TE linear: in the
+  // parameters' dtype under FP8 recipes too.
+  out.gemms.push({"output_layer", static_cast<double>(ctx.tokens), vl, h, 1, false, true});
   // Column-parallel: the SP input all-gathered (backward: its gradient reduce-scattered), or,
   // without SP, the input's gradient all-reduced in backward.
   const double pass = ring_bytes(hidden_bytes(ctx), ctx.tp);
@@ -174,6 +177,7 @@ void MtpProjectionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // eh_proj [T, 2h] x [2h, h/TP].
   out.gemm_flops = 2 * static_cast<double>(ctx.tokens) * 2 * h * h / tp;
   out.weight_bytes = static_cast<double>(ctx.weight_bytes) * 2 * h * h / tp;
+  add_gemm(ctx, out, "eh_proj", 2 * h, h, GemmSplit::kColumn);
   // The re-embedding's TP reduction; eh_proj's input [T, 2h] all-gathered under SP (backward:
   // reduce-scatter; without SP the input gradient's all-reduce), and its [T, h/TP] output
   // gathered over TP (gather_from_tensor_model_parallel_region; backward: a split).

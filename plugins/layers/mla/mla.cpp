@@ -147,6 +147,22 @@ void MlaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // projections again in backward.
   if (ctx.setup.recompute.has(kRecomputeMlaUpProj)) out.recompute_flops += out.gemm_flops;
   add_tp_block_collectives(ctx, out, "attention_tp");
+  // The projections of parameters(), one GEMM each.
+  const double h = static_cast<double>(ctx.model.hidden_size), n = static_cast<double>(a.num_heads);
+  const double dq = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
+  const double kv_r = static_cast<double>(a.kv_lora_rank);
+  if (a.q_lora_rank) {
+    const double q_r = static_cast<double>(*a.q_lora_rank);
+    add_gemm(ctx, out, "linear_q_down_proj", h, q_r, GemmSplit::kReplicated);
+    add_gemm(ctx, out, "linear_q_up_proj", q_r, n * dq, GemmSplit::kColumn);
+  } else {
+    add_gemm(ctx, out, "linear_q_proj", h, n * dq, GemmSplit::kColumn);
+  }
+  add_gemm(ctx, out, "linear_kv_down_proj", h, kv_r + static_cast<double>(a.qk_pos_emb_head_dim),
+           GemmSplit::kReplicated);
+  add_gemm(ctx, out, "linear_kv_up_proj", kv_r, n * static_cast<double>(a.qk_head_dim + a.v_head_dim),
+           GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_proj", n * static_cast<double>(a.v_head_dim), h, GemmSplit::kRow);
 }
 
 void register_mla(Registrar& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }

@@ -268,6 +268,19 @@ void MoeModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double etp = 2 * static_cast<double>(ctx.etp - 1) * routed;
   add_collective(out, "moe_dispatch_combine", CommGroup::kExpert, ep, ep);
   add_collective(out, "moe_expert_tp_gather", CommGroup::kExpertTensor, etp, etp);
+  // The router [h -> E] (router.py, in the input's dtype), the shared experts' fc1/fc2
+  // (shared_experts.py, TP-sharded) and the local experts' grouped fc1 [h -> (2) F] and fc2 [F -> h].
+  const auto& f = ctx.layer.mlp;
+  const double h = static_cast<double>(ctx.model.hidden_size), g = ctx.model.gated_linear_unit ? 2 : 1;
+  add_gemm(ctx, out, "router", h, static_cast<double>(f.num_experts), GemmSplit::kReplicated, true);
+  if (f.shared_expert_ffn_hidden_size > 0) {
+    const double S = static_cast<double>(f.shared_expert_ffn_hidden_size);
+    add_gemm(ctx, out, "shared_experts_fc1", h, g * S, GemmSplit::kColumn);
+    add_gemm(ctx, out, "shared_experts_fc2", S, h, GemmSplit::kRow);
+  }
+  const double F = static_cast<double>(f.expert_ffn_hidden_size);
+  add_expert_gemm(ctx, out, "experts_fc1", h, g * F, true);
+  add_expert_gemm(ctx, out, "experts_fc2", F, h, false);
 }
 
 void register_moe(Registrar& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }

@@ -110,6 +110,21 @@ struct CollectiveTerm {
   double backward_bytes = 0;
 };
 
+// One GEMM of a block's forward pass as one rank runs it (plugin API 6): [m, k] x [k, n], `count`
+// times per micro-batch (a grouped GEMM of routed experts: once per local expert, m the tokens
+// routed to one expert). The backward pass runs two GEMMs of the same volume (the input gradient
+// [m, n] x [n, k] and the weight gradient [k, m] x [m, n]). The planner's step-time model prices
+// each at an efficiency that depends on its shape and dtype (docs/planner.md).
+struct GemmTerm {
+  std::string_view name;  // a string literal of the reporting plugin
+  double m = 0, n = 0, k = 0;
+  double count = 1;
+  bool expert = false;  // a routed expert's GEMM (EP x ETP sharded)
+  // Not a Transformer Engine linear: it runs in the parameters' dtype even under FP8/FP4 recipes
+  // (Megatron-LM's own ColumnParallelLinear of the output layer, the router).
+  bool high_precision = false;
+};
+
 // What one micro-batch costs a rank in the block, the figures of a roofline (the planner's speed
 // proxy). FLOPs and bytes are doubles: a layer's FLOPs per micro-batch can pass 2^63.
 struct BlockCosts {
@@ -124,6 +139,9 @@ struct BlockCosts {
   // Full recompute repeats the whole forward pass: the caller's to add.
   double recompute_flops = 0;
   TermList<CollectiveTerm, 8> collectives;
+  // Plugin API 6: the forward GEMMs one by one (their FLOPs are part of gemm_flops and
+  // expert_flops). A block that leaves the list empty is priced from the sums above.
+  TermList<GemmTerm, 12> gemms;
 };
 
 // Everything a block model may read. The engine computes the derived figures once.
