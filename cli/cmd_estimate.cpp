@@ -498,8 +498,7 @@ int run_estimate(const std::vector<std::string>& args) {
   if (vm["json"].as<bool>()) {
     nlohmann::json j = estimate_to_json(model, est, fits);
     nlohmann::json sj = nlohmann::json::array();
-    for (const auto& st : steps)
-      sj.push_back({{"change", st.change}, {"needed_bytes", st.needed_bytes}, {"fits", st.fits_on}});
+    for (const auto& st : steps) sj.push_back(next_step_json(st));
     j["next_steps"] = sj;
     std::cout << json_text(j, 2) << "\n";
     return 0;
@@ -507,11 +506,7 @@ int run_estimate(const std::vector<std::string>& args) {
   RenderOptions ro;
   ro.etp_note = notes.etp;
   ro.gpus_note = notes.gpus;
-  for (const auto& st : steps)
-    ro.next_steps.push_back(st.fits_on.empty()
-                                ? st.change
-                                : fmt::format("{} brings the {} to {:.2f} GiB: fits {}", st.change,
-                                              on_bound ? "upper bound" : "peak", to_gib(st.needed_bytes), st.fits_on));
+  for (const auto& st : steps) ro.next_steps.push_back(next_step_text(st, on_bound));
   ro.verbose = vm["verbose"].as<bool>();
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

@@ -2,10 +2,13 @@
 // search is mme::Planner (framework/include/mme/planner/planner.hpp); this file reads the flags and
 // prints the table, the JSON document or the CSV stream.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
@@ -63,11 +66,17 @@ po::options_description visible_options() {
       "setup's")("cuda-graphs", po::value<std::string>(),
                  "per-layer CUDA graphs to try, comma separated: off, full (the whole layer) or scopes joined by '+' "
                  "(attn, mlp, moe, moe_router, moe_preprocess: attn+moe_router); default: the base setup's")(
-      "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
+      "max-tp", po::value<std::string>(), "largest TP and ETP (default: 8, or the NVLink domain if smaller)")(
       "gpus-per-node", po::value<std::string>(),
-      "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
+      "GPUs of one NVLink domain: groups beyond it use --inter-node-bandwidth (default: the GPU profile's, else 8)")(
       "inter-node-bandwidth", po::value<std::string>(),
-      "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")(
+      "per-GPU bandwidth between nodes in GB/s for the step-time model (default: the GPU profile's, else 50)")(
+      "no-overlap", po::bool_switch(),
+      "leave the communication overlaps to the base flags instead of turning on --overlap-grad-reduce, "
+      "--overlap-param-gather and --tp-comm-overlap in every candidate, as Megatron-Bridge's recipes do")(
+      "max-candidates", po::value<std::string>(),
+      "judge at most N candidates (default 200000000; 0: no bound): a larger space is cut at a slice of "
+      "(TP, CP, EP, ETP) and the report says what was skipped")(
       "sort", choice_value(sort_key_names()), "order of the plans: score (default), peak, bubble, comm")(
       "top", po::value<std::string>(), "how many plans to show (default 10)")("threads", po::value<std::string>(),
                                                                               "worker threads (default: every core)")(
@@ -109,12 +118,6 @@ std::string join(const std::vector<std::string>& args) {
   return out;
 }
 
-std::string split_text(const PlanLayout& l) {
-  if (l.pp == 1 || l.even_split) return "even";
-  if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
-  return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
-}
-
 // The knobs a search compares, as table and CSV columns: only those it searches.
 struct KnobColumns {
   bool sharding = false, offload = false, graphs = false;
@@ -144,6 +147,21 @@ struct KnobColumns {
     return out;
   }
 };
+
+// The step-time model's figures: the calibration, the overlaps and the network figures assumed.
+std::string model_line(const PlanOptions& o) {
+  std::string out = fmt::format(
+      "Step time: predicted from {} x {:g} TFLOP/s BF16{}, calibrated on measured runs (docs/planner.md); overlaps {}",
+      o.gpu->name, o.gpu->bf16_tflops,
+      o.gpu->fp8_tflops > 0 ? fmt::format(" / {:g} FP8", o.gpu->fp8_tflops) : std::string(),
+      o.recipe_overlaps ? "as recipes set them (--no-overlap: the flags given)" : "as the flags give them");
+  const std::vector<std::string> assumed = plan_assumed_figures(o);
+  if (!assumed.empty()) {
+    out += "; assumed: ";
+    for (std::size_t i = 0; i < assumed.size(); ++i) out += (i ? ", " : "") + assumed[i];
+  }
+  return out + "\n";
+}
 
 // The figures the knobs' cost terms assume (none when no knob is searched).
 std::string knob_figures_line(const PlanOptions& o) {
@@ -187,6 +205,32 @@ class ProgressBar {
 };
 
 bool switch_on(const po::variables_map& vm, const char* name) { return vm.count(name) && vm[name].as<bool>(); }
+
+// Ctrl-C stops the search instead of killing the process: the first SIGINT sets the planner's
+// cancellation flag (PlanOptions::cancel: the search throws InterruptedError within a second,
+// which exits 130 with one error line); a second one kills as usual (SA_RESETHAND).
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    installed_ = ::sigaction(SIGINT, &sa, &previous_) == 0;
+  }
+  ~InterruptGuard() {
+    if (installed_) ::sigaction(SIGINT, &previous_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+  bool installed_ = false;
+};
 
 // The line saying which global batch the speed proxy assumed.
 std::string global_batch_line(const PlanOptions& o) {
@@ -234,12 +278,18 @@ void read_knob_lists(po::variables_map& vm, PlanOptions& o) {
 }  // namespace
 
 void help_plan(std::ostream& out) {
-  out << "Usage: mme plan MODEL --num-gpus N [--gpu NAME] [options]\n\n"
+  out << "Usage: mme plan MODEL --num-gpus N [--gpu NAME] [options]\n"
+         "       mme plan MODEL --gpu NAME [options]     (how many GPUs: no --num-gpus)\n\n"
          "Searches every parallel layout Megatron-LM accepts for N GPUs (TP within a node, PP with\n"
-         "its first/last-stage splits, VPP, EP, ETP, CP, DP, micro-batch sizes, recompute), keeps\n"
-         "those whose peak fits the GPU with the headroom, and ranks them by a speed proxy\n"
-         "(pipeline bubble, recompute, TP/EP/CP/DP communication; docs/planner.md). Sequence\n"
-         "parallelism is on with TP > 1 and the distributed optimizer is on. Every other\n"
+         "its first/last-stage splits and, with VPP, lighter first and last chunks, EP, ETP, CP, DP,\n"
+         "micro-batch sizes, recompute), keeps those whose peak fits the GPU with the headroom, and\n"
+         "ranks them by a step-time model calibrated on measured runs (each GEMM, attention,\n"
+         "memory-bound kernels, TP/EP/CP/DP communication and what overlaps it, the pipeline\n"
+         "bubble; docs/planner.md): step time, tokens/s/GPU and model TFLOP/s/GPU in\n"
+         "Megatron-Bridge's convention, and why each plan ranks where it does. Without --num-gpus:\n"
+         "the smallest GPU count that fits and the fastest plans at 1x, 2x and 4x of it. Sequence\n"
+         "parallelism is on with TP > 1, the distributed optimizer and the recipes' overlaps\n"
+         "(--no-overlap: the flags given) are on; Ctrl-C stops the search. Every other\n"
          "`mme estimate` flag applies to all candidates; --tp, --pp, --vpp, --ep, --etp and --cp fix\n"
          "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
          "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n"
@@ -268,8 +318,12 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
       model.name, o.num_gpus, o.headroom_fraction * 100);
   text += global_batch_line(o) + "\n";
   bool any_tight = false;
-  text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
-  std::optional<std::pair<std::int64_t, int>> last_key;  // usable bytes and compute capability
+  text += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>11}  {}\n", "GPU", "peak GiB", "free GiB", "step s", "tok/s/GPU",
+                      "best layout");
+  // Profiles with the same usable memory, compute capability and throughput figures share one
+  // search (the H100 SXM and its aliases' twins).
+  using Key = std::tuple<std::int64_t, int, double, double, double, double, double, double, std::int64_t>;
+  std::optional<Key> last_key;
   std::optional<Plan> last_best;
   bool any = false;
   for (const auto* g : gpus) {
@@ -277,24 +331,27 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
     go.gpu = g;
     go.top_k = 1;
     const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
-    if (last_key != std::make_pair(usable, g->compute_capability)) {
+    const Key key{usable,          g->compute_capability, g->bf16_tflops, g->fp8_tflops,   g->fp4_tflops,
+                  g->hbm_bandwidth_gbps, g->link_bandwidth_gbps, plan_inter_node_bandwidth(go), plan_gpus_per_node(go)};
+    if (last_key != key) {
       const PlanResult gr = planner.run(go);
       if (gr.valid == 0)
         throw LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
                                       gr.first_error.empty() ? "no candidate" : gr.first_error));
-      last_key = std::make_pair(usable, g->compute_capability);
+      last_key = key;
       last_best.reset();
       if (!gr.plans.empty()) last_best = gr.plans.front();
     }
     if (!last_best) {
-      text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g->name, "-", "-");
+      text += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>11}  no layout fits\n", g->name, "-", "-", "-", "-");
       continue;
     }
     any = true;
     const bool tight = is_tight(*last_best);
     any_tight = any_tight || tight;
-    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
+    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{}{:>9.3g} {:>11.0f}  {}\n", g->name, to_gib(last_best->peak_bytes),
                         to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
+                        last_best->score.step_seconds, last_best->score.tokens_per_second_per_gpu,
                         join(planner.args_for(last_best->layout, go)));
   }
   if (any_tight)
@@ -304,6 +361,56 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
         kTightHeadroomBytes >> 30);
   if (!any) text += "\nNo layout fits any known GPU; `mme plan ... --gpu NAME` shows what would make one fit.\n";
   std::cout << text;
+  return 0;
+}
+
+// Without --num-gpus: the smallest GPU count with a fitting layout and the fastest plans at it and
+// at 2x and 4x, each with its step time and GPU-hours per step.
+int print_gpu_counts(const ModelSpec& model, const Planner& planner, PlanOptions o, bool json) {
+  o.top_k = json ? o.top_k : 1;
+  const GpuCountResult g = planner.gpu_counts(o);
+  if (g.smallest == 0 || g.counts.empty())
+    throw LayoutError(fmt::format("no count of {} GPUs up to {} fits {} (tried {})", o.gpu->name,
+                                  g.tried.empty() ? 0 : g.tried.back(), model.name, g.tried.size()));
+  o.num_gpus = g.counts.front().num_gpus;
+  o.base.global_batch_size = static_cast<std::int64_t>(g.global_batch);
+  if (json) {
+    nlohmann::json j = plan_result_to_json(model, planner, o, g.counts.front().result, {});
+    j["global_batch_assumed"] = g.global_batch_assumed;
+    j["gpu_counts"] = gpu_counts_to_json(planner, o, g);
+    std::cout << json_text(j, 2) << "\n";
+    return 0;
+  }
+  std::string tried;
+  for (const std::int64_t n : g.tried) tried += (tried.empty() ? "" : ", ") + std::to_string(n);
+  std::cout << fmt::format("mme plan: {} on {}: how many GPUs? ({:g}% headroom; --num-gpus N ranks every layout of one count)\n",
+                           model.name, o.gpu->name, o.headroom_fraction * 100);
+  std::cout << fmt::format("The smallest count with a fitting layout: {} GPUs (tried {})\n", g.smallest, tried);
+  std::cout << (g.global_batch_assumed
+                    ? fmt::format("Global batch: {:.0f} sequences for every count, assumed (the largest count x the "
+                                  "largest micro-batch size; --global-batch-size sets it)\n",
+                                  g.global_batch)
+                    : fmt::format("Global batch: {:.0f} sequences (--global-batch-size)\n", g.global_batch));
+  std::cout << model_line(o) << "\n";
+  std::cout << fmt::format("{:>7} {:>9} {:>11} {:>10} {:>8} {:>9}  {}\n", "GPUs", "step s", "GPU-h/step", "tok/s/GPU",
+                           "TFLOP/s", "free GiB", "fastest layout");
+  std::string why;
+  for (const GpuCountPlan& c : g.counts) {
+    PlanOptions at = o;
+    at.num_gpus = c.num_gpus;
+    if (c.result.plans.empty()) {
+      std::cout << fmt::format("{:>7} {:>9} {:>11} {:>10} {:>8} {:>9}  no layout fits\n", c.num_gpus, "-", "-", "-",
+                               "-", "-");
+      continue;
+    }
+    const Plan& p = c.result.plans.front();
+    std::cout << fmt::format("{:>7} {:>9.3g} {:>11.3g} {:>10.0f} {:>8.0f} {:>9.2f}  {}\n", c.num_gpus,
+                             p.score.step_seconds, p.score.step_seconds * static_cast<double>(c.num_gpus) / 3600,
+                             p.score.tokens_per_second_per_gpu, p.score.model_tflops_per_gpu, to_gib(p.headroom_bytes),
+                             join(planner.args_for(p.layout, at)));
+    why += fmt::format("{:>7}  {}\n", c.num_gpus, why_line(p));
+  }
+  std::cout << "\nWhy these plans:\n" << why;
   return 0;
 }
 
@@ -322,7 +429,12 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
                            thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
                            r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
-  std::cout << global_batch_line(o) << knob_figures_line(o);
+  if (r.skipped_slices > 0)
+    std::cout << fmt::format(
+        "Work bound: {} more candidates in {} slices from {} on were not judged (--max-candidates {}; 0 "
+        "lifts the bound, --tp/--cp/--ep/--pp narrow the search)\n",
+        thousands(r.skipped_candidates), thousands(r.skipped_slices), r.first_skipped, o.max_candidates);
+  std::cout << global_batch_line(o) << model_line(o) << knob_figures_line(o);
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
@@ -343,19 +455,23 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
   const KnobColumns knobs(o);
   std::cout << fmt::format(
-      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP",
-      "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", knobs.header(" ", false), "peak GiB",
-      "free GiB", "bubble", "score");
+      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>8} {:>9} {:>7}\n",
+      "#", "TP", "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", knobs.header(" ", false),
+      "peak GiB", "free GiB", "bubble", "step s", "tok/s/GPU", "TFLOP/s");
   int rank = 0;
   for (const auto& p : r.plans) {
     const auto& l = p.layout;
     std::cout << fmt::format(
         "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9.2f} {:>9.2f}{} "
-        "{:>6.1f}% {:>6.3f}\n",
-        ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-        knobs.row(l, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes), is_tight(p) ? "!" : " ",
-        100 * p.score.bubble, p.score.score);
+        "{:>6.1f}% {:>8.3g} {:>9.0f} {:>7.0f}\n",
+        ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+        plan_split_text(l), knobs.row(l, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
+        is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.step_seconds, p.score.tokens_per_second_per_gpu,
+        p.score.model_tflops_per_gpu);
   }
+  std::cout << "\nWhy this rank:\n";
+  rank = 0;
+  for (const auto& p : r.plans) std::cout << fmt::format("{:>3}  {}\n", ++rank, why_line(p));
   const Plan& best = r.plans.front();
   if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
     std::cout << fmt::format(
@@ -388,7 +504,10 @@ int run_plan(const std::vector<std::string>& args) {
   // plan takes MODEL only, and reads the setup once the list flags are out of the way.
   EstimateRequest request = read_model_source(vm, model_argument(vm), InputRules{"plan", false, false});
   const auto gpus_text = get_aliased(vm, {"num-gpus", "world-size"});
-  if (!gpus_text) throw UsageError("plan needs --num-gpus N");
+  // Without --num-gpus: how many GPUs of --gpu the model needs.
+  const bool count_gpus = !gpus_text;
+  if (count_gpus && !vm.count("gpu"))
+    throw UsageError("plan needs --num-gpus N, or --gpu NAME to find how many GPUs the model needs");
   const bool json = switch_on(vm, "json"), csv = switch_on(vm, "csv");
   if (json && csv) throw UsageError("give --json or --csv, not both");
   std::optional<OutputFile> html_file;  // an unwritable path fails now, before the search
@@ -409,11 +528,12 @@ int run_plan(const std::vector<std::string>& args) {
     if (switch_on(vm, name))
       throw UsageError(
           fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
-                      "and splits the pipeline by first/last-stage layer counts",
+                      "and chooses the pipeline split (first/last-stage counts, --account-for-* and layout "
+                      "strings) itself",
                       name));
 
   PlanOptions o;
-  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
+  if (gpus_text) o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
   if (vm.count("micro-batch-size")) {
     o.micro_batch_sizes.clear();
     for (const auto& item : split_list(vm["micro-batch-size"].as<std::string>())) {
@@ -449,6 +569,10 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm.count("inter-node-bandwidth"))
     o.inter_node_bandwidth_gbps =
         parse_double("--inter-node-bandwidth", vm["inter-node-bandwidth"].as<std::string>(), 1e-3, 1e9);
+  o.recipe_overlaps = !switch_on(vm, "no-overlap");
+  if (vm.count("max-candidates"))
+    o.max_candidates = static_cast<std::uint64_t>(
+        parse_int("--max-candidates", vm["max-candidates"].as<std::string>(), 0, std::int64_t{1} << 62));
   if (vm.count("sort")) o.sort = parse_plan_sort_key(vm["sort"].as<std::string>());
   if (vm.count("top")) o.top_k = static_cast<std::size_t>(parse_int("--top", vm["top"].as<std::string>(), 1, 100000));
   if (vm.count("threads"))
@@ -474,8 +598,15 @@ int run_plan(const std::vector<std::string>& args) {
   std::vector<std::string> assumptions;  // only launch flags make any, and plan takes none
   const ModelSpec model = load_request_model(request, vm, registry, assumptions);
   const Planner planner(model, registry);
+  const InterruptGuard interrupt_guard;
+  g_interrupted = false;
+  o.cancel = &g_interrupted;
 
   if (every_gpu) return print_every_gpu(registry, model, planner, o);
+  if (count_gpus) {
+    if (csv || html_file) throw UsageError("--csv and --html need --num-gpus");
+    return print_gpu_counts(model, planner, o, json);
+  }
 
   ProgressBar bar;
   o.progress = [&bar](std::uint64_t done, std::uint64_t total, double elapsed) { bar.update(done, total, elapsed); };
@@ -483,15 +614,17 @@ int run_plan(const std::vector<std::string>& args) {
     const KnobColumns knobs(o);
     std::cout << "ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,first_stage_layers,middle_stage_layers,"
                  "last_stage_layers"
-              << knobs.header(",", true) << ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
+              << knobs.header(",", true)
+              << ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,tokens_per_second_per_gpu,"
+                 "model_tflops_per_gpu,args\n";
     o.on_valid = [&, knobs](const Plan& p) {
       const auto& l = p.layout;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal,
-                               l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
-                               l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n",
+                               p.ordinal, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size,
+                               to_string(l.recompute), l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
                                knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
-                               p.score.score, p.score.bubble, p.score.step_seconds,
-                               csv_field(join(planner.args_for(l, o))));
+                               p.score.score, p.score.bubble, p.score.step_seconds, p.score.tokens_per_second_per_gpu,
+                               p.score.model_tflops_per_gpu, csv_field(join(planner.args_for(l, o))));
     };
   }
   FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full

@@ -11,6 +11,7 @@
 
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
+#include <mme/report/render_plan.hpp>
 #include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/json_text.hpp>
@@ -275,6 +276,7 @@ td code { white-space: nowrap; }
 tr.plan td { border-bottom: none; padding-bottom: 0; }
 td.cmd { white-space: normal; text-align: left; padding-top: 1px; }
 td.cmd code, .verdict code { white-space: normal; color: #333; }
+td.cmd .why { color: #555; font-size: 90%; }
 code .a { white-space: nowrap; }
 details { margin-top: 8px; }
 summary { cursor: pointer; color: #333; }
@@ -539,12 +541,6 @@ std::string command_html(const std::string& model, const std::vector<std::string
   return out + "</code>";
 }
 
-std::string split_text(const PlanLayout& l) {
-  if (l.pp == 1 || l.even_split) return "even";
-  if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
-  return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
-}
-
 std::string cell_gib(std::int64_t bytes) {
   const double g = gib(bytes);
   if (g < 10) return fmt::format("{:.2f}", g);
@@ -690,7 +686,8 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
         "<h2 id=\"plans\">Top {} by {}</h2>\n<div class=\"card\"><table class=\"plans\">\n<tr>"
         "<th>#</th><th>TP</th><th>PP</th><th>VPP</th><th>EP</th><th>ETP</th><th>CP</th><th>DP</th>"
         "<th>MBS</th><th class=\"l\">recompute</th><th class=\"l\">split</th><th>peak GiB</th>"
-        "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>score</th></tr>\n",
+        "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>step s</th><th>tokens/s/GPU</th>"
+        "<th>TFLOP/s/GPU</th></tr>\n",
         result.plans.size(), to_string(options.sort));
     std::size_t rank = 0;
     for (const auto& pl : result.plans) {
@@ -698,11 +695,12 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
       o += fmt::format(
           "<tr class=\"plan\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>"
-          "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3f}</td></tr>\n"
-          "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"15\">{}</td></tr>\n",
-          ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-          gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes), 100 * pl.score.bubble,
-          pl.score.score, command_html(model.name, planner.args_for(l, options)));
+          "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3g}</td><td>{:.0f}</td><td>{:.0f}</td></tr>\n"
+          "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"17\">{}<br><span class=\"why\">{}</span></td></tr>\n",
+          ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+          plan_split_text(l), gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes),
+          100 * pl.score.bubble, pl.score.step_seconds, pl.score.tokens_per_second_per_gpu,
+          pl.score.model_tflops_per_gpu, command_html(model.name, planner.args_for(l, options)), esc(why_line(pl)));
     }
     o += "</table></div>\n";
   }
