@@ -27,39 +27,6 @@ namespace {
 using ::testing::HasSubstr;
 using J = nlohmann::json;
 
-// An mme command line ("--tp", "4", "--sequence-parallel", ...) as the schema reads it.
-class ArgFlags final : public MmeFlags {
- public:
-  explicit ArgFlags(const std::vector<std::string>& args) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::string name = args[i].substr(2);
-      const SetupKnob* k = find_knob(name);
-      if (!k) throw std::logic_error("no knob for " + name);
-      const bool is_switch = k->kind == KnobKind::kBool || (k->flag && name != k->flag && k->kind == KnobKind::kEnum &&
-                                                            std::none_of(k->aliases.begin(), k->aliases.end(),
-                                                                         [&](const char* a) { return name == a; }));
-      if (is_switch) {
-        switches_.insert(name);
-      } else {
-        values_[name].push_back(args.at(++i));
-      }
-    }
-  }
-  std::optional<std::string> value(std::string_view name) const override {
-    const auto it = values_.find(std::string(name));
-    if (it == values_.end()) return std::nullopt;
-    return it->second.back();
-  }
-  bool on(std::string_view name) const override { return switches_.count(std::string(name)) > 0; }
-  std::vector<std::string> values(std::string_view name) const override {
-    const auto it = values_.find(std::string(name));
-    return it == values_.end() ? std::vector<std::string>{} : it->second;
-  }
-
- private:
-  std::map<std::string, std::vector<std::string>> values_;
-  std::set<std::string> switches_;
-};
 
 std::string joined(const std::vector<std::string>& words) {
   std::string out;
@@ -328,7 +295,7 @@ TEST(setup_schema, EveryKnobRoundTripsThroughEachPath) {
     // mme flags, as the planner prints them.
     const auto args = setup_to_mme_args(s);
     SCOPED_TRACE("mme " + joined(args));
-    EXPECT_EQ(k.get(setup_from_mme_flags(ArgFlags(args), TrainingSetup{})), want);
+    EXPECT_EQ(k.get(setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{})), want);
 
     // Megatron-LM flags.
     if (has_megatron(k)) {
@@ -367,7 +334,7 @@ TEST(setup_schema, UnknownEnumValuesAreRefusedOnEveryPath) {
     SCOPED_TRACE(k.id);
     const std::string values = knob_values_text(k);
     try {
-      (void)setup_from_mme_flags(ArgFlags({std::string("--") + k.flag, "bogus"}), TrainingSetup{});
+      (void)setup_from_mme_flags(*mme_flags_from_args({std::string("--") + k.flag, "bogus"}), TrainingSetup{});
       ADD_FAILURE() << "mme flag accepted";
     } catch (const UsageError& e) {
       EXPECT_EQ(std::string(e.what()), fmt::format("--{}: unknown value 'bogus' ({})", k.flag, values));
@@ -406,7 +373,7 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   auto megatron = [](const std::string& text) {
     return setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
   };
-  auto mme = [](const std::vector<std::string>& args) { return setup_from_mme_flags(ArgFlags(args), TrainingSetup{}); };
+  auto mme = [](const std::vector<std::string>& args) { return setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{}); };
   // Megatron-LM's current and older names of the uneven-split flags.
   EXPECT_EQ(megatron("--num-layers-in-first-pipeline-stage 3").pipeline.first_stage_layers, 3);
   EXPECT_EQ(megatron("--decoder-last-pipeline-num-layers 5").pipeline.last_stage_layers, 5);

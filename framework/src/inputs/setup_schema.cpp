@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -293,6 +295,49 @@ J knob_spec_value(const SetupKnob& k, const TrainingSetup& s) { return k.spec_ge
 
 // -------------------------------------------------------------------------------------------------
 // mme flags.
+
+namespace {
+
+class ArgFlags final : public MmeFlags {
+ public:
+  explicit ArgFlags(const std::vector<std::string>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i].rfind("--", 0) != 0) throw UsageError(fmt::format("expected a flag, got '{}'", args[i]));
+      const std::string name = args[i].substr(2);
+      const SetupKnob* k = find_knob(name);
+      if (!k) throw UsageError(fmt::format("unknown setup flag --{}", name));
+      const bool is_switch = k->kind == KnobKind::kBool || (k->flag && name != k->flag && k->kind == KnobKind::kEnum &&
+                                                            std::none_of(k->aliases.begin(), k->aliases.end(),
+                                                                         [&](const char* a) { return name == a; }));
+      if (is_switch) {
+        switches_.insert(name);
+      } else {
+        if (i + 1 >= args.size()) throw UsageError(fmt::format("--{} needs a value", name));
+        values_[name].push_back(args[++i]);
+      }
+    }
+  }
+  std::optional<std::string> value(std::string_view name) const override {
+    const auto it = values_.find(std::string(name));
+    if (it == values_.end()) return std::nullopt;
+    return it->second.back();
+  }
+  bool on(std::string_view name) const override { return switches_.count(std::string(name)) > 0; }
+  std::vector<std::string> values(std::string_view name) const override {
+    const auto it = values_.find(std::string(name));
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::set<std::string> switches_;
+};
+
+}  // namespace
+
+std::unique_ptr<MmeFlags> mme_flags_from_args(const std::vector<std::string>& args) {
+  return std::make_unique<ArgFlags>(args);
+}
 
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
   for (const auto& k : setup_knobs()) {

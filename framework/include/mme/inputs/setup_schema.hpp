@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -175,6 +176,9 @@ nlohmann::json knob_spec_value(const SetupKnob& knob, const TrainingSetup& setup
 
 // mme flags -> setup, on top of `base` (defaults, a spec, or Megatron-LM flags). Throws UsageError.
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup base);
+// An mme command line of setup flags ("--tp", "4", "--sequence-parallel", ...) as MmeFlags: a
+// flag the schema does not know, or a value flag without its value, is a UsageError.
+std::unique_ptr<MmeFlags> mme_flags_from_args(const std::vector<std::string>& args);
 // setup -> the `mme estimate` flags that give it: the layout, and every knob that differs
 // from TrainingSetup's defaults (what Planner prints).
 std::vector<std::string> setup_to_mme_args(const TrainingSetup& setup);
