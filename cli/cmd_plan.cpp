@@ -20,6 +20,7 @@
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_plan.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
@@ -107,15 +108,6 @@ std::string csv_field(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string join(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
 }
 
 // The knobs a search compares, as table and CSV columns: only those it searches.
@@ -352,7 +344,7 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
     text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{}{:>9.3g} {:>11.0f}  {}\n", g->name, to_gib(last_best->peak_bytes),
                         to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
                         last_best->score.step_seconds, last_best->score.tokens_per_second_per_gpu,
-                        join(planner.args_for(last_best->layout, go)));
+                        shell_command(planner.args_for(last_best->layout, go)));
   }
   if (any_tight)
     text += fmt::format(
@@ -407,7 +399,7 @@ int print_gpu_counts(const ModelSpec& model, const Planner& planner, PlanOptions
     std::cout << fmt::format("{:>7} {:>9.3g} {:>11.3g} {:>10.0f} {:>8.0f} {:>9.2f}  {}\n", c.num_gpus,
                              p.score.step_seconds, p.score.step_seconds * static_cast<double>(c.num_gpus) / 3600,
                              p.score.tokens_per_second_per_gpu, p.score.model_tflops_per_gpu, to_gib(p.headroom_bytes),
-                             join(planner.args_for(p.layout, at)));
+                             shell_command(planner.args_for(p.layout, at)));
     why += fmt::format("{:>7}  {}\n", c.num_gpus, why_line(p));
   }
   std::cout << "\nWhy these plans:\n" << why;
@@ -438,8 +430,8 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
-                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
-                             join(planner.args_for(sm.layout, o)));
+                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), shell_quote(model.name),
+                             shell_command(planner.args_for(sm.layout, o)));
     if (suggestions.empty()) {
       std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
                    "to 64 tokens) makes one fit.\n";
@@ -448,7 +440,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
                    "change ranks them all):\n";
       for (const auto& s : suggestions)
         std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
-                                 model.name, join(s.args));
+                                 shell_quote(model.name), shell_command(s.args));
     }
     return;
   }
@@ -480,7 +472,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
         kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
   std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
                            is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
-                           model.name, join(planner.args_for(best.layout, o)));
+                           shell_quote(model.name), shell_command(planner.args_for(best.layout, o)));
   if (is_tight(best)) {
     const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
     if (roomy == r.plans.end())
@@ -489,7 +481,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
     else
       std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
                                kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
-                               model.name, join(planner.args_for(roomy->layout, o)));
+                               shell_quote(model.name), shell_command(planner.args_for(roomy->layout, o)));
   }
 }
 
@@ -624,7 +616,7 @@ int run_plan(const std::vector<std::string>& args) {
                                to_string(l.recompute), l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
                                knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
                                p.score.score, p.score.bubble, p.score.step_seconds, p.score.tokens_per_second_per_gpu,
-                               p.score.model_tflops_per_gpu, csv_field(join(planner.args_for(l, o))));
+                               p.score.model_tflops_per_gpu, csv_field(shell_command(planner.args_for(l, o))));
     };
   }
   FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full

@@ -12,6 +12,7 @@
 #include <mme/engine/fit.hpp>
 #include <mme/planner/planner.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace mme::cli {
@@ -200,10 +201,10 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
     out.push_back(t.step);
   }
   if (out.empty())
-    out.push_back(
-        {fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout", model_name,
-                     bp.world_size, gpus.size() == 1 ? fmt::format(" --gpu '{}'", gpus.front()->name) : std::string()),
-         0, "", false, 0});
+    out.push_back({fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout",
+                               shell_quote(model_name), bp.world_size,
+                               gpus.size() == 1 ? " --gpu " + shell_quote(gpus.front()->name) : std::string()),
+                   0, "", false, 0});
   return out;
 }
 
