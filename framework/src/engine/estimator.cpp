@@ -181,13 +181,19 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
 
 Estimator::LoraCount Estimator::count_lora_parameters(const LoraSettings& lora) const {
   const auto& im = *impl_;
-  // As the estimate (lora.cpp validate_lora): MLA's linears are not the four targets.
-  for (const auto& lt : im.types)
-    if (lt.spec.attention.kind == "mla") throw LayoutError("LoRA on multi-latent attention is not modelled");
   TrainingSetup single;
   single.parallel.world_size = 1;
   single.lora = lora;
   single = resolve_setup(single);
+  // As the estimate: each block says whether it models LoRA (a block whose linears are not the
+  // targets refuses it in validate()).
+  for (const auto& lt : im.types) {
+    const BlockContext ctx = single_gpu_context(im.model, lt.spec, single, false);
+    call_plugin("layer model validate", [&] {
+      lt.attention->validate(ctx);
+      lt.mlp->validate(ctx);
+    });
+  }
   CheckedInt total = 0, active = 0, mtp = 0;
   auto add = [](const KindParams& kp, CheckedInt n, CheckedInt& t, CheckedInt* a) {
     for (const BlockParams* bp : {&kp.attention, &kp.mlp})

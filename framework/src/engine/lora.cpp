@@ -36,11 +36,8 @@ void validate_lora(const StagePlan& plan) {
   if (s.fsdp.kind != FsdpKind::kNone)
     throw LayoutError("LoRA with sharded data parallelism (Megatron-FSDP, FSDP2) is not modelled");
   if (s.optimizer.name == "muon") throw LayoutError("LoRA with the Muon optimizer is not modelled");
-  for (const auto& lt : plan.im.types)
-    if (lt.spec.attention.kind == "mla")
-      throw LayoutError(
-          "LoRA on multi-latent attention is not modelled (its linears are linear_q_proj, linear_kv_down_proj, ...; "
-          "mme models the adapters of linear_qkv, linear_proj, linear_fc1 and linear_fc2)");
+  // A block whose linears are not the targets' (multi-latent attention) refuses LoRA in its own
+  // validate(), which validate_blocks ran before.
   // ColumnParallelLinear(in, r) beside a column-parallel linear splits the r outputs over TP
   // (tensor_parallel/layers.py: divide(output_size, world_size) asserts divisibility); beside
   // routed experts over ETP.

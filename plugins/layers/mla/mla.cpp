@@ -28,6 +28,13 @@ void MlaAttentionModel::validate(const BlockContext& ctx) const {
                     a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+  // LoRA (Megatron-Bridge) wraps linear_qkv, linear_proj, linear_fc1 and linear_fc2, the linears
+  // block_helpers.hpp's adapters model; MLA's are others: refused rather than estimated without
+  // adapters.
+  if (ctx.setup.lora.on())
+    throw LayoutError(
+        "LoRA on multi-latent attention is not modelled (its linears are linear_q_proj, linear_kv_down_proj, ...; "
+        "mme models the adapters of linear_qkv, linear_proj, linear_fc1 and linear_fc2)");
 }
 
 void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
