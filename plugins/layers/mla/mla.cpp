@@ -3,14 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
+  constexpr std::int64_t kDim = limits::kMaxDimension;
   const auto& a = layer.attention;
   if (a.q_lora_rank) require_layer_field(model, index, "q_lora_rank", *a.q_lora_rank, kDim);
   require_layer_field(model, index, "kv_lora_rank", a.kv_lora_rank, kDim);
