@@ -414,7 +414,7 @@ int run_estimate(const std::vector<std::string>& args) {
       // A layout Megatron refuses: the message names the values that work; `mme plan` finds the rest.
       if (!request.model_name) throw;
       throw LayoutError(fmt::format("{} (`mme plan {} --num-gpus {}` lists every layout that works)", e.what(),
-                                    *request.model_name, inputs.setup.parallel.world_size));
+                                    shell_quote(*request.model_name), inputs.setup.parallel.world_size));
     }
   }();
   // Warnings only for a layout that is valid: bad input stays one error line.

@@ -52,11 +52,8 @@ nlohmann::json stats_json(const ErrorStats& s) {
 }
 
 nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
-  nlohmann::json j{{"total", sum.total},
-                   {"evaluated", sum.evaluated},
-                   {"skipped", sum.skipped},
-                   {"errors", sum.errors},
-                   {"peak", stats_json(sum.peak)}};
+  nlohmann::json j{{"total", sum.total},     {"evaluated", sum.evaluated}, {"skipped", sum.skipped},
+                   {"refused", sum.refused}, {"errors", sum.errors},       {"peak", stats_json(sum.peak)}};
   if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
   j["peak_ge_5gib"] = stats_json(sum.peak_large);
   j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);
@@ -162,8 +159,8 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
                        c->estimated_upper_gib, c->stage);
   for (const auto& c : cases)
-    if (c.status == "error")
-      out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
+    if (c.status == "error" || c.status == "refused")
+      out << fmt::format("{:<48} {:<28} {}: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.status, c.reason);
 }
 
 int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
@@ -188,9 +185,9 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
   std::cout << "\nmetric other (not clearly the peak; reported, not counted):\n";
   print_real_runs_rows(std::cout, other);
   std::cout << fmt::format(
-      "\n{} rows: {} max_allocated ({} evaluated, {} failed to estimate), {} other (reported, not "
+      "\n{} rows: {} max_allocated ({} evaluated, {} refused, {} failed to estimate), {} other (reported, not "
       "counted)\n",
-      cases.size(), counted.size(), sum.evaluated, sum.errors, other.size());
+      cases.size(), counted.size(), sum.evaluated, sum.refused, sum.errors, other.size());
   std::cout << "max_allocated rows:\n"
             << stat_line("peak |error|", sum.peak) << stat_line("Megatron formula, peak", sum.megatron_theoretical)
             << stat_line("seed tool, peak", sum.seed_tool);
@@ -229,16 +226,16 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
                              c->estimated_peak_gib, 100 * c->peak_error(), c->measured_static_gib,
                              c->estimated_static_gib, 100 * c->static_error());
   for (const auto& c : cases)
-    if (c.status == "error")
-      std::cout << fmt::format("{:<72} {:<24} error: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
+    if (c.status == "error" || c.status == "refused")
+      std::cout << fmt::format("{:<72} {:<24} {}: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24), c.status,
                                c.reason);
   if (show_skipped)
     for (const auto& c : cases)
       if (c.status == "skipped")
         std::cout << fmt::format("{:<72} {:<24} skipped: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
                                  c.reason);
-  std::cout << fmt::format("\n{} rows: {} evaluated, {} skipped, {} failed to estimate\n", sum.total, sum.evaluated,
-                           sum.skipped, sum.errors);
+  std::cout << fmt::format("\n{} rows: {} evaluated, {} skipped, {} refused, {} failed to estimate\n", sum.total,
+                           sum.evaluated, sum.skipped, sum.refused, sum.errors);
   std::cout << stat_line("peak |error|", sum.peak) << stat_line("static |error|", sum.static_mem)
             << stat_line("peak |error|, peak>=5GiB", sum.peak_large)
             << stat_line("Megatron formula, peak", sum.megatron_theoretical)

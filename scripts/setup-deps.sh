@@ -15,6 +15,7 @@ packages=(
   python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
   groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
   python3-dev python3-pybind11 python3-pytest python3-venv  # the Python module and its tests (docs/python.md)
+  locales  # localedef's charmaps: the locale tests build a comma-decimal locale (tests/reliability/locale_test.cpp)
 )
 # The browser page and its test (docs/web.md), only when asked for: `scripts/setup-deps.sh --web`.
 # emscripten builds web/; Chromium and npm (for puppeteer-core) run tests/web. A Node.js that

@@ -133,11 +133,14 @@ TEST(RealRuns, AFailingEstimateIsAnErrorRowWithTheMessage) {
   EXPECT_NE(q.reason.find("unterminated single quote"), std::string::npos) << q.reason;
 }
 
-TEST(RealRuns, BadMetricOrMeasurementIsAConfigError) {
+TEST(RealRuns, BadMetricIsAConfigErrorAndABadMeasurementARefusedRow) {
   const auto ok = [](const auto&) { return fake_estimate(0); };
   EXPECT_THROW(validate_real_run_row(real_row("peak", "5.0", "m"), ok), ConfigError);
-  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "five", "m"), ok), ConfigError);
-  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "-1", "m"), ok), ConfigError);
+  for (const char* bad : {"five", "-1", "5,0", "5.0GiB", "1e-320"}) {
+    const ValidationCase c = validate_real_run_row(real_row("max_allocated", bad, "m"), ok, 7);
+    EXPECT_EQ(c.status, "refused") << bad;
+    EXPECT_EQ(c.reason.rfind("line 7: measured_gib '" + std::string(bad) + "' is ", 0), 0u) << c.reason;
+  }
 }
 
 class RealRunsWithTheLibrary : public ::testing::Test {

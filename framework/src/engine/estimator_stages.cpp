@@ -217,8 +217,9 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       // (recompute.py CheckpointFunction.backward).
       transient = std::max(transient, std::min(rc.num_layers, layers_in_chunk) * max_layer_saved);
       large_tensors += std::min(rc.num_layers, layers_in_chunk) * max_layer_large;
-    } else if (full_recompute && layers_in_chunk > 0) {
-      transient = std::max(transient, max_layer_saved);  // block: one layer at a time
+    } else if (full_recompute && std::min(rc.num_layers, layers_in_chunk) > 0) {
+      // Block: one recomputed layer at a time; with --recompute-num-layers 0 none is recomputed.
+      transient = std::max(transient, max_layer_saved);
       large_tensors += max_layer_large;
     }
 

@@ -68,6 +68,9 @@ void Registry::add_hardware(HardwareProfile profile) {
     throw PluginError(fmt::format("add_hardware: '{}' has no memory capacity", profile.name));
   if (profile.reserved_bytes < 0 || profile.reserved_bytes >= profile.memory_bytes)
     throw PluginError(fmt::format("add_hardware: '{}' reserves more memory than it has", profile.name));
+  for (const auto& f : kThroughputFigures)
+    if (const std::string why = throughput_problem(f, profile.*f.member, false); !why.empty())
+      throw PluginError(fmt::format("add_hardware: '{}': {}", profile.name, why));
   hardware_.push_back({std::make_shared<const HardwareProfile>(std::move(profile)), {}});
 }
 

@@ -8,6 +8,7 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/input_text.hpp"
 #include "mme/sdk/layer_model.hpp"
 #include "mme/sdk/model_spec.hpp"
 
@@ -141,26 +142,17 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
 }
 
 std::string megatron_args_file_text(const std::vector<std::string>& args) {
-  auto quoted = [](const std::string& v) {
-    const bool plain = !v.empty() && v.find_first_not_of(
-                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_./:=,+-") == std::string::npos;
-    if (plain) return v;
-    std::string out = "'";
-    for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-  };
   std::string exports, flags;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "export" && i + 1 < args.size()) {
-      exports += "export " + quoted(args[++i]) + "\n";
+      exports += "export " + shell_quote(args[++i]) + "\n";
       continue;
     }
     if (args[i].rfind("--", 0) == 0) {
       if (!flags.empty()) flags += " \\\n";
       flags += args[i];
     } else {
-      flags += " " + quoted(args[i]);
+      flags += " " + shell_quote(args[i]);
     }
   }
   return exports + flags + "\n";

@@ -11,6 +11,7 @@
 
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/number_text.hpp"
 #include "mme/sdk/units.hpp"
 #include "mme/validate/validation.hpp"
 
@@ -35,12 +36,10 @@ std::string token_after(const std::string& line, std::size_t at) {
 
 double log_number(const std::string& token, const char* what, const std::string& where) {
   if (token.empty()) throw ConfigError(fmt::format("{}: no value after '{}'", where, what));
-  const char* begin = token.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (end != begin + token.size() || !std::isfinite(v) || v < 0)
+  const auto v = parse_decimal(token);  // the same under every locale (number_text.hpp)
+  if (!v || !std::isfinite(*v) || *v < 0)
     throw ConfigError(fmt::format("{}: '{}' after '{}' is not a non-negative number", where, token, what));
-  return v;
+  return *v;
 }
 
 // "[Rank N]" anywhere in the line.

@@ -15,6 +15,7 @@
 #include "mme/inputs/model_loader.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/number_text.hpp"
 #include "mme/sdk/training_setup.hpp"
 #include "mme/sdk/units.hpp"
 #include "mme/validate/baselines.hpp"
@@ -81,15 +82,32 @@ bool is_meta_column(const std::string& c) {
   return std::any_of(std::begin(kMeta), std::end(kMeta), [&](const char* m) { return c == m; });
 }
 
-double number(const CsvRow& row, const char* col) {
+// A measured figure of GiB from its cell, or a ConfigError with the reason. The whole cell must
+// be a decimal number, read the same under every locale ("56,335" was once read as 56 and
+// "56.335abc" as 56.335); a peak (`peak`) must be at least kMinMeasuredGib, other figures 0
+// (not measured) or at least that.
+double measured_gib(const CsvRow& row, const char* col, bool peak) {
   auto it = row.find(col);
-  if (it == row.end()) return 0.0;
-  try {
-    return std::stod(it->second);
-  } catch (const std::exception&) {
-    throw ConfigError(fmt::format("column {}: '{}' is not a number", col, it->second));
+  if (it == row.end()) {
+    if (peak) throw ConfigError(fmt::format("{} is empty; it is the measured peak", col));
+    return 0.0;
   }
+  const std::string& text = it->second;
+  const auto v = parse_decimal(text);
+  if (!v) {
+    const bool comma = text.find(',') != std::string::npos;
+    throw ConfigError(
+        fmt::format("{} '{}' is not a number{}", col, text, comma ? " (a ',' is no decimal point; write '.')" : ""));
+  }
+  if (!std::isfinite(*v)) throw ConfigError(fmt::format("{} '{}' is not a finite number of GiB", col, text));
+  if (*v < 0 || (peak && *v == 0)) throw ConfigError(fmt::format("{} '{}' is not a positive number of GiB", col, text));
+  if (*v > 0 && *v < kMinMeasuredGib)
+    throw ConfigError(fmt::format("{} '{}' is less than 1 MiB ({} GiB); no training run measures that little", col,
+                                  text, kMinMeasuredGib));
+  return *v;
 }
+
+std::string line_prefix(std::size_t line) { return line > 0 ? fmt::format("line {}: ", line) : std::string(); }
 
 std::string get(const CsvRow& row, const char* col) {
   auto it = row.find(col);
@@ -107,19 +125,20 @@ std::int64_t world_size_of(const std::string& nodes_gpus, const std::string& gol
     const auto x = entry.find('x', colon == std::string::npos ? 0 : colon);
     if (colon == std::string::npos || x == std::string::npos) continue;
     const std::string platform = entry.substr(0, colon);
-    std::int64_t nodes = 0, gpus = 0;
-    try {
-      nodes = std::stoll(entry.substr(colon + 1, x - colon - 1));
-      gpus = std::stoll(entry.substr(x + 1));
-    } catch (const std::exception&) {
-      continue;
-    }
+    bool nodes_too_large = false, gpus_too_large = false;
+    const auto n_nodes = parse_integer(entry.substr(colon + 1, x - colon - 1), &nodes_too_large);
+    const auto n_gpus = parse_integer(entry.substr(x + 1), &gpus_too_large);
+    // Counts are whole decimal numbers ("1x8abc" was once read as 1 x 8); one beyond 64 bits is
+    // refused below as no launch size.
+    if ((!n_nodes && !nodes_too_large) || (!n_gpus && !gpus_too_large))
+      throw ConfigError(fmt::format("nodes_gpus '{}' is not PLATFORM:NODESxGPUS (e.g. h100:1x8)", entry));
+    const std::int64_t nodes = n_nodes.value_or(0), gpus = n_gpus.value_or(0);
     // A product beyond any launch (or one that would not fit in 64 bits) is an error of the row,
     // never a wrapped number (4611686018427387906x4 once became 8 GPUs).
     std::int64_t n = 0;
     if (nodes < 1 || gpus < 1 || __builtin_mul_overflow(nodes, gpus, &n) || n > kMaxWorldSize)
       throw ConfigError(fmt::format("nodes_gpus '{}': {} nodes x {} GPUs is not a launch size (1 to {} GPUs)", entry,
-                                    nodes, gpus, kMaxWorldSize));
+                                    entry.substr(colon + 1, x - colon - 1), entry.substr(x + 1), kMaxWorldSize));
     if (first == 0) first = n;
     if (golden.find(platform) != std::string::npos) return n;
   }
@@ -223,6 +242,7 @@ CsvTable parse_csv_table(std::string_view text, const std::string& where) {
     for (std::size_t i = 0; i < cells.size(); ++i)
       if (!cells[i].empty()) row[table.header[i]] = cells[i];
     table.rows.push_back(std::move(row));
+    table.lines.push_back(lineno);
   }
   return table;
 }
@@ -285,26 +305,22 @@ void take_stage(ValidationCase& c, const StageEstimate& stage) {
 }
 }  // namespace
 
-ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
+ValidationCase validate_row(const CsvRow& row, const Registry& registry, std::size_t line) {
   ValidationCase c;
+  c.line = line;
   c.model = printable(get(row, "model"));          // printed in the report
   c.test_case = printable(get(row, "test_case"));  // printed in the report
   c.golden = printable(get(row, "golden"));        // printed in the report
   c.compute_capability = compute_capability_of(c.golden);
-  // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
-  // peak once counted as 0 % error).
+  // Invalid measurements refuse the row: reported, never estimated nor counted (a NaN, zero or
+  // negative peak once counted as 0 % error).
   std::string invalid;
   try {
-    c.measured_peak_gib = number(row, "max_alloc_GiB_max");
-    c.measured_static_gib = number(row, "alloc_GiB_median");
-    if (!std::isfinite(c.measured_peak_gib) || !(c.measured_peak_gib > 0))
-      throw ConfigError(
-          fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB", get(row, "max_alloc_GiB_max")));
-    if (!std::isfinite(c.measured_static_gib) || c.measured_static_gib < 0)
-      throw ConfigError(fmt::format("alloc_GiB_median '{}' is not a number of GiB", get(row, "alloc_GiB_median")));
+    c.measured_peak_gib = measured_gib(row, "max_alloc_GiB_max", true);
+    c.measured_static_gib = measured_gib(row, "alloc_GiB_median", false);
     c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
   } catch (const ConfigError& e) {
-    invalid = printable(e.what());
+    invalid = printable(line_prefix(line) + e.what());
   }
   if (std::string why = skip_reason(row); !why.empty()) {
     c.status = "skipped";
@@ -313,7 +329,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   }
   if (!invalid.empty()) {
     c.measured_peak_gib = c.measured_static_gib = 0;
-    c.status = "error";
+    c.status = "refused";
     c.reason = invalid;
     return c;
   }
@@ -357,9 +373,10 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   return c;
 }
 
-ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args, std::size_t line) {
   ValidationCase c;
   c.format = CsvFormat::kRealRuns;
+  c.line = line;
   c.id = printable(get(row, "id"));  // printed in the report
   c.test_case = c.id;
   c.model = printable(get(row, "model"));    // printed in the report
@@ -372,12 +389,12 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
   if (c.metric != "max_allocated" && c.metric != "other")
     throw ConfigError(fmt::format("{}: metric '{}' is neither max_allocated nor other", where, c.metric));
   try {
-    c.measured_peak_gib = number(row, "measured_gib");
+    c.measured_peak_gib = measured_gib(row, "measured_gib", true);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+    c.status = "refused";
+    c.reason = printable(line_prefix(line) + e.what());
+    return c;
   }
-  if (!(c.measured_peak_gib > 0) || !std::isfinite(c.measured_peak_gib))
-    throw ConfigError(fmt::format("{}: measured_gib must be a positive number of GiB", where));
   try {
     const auto args = split_shell_words(c.mme_args, where + ": mme_args");
     if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
@@ -403,10 +420,12 @@ std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, con
   const CsvTable table = read_csv_table(csv);
   const bool real = table.format == CsvFormat::kRealRuns;
   std::vector<ValidationCase> out;
-  for (const auto& row : table.rows) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const CsvRow& row = table.rows[i];
     if (golden_re && !golden_re->search(get(row, "golden"))) continue;
     if (case_re && !case_re->search(get(row, real ? "id" : "test_case"))) continue;
-    out.push_back(real ? validate_real_run_row(row, options.estimate_args) : validate_row(row, registry));
+    out.push_back(real ? validate_real_run_row(row, options.estimate_args, table.lines[i])
+                       : validate_row(row, registry, table.lines[i]));
   }
   return out;
 }
@@ -463,6 +482,10 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   for (const auto& c : cases) {
     if (c.status == "skipped") {
       ++s.skipped;
+      continue;
+    }
+    if (c.status == "refused") {
+      ++s.refused;
       continue;
     }
     if (c.status != "ok") {

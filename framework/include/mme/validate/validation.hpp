@@ -34,8 +34,11 @@ struct ValidationCase {
   // Real-runs rows: the row id, its source, the metric ("max_allocated" or "other"), the rank
   // note and the mme_args as written.
   std::string id, source, metric, rank_note, mme_args;
-  std::string status;                                     // "ok", "skipped" or "error" (the estimate itself failed)
-  std::string reason;                                     // why skipped / the error
+  // "ok", "skipped", "refused" (a measurement that is no number of GiB, or a launch size that
+  // is none: never estimated nor counted) or "error" (the estimate itself failed).
+  std::string status;
+  std::string reason;                                     // why skipped, refused / the error
+  std::size_t line = 0;                                   // of the row in its CSV file (0: not from a file)
   double measured_peak_gib = 0, measured_static_gib = 0;  // static: 0 = not measured
   double estimated_peak_gib = 0, estimated_static_gib = 0;
   // The engine's bound for the compared stage (StageEstimate::upper_bytes); an engine that
@@ -85,7 +88,7 @@ struct BoundStats {
 };
 
 struct ValidationSummary {
-  std::size_t total = 0, evaluated = 0, skipped = 0, errors = 0;
+  std::size_t total = 0, evaluated = 0, skipped = 0, refused = 0, errors = 0;
   ErrorStats peak, static_mem, peak_large;  // peak_large: cases with measured peak >= 5 GiB
   ErrorStats megatron_theoretical;          // Megatron-LM's own formula on the same cases
   ErrorStats seed_tool;                     // the seed tool's formulas on the same cases
@@ -138,7 +141,12 @@ struct CsvTable {
   CsvFormat format = CsvFormat::kFunctionalTest;
   std::vector<std::string> header;
   std::vector<CsvRow> rows;
+  std::vector<std::size_t> lines;  // the 1-based line of each row in the file
 };
+// The smallest measured peak (or static memory) a row may give: 1 MiB. A smaller positive
+// figure is no training run (the project's smallest peak is 0.4 GiB), and a denormal one once
+// made every relative error infinite (the summary's max and p90 became null).
+inline constexpr double kMinMeasuredGib = 1.0 / 1024;
 // Decides the format from the header; ConfigError naming the columns each format needs.
 CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where);
 // A CSV of cases is a regular file of at most kMaxCsvBytes; a training log at most kMaxLogBytes
@@ -155,10 +163,15 @@ std::vector<CsvRow> read_csv(const std::filesystem::path& path);  // the rows of
 // ConfigError on an unterminated quote.
 std::vector<std::string> split_shell_words(std::string_view text, const std::string& where);
 
-// Evaluates one functional-test row. Rows outside what mme models come back "skipped" with the reason.
-ValidationCase validate_row(const CsvRow& row, const Registry& registry);
-// Evaluates one real-runs row with `estimate_args`; a failing estimate is status "error".
-ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args);
+// Evaluates one functional-test row. Rows outside what mme models come back "skipped" with the
+// reason; a row whose measurements are not numbers of GiB (a cell that is not wholly a decimal
+// number, such as "56,335" or "56.335abc"; NaN, infinite, negative, zero or under
+// kMinMeasuredGib) or whose nodes_gpus is no launch size comes back "refused", the reason
+// starting with "line N: " when `line` is given.
+ValidationCase validate_row(const CsvRow& row, const Registry& registry, std::size_t line = 0);
+// Evaluates one real-runs row with `estimate_args`; a failing estimate is status "error", an
+// invalid measured_gib "refused" (as above).
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args, std::size_t line = 0);
 
 // Runs every row of a file of either format.
 std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,
