@@ -13,7 +13,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-bool matches(const std::string& pattern, const std::string& field) { return RowFilter("--case", pattern).search(field); }
+bool matches(const std::string& pattern, const std::string& field) {
+  return RowFilter("--case", pattern).search(field);
+}
 
 std::string refusal(const std::string& pattern) {
   try {
@@ -37,7 +39,9 @@ TEST(RowFilter, SearchesTheFieldUnlessAnchored) {
   EXPECT_TRUE(matches("\\bh100\\b", "dgx h100 x8"));
   EXPECT_FALSE(matches("\\bh100\\b", "dgx_h100_x8"));
   // Bytes, not UTF-8: '.' matches each byte of "é" (0xC3 0xA9), a field that is not UTF-8 too.
-  EXPECT_TRUE(matches("^a..b$", "a\xC3\xA9" "b"));
+  EXPECT_TRUE(matches("^a..b$",
+                      "a\xC3\xA9"
+                      "b"));
   EXPECT_TRUE(matches("\\xff", std::string("x\xff")));
 }
 
@@ -50,7 +54,8 @@ TEST(RowFilter, NestedRepeatsOnALongFieldStayLinear) {
 }
 
 TEST(RowFilter, WhatNoLinearMatcherCanDoIsRefused) {
-  EXPECT_THAT(refusal("(tp2)\\1"), HasSubstr("--golden: invalid regular expression: back-references are not supported"));
+  EXPECT_THAT(refusal("(tp2)\\1"),
+              HasSubstr("--golden: invalid regular expression: back-references are not supported"));
   EXPECT_THAT(refusal("a\\44444444444444444444"), HasSubstr("back-references are not supported"));
   EXPECT_THAT(refusal("tp(?=2)"), HasSubstr("--golden: invalid regular expression: invalid perl operator"));
   EXPECT_THAT(refusal("tp(?<!2)"), HasSubstr("--golden: invalid regular expression"));

@@ -1,13 +1,13 @@
 // The --golden / --case filters of `mme validate` (validation.hpp, RowFilter), on RE2: an
 // automaton, never a backtracking search, so a match costs time linear in the field whatever the
 // pattern (`(\w+)+!` or `(.)*$` against a long field included), and nothing recurses on the text.
-#include <re2/re2.h>
-
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
 #include "mme/validate/validation.hpp"
+
+#include <re2/re2.h>
 
 namespace mme {
 
@@ -48,8 +48,8 @@ RowFilter::RowFilter(std::string_view flag, std::string_view pattern) {
     case RE2::NoError: break;
     case RE2::ErrorRepeatSize:
       throw UsageError(fmt::format(
-          "{}: a repeat count of {} in the regular expression is out of range (at most 1000, nested repeats too)",
-          flag, printable(re->error_arg())));
+          "{}: a repeat count of {} in the regular expression is out of range (at most 1000, nested repeats too)", flag,
+          printable(re->error_arg())));
     case RE2::ErrorPatternTooLarge:
       throw UsageError(fmt::format(
           "{}: the regular expression is too large once its repeats are expanded (about 20 000 states at most); "
