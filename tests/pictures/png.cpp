@@ -1,10 +1,10 @@
 #include "png.hpp"
 
-#include <png.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+
+#include <png.h>
 
 namespace mme::test {
 
