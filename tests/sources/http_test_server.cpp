@@ -7,13 +7,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <mme/sdk/text.hpp>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <mme/sdk/text.hpp>
 
 namespace mme::test {
 

@@ -71,7 +71,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const std::string& key = item.key();
     if (!key.empty() && (key.front() == '_' || key.front() == '$')) continue;  // comments, $schema
     if (std::find(known_keys().begin(), known_keys().end(), key) == known_keys().end())
-      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key, fmt::join(known_keys(), ", ")));
+      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key,
+                       fmt::join(known_keys(), ", ")));
   }
 
   HardwareProfile h;
