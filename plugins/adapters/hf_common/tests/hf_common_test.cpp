@@ -63,8 +63,8 @@ TEST(HfCommon, GqaHeadsDefaultAsHuggingFaceDoes) {
 
 TEST(HfCommon, MlaNeedsItsQueryRankKey) {
   // DeepSeek-V2-Lite: q_lora_rank null (one query projection), kv rank 512, 128 + 64 / 128.
-  const json lite = {{"num_attention_heads", 16}, {"q_lora_rank", nullptr},    {"kv_lora_rank", 512},
-                     {"qk_nope_head_dim", 128},   {"qk_rope_head_dim", 64},     {"v_head_dim", 128}};
+  const json lite = {{"num_attention_heads", 16}, {"q_lora_rank", nullptr}, {"kv_lora_rank", 512},
+                     {"qk_nope_head_dim", 128},   {"qk_rope_head_dim", 64}, {"v_head_dim", 128}};
   ConfigReader r(lite, "config.json");
   const AttentionSpec a = read_mla_attention(r, lite);
   EXPECT_EQ(a.kind, "mla");

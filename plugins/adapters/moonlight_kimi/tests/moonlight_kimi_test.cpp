@@ -19,7 +19,7 @@ TEST(MoonlightKimiAdapter, KimiK2) {
   EXPECT_EQ(s.family, "kimi_k2");
   ASSERT_EQ(s.layers.size(), 61u);
   EXPECT_EQ(s.vocab_size, 163840);
-  EXPECT_EQ(s.mtp_num_layers, 0);  // num_nextn_predict_layers 0
+  EXPECT_EQ(s.mtp_num_layers, 0);        // num_nextn_predict_layers 0
   const LayerSpec& dense = s.layers[0];  // first_k_dense_replace 1
   EXPECT_EQ(dense.mlp.kind, "dense");
   EXPECT_EQ(dense.mlp.ffn_hidden_size, 18432);
