@@ -66,13 +66,44 @@ const Registry& registry() {
 }
 
 // 4 layers, GQA 16 heads in 4 groups, MoE on layers 1 and 3 (8 experts, top-2).
-const std::vector<std::string> kFlags = {
-    "--num-layers", "4", "--hidden-size", "1024", "--num-attention-heads", "16", "--group-query-attention",
-    "--num-query-groups", "4", "--kv-channels", "64", "--ffn-hidden-size", "4096", "--swiglu",
-    "--normalization", "RMSNorm", "--disable-bias-linear", "--position-embedding-type", "rope",
-    "--max-position-embeddings", "4096", "--untie-embeddings-and-output-weights", "--hidden-dropout", "0",
-    "--attention-dropout", "0", "--tokenizer-type", "NullTokenizer", "--vocab-size", "32000", "--num-experts",
-    "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "512", "--moe-layer-freq", "[0,1,0,1]"};
+const std::vector<std::string> kFlags = {"--num-layers",
+                                         "4",
+                                         "--hidden-size",
+                                         "1024",
+                                         "--num-attention-heads",
+                                         "16",
+                                         "--group-query-attention",
+                                         "--num-query-groups",
+                                         "4",
+                                         "--kv-channels",
+                                         "64",
+                                         "--ffn-hidden-size",
+                                         "4096",
+                                         "--swiglu",
+                                         "--normalization",
+                                         "RMSNorm",
+                                         "--disable-bias-linear",
+                                         "--position-embedding-type",
+                                         "rope",
+                                         "--max-position-embeddings",
+                                         "4096",
+                                         "--untie-embeddings-and-output-weights",
+                                         "--hidden-dropout",
+                                         "0",
+                                         "--attention-dropout",
+                                         "0",
+                                         "--tokenizer-type",
+                                         "NullTokenizer",
+                                         "--vocab-size",
+                                         "32000",
+                                         "--num-experts",
+                                         "8",
+                                         "--moe-router-topk",
+                                         "2",
+                                         "--moe-ffn-hidden-size",
+                                         "512",
+                                         "--moe-layer-freq",
+                                         "[0,1,0,1]"};
 
 ModelSpec model_of(const std::vector<std::string>& flags) {
   std::string line;
