@@ -57,8 +57,8 @@ TEST(HfCommon, GqaHeadsDefaultAsHuggingFaceDoes) {
   EXPECT_EQ(error_of([&] { read_gqa_heads(b, 4096, false); }),
             "config.json: num_key_value_heads: 5 does not divide num_attention_heads = 32");
   ConfigReader odd(mha, "config.json");
-  EXPECT_EQ(error_of([&] { read_gqa_heads(odd, 4000, false); }),
-            "config.json: num_attention_heads: 32 heads do not divide hidden_size = 4000 and there is no head_dim key");
+  EXPECT_EQ(error_of([&] { read_gqa_heads(odd, 4100, false); }),
+            "config.json: num_attention_heads: 32 heads do not divide hidden_size = 4100 and there is no head_dim key");
 }
 
 TEST(HfCommon, MlaNeedsItsQueryRankKey) {
