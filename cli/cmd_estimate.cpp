@@ -434,7 +434,7 @@ int run_estimate(const std::vector<std::string>& args) {
   const DefaultNotes notes = default_notes(request, model, est.setup);
 
   if (print_megatron) {
-    const std::vector<std::string> flags = megatron_launch_args(model, est.setup);
+    const std::vector<std::string> flags = megatron_launch_args(model, est.setup, registry);
     std::cout << (vm["json"].as<bool>() ? json_text(nlohmann::json(flags), 2) + "\n" : megatron_args_file_text(flags));
     return 0;
   }

@@ -409,6 +409,10 @@ struct BadLayout {
   const char* expect;  // part of the one stderr line
 };
 
+// GoogleTest prints a parameter with this instead of its bytes (pointers included), which CTest
+// would put into the test's name.
+void PrintTo(const BadLayout& c, std::ostream* os) { *os << c.name; }
+
 class EstimateInvalidLayout : public ::testing::TestWithParam<BadLayout> {};
 
 TEST_P(EstimateInvalidLayout, OneLineOnStderrNothingOnStdout) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,11 +61,7 @@ class ArgFlags final : public MmeFlags {
   std::set<std::string> switches_;
 };
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
+std::string joined(const std::vector<std::string>& words) { return fmt::format("{}", fmt::join(words, " ")); }
 
 // Each knob at a value other than its default, with what the readers ask for around it
 // (Megatron-FSDP for its settings, full recompute for the method, ...).

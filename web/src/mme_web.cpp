@@ -169,7 +169,7 @@ nlohmann::json estimate(const nlohmann::json& request) {
   if (request.value("megatron_args", false)) {
     // The launch flags of `mme estimate --print-megatron-args` (an argument file), or why there are none.
     try {
-      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(model, est.setup));
+      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(model, est.setup, registry()));
     } catch (const UsageError& e) {
       doc["megatron_args_error"] = e.what();
     }

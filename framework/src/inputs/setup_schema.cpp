@@ -23,7 +23,6 @@ namespace mme {
 
 using J = nlohmann::json;
 using setup_knobs_detail::env_decides_determinism;
-using setup_knobs_detail::lower;
 using setup_knobs_detail::must;
 
 namespace {

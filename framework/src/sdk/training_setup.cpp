@@ -11,6 +11,7 @@
 #include "mme/sdk/enum_names.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/model_spec.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme {
 
@@ -345,11 +346,8 @@ std::int64_t parse_cublas_workspace_config(const std::string& text) {
   // aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 8 chunks of
   // 4096 KiB; several pairs add up.
   std::int64_t total = 0;
-  std::stringstream ss(text);
-  std::string item;
   std::vector<std::int64_t> nums;
-  while (std::getline(ss, item, ':')) {
-    if (item.empty()) continue;
+  for (const std::string& item : split(text, ':', EmptyItems::kSkip)) {
     try {
       std::size_t pos = 0;
       const long long v = std::stoll(item, &pos);

@@ -3,14 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void DenseMlpModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  require_layer_field(model, index, "ffn_hidden_size", layer.mlp.ffn_hidden_size, ConfigReader::kMaxDimension);
+  require_layer_field(model, index, "ffn_hidden_size", layer.mlp.ffn_hidden_size, limits::kMaxDimension);
 }
 
 void DenseMlpModel::validate(const BlockContext& ctx) const {

@@ -6,14 +6,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void GqaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, ConfigReader::kMaxDimension);
+  require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, limits::kMaxDimension);
 }
 
 void GqaAttentionModel::validate(const BlockContext& ctx) const {

@@ -3,14 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
+  constexpr std::int64_t kDim = limits::kMaxDimension;
   const auto& a = layer.attention;
   if (a.q_lora_rank) require_layer_field(model, index, "q_lora_rank", *a.q_lora_rank, kDim);
   require_layer_field(model, index, "kv_lora_rank", a.kv_lora_rank, kDim);
@@ -28,6 +28,13 @@ void MlaAttentionModel::validate(const BlockContext& ctx) const {
                     a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+  // LoRA (Megatron-Bridge) wraps linear_qkv, linear_proj, linear_fc1 and linear_fc2, the linears
+  // block_helpers.hpp's adapters model; MLA's are others: refused rather than estimated without
+  // adapters.
+  if (ctx.setup.lora.on())
+    throw LayoutError(
+        "LoRA on multi-latent attention is not modelled (its linears are linear_q_proj, linear_kv_down_proj, ...; "
+        "mme models the adapters of linear_qkv, linear_proj, linear_fc1 and linear_fc2)");
 }
 
 void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {

@@ -5,21 +5,21 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MoeModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
   const auto& f = layer.mlp;
-  require_layer_field(model, index, "num_experts", f.num_experts, ConfigReader::kMaxCount);
-  require_layer_field(model, index, "moe_router_topk", f.top_k, ConfigReader::kMaxCount);
+  require_layer_field(model, index, "num_experts", f.num_experts, limits::kMaxCount);
+  require_layer_field(model, index, "moe_router_topk", f.top_k, limits::kMaxCount);
   if (f.top_k > f.num_experts)
     throw ConfigError(fmt::format("{}: layer {}: moe_router_topk = {} exceeds num_experts = {}", model.name, index,
                                   f.top_k, f.num_experts));
-  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, ConfigReader::kMaxDimension);
-  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > ConfigReader::kMaxDimension)
+  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, limits::kMaxDimension);
+  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > limits::kMaxDimension)
     throw ConfigError(fmt::format("{}: layer {}: shared expert size out of range", model.name, index));
 }
 

@@ -179,10 +179,6 @@ class Estimator {
 
  private:
   ParamCount count_parameters_uncached() const;
-  // One evaluation: the blocks see `attention` as the backend and `imbalance` as the routed-token
-  // factor of the busiest expert rank; `choice` is TE's attention choice for `setup`.
-  Estimate run_pass(const TrainingSetup& setup, const EstimateOptions& options, const AttentionChoice& choice,
-                    AttentionBackend attention, double imbalance) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   // The planner (libmme) evaluates layouts with the same tables.
