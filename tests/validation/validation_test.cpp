@@ -113,6 +113,28 @@ TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
   EXPECT_EQ(c.world_size, 8);
 }
 
+// simumax_b200.md: the rows of a PP=2 layout are per stage, rank_note "pp_rank=N"; each is
+// compared with that stage's estimate (fake_estimate: stage 0 3 GiB, stage 1 4 GiB), not the peak.
+TEST(RealRuns, ARankNoteNamingAPipelineStageComparesThatStage) {
+  auto row = [](const std::string& note) {
+    CsvRow r = real_row("max_allocated", "5.0", "m");
+    r["rank_note"] = note;
+    return r;
+  };
+  const auto est = [](const auto&) { return fake_estimate(0); };
+  const ValidationCase first = validate_real_run_row(row("pp_rank=0"), est);
+  EXPECT_EQ(first.status, "ok");
+  EXPECT_EQ(first.stage, 0);
+  EXPECT_DOUBLE_EQ(first.estimated_peak_gib, 3.0);
+  EXPECT_EQ(validate_real_run_row(row("stage pp_rank=1 of 2"), est).stage, 1);
+  EXPECT_EQ(validate_real_run_row(row("max of 8"), est).stage, 1);  // no stage named: the peak
+  for (const char* bad : {"pp_rank=2", "pp_rank=", "pp_rank=x"}) {
+    const ValidationCase c = validate_real_run_row(row(bad), est);
+    EXPECT_EQ(c.status, "error") << bad;
+    EXPECT_NE(c.reason.find("pp_rank"), std::string::npos) << c.reason;
+  }
+}
+
 TEST(RealRuns, TakesTheEnginesBoundWhenItHasOne) {
   const ValidationCase c = validate_real_run_row(real_row("other", "5.0", "m"),
                                                  [](const auto&) { return fake_estimate(gib_to_bytes(6.0)); });

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <istream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/core.h>
 
@@ -357,6 +359,21 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   return c;
 }
 
+namespace {
+// "pp_rank=N" in a real-runs row's rank_note: the figure is that stage's (N a small integer).
+std::optional<std::int64_t> stated_pp_rank(std::string_view note) {
+  constexpr std::string_view key = "pp_rank=";
+  const auto at = note.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::int64_t v = 0;
+  std::size_t i = at + key.size(), digits = 0;
+  for (; i < note.size() && note[i] >= '0' && note[i] <= '9' && digits < 6; ++i, ++digits) v = v * 10 + (note[i] - '0');
+  if (digits == 0 || (i < note.size() && note[i] >= '0' && note[i] <= '9'))
+    throw ConfigError(fmt::format("rank_note '{}': pp_rank= needs a stage number", note));
+  return v;
+}
+}  // namespace
+
 ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
   ValidationCase c;
   c.format = CsvFormat::kRealRuns;
@@ -383,7 +400,13 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
     if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
     if (!estimate_args) throw ConfigError(fmt::format("{}: no estimator for mme_args was given", where));
     const ArgsEstimate r = estimate_args(args);
-    take_stage(c, r.estimate.peak());  // the rank is not stated: compare with the peak stage
+    // A rank_note "pp_rank=N" names the pipeline stage the figure was measured on; otherwise the
+    // rank is not stated: compare with the peak stage.
+    const std::optional<std::int64_t> pp_rank = stated_pp_rank(c.rank_note);
+    if (pp_rank && *pp_rank >= static_cast<std::int64_t>(r.estimate.stages.size()))
+      throw ConfigError(fmt::format("{}: rank_note names pp_rank={}, but the layout has {} pipeline stages", where,
+                                    *pp_rank, r.estimate.stages.size()));
+    take_stage(c, pp_rank ? r.estimate.stages[static_cast<std::size_t>(*pp_rank)] : r.estimate.peak());
     c.world_size = r.estimate.setup.parallel.world_size;
     c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(r.model, r.estimate.setup));
     c.seed_tool_gib = to_gib(seed_tool_peak(r.model, r.estimate.setup));
