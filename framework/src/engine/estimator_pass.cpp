@@ -16,6 +16,7 @@
 #include "estimator_internal.hpp"
 #include "low_precision.hpp"
 #include "sharded_data_parallel.hpp"
+#include "weight_gradients.hpp"
 
 namespace mme {
 
@@ -84,11 +85,13 @@ void evaluate_layer_type(const Pass& ps, const LayerType& lt, bool is_mtp, TypeE
       for (const auto& term : acts->saved)
         e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
   e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
-  if (!s.gradient_accumulation_fusion) {
+  if (!s.gradient_accumulation_fusion || !s.transformer_engine) {
     // Without gradient accumulation fusion TE returns each weight gradient as a new tensor
     // in the parameter dtype, which the DDP backward hook adds into main_grad and frees
-    // (distributed_data_parallel.py _make_backward_post_hook): the largest GEMM weight of
-    // the layer, once, on top of its backward working set.
+    // (distributed_data_parallel.py _make_backward_post_hook); Megatron's own linears
+    // (--transformer-impl local) hand back a new placeholder of the weight's shape even with it
+    // (tensor_parallel/layers.py, core_r0.14): the largest GEMM weight of the layer, once, on
+    // top of its backward working set.
     CheckedInt largest = 0;
     for (const auto* bp : {&e.attn_params, &e.mlp_params})
       for (const auto& term : bp->terms)
@@ -108,7 +111,8 @@ struct StageLayers {
   CheckedInt train_dense, train_exp;                        // of them, the trained ones (LoRA: the adapters)
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
-  StageGraphs graphs;  // with CUDA graphs (cuda_graphs.cpp)
+  StageGraphs graphs;         // with CUDA graphs (cuda_graphs.cpp)
+  CachedDummyWgrads dummies;  // TE's cached weight-gradient placeholders (weight_gradients.hpp)
 };
 
 StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight,
@@ -132,6 +136,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   StageOffload offload(ps, r);   // activation offloading (activation_offload.cpp)
   const bool graphs_on = ps.s.cuda_graph.on();
   StageGraphs graphs;
+  CachedDummyWgrads dummies;
   st.chunks.reserve(static_cast<std::size_t>(v));
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
@@ -166,6 +171,8 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       unit_expert += n * e.exp_params;
       units += n;
       largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
+      dummies.add(e.attn_params, ps.s);
+      dummies.add(e.mlp_params, ps.s);
       transient = std::max(transient, e.transient);
       sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
       max_layer_saved = std::max(max_layer_saved, e.saved);
@@ -238,6 +245,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
       train_dense += params_n * b.train;
+      dummies.add(b.params, ps.s);
       for (const auto& term : b.acts.saved) {
         const CheckedInt bytes = acts_n * term.bytes;
         chunk_act += bytes;
@@ -291,7 +299,7 @@ StageLayers stage_layers(const Pass& ps, std::int64_t r, const std::vector<std::
   st.offload_slack_bytes = offload.bound_slack().value();
   return StageLayers{tp_params, rep_params,       exp_params,    fp8_params, gemms,        train_dense,
                      train_exp, unit_dense,       unit_expert,   units,      largest_unit, saved,
-                     transient, sp_gather_buffer, large_tensors, graphs};
+                     transient, sp_gather_buffer, large_tensors, graphs,     dummies};
 }
 
 }  // namespace
@@ -594,7 +602,7 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::in
   inflight_microbatches(inflight, p, v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0),
                         ep_overlap_extra_warmup(s, v));
   auto [tp_params, rep_params, all_exp_params, fp8_params, gemms, train_dense, train_exp, unit_dense, unit_expert,
-        units, largest_unit, saved, transient, sp_gather_buffer, large_tensors, graphs] =
+        units, largest_unit, saved, transient, sp_gather_buffer, large_tensors, graphs, dummies] =
       stage_layers(ps, r, inflight, comps, st);
   // Static memory.
   const CheckedInt all_dense_params = tp_params + rep_params;
@@ -701,6 +709,11 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::in
   }
 
   CheckedInt other = workspace_buffers(ps, sp_gather_buffer, comps);
+  // TE's weight-gradient placeholders, one per distinct weight shape of the stage (module/base.py
+  // get_dummy_wgrad), from the first backward on.
+  const CheckedInt dummy_wgrads = uses_cached_dummy_wgrads(s) ? dummies.bytes(param_b) : CheckedInt(0);
+  other += dummy_wgrads;
+  comps.add(MemoryCategory::kOther, "other/te_dummy_wgrads", dummy_wgrads);
   if (fp8) {
     // The recipe's copies of the GEMM weights (low_precision.cpp): TE's workspace cache across
     // micro-batches, or the column-wise copy of primary quantized weights; its scaling state.
