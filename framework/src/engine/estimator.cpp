@@ -277,7 +277,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     }
   }()
                                                        : std::vector<StageEstimate>{};
-  std::int64_t slack = 0, offload_slack = 0, graph_pool = 0;
+  std::int64_t slack = 0, offload_slack = 0, graph_pool = 0, cached_wgrad = 0;
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
     const StageEstimate& worst = second_pass ? bound[i] : st;
@@ -293,8 +293,9 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     // Communication buffers outside the allocator and the buckets' padding, next to either phase
     // (communication_buffers.cpp).
     st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
-                      st.outside_allocator_bytes + st.bucket_padding_bytes)
+                      st.outside_allocator_bytes + st.bucket_padding_bytes + st.cached_output_wgrad_bytes)
                          .value();
+    cached_wgrad = std::max(cached_wgrad, st.cached_output_wgrad_bytes);
     slack = std::max(slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
@@ -310,6 +311,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
         fmt::format("activation offloading: a second layer's offloaded tensors on the GPU during backward ({} MiB "
                     "at most on a stage)",
                     offload_slack / kMiB));
+  if (cached_wgrad > 0)
+    est.bound_terms.push_back(
+        fmt::format("the output layer's weight-gradient placeholder kept for the run, as Megatron-LM releases "
+                    "after core_r0.14 keep it in Transformer Engine's cache ({} MiB on the loss stage)",
+                    cached_wgrad / kMiB));
   if (slack > 0)
     est.bound_terms.push_back(
         fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "

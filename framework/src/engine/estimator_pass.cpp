@@ -714,6 +714,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::in
   const CheckedInt dummy_wgrads = uses_cached_dummy_wgrads(s) ? dummies.bytes(param_b) : CheckedInt(0);
   other += dummy_wgrads;
   comps.add(MemoryCategory::kOther, "other/te_dummy_wgrads", dummy_wgrads);
+  // Newer Megatron-LM takes the output layer's placeholder from the same cache (layers.py
+  // get_dummy_wgrad): its [V/TP, h] then stays; the bound's (StageEstimate).
+  if (r == p - 1 && s.gradient_accumulation_fusion && !s.lora.on() && s.fsdp.kind != FsdpKind::kTorchFsdp2)
+    st.cached_output_wgrad_bytes = (ps.blocks.vocab_local * ps.h * ps.blocks.act_bytes).value();
   if (fp8) {
     // The recipe's copies of the GEMM weights (low_precision.cpp): TE's workspace cache across
     // micro-batches, or the column-wise copy of primary quantized weights; its scaling state.

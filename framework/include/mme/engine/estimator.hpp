@@ -80,6 +80,10 @@ struct StageEstimate {
   // What activation offloading can keep on the GPU beyond the estimate (a second layer's
   // offloaded tensors, activation_offload.cpp); part of the upper bound only.
   std::int64_t offload_slack_bytes = 0;
+  // The output layer's weight-gradient placeholder [V/TP, h] if Megatron-LM keeps it: newer
+  // releases take it from TE's cache (tensor_parallel/layers.py get_dummy_wgrad), core_r0.14 made
+  // a new one in every backward (the estimate's transient). Upper bound only, on the loss stage.
+  std::int64_t cached_output_wgrad_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
 };
