@@ -77,7 +77,11 @@ nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_b
   j["signed"] = {{"count", sg.count},          {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
                  {"under", sg.under},          {"under_share", sg.under_share}, {"over", sg.over},
                  {"over_share", sg.over_share}};
-  j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
+  j["bound"] = {{"count", sum.bound.count},
+                {"covered", sum.bound.covered},
+                {"share", sum.bound.share},
+                {"exceeded", sum.bound.exceeded},
+                {"max_excess_pct", 100 * sum.bound.max_excess}};
   return j;
 }
 
@@ -137,8 +141,9 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
   out << fmt::format("{:<26} n={:<4} median {:+5.1f}%   under by >5%: {} ({:.0f}%)   over by >5%: {} ({:.0f}%)\n",
                      "peak signed error", sg.count, 100 * sg.median, sg.under, 100 * sg.under_share, sg.over,
                      100 * sg.over_share);
-  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)\n", "bound coverage", sum.bound.count,
-                     sum.bound.covered, 100 * sum.bound.share);
+  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)   measured > bound: {} (by {:.1f}% at most)\n",
+                     "bound coverage", sum.bound.count, sum.bound.covered, 100 * sum.bound.share, sum.bound.exceeded,
+                     100 * sum.bound.max_excess);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {

@@ -262,6 +262,9 @@ TEST(Summary, SizeBucketsSignedErrorAndBound) {
   EXPECT_EQ(s.bound.count, 6u);
   EXPECT_EQ(s.bound.covered, 4u);
   EXPECT_NEAR(s.bound.share, 4.0 / 6.0, 1e-12);
+  // exceeded: 2.0 over a bound of 1.8 (10 %) and 50 over 49 (2 %): the larger, 10 %.
+  EXPECT_EQ(s.bound.exceeded, 2u);
+  EXPECT_NEAR(s.bound.max_excess, 0.10, 1e-12);
   // The headline statistics keep their meaning.
   EXPECT_EQ(s.peak.count, 6u);
   EXPECT_NEAR(s.peak.max, 0.30, 1e-12);
@@ -282,6 +285,8 @@ TEST(Summary, EmptyIsAllZero) {
   EXPECT_EQ(s.signed_peak.count, 0u);
   EXPECT_EQ(s.bound.count, 0u);
   EXPECT_EQ(s.bound.share, 0.0);
+  EXPECT_EQ(s.bound.exceeded, 0u);
+  EXPECT_EQ(s.bound.max_excess, 0.0);
 }
 
 // ---- Megatron-LM log lines -----------------------------------------------------------------

@@ -499,7 +499,13 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     const std::size_t bucket = c.measured_peak_gib < 5.0 ? 0 : c.measured_peak_gib <= 40.0 ? 1 : 2;
     buckets[bucket].errs.push_back(c.peak_error());
     ++s.bound.count;
-    if (c.within_bound()) ++s.bound.covered;
+    if (c.within_bound()) {
+      ++s.bound.covered;
+    } else {
+      ++s.bound.exceeded;
+      s.bound.max_excess =
+          std::max(s.bound.max_excess, (c.measured_peak_gib - c.estimated_upper_gib) / c.measured_peak_gib);
+    }
     baseline.push_back(c.baseline_error());
     seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());

@@ -82,6 +82,10 @@ struct SignedStats {
 struct BoundStats {
   std::size_t count = 0, covered = 0;
   double share = 0;  // covered / count
+  // The rows whose measured peak exceeds the bound (count - covered), and by how much at most,
+  // (measured - bound) / measured (0 when none does).
+  std::size_t exceeded = 0;
+  double max_excess = 0;
 };
 
 struct ValidationSummary {
