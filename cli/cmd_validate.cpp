@@ -273,8 +273,12 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
   if (vm["json"].as<bool>()) {
     nlohmann::json list = nlohmann::json::array();
     std::size_t covered = 0;
+    double max_excess = 0;  // (measured - bound) / measured, over the ranks above the bound
     for (const auto& r : ranks) {
       covered += r.within_bound() ? 1 : 0;
+      if (!r.within_bound() && r.measured_max_allocated_gib > 0)
+        max_excess = std::max(max_excess, (r.measured_max_allocated_gib - r.estimated_upper_gib) /
+                                              r.measured_max_allocated_gib);
       nlohmann::json j{{"rank", r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr)},
                        {"stage", r.stage},
                        {"reports", r.reports},
@@ -301,7 +305,9 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
           {"bound",
            {{"count", ranks.size()},
             {"covered", covered},
-            {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())}}}}}};
+            {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())},
+            {"exceeded", ranks.size() - covered},
+            {"max_excess_pct", 100 * max_excess}}}}}};
     std::cout << json_text(doc, 2) << "\n";
     return 0;
   }

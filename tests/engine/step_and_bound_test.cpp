@@ -206,6 +206,42 @@ TEST_F(StepAndBound, RoutingImbalanceRaisesTheBoundNotTheEstimate) {
   for (const auto& t : run(moe, s).bound_terms) EXPECT_EQ(t.find("imbalance"), std::string::npos) << t;
 }
 
+// --moe-router-force-load-balancing (moe_utils.py apply_random_logits): tokens route independently
+// and every expert is alike. 128 experts, top-8, EP 16, 4096 tokens per rank (TP 1): a token sends
+// a rank 8/16 = 0.5 pairs on average and at most min(8, 128/16) = 8, so its variance is at most
+// (8 - 0.5) x 0.5 = 3.75; over the group's n = 4096 x 16 = 65,536 tokens mu = 32,768,
+// sigma^2 <= 245,760, sigma = 495.74; z with 16 x Q(z) = 0.001 is 3.8361 (Q(3.8361) = 6.25e-5):
+// (mu + z sigma) / mu = 1.05804, printed "1.058".
+TEST_F(StepAndBound, ForcedBalancingSizesTheImbalanceFromUniformRouting) {
+  ModelSpec moe = test::gpt_model(2, 1024, 16);
+  for (auto& l : moe.layers) {
+    l.mlp.kind = "moe";
+    l.mlp.num_experts = 128;
+    l.mlp.top_k = 8;
+    l.mlp.expert_ffn_hidden_size = 256;
+  }
+  TrainingSetup s;
+  s.parallel.world_size = 16;
+  s.parallel.ep = 16;
+  s.seq_length = 4096;
+  auto imbalance_term = [&](const Estimate& e) {
+    for (const auto& t : e.bound_terms)
+      if (t.find("MoE routing imbalance") == 0) return t;
+    return std::string();
+  };
+  EXPECT_NE(imbalance_term(run(moe, s)).find("receives 1.25x"), std::string::npos);
+  s.moe_force_load_balancing = true;
+  const std::string forced = imbalance_term(run(moe, s));
+  EXPECT_NE(forced.find("receives 1.058x"), std::string::npos) << forced;
+  EXPECT_NE(forced.find("--moe-router-force-load-balancing"), std::string::npos) << forced;
+  s.moe_routing_imbalance = 1.5;  // the user's value wins
+  EXPECT_NE(imbalance_term(run(moe, s)).find("receives 1.5x"), std::string::npos);
+  s.moe_routing_imbalance.reset();
+  s.parallel.ep = 1;  // every expert on every rank: nothing to be unbalanced
+  s.parallel.world_size = 16;
+  EXPECT_EQ(imbalance_term(run(moe, s)), "");
+}
+
 // PyTorch's cuBLAS + cuBLASLt workspaces (CublasHandlePool.cpp), one each: 4096 KiB x 8 = 32 MiB
 // on Hopper and, in the releases the newer GB200 golden files ran, Blackwell; 4096 KiB x 2 +
 // 16 KiB x 8 = 8320 KiB before. CUBLAS_WORKSPACE_CONFIG=:4096:2 sets 8 MiB everywhere.

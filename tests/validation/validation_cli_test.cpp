@@ -230,7 +230,7 @@ namespace {
 // p90 <= 4 %, none more than 3 % under, the bound on every row.
 TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
   constexpr double kDocumentedMedian = 0.54, kDocumentedP90 = 2.35, kSlack = 0.05;
-  constexpr std::size_t kDocumentedCovered = 23, kDocumentedUnder3 = 1, kDocumentedUnder5 = 1;
+  constexpr std::size_t kDocumentedCovered = 22, kDocumentedUnder3 = 1, kDocumentedUnder5 = 1;
   const RunResult r =
       test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);

@@ -14,6 +14,7 @@
 
 #include "communication_buffers.hpp"
 #include "estimator_internal.hpp"
+#include "moe_routing.hpp"
 
 namespace mme {
 
@@ -240,8 +241,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   if (impl_->any_moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
     // Routing imbalance: the busiest expert rank receives more than its even share (most of
     // all early in training); a capacity factor drops tokens beyond it (moe_utils.py
-    // get_capacity), so it caps the excess.
-    imbalance = s.moe_routing_imbalance.value_or(kDefaultMoeRoutingImbalance);
+    // get_capacity), so it caps the excess. Forced balancing leaves only uniform routing's
+    // chance fluctuation (moe_routing.hpp); a value the user gives wins.
+    imbalance = s.moe_routing_imbalance ? *s.moe_routing_imbalance
+                : s.moe_force_load_balancing ? uniform_routing_imbalance(*impl_, s)
+                                             : kDefaultMoeRoutingImbalance;
     if (s.moe_capacity_factor) imbalance = std::min(imbalance, std::max(1.0, *s.moe_capacity_factor));
   }
   const AttentionBackend bound_attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
@@ -249,9 +253,13 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   const bool words = options.bound_terms;
   if (imbalance > 1.0 && words)
     est.bound_terms.push_back(
-        fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
-                    "of tokens (--moe-routing-imbalance)",
-                    imbalance));
+        fmt::format("MoE routing imbalance: the busiest expert rank receives {:.4g}x its even share "
+                    "of tokens ({})",
+                    imbalance,
+                    !s.moe_routing_imbalance && s.moe_force_load_balancing
+                        ? "the chance excess of random routing under --moe-router-force-load-balancing, passed with "
+                          "probability below 0.1 %"
+                        : "--moe-routing-imbalance"));
   if (bound_attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
   const bool uncertain = imbalance > 1.0 || bound_attention != attn.backend;
   const bool second_pass = uncertain && est.peak().total_bytes <= options.bound_pass_up_to_bytes;

@@ -305,6 +305,9 @@ struct TrainingSetup {
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
   std::optional<double> moe_capacity_factor;   // --moe-expert-capacity-factor (unset: dropless)
   bool moe_pad_to_capacity = false;            // --moe-pad-expert-input-to-capacity
+  // --moe-router-force-load-balancing: the router replaces its logits by random ones
+  // (moe_utils.py apply_random_logits), so each token's experts are drawn uniformly.
+  bool moe_force_load_balancing = false;
   bool moe_grouped_gemm = true;                // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
   bool cross_entropy_fusion = false;           // --cross-entropy-loss-fusion
   CpCommType cp_comm_type = CpCommType::kP2P;  // --cp-comm-type (Megatron-LM's default: p2p)
