@@ -118,6 +118,9 @@ void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k) {
        .doc_value = "N",
        .doc = "layers per recompute group (uniform) or recomputed layers per chunk (block)",
        .doc_default = "1",
+       // 0 is a value Megatron-LM takes (full block recompute of no layer); resolve_setup refuses it
+       // with the uniform method.
+       .min = 0,
        .max = kMaxParallelSize,
        .megatron = {"recompute-num-layers"},
        .spec_section = "training",
