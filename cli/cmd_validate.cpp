@@ -82,6 +82,15 @@ nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_b
                 {"share", sum.bound.share},
                 {"exceeded", sum.bound.exceeded},
                 {"max_excess_pct", 100 * sum.bound.max_excess}};
+  const auto& r = sum.reserved;
+  nlohmann::json rj = stats_json(r.error);
+  rj["signed_median_pct"] = 100 * r.signed_median;
+  rj["under"] = r.under;
+  rj["gap_measured_median_gib"] = r.gap_measured_median_gib;
+  rj["gap_estimated_median_gib"] = r.gap_estimated_median_gib;
+  rj["gap_error_median_gib"] = r.gap_error_median_gib;
+  rj["gap_error_max_gib"] = r.gap_error_max_gib;
+  j["reserved"] = rj;
   return j;
 }
 
@@ -98,6 +107,7 @@ nlohmann::json case_json(const ValidationCase& c) {
          {"status", c.status},
          {"reason", c.reason},
          {"measured_peak_gib", c.measured_peak_gib}};
+    if (c.measured_reserved_gib > 0) j["measured_reserved_gib"] = c.measured_reserved_gib;
   } else {
     j = {{"model", c.model},
          {"test_case", c.test_case},
@@ -119,6 +129,14 @@ nlohmann::json case_json(const ValidationCase& c) {
     if (c.format == CsvFormat::kFunctionalTest) j["static_error_pct"] = 100 * c.static_error();
     j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
     j["seed_tool_gib"] = c.seed_tool_gib;
+    if (c.estimated_reserved_gib > 0) {
+      j["estimated_reserved_gib"] = c.estimated_reserved_gib;
+      j["estimated_device_gib"] = c.estimated_device_gib;
+    }
+    if (c.reserved_compared()) {
+      j["reserved_error_pct"] = 100 * c.reserved_error();
+      j["reserved_gap_error_gib"] = c.reserved_gap_error_gib();
+    }
   } else {
     j["estimated_peak_gib"] = nullptr;
     j["estimated_static_gib"] = nullptr;
@@ -144,6 +162,16 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
   out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)   measured > bound: {} (by {:.1f}% at most)\n",
                      "bound coverage", sum.bound.count, sum.bound.covered, 100 * sum.bound.share, sum.bound.exceeded,
                      100 * sum.bound.max_excess);
+  const auto& r = sum.reserved;
+  if (r.count == 0) return;
+  out << fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%   signed median {:+.1f}%   "
+                     "under the measured: {}\n",
+                     "reserved |error|", r.count, 100 * r.error.median, 100 * r.error.p90, 100 * r.error.max,
+                     100 * r.signed_median, r.under);
+  out << fmt::format("{:<26} n={:<4} measured median {:.2f} GiB, estimated median {:.2f} GiB; |estimated - measured| "
+                     "median {:.2f} GiB, max {:.2f} GiB\n",
+                     "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib,
+                     r.gap_error_median_gib, r.gap_error_max_gib);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {
@@ -160,12 +188,16 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
   std::stable_sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
     return std::fabs(a->peak_error()) < std::fabs(b->peak_error());
   });
-  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
-                     "STAGE");
+  const bool reserved = std::any_of(ok.begin(), ok.end(), [](const auto* c) { return c->reserved_compared(); });
+  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}{}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
+                     "STAGE", reserved ? fmt::format(" {:>9} {:>9} {:>8}", "RESERVED", "EST", "ERR") : "");
   for (const auto* c : ok)
-    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}\n", c->id.substr(0, 48),
+    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}{}\n", c->id.substr(0, 48),
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
-                       c->estimated_upper_gib, c->stage);
+                       c->estimated_upper_gib, c->stage,
+                       c->reserved_compared() ? fmt::format(" {:>9.3f} {:>9.3f} {:>7.1f}%", c->measured_reserved_gib,
+                                                            c->estimated_reserved_gib, 100 * c->reserved_error())
+                                              : "");
   for (const auto& c : cases)
     if (c.status == "error")
       out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);

@@ -247,5 +247,21 @@ TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
   EXPECT_LE(under3, kDocumentedUnder3);
 }
 
+// The ratchet on the reserved memory of the 23 B200 rows that measured it (docs/accuracy.md,
+// "Reserved memory"): the |error| against the measured reserved, the rows under it and the
+// allocator's share (reserved - peak) may not get worse.
+TEST(ValidateRealRuns, TheReservedMemoryDoesNotRegress) {
+  constexpr double kDocumentedMedian = 2.8, kDocumentedGapGib = 1.41, kSlack = 0.05;
+  constexpr std::size_t kDocumentedUnder = 19;
+  const RunResult r =
+      test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json res = json::parse(r.out).at("summary").at("reserved");
+  EXPECT_EQ(res.at("count").get<std::size_t>(), 23u);
+  EXPECT_LE(res.at("median_abs_pct").get<double>(), kDocumentedMedian + kSlack);
+  EXPECT_LE(res.at("under").get<std::size_t>(), kDocumentedUnder);
+  EXPECT_LE(res.at("gap_error_median_gib").get<double>(), kDocumentedGapGib + kSlack);
+}
+
 }  // namespace
 }  // namespace mme

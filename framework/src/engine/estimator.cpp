@@ -13,6 +13,7 @@
 #include "mme/sdk/error.hpp"
 
 #include "communication_buffers.hpp"
+#include "device_memory.hpp"
 #include "estimator_internal.hpp"
 #include "moe_routing.hpp"
 
@@ -52,7 +53,11 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
   out.reserve(static_cast<std::size_t>(ps.p));
   std::vector<std::int64_t> inflight;
   inflight.reserve(static_cast<std::size_t>(ps.v));
-  for (std::int64_t r = 0; r < ps.p; ++r) out.push_back(estimate_stage(ps, r, inflight));
+  for (std::int64_t r = 0; r < ps.p; ++r) {
+    out.push_back(estimate_stage(ps, r, inflight));
+    // The device total: the caching allocator's replay and what lies outside it (device_memory.cpp).
+    if (ps.options.device_memory) add_device_memory(ps, out.back());
+  }
   return out;
 }
 
@@ -232,7 +237,10 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   Estimate est = run_pass(requested, options, attn, attn.backend, 1.0);
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
-  if (!options.upper_bound) return est;
+  if (!options.upper_bound) {
+    finish_device_memory(est);
+    return est;
+  }
 
   // The upper bound: what the point estimate cannot pin down, each a named mechanism
   // (docs/memory-model.md, "Upper bound").
@@ -269,6 +277,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     quiet.components = false;
     quiet.layer_breakdown = false;
     quiet.bound_terms = false;
+    quiet.device_memory = false;  // the bound's device total derives from the estimate's (finish_device_memory)
     try {
       return stage_estimates(prepare_pass(*impl_, requested, quiet, attn, bound_attention, imbalance, PassKind::kBound));
     } catch (const LayoutError& e) {
@@ -307,6 +316,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
     slack = std::max(slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
+  finish_device_memory(est);
   if (!words) return est;
   add_communication_bound_terms(est, est.bound_terms);
   if (graph_pool > 0)
@@ -346,6 +356,8 @@ Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptio
   for (std::size_t r = 0; r < est.stages.size(); ++r)
     if (est.stages[r].total_bytes > est.stages[est.peak_stage].total_bytes) est.peak_stage = r;
   if (options.components) add_assumptions(ps, est);  // for people; the planner needs none
+  if (options.components && options.device_memory) add_device_assumptions(ps, est.assumptions);
+  if (options.device_memory) est.allocator_config = allocator_config_text(ps.s);
   est.setup = std::move(ps.s);
   return est;
 }

@@ -828,8 +828,11 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   add_low_precision_assumptions(s, ps.options.compute_capability, a);
   if (const std::string lora = lora_assumption(ps); !lora.empty()) a.push_back(lora);
   a.push_back(
-      "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
-      "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
+      ps.options.device_memory
+          ? "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the device total adds the caching "
+            "allocator's segments (reserved) and what lies outside PyTorch (CUDA context, NCCL, TE userbuffers)"
+          : "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
+            "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
 }
 
 }  // namespace mme

@@ -34,6 +34,12 @@ double ValidationCase::baseline_error() const {
 double ValidationCase::seed_error() const {
   return measured_peak_gib > 0 ? (seed_tool_gib - measured_peak_gib) / measured_peak_gib : 0.0;
 }
+double ValidationCase::reserved_error() const {
+  return measured_reserved_gib > 0 ? (estimated_reserved_gib - measured_reserved_gib) / measured_reserved_gib : 0.0;
+}
+double ValidationCase::reserved_gap_error_gib() const {
+  return (estimated_reserved_gib - estimated_peak_gib) - (measured_reserved_gib - measured_peak_gib);
+}
 double ValidationCase::static_error() const {
   return measured_static_gib > 0 ? (estimated_static_gib - measured_static_gib) / measured_static_gib : 0.0;
 }
@@ -277,10 +283,36 @@ std::vector<std::string> split_shell_words(std::string_view text, const std::str
   return words;
 }
 
+double measured_reserved_from_notes(std::string_view notes, const std::string& where) {
+  // The notes' own wording (bench/accuracy/simumax_b200.md): "max_reserved 72586 MB = 70.88 GiB".
+  constexpr std::string_view kKey = "max_reserved ";
+  const std::size_t at = notes.find(kKey);
+  if (at == std::string_view::npos) return 0.0;
+  std::size_t i = at + kKey.size(), digits = 0;
+  const std::size_t start = i;
+  while (i < notes.size() && (std::isdigit(static_cast<unsigned char>(notes[i])) || notes[i] == '.')) ++i, ++digits;
+  const std::string_view number = notes.substr(start, digits);
+  double mib = 0;
+  bool ok = digits > 0 && notes.substr(i, 3) == " MB";
+  if (ok) {
+    try {
+      std::size_t used = 0;
+      mib = std::stod(std::string(number), &used);
+      ok = used == number.size() && std::isfinite(mib) && mib > 0;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok) throw ConfigError(fmt::format("{}: notes: 'max_reserved' is not followed by a number of MB", where));
+  return mib / 1024.0;
+}
+
 namespace {
 // The estimate of one stage into the case.
 void take_stage(ValidationCase& c, const StageEstimate& stage) {
   c.stage = stage.pp_rank;
+  c.estimated_reserved_gib = to_gib(stage.reserved_bytes);
+  c.estimated_device_gib = to_gib(stage.device_bytes);
   c.estimated_peak_gib = to_gib(stage.total_bytes);
   c.estimated_static_gib = to_gib(stage.static_bytes);
   c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
@@ -395,6 +427,7 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
   }
   if (!(c.measured_peak_gib > 0) || !std::isfinite(c.measured_peak_gib))
     throw ConfigError(fmt::format("{}: measured_gib must be a positive number of GiB", where));
+  c.measured_reserved_gib = measured_reserved_from_notes(get(row, "notes"), where);
   try {
     const auto args = split_shell_words(c.mme_args, where + ": mme_args");
     if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
@@ -477,6 +510,7 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   ValidationSummary s;
   s.total = cases.size();
   std::vector<double> peak, stat, large, baseline, seed;
+  std::vector<double> reserved, gap_measured, gap_estimated, gap_error;
   struct Bucket {
     const char* label;
     double min, max;
@@ -509,6 +543,27 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     baseline.push_back(c.baseline_error());
     seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
+    if (c.reserved_compared()) {
+      reserved.push_back(c.reserved_error());
+      if (c.estimated_reserved_gib < c.measured_reserved_gib) ++s.reserved.under;
+      gap_measured.push_back(c.measured_reserved_gib - c.measured_peak_gib);
+      gap_estimated.push_back(c.estimated_reserved_gib - c.estimated_peak_gib);
+      gap_error.push_back(c.reserved_gap_error_gib());
+    }
+  }
+  s.reserved.count = reserved.size();
+  s.reserved.error = stats(reserved);
+  if (!reserved.empty()) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return quantile(v, 0.5);
+    };
+    s.reserved.signed_median = median(reserved);
+    s.reserved.gap_measured_median_gib = median(gap_measured);
+    s.reserved.gap_estimated_median_gib = median(gap_estimated);
+    const ErrorStats g = stats(gap_error);
+    s.reserved.gap_error_median_gib = g.median;
+    s.reserved.gap_error_max_gib = g.max;
   }
   s.peak = stats(peak);
   s.static_mem = stats(stat);
