@@ -191,6 +191,7 @@ std::vector<Case> cases() {
       {"moe-token-dispatcher", [](S& s) { s.dispatcher = TokenDispatcher::kAllGather; }},
       {"moe-capacity-factor", [](S& s) { s.moe_capacity_factor = 1.5; }},
       {"moe-pad-expert-input-to-capacity", [](S& s) { s.moe_capacity_factor = 1.0, s.moe_pad_to_capacity = true; }},
+      {"moe-router-force-load-balancing", [](S& s) { s.moe_force_load_balancing = true; }},
       {"moe-routing-imbalance", [](S& s) { s.moe_routing_imbalance = 2.0; }},
       {"moe-grouped-gemm", [](S& s) { s.moe_grouped_gemm = false; }},
       {"moe-flex-dispatcher-backend",

@@ -147,7 +147,7 @@ nlohmann::json estimate(const nlohmann::json& request) {
                      [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
   }
   std::vector<FitVerdict> fits;
-  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
+  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kHeadroomUnset, true, -1));
   nlohmann::json doc = cli::estimate_to_json(model, est, fits);
   // When nothing fits: the changes that would (the CLI's next_steps, the same defaults).
   nlohmann::json steps = nlohmann::json::array();

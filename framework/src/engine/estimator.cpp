@@ -12,6 +12,7 @@
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "device_memory.hpp"
 #include "estimator_phases.hpp"
 
 namespace mme {
@@ -217,6 +218,8 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // The point estimate's pass (phases 1 to 3 for every stage), then the bound (phase 4).
   Estimate est = point_estimate(*impl_, requested, options, attn);
   add_upper_bound(*impl_, requested, options, attn, est);
+  // The device total of each stage and of the bound (device_memory.cpp).
+  finish_device_memory(est);
   return est;
 }
 

@@ -8,6 +8,7 @@
 #include "activation_offload.hpp"
 #include "communication_buffers.hpp"
 #include "cuda_graphs.hpp"
+#include "device_memory.hpp"
 #include "estimator_phases.hpp"
 #include "low_precision.hpp"
 
@@ -30,6 +31,10 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::in
   // 2. The framework's buffers.
   const StageBuffers buffers = stage_buffers(plan, ps.workspaces, ps.options.compute_capability, layers, state, comps);
   st.other_bytes = buffers.total.value();
+  // Newer Megatron-LM takes the output layer's placeholder from TE's cache too (layers.py
+  // get_dummy_wgrad): its [V/TP, h] then stays; the bound's (StageEstimate).
+  if (r == plan.p - 1 && s.gradient_accumulation_fusion && !s.lora.on() && s.fsdp.kind != FsdpKind::kTorchFsdp2)
+    st.cached_output_wgrad_bytes = (plan.blocks.vocab_local * plan.h * plan.blocks.act_bytes).value();
   // Communication overlap (communication_buffers.cpp): the combined 1F1B schedule's extra
   // attention block; the userbuffers and the bucket padding count in the upper bound only.
   const StageCommunication comm =
@@ -101,8 +106,11 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   add_low_precision_assumptions(s, ps.options.compute_capability, a);
   if (const std::string lora = lora_assumption(s.lora); !lora.empty()) a.push_back(lora);
   a.push_back(
-      "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
-      "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
+      ps.options.device_memory
+          ? "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the device total adds the caching "
+            "allocator's segments (reserved) and what lies outside PyTorch (CUDA context, NCCL, TE userbuffers)"
+          : "totals are allocator-visible bytes (torch.cuda.max_memory_allocated); the CUDA context, NCCL buffers "
+            "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
 }
 
 }  // namespace
@@ -112,7 +120,11 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
   out.reserve(static_cast<std::size_t>(ps.stages.p));
   std::vector<std::int64_t> inflight;
   inflight.reserve(static_cast<std::size_t>(ps.stages.v));
-  for (std::int64_t r = 0; r < ps.stages.p; ++r) out.push_back(estimate_stage(ps, r, inflight));
+  for (std::int64_t r = 0; r < ps.stages.p; ++r) {
+    out.push_back(estimate_stage(ps, r, inflight));
+    // The device total: the caching allocator's replay and what lies outside it (device_memory.cpp).
+    if (ps.options.device_memory) add_device_memory(ps, out.back());
+  }
   return out;
 }
 
@@ -132,6 +144,8 @@ Estimate point_estimate(const EngineTables& im, const TrainingSetup& requested, 
   for (std::size_t r = 0; r < est.stages.size(); ++r)
     if (est.stages[r].total_bytes > est.stages[est.peak_stage].total_bytes) est.peak_stage = r;
   if (options.components) add_assumptions(ps, est);  // for people; the planner needs none
+  if (options.components && options.device_memory) add_device_assumptions(ps, est.assumptions);
+  if (options.device_memory) est.allocator_config = allocator_config_text(plan.s);
   est.setup = std::move(plan.s);
   return est;
 }

@@ -26,6 +26,7 @@
 #include "cuda_graphs.hpp"
 #include "estimator_internal.hpp"
 #include "sharded_data_parallel.hpp"
+#include "weight_gradients.hpp"
 
 namespace mme {
 
@@ -46,7 +47,8 @@ struct StageLayers {
   CheckedInt train_dense, train_exp;                        // of them, the trained ones (LoRA: the adapters)
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
-  StageGraphs graphs;  // with CUDA graphs (cuda_graphs.cpp)
+  StageGraphs graphs;         // with CUDA graphs (cuda_graphs.cpp)
+  CachedDummyWgrads dummies;  // TE's cached weight-gradient placeholders (weight_gradients.hpp)
 };
 // `inflight`: the micro-batches in flight per chunk (inflight_microbatches). Fills the stage's
 // chunks, layer counts and offload slack in `st`.

@@ -15,6 +15,7 @@
 #include "cuda_graphs.hpp"
 #include "estimator_phases.hpp"
 #include "low_precision.hpp"
+#include "weight_gradients.hpp"
 
 namespace mme {
 
@@ -82,11 +83,13 @@ void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wg
       for (const auto& term : acts->saved)
         e.named_saved.emplace_back(fmt::format("activations/{}", term.name), term.bytes);
   e.transient = std::max(e.attn_acts.transient, e.mlp_acts.transient);
-  if (!s.gradient_accumulation_fusion) {
+  if (!s.gradient_accumulation_fusion || !s.transformer_engine) {
     // Without gradient accumulation fusion TE returns each weight gradient as a new tensor
     // in the parameter dtype, which the DDP backward hook adds into main_grad and frees
-    // (distributed_data_parallel.py _make_backward_post_hook): the largest GEMM weight of
-    // the layer, once, on top of its backward working set.
+    // (distributed_data_parallel.py _make_backward_post_hook); Megatron's own linears
+    // (--transformer-impl local) hand back a new placeholder of the weight's shape even with it
+    // (tensor_parallel/layers.py, core_r0.14): the largest GEMM weight of the layer, once, on
+    // top of its backward working set.
     CheckedInt largest = 0;
     for (const auto* bp : {&e.attn_params, &e.mlp_params})
       for (const auto& term : bp->terms)
@@ -159,6 +162,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       unit_expert += n * e.exp_params;
       units += n;
       largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
+      out.dummies.add(e.attn_params, plan.s);
+      out.dummies.add(e.mlp_params, plan.s);
       transient = std::max(transient, e.transient);
       sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
       max_layer_saved = std::max(max_layer_saved, e.saved);
@@ -231,6 +236,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
       train_dense += params_n * b.train;
+      out.dummies.add(b.params, plan.s);
       for (const auto& term : b.acts.saved) {
         const CheckedInt bytes = acts_n * term.bytes;
         chunk_act += bytes;

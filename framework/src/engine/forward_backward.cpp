@@ -7,6 +7,7 @@
 
 #include "estimator_phases.hpp"
 #include "low_precision.hpp"
+#include "weight_gradients.hpp"
 
 namespace mme {
 
@@ -45,6 +46,11 @@ StageBuffers stage_buffers(const StagePlan& plan, const Workspaces& w, int compu
   }
   other += layers.sp_gather_buffer;
   comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", layers.sp_gather_buffer);
+  // TE's weight-gradient placeholders, one per distinct weight shape of the stage (module/base.py
+  // get_dummy_wgrad), from the first backward on.
+  const CheckedInt dummy_wgrads = uses_cached_dummy_wgrads(s) ? layers.dummies.bytes(plan.bytes.param) : CheckedInt(0);
+  other += dummy_wgrads;
+  comps.add(MemoryCategory::kOther, "other/te_dummy_wgrads", dummy_wgrads);
   if (plan.bytes.fp8) {
     // The recipe's copies of the GEMM weights (low_precision.cpp): TE's workspace cache across
     // micro-batches, or the column-wise copy of primary quantized weights; its scaling state.

@@ -11,6 +11,7 @@
 
 #include "communication_buffers.hpp"
 #include "estimator_phases.hpp"
+#include "moe_routing.hpp"
 
 namespace mme {
 
@@ -33,8 +34,11 @@ BoundCase bound_case(const EngineTables& im, const TrainingSetup& s, const Atten
   if (im.any_moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
     // Routing imbalance: the busiest expert rank receives more than its even share (most of
     // all early in training); a capacity factor drops tokens beyond it (moe_utils.py
-    // get_capacity), so it caps the excess.
-    c.imbalance = s.moe_routing_imbalance.value_or(kDefaultMoeRoutingImbalance);
+    // get_capacity), so it caps the excess. Forced balancing leaves only uniform routing's
+    // chance fluctuation (moe_routing.hpp); a value the user gives wins.
+    c.imbalance = s.moe_routing_imbalance      ? *s.moe_routing_imbalance
+                  : s.moe_force_load_balancing ? uniform_routing_imbalance(im, s)
+                                               : kDefaultMoeRoutingImbalance;
     if (s.moe_capacity_factor) c.imbalance = std::min(c.imbalance, std::max(1.0, *s.moe_capacity_factor));
   }
   c.attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
@@ -50,6 +54,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
   quiet.components = false;
   quiet.layer_breakdown = false;
   quiet.bound_terms = false;
+  quiet.device_memory = false;  // the bound's device total derives from the estimate's (finish_device_memory)
   try {
     return stage_estimates(Pass(im, requested, quiet, attn, bound.attention, bound.imbalance, PassKind::kBound));
   } catch (const LayoutError& e) {
@@ -67,7 +72,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
 
 // The largest of each extra the bound adds on a stage, for its terms.
 struct BoundExtras {
-  std::int64_t allocator_slack = 0, offload_slack = 0, graph_pool = 0;
+  std::int64_t allocator_slack = 0, offload_slack = 0, graph_pool = 0, cached_wgrad = 0;
 };
 
 // Each stage's upper_bytes from the worse of its two passes (`bound`: empty without a second
@@ -89,8 +94,9 @@ BoundExtras stage_upper_bytes(const std::vector<StageEstimate>& bound, Estimate&
     // Communication buffers outside the allocator and the buckets' padding, next to either phase
     // (communication_buffers.cpp).
     st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
-                      st.outside_allocator_bytes + st.bucket_padding_bytes)
+                      st.outside_allocator_bytes + st.bucket_padding_bytes + st.cached_output_wgrad_bytes)
                          .value();
+    x.cached_wgrad = std::max(x.cached_wgrad, st.cached_output_wgrad_bytes);
     x.allocator_slack = std::max(x.allocator_slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
@@ -109,6 +115,11 @@ void add_extra_terms(const BoundExtras& x, Estimate& est) {
         fmt::format("activation offloading: a second layer's offloaded tensors on the GPU during backward ({} MiB "
                     "at most on a stage)",
                     x.offload_slack / kMiB));
+  if (x.cached_wgrad > 0)
+    est.bound_terms.push_back(
+        fmt::format("the output layer's weight-gradient placeholder kept for the run, as Megatron-LM releases "
+                    "after core_r0.14 keep it in Transformer Engine's cache ({} MiB on the loss stage)",
+                    x.cached_wgrad / kMiB));
   if (x.allocator_slack > 0)
     est.bound_terms.push_back(
         fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "
@@ -128,9 +139,13 @@ void add_upper_bound(const EngineTables& im, const TrainingSetup& requested, con
   const bool words = options.bound_terms;
   if (bound.imbalance > 1.0 && words)
     est.bound_terms.push_back(
-        fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
-                    "of tokens (--moe-routing-imbalance)",
-                    bound.imbalance));
+        fmt::format("MoE routing imbalance: the busiest expert rank receives {:.4g}x its even share "
+                    "of tokens ({})",
+                    bound.imbalance,
+                    !est.setup.moe_routing_imbalance && est.setup.moe_force_load_balancing
+                        ? "the chance excess of random routing under --moe-router-force-load-balancing, passed with "
+                          "probability below 0.1 %"
+                        : "--moe-routing-imbalance"));
   if (bound.attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
   const bool second_pass = bound.uncertain(attn) && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const std::vector<StageEstimate> worse =

@@ -118,6 +118,7 @@ constexpr const char* kFlagOrder[] = {
     "moe-token-dispatcher",
     "moe-capacity-factor",
     "moe-pad-expert-input-to-capacity",
+    "moe-router-force-load-balancing",
     "moe-routing-imbalance",
     "moe-grouped-gemm",
     "moe-flex-dispatcher-backend",

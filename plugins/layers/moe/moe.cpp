@@ -95,9 +95,14 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const CheckedInt local = (E / ctx.ep) * per_expert / ctx.etp;
   out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, (E * per_expert).value(),
                   local.value(), (per_expert * f.top_k).value()});
+  // TEGroupedLinear's per-expert weights: fc1 [g F / ETP, h], fc2 [h, F / ETP].
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, g * F / ctx.etp, h);
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, h, F / ctx.etp);
   if (S > 0) {
     // Shared experts: an ordinary TP-sharded MLP of width S (shared_experts.py).
     add_param(out, "shared_experts", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, h * g * S + S * h, t);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, g * S / t, h);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, h, S / t);
     if (m.add_bias_linear) {
       add_param(out, "shared_experts_fc1_bias", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, g * S, t);
       add_param(out, "shared_experts_fc2_bias", ParamGroup::kSharedExperts, ShardClass::kReplicated, h, 1);

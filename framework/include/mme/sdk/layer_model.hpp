@@ -84,8 +84,21 @@ struct ActTerm {
   std::uint32_t graph_scope = 0;
 };
 
+// A trainable linear's weight as one rank holds it, [rows, cols] (a GroupedLinear's: one
+// expert's). With gradient accumulation fusion the weight gradient goes straight into main_grad
+// and the linear hands autograd a placeholder of the weight's shape instead: Transformer
+// Engine's linears take it from a cache keyed by shape and dtype (module/base.py
+// get_dummy_wgrad), so equal shapes share one tensor, kept from the first backward on.
+struct GemmWeight {
+  ParamGroup group = ParamGroup::kAttention;
+  std::int64_t rows = 0, cols = 0;
+};
+
 struct BlockParams {
   TermList<ParamTerm, 16> terms;
+  // The block's Transformer Engine linears, one entry per distinct per-rank weight shape
+  // (add_gemm_weight); Megatron's own linears (the output layer) are not listed.
+  TermList<GemmWeight, 8> gemm_weights;
 };
 
 struct BlockActivations {

@@ -29,7 +29,9 @@
 //    gains cuda_graph (CudaGraphSettings), low_precision (FP8/FP4 recipes) and the bias-activation,
 //    RoPE and bias-dropout fusion switches.
 // 6: LayerMemoryModel::megatron_block (the Megatron-LM module class a block models, kNone by
-//    default), which the host asks instead of naming block kinds.
+//    default), which the host asks instead of naming block kinds; BlockParams gains gemm_weights
+//    (the per-rank shapes of a block's Transformer Engine linears, whose cached placeholder weight
+//    gradients the engine counts).
 #define MME_PLUGIN_API_VERSION 6
 
 #define MME_STRINGIFY_INNER(x) #x
