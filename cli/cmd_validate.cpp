@@ -161,14 +161,16 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
                      100 * sum.bound.max_excess);
   const auto& r = sum.reserved;
   if (r.count == 0) return;
-  out << fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%   signed median {:+.1f}%   "
-                     "under the measured: {}\n",
-                     "reserved |error|", r.count, 100 * r.error.median, 100 * r.error.p90, 100 * r.error.max,
-                     100 * r.signed_median, r.under);
-  out << fmt::format("{:<26} n={:<4} measured median {:.2f} GiB, estimated median {:.2f} GiB; |estimated - measured| "
-                     "median {:.2f} GiB, max {:.2f} GiB\n",
-                     "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib,
-                     r.gap_error_median_gib, r.gap_error_max_gib);
+  out << fmt::format(
+      "{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%   signed median {:+.1f}%   "
+      "under the measured: {}\n",
+      "reserved |error|", r.count, 100 * r.error.median, 100 * r.error.p90, 100 * r.error.max, 100 * r.signed_median,
+      r.under);
+  out << fmt::format(
+      "{:<26} n={:<4} measured median {:.2f} GiB, estimated median {:.2f} GiB; |estimated - measured| "
+      "median {:.2f} GiB, max {:.2f} GiB\n",
+      "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib, r.gap_error_median_gib,
+      r.gap_error_max_gib);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {
@@ -186,8 +188,8 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
     return std::fabs(a->peak_error()) < std::fabs(b->peak_error());
   });
   const bool reserved = std::any_of(ok.begin(), ok.end(), [](const auto* c) { return c->reserved_compared(); });
-  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}{}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
-                     "STAGE", reserved ? fmt::format(" {:>9} {:>9} {:>8}", "RESERVED", "EST", "ERR") : "");
+  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}{}\n", "ID", "MODEL", "MEASURED", "EST", "ERR",
+                     "BOUND", "STAGE", reserved ? fmt::format(" {:>9} {:>9} {:>8}", "RESERVED", "EST", "ERR") : "");
   for (const auto* c : ok)
     out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}{}\n", c->id.substr(0, 48),
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
@@ -306,8 +308,8 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
     for (const auto& r : ranks) {
       covered += r.within_bound() ? 1 : 0;
       if (!r.within_bound() && r.measured_max_allocated_gib > 0)
-        max_excess = std::max(max_excess, (r.measured_max_allocated_gib - r.estimated_upper_gib) /
-                                              r.measured_max_allocated_gib);
+        max_excess =
+            std::max(max_excess, (r.measured_max_allocated_gib - r.estimated_upper_gib) / r.measured_max_allocated_gib);
       nlohmann::json j{{"rank", r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr)},
                        {"stage", r.stage},
                        {"reports", r.reports},

@@ -4,11 +4,12 @@
 // larger ones a segment of their own rounded to 2 MiB; a cached block split only when more than
 // 1 MiB remains (small pool: 512 B); best fit among cached blocks; freed neighbours merge within
 // a segment, never across; nothing is given back. And the device total's outside-PyTorch terms.
+#include "engine/allocator_model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <mme/sdk/error.hpp>
 
-#include "engine/allocator_model.hpp"
 #include "engine_fixture.hpp"
 
 namespace mme {
@@ -31,10 +32,10 @@ TEST(AllocatorModel, RoundsRequestsTo512BytesOrPowerOfTwoDivisions) {
 }
 
 TEST(AllocatorModel, SegmentSizesFollowGetAllocationSize) {
-  EXPECT_EQ(allocator_segment_size(MiB), 2 * MiB);                // the small pool's 2 MiB
-  EXPECT_EQ(allocator_segment_size(MiB + 512), 20 * MiB);         // 1-10 MiB: kLargeBuffer
+  EXPECT_EQ(allocator_segment_size(MiB), 2 * MiB);         // the small pool's 2 MiB
+  EXPECT_EQ(allocator_segment_size(MiB + 512), 20 * MiB);  // 1-10 MiB: kLargeBuffer
   EXPECT_EQ(allocator_segment_size(10 * MiB - 512), 20 * MiB);
-  EXPECT_EQ(allocator_segment_size(10 * MiB), 10 * MiB);          // from kMinLargeAlloc: its own, 2 MiB steps
+  EXPECT_EQ(allocator_segment_size(10 * MiB), 10 * MiB);  // from kMinLargeAlloc: its own, 2 MiB steps
   EXPECT_EQ(allocator_segment_size(11 * MiB + 512), 12 * MiB);
 }
 
@@ -160,16 +161,17 @@ TEST(AllocatorModel, WithoutCachingReservedIsWhatIsAllocated) {
 }
 
 TEST(AllocatorModel, ReadsPytorchCudaAllocConfAsPytorchDoes) {
-  const AllocatorConfig c = parse_alloc_conf("expandable_segments:True, garbage_collection_threshold:0.6,"
-                                             "roundup_power2_divisions:8,pinned_use_cuda_host_register:True");
+  const AllocatorConfig c = parse_alloc_conf(
+      "expandable_segments:True, garbage_collection_threshold:0.6,"
+      "roundup_power2_divisions:8,pinned_use_cuda_host_register:True");
   EXPECT_TRUE(c.expandable_segments);
   EXPECT_DOUBLE_EQ(c.garbage_collection_threshold, 0.6);
   EXPECT_EQ(c.roundup_power2_divisions, 8);
   EXPECT_TRUE(parse_alloc_conf("backend:cudaMallocAsync").async_backend);
   EXPECT_TRUE(parse_alloc_conf("").caching);
   for (const char* bad : {"max_split_size_mb:20", "expandable_segments:true", "roundup_power2_divisions:3",
-                          "roundup_power2_divisions:[256:1,>:4]", "garbage_collection_threshold:1",
-                          "unknown_option:1", "max_split_size_mb"})
+                          "roundup_power2_divisions:[256:1,>:4]", "garbage_collection_threshold:1", "unknown_option:1",
+                          "max_split_size_mb"})
     EXPECT_THROW(parse_alloc_conf(bad), UsageError) << bad;
 }
 

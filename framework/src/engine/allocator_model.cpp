@@ -75,7 +75,8 @@ AllocatorConfig parse_alloc_conf(std::string_view text) {
     } else if (key == "expandable_segments") {
       // parseExpandableSegments: exactly True or False.
       if (value != "True" && value != "False")
-        throw UsageError(fmt::format("PYTORCH_CUDA_ALLOC_CONF: expandable_segments '{}' is neither True nor False", value));
+        throw UsageError(
+            fmt::format("PYTORCH_CUDA_ALLOC_CONF: expandable_segments '{}' is neither True nor False", value));
       c.expandable_segments = value == "True";
     } else if (key == "backend") {
       if (value != "native" && value != "cudaMallocAsync")
@@ -153,7 +154,7 @@ int CachingAllocatorModel::take_free_block(bool small, std::int64_t size) {
   if (it == p.end()) return -1;
   const std::int64_t found = std::get<0>(*it);
   const std::int64_t limit = config_.max_split_size;
-  if (size < limit && found >= limit) return -1;                     // no oversized block for a small request
+  if (size < limit && found >= limit) return -1;                      // no oversized block for a small request
   if (size >= limit && found >= size + kAllocLargeBuffer) return -1;  // an oversized one only within 20 MiB
   const int b = std::get<2>(*it);
   p.erase(it);

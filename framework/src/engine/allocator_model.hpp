@@ -16,18 +16,18 @@
 namespace mme {
 
 // The allocator's constants (CUDACachingAllocator.cpp, namespace c10::cuda::CUDACachingAllocator).
-inline constexpr std::int64_t kAllocMinBlockSize = 512;            // kMinBlockSize: every request is rounded to 512 B
-inline constexpr std::int64_t kAllocSmallSize = 1 << 20;           // kSmallSize: requests up to 1 MiB use the small pool
-inline constexpr std::int64_t kAllocSmallBuffer = 2 << 20;         // kSmallBuffer: small-pool segments are 2 MiB
-inline constexpr std::int64_t kAllocLargeBuffer = 20 << 20;        // kLargeBuffer: requests of 1-10 MiB share 20 MiB segments
-inline constexpr std::int64_t kAllocMinLargeAlloc = 10 << 20;      // kMinLargeAlloc
-inline constexpr std::int64_t kAllocRoundLarge = 2 << 20;          // kRoundLarge: larger segments are rounded to 2 MiB
+inline constexpr std::int64_t kAllocMinBlockSize = 512;      // kMinBlockSize: every request is rounded to 512 B
+inline constexpr std::int64_t kAllocSmallSize = 1 << 20;     // kSmallSize: requests up to 1 MiB use the small pool
+inline constexpr std::int64_t kAllocSmallBuffer = 2 << 20;   // kSmallBuffer: small-pool segments are 2 MiB
+inline constexpr std::int64_t kAllocLargeBuffer = 20 << 20;  // kLargeBuffer: requests of 1-10 MiB share 20 MiB segments
+inline constexpr std::int64_t kAllocMinLargeAlloc = 10 << 20;  // kMinLargeAlloc
+inline constexpr std::int64_t kAllocRoundLarge = 2 << 20;      // kRoundLarge: larger segments are rounded to 2 MiB
 inline constexpr std::int64_t kAllocNoSplitLimit = std::numeric_limits<std::int64_t>::max();
 
 // PYTORCH_CUDA_ALLOC_CONF (c10/cuda/CUDAAllocatorConfig.cpp parseArgs), as far as it decides
 // reserved memory.
 struct AllocatorConfig {
-  bool caching = true;              // PYTORCH_NO_CUDA_MEMORY_CACHING=1: every block is its own cudaMalloc
+  bool caching = true;               // PYTORCH_NO_CUDA_MEMORY_CACHING=1: every block is its own cudaMalloc
   bool expandable_segments = false;  // expandable_segments:True
   std::int64_t max_split_size = kAllocNoSplitLimit;  // max_split_size_mb (bytes); unlimited by default
   std::int64_t roundup_power2_divisions = 0;         // roundup_power2_divisions:N (0/1: 512-byte rounding only)

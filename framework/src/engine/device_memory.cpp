@@ -52,7 +52,7 @@ struct ParamTensor {
 // One decoder (or MTP) layer of a chunk in forward order.
 struct LayerRef {
   const TypeEval* eval = nullptr;
-  bool recomputed = false;  // full recompute: only its input (its group's) is kept
+  bool recomputed = false;   // full recompute: only its input (its group's) is kept
   bool group_start = false;  // the first layer of a recompute group (keeps the group's input)
 };
 
@@ -60,10 +60,10 @@ struct LayerRef {
 // piece in forward order.
 struct Record {
   enum Kind { kBlock, kLayer, kGroup } kind = kBlock;
-  std::vector<int> saved;       // kBlock / kLayer: the saved tensors
-  std::int64_t transient = 0;   // the piece's backward working set
+  std::vector<int> saved;              // kBlock / kLayer: the saved tensors
+  std::int64_t transient = 0;          // the piece's backward working set
   std::vector<const TypeEval*> group;  // kGroup: the recomputed layers
-  int input = -1;               // kGroup: the group's kept input
+  int input = -1;                      // kGroup: the group's kept input
 };
 using MicroBatch = std::vector<Record>;
 
@@ -91,10 +91,10 @@ class StageReplay {
   CachingAllocatorModel alloc_;
   std::vector<ParamTensor> params_;
   std::vector<std::pair<std::int64_t, bool>> shard_pieces_;  // elements, expert: this rank's optimizer shard
-  std::vector<int> step_only_;                              // the step's fp32 gradient copies
-  std::vector<std::deque<MicroBatch>> in_flight_;           // per chunk, oldest first
-  std::vector<double> scale_;                               // per chunk: activation offload's share kept
-  std::vector<std::vector<LayerRef>> layers_;               // per chunk
+  std::vector<int> step_only_;                               // the step's fp32 gradient copies
+  std::vector<std::deque<MicroBatch>> in_flight_;            // per chunk, oldest first
+  std::vector<double> scale_;                                // per chunk: activation offload's share kept
+  std::vector<std::vector<LayerRef>> layers_;                // per chunk
 };
 
 std::vector<ParamTensor> StageReplay::param_tensors() const {
@@ -329,9 +329,8 @@ void StageReplay::iteration(bool first) {
   step_only_.clear();
   const std::int64_t p = ps_.stages.p, v = ps_.stages.v, r = st_.pp_rank;
   const std::int64_t m = ps_.stages.s.num_micro_batches > 0 ? ps_.stages.s.num_micro_batches : 2 * p;
-  const std::int64_t group = ps_.stages.s.pipeline.microbatch_group_size.value_or(0) > 0
-                                 ? *ps_.stages.s.pipeline.microbatch_group_size
-                                 : p;
+  const std::int64_t group =
+      ps_.stages.s.pipeline.microbatch_group_size.value_or(0) > 0 ? *ps_.stages.s.pipeline.microbatch_group_size : p;
   // forward_backward_pipelining_without_interleaving: p - r - 1 warmup forwards, then one
   // forward and one backward at a time, then the cooldown backwards. With interleaving
   // (_with_interleaving): 2 (p - r - 1) + (v - 1) G warmup passes over m v, the chunk of pass k
@@ -366,7 +365,8 @@ void StageReplay::iteration(bool first) {
   // shard piece (TE FusedAdam initialize_state, lazily on the first step).
   const double keep = ps_.parameters.keep_on_gpu;
   for (const auto& [n, expert] : shard_pieces_)
-    if (ps_.parameters.main_grad_copy > 0) step_only_.push_back(take(static_cast<double>(n * ps_.parameters.main_grad_copy)));
+    if (ps_.parameters.main_grad_copy > 0)
+      step_only_.push_back(take(static_cast<double>(n * ps_.parameters.main_grad_copy)));
   if (!first) return;
   if (ps_.stages.s.fsdp.kind != FsdpKind::kNone) {
     take(static_cast<double>(st_.optimizer_bytes - st_.step_only_bytes));
@@ -515,8 +515,7 @@ void finish_device_memory(Estimate& est) {
     if (st.device_bytes == 0) continue;
     // What the bound adds beyond the estimate, without the allocator's block rounding (which the
     // replay holds) and the userbuffers (in outside_pytorch_bytes already).
-    const std::int64_t beyond =
-        st.upper_bytes - st.outside_allocator_bytes - st.allocator_slack_bytes - st.total_bytes;
+    const std::int64_t beyond = st.upper_bytes - st.outside_allocator_bytes - st.allocator_slack_bytes - st.total_bytes;
     st.device_upper_bytes = (CheckedInt(st.device_bytes) + std::max<std::int64_t>(0, beyond)).value();
     if (st.device_upper_bytes > est.stages[est.device_stage].device_upper_bytes) est.device_stage = i;
   }
@@ -531,9 +530,9 @@ void add_device_assumptions(const Pass& ps, std::vector<std::string>& a) {
   a.push_back(fmt::format(
       "reserved memory: PyTorch's caching allocator replayed over one rank's model build, optimizer shards and "
       "training iterations on one stream{}{}",
-      !c.caching               ? " (PYTORCH_NO_CUDA_MEMORY_CACHING: nothing cached)"
-      : c.expandable_segments  ? " (expandable segments)"
-                               : "",
+      !c.caching              ? " (PYTORCH_NO_CUDA_MEMORY_CACHING: nothing cached)"
+      : c.expandable_segments ? " (expandable segments)"
+                              : "",
       c.async_backend ? "; backend:cudaMallocAsync is not modelled (the native allocator is replayed instead)" : ""));
   if (c.garbage_collection_threshold > 0)
     a.push_back(

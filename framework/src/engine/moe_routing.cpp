@@ -21,8 +21,8 @@ double uniform_routing_imbalance(const EngineTables& im, const TrainingSetup& s)
   const ParallelLayout& par = s.parallel;
   const double ep = static_cast<double>(par.ep);
   if (par.ep <= 1) return 1.0;
-  double tokens = static_cast<double>(s.seq_length) * static_cast<double>(s.micro_batch_size) /
-                  static_cast<double>(par.cp);
+  double tokens =
+      static_cast<double>(s.seq_length) * static_cast<double>(s.micro_batch_size) / static_cast<double>(par.cp);
   if (sequence_parallel_on(par)) tokens /= static_cast<double>(par.tp);
   const double n = tokens * static_cast<double>(effective_etp(par)) * ep;  // the group's tokens
   const double z = normal_upper_quantile(0.001 / ep);
@@ -31,8 +31,8 @@ double uniform_routing_imbalance(const EngineTables& im, const TrainingSetup& s)
     if (!lt.moe) continue;
     const double e = static_cast<double>(lt.spec.mlp.num_experts), k = static_cast<double>(lt.spec.mlp.top_k);
     if (e <= 1 || n <= 0) continue;
-    const double per_token = k / ep;              // a token's mean (expert, token) pairs on one rank
-    const double most = std::min(k, e / ep);       // the most one token can send one rank
+    const double per_token = k / ep;          // a token's mean (expert, token) pairs on one rank
+    const double most = std::min(k, e / ep);  // the most one token can send one rank
     const double mu = n * per_token;
     const double var = n * std::max(0.0, most - per_token) * per_token;  // Bhatia-Davis
     worst = std::max(worst, (mu + z * std::sqrt(var)) / mu);

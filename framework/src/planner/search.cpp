@@ -481,7 +481,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   eo.compute_capability = hw.compute_capability;
   eo.components = false;
   eo.device_memory = false;  // no allocator replay per layout: fits on the allocated bound (docs/planner.md)
-  eo.bound_terms = false;  // the plans show no bound terms
+  eo.bound_terms = false;    // the plans show no bound terms
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
   // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the
   // bound's second pass for it.

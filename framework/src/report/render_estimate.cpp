@@ -349,8 +349,9 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("    - Other (framework buffers): {:.2f} GiB\n", gib(st.other_bytes));
     out << fmt::format("    - Total: {:.2f} GiB\n", gib(st.total_bytes));
     if (st.device_bytes > 0)
-      out << fmt::format("    - Reserved by PyTorch: {:.2f} GiB; device total {:.2f} GiB ({:.2f} GiB outside PyTorch)\n",
-                         gib(st.reserved_bytes), gib(st.device_bytes), gib(st.outside_pytorch_bytes));
+      out << fmt::format(
+          "    - Reserved by PyTorch: {:.2f} GiB; device total {:.2f} GiB ({:.2f} GiB outside PyTorch)\n",
+          gib(st.reserved_bytes), gib(st.device_bytes), gib(st.outside_pytorch_bytes));
     if (options.bars)
       out << "    " << stacked_bar(st, scale, marker_on_scale ? marker : nullptr, options.colour)
           << fmt::format(" {:.2f} GiB\n", gib(st.total_bytes));
@@ -380,19 +381,22 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   for (const auto& t : est.bound_terms) out << "  + " << t << "\n";
   if (peak.device_bytes > 0) {
     const auto& dev = est.stages.at(est.device_stage);
-    out << fmt::format("Reserved by PyTorch: {:.2f} GiB (pipeline stage {}; caching allocator{})\n", gib(peak.reserved_bytes),
-                       peak.pp_rank, est.allocator_config.empty() ? "" : ", PYTORCH_CUDA_ALLOC_CONF=" + est.allocator_config);
-    out << fmt::format("Device total: {:.2f} GiB (reserved + {:.2f} GiB outside PyTorch: CUDA context, NCCL{}); "
-                       "upper bound {:.2f} GiB (pipeline stage {})\n",
-                       gib(peak.device_bytes), gib(peak.outside_pytorch_bytes),
-                       peak.outside_pytorch_bytes > 0 && dev.outside_allocator_bytes > 0 ? ", TE userbuffers" : "",
-                       gib(dev.device_upper_bytes), dev.pp_rank);
+    out << fmt::format("Reserved by PyTorch: {:.2f} GiB (pipeline stage {}; caching allocator{})\n",
+                       gib(peak.reserved_bytes), peak.pp_rank,
+                       est.allocator_config.empty() ? "" : ", PYTORCH_CUDA_ALLOC_CONF=" + est.allocator_config);
+    out << fmt::format(
+        "Device total: {:.2f} GiB (reserved + {:.2f} GiB outside PyTorch: CUDA context, NCCL{}); "
+        "upper bound {:.2f} GiB (pipeline stage {})\n",
+        gib(peak.device_bytes), gib(peak.outside_pytorch_bytes),
+        peak.outside_pytorch_bytes > 0 && dev.outside_allocator_bytes > 0 ? ", TE userbuffers" : "",
+        gib(dev.device_upper_bytes), dev.pp_rank);
   }
   if (!fits.empty()) {
     const char* what = fits.front().on_device ? "the device total's upper bound" : "the upper bound";
     if (!fits.front().on_bound) what = fits.front().on_device ? "the device total" : "the point estimate";
     out << fmt::format("Fit judged on {}{}\n", what,
-                       fits.front().on_device ? " against the capacity (--headroom / --overhead-per-gpu: the fixed reserve)"
+                       fits.front().on_device
+                           ? " against the capacity (--headroom / --overhead-per-gpu: the fixed reserve)"
                        : fits.front().on_bound ? " (--fit-on estimate for the point estimate)"
                                                : " (--fit-on estimate)");
   }
@@ -423,7 +427,8 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     else
       out << fmt::format("{} Exceeds every known GPU ({})\n", bad, miss_names);
     out << fmt::format("  {:.2f} GiB needed per GPU ({}); usable memory of each GPU:\n", gib(fits.front().needed_bytes),
-                       fits.front().on_device ? (fits.front().on_bound ? "the device total's upper bound" : "the device total")
+                       fits.front().on_device
+                           ? (fits.front().on_bound ? "the device total's upper bound" : "the device total")
                        : fits.front().on_bound ? "the upper bound"
                                                : "the point estimate");
     std::size_t width = 0;

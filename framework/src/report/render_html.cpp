@@ -382,9 +382,9 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
       : good       ? "fits"
                    : "miss",
       gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()),
-      peak.device_bytes > 0 ? fmt::format(" · reserved {} GiB, device total {} GiB", gib2(peak.reserved_bytes),
-                                          gib2(peak.device_bytes))
-                            : "",
+      peak.device_bytes > 0
+          ? fmt::format(" · reserved {} GiB, device total {} GiB", gib2(peak.reserved_bytes), gib2(peak.device_bytes))
+          : "",
       verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
@@ -431,8 +431,8 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
       o += fmt::format(
           "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td class=\"l\">{}</td></tr>\n",
-          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.reserved_bytes), gib2(kept),
-          gib2(f.usable_bytes), gib2(f.needed_bytes),
+          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.reserved_bytes), gib2(kept), gib2(f.usable_bytes),
+          gib2(f.needed_bytes),
           f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
                  : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
     }

@@ -74,8 +74,7 @@ std::optional<double> parse_decimal(std::string_view text) {
   errno = 0;
   v = std::strtod(copy.c_str(), &end);
   if (end != copy.c_str() + copy.size()) return std::nullopt;
-  if (errno == ERANGE && (std::isinf(v) || v == 0.0))
-    v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
+  if (errno == ERANGE && (std::isinf(v) || v == 0.0)) v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
 #else
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::general);
   if (end != t.data() + t.size()) return std::nullopt;

@@ -71,8 +71,8 @@ namespace {
 // allocator (PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_NO_CUDA_MEMORY_CACHING) and
 // NCCL's buffer size.
 bool is_allocator_environment(const std::string& name) {
-  return name == "PYTORCH_ALLOC_CONF" || name == "PYTORCH_CUDA_ALLOC_CONF" || name == "PYTORCH_NO_CUDA_MEMORY_CACHING" ||
-         name == "NCCL_BUFFSIZE";
+  return name == "PYTORCH_ALLOC_CONF" || name == "PYTORCH_CUDA_ALLOC_CONF" ||
+         name == "PYTORCH_NO_CUDA_MEMORY_CACHING" || name == "NCCL_BUFFSIZE";
 }
 }  // namespace
 

@@ -303,8 +303,8 @@ struct TrainingSetup {
   // DotProductAttention, no Transformer Engine workspaces).
   bool transformer_engine = true;
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
-  std::optional<double> moe_capacity_factor;   // --moe-expert-capacity-factor (unset: dropless)
-  bool moe_pad_to_capacity = false;            // --moe-pad-expert-input-to-capacity
+  std::optional<double> moe_capacity_factor;  // --moe-expert-capacity-factor (unset: dropless)
+  bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
   // --moe-router-force-load-balancing: the router replaces its logits by random ones
   // (moe_utils.py apply_random_logits), so each token's experts are drawn uniformly.
   bool moe_force_load_balancing = false;
