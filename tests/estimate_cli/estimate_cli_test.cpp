@@ -147,12 +147,12 @@ TEST(EstimateCli, FullBlockRecomputeOfZeroLayersRecomputesNothing) {
       "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 2 "
       "--global-batch-size 16 --bf16 --use-distributed-optimizer --pipeline-model-parallel-size 2 --world-size 8 ";
   const auto none = run_mme({"estimate", "--megatron-args", base, "--json"});
-  const auto zero = run_mme({"estimate", "--megatron-args",
-                             base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
-                             "--json"});
-  const auto one = run_mme({"estimate", "--megatron-args",
-                            base + "--recompute-granularity full --recompute-method block --recompute-num-layers 1",
-                            "--json"});
+  const auto zero =
+      run_mme({"estimate", "--megatron-args",
+               base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0", "--json"});
+  const auto one =
+      run_mme({"estimate", "--megatron-args",
+               base + "--recompute-granularity full --recompute-method block --recompute-num-layers 1", "--json"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
   ASSERT_EQ(zero.exit_code, 0) << zero.err;
   ASSERT_EQ(one.exit_code, 0) << one.err;
@@ -408,6 +408,10 @@ struct BadLayout {
   std::vector<std::string> args;
   const char* expect;  // part of the one stderr line
 };
+
+// GoogleTest prints a parameter with this instead of its bytes (pointers included), which CTest
+// would put into the test's name.
+void PrintTo(const BadLayout& c, std::ostream* os) { *os << c.name; }
 
 class EstimateInvalidLayout : public ::testing::TestWithParam<BadLayout> {};
 

@@ -198,8 +198,8 @@ TEST(MoeLayerFreq, PythonListExpressionsAsArgumentsPyEvaluatesThem) {
   EXPECT_EQ(parse_moe_layer_freq("[1]*0+[0, 1]", 2), (V{0, 1}));
   // What Python would refuse, what Megatron-LM's character check refuses, and what is not a
   // 0/1 list: each a ConfigError naming the problem.
-  for (const char* bad : {"[1]+2", "[[1]]", "(1,2)*2", "[2]*4", "[1]*[1]*4", "[1]*3-1", "__import__('os')",
-                          "([1]*4", "[1]*4)", "[1 1]", "4*4", "[1]*"})
+  for (const char* bad : {"[1]+2", "[[1]]", "(1,2)*2", "[2]*4", "[1]*[1]*4", "[1]*3-1", "__import__('os')", "([1]*4",
+                          "[1]*4)", "[1 1]", "4*4", "[1]*"})
     EXPECT_THROW(parse_moe_layer_freq(bad, 4), ConfigError) << bad;
   // Bounded before anything is built, however the repetition is nested.
   EXPECT_THROW(parse_moe_layer_freq("(([1]*999999999)*999999999)*999999999", 64), ConfigError);

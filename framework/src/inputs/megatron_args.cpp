@@ -415,8 +415,9 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_
     // moe_freq_type: without a list, an integer N (every N-th layer). An N beyond the layer count
     // means only layer 0 (and 18 digits fit a long).
     if (!std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); }))
-      return fail("expected an integer N (one MoE layer every N) or a Python list expression such as "
-                  "'([0]*1+[1]*3)*2'");
+      return fail(
+          "expected an integer N (one MoE layer every N) or a Python list expression such as "
+          "'([0]*1+[1]*3)*2'");
     const std::size_t digits = t.size() - std::min(t.find_first_not_of('0'), t.size());
     if (digits > 18) return fail("the interval is larger than any model's layer count");
     const long n = std::stol(t);

@@ -25,7 +25,6 @@ namespace mme {
 
 using J = nlohmann::json;
 using setup_knobs_detail::env_decides_determinism;
-using setup_knobs_detail::lower;
 using setup_knobs_detail::must;
 
 namespace {
@@ -121,6 +120,7 @@ constexpr const char* kFlagOrder[] = {
     "moe-token-dispatcher",
     "moe-capacity-factor",
     "moe-pad-expert-input-to-capacity",
+    "moe-router-force-load-balancing",
     "moe-routing-imbalance",
     "moe-grouped-gemm",
     "moe-flex-dispatcher-backend",

@@ -379,11 +379,15 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      "smaller micro-batch";
   }
   o += fmt::format(
-      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
+      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}{}</p>\n",
       fits.empty() ? "none"
       : good       ? "fits"
                    : "miss",
-      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
+      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()),
+      peak.device_bytes > 0
+          ? fmt::format(" · reserved {} GiB, device total {} GiB", gib2(peak.reserved_bytes), gib2(peak.device_bytes))
+          : "",
+      verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
   so.chosen_gpu = options.chosen_gpu;
@@ -395,7 +399,10 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
   o += "<h2 id=\"stages\">Memory per pipeline stage (GiB)</h2>\n<div class=\"card\"><table class=\"stages\">\n<tr>"
        "<th class=\"l\">stage</th><th>layers</th><th>parameters</th><th>in flight</th>";
   for (const auto& st : styles) o += fmt::format("<th>{}{}</th>", swatch(st.hex), st.label);
-  o += "<th>total</th></tr>\n";
+  o += "<th>total</th>";
+  const bool device = peak.device_bytes > 0;
+  if (device) o += "<th>reserved</th><th>device</th>";
+  o += "</tr>\n";
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     const auto& st = est.stages[i];
     o += fmt::format("<tr{}><td class=\"l\">{}{}</td><td>{}{}</td><td>{:.2f}B</td><td>{}</td>",
@@ -403,7 +410,13 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      st.layers, st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "",
                      static_cast<double>(st.parameters) / 1e9, st.inflight_microbatches);
     for (const auto b : category_bytes(st)) o += fmt::format("<td title=\"{} bytes\">{}</td>", b, gib2(b));
-    o += fmt::format("<td title=\"{} bytes\">{}</td></tr>\n", st.total_bytes, gib2(st.total_bytes));
+    o += fmt::format("<td title=\"{} bytes\">{}</td>", st.total_bytes, gib2(st.total_bytes));
+    if (device)
+      o += fmt::format(
+          "<td title=\"{} bytes: the caching allocator's segments\">{}</td><td title=\"{} bytes: reserved + CUDA "
+          "context, NCCL, TE userbuffers\">{}</td>",
+          st.reserved_bytes, gib2(st.reserved_bytes), st.device_bytes, gib2(st.device_bytes));
+    o += "</tr>\n";
   }
   o += "</table></div>\n";
 
@@ -416,19 +429,24 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
         "<th class=\"l\">verdict</th></tr>\n",
         fits.front().on_bound ? "bound" : "peak");
     for (const auto& f : fits) {
-      const std::int64_t kept = f.capacity_bytes - f.hardware->reserved_bytes - f.usable_bytes;
+      const std::int64_t kept = f.on_device ? 0 : f.capacity_bytes - f.reserved_bytes - f.usable_bytes;
       o += fmt::format(
           "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td class=\"l\">{}</td></tr>\n",
-          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.hardware->reserved_bytes), gib2(kept),
-          gib2(f.usable_bytes), gib2(f.needed_bytes),
+          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.reserved_bytes), gib2(kept), gib2(f.usable_bytes),
+          gib2(f.needed_bytes),
           f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
                  : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
     }
-    o += fmt::format(
-        "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
-        "of capacity, for allocator fragmentation)</p></div>\n",
-        options.headroom_fraction * 100);
+    o += fits.front().on_device
+             ? std::string(
+                   "</table><p class=\"sub\">needed = the device total: PyTorch's reserved segments (the caching "
+                   "allocator replayed) + the CUDA context, NCCL communicators and TE userbuffers; usable = the "
+                   "capacity</p></div>\n")
+             : fmt::format(
+                   "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
+                   "of capacity, for allocator fragmentation)</p></div>\n",
+                   options.headroom_fraction * 100);
   }
 
   // Configuration summary.

@@ -1,8 +1,11 @@
 #include "mme/sdk/number_text.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <system_error>
 
 namespace mme {
@@ -58,12 +61,28 @@ std::optional<double> parse_decimal(std::string_view text) {
   // After the sign: a digit, a point or a letter of inf / nan (from_chars would take a second sign).
   if (t.empty() || t.front() == '+' || t.front() == '-') return std::nullopt;
   double v = 0;
+#if defined(__EMSCRIPTEN__)
+  // The page's libc++ has no floating-point std::from_chars. strtod reads the same grammar once
+  // the texts it takes and from_chars does not are refused first: leading blanks, hexadecimal
+  // ("0x1p3"); the page never calls setlocale, so its decimal point is always '.'.
+  const char first = t.front();
+  if (!(digit(first) || first == '.' || first == 'i' || first == 'I' || first == 'n' || first == 'N'))
+    return std::nullopt;
+  if (t.find_first_of("xX") != std::string_view::npos) return std::nullopt;
+  const std::string copy(t);
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size()) return std::nullopt;
+  if (errno == ERANGE && (std::isinf(v) || v == 0.0)) v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
+#else
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::general);
   if (end != t.data() + t.size()) return std::nullopt;
   if (ec == std::errc::result_out_of_range)
     v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
   else if (ec != std::errc())
     return std::nullopt;
+#endif
   return negative ? -v : v;
 }
 

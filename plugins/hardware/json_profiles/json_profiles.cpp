@@ -12,12 +12,13 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
+#include <mme/sdk/text.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace fs = std::filesystem;
@@ -52,12 +53,6 @@ int compute_capability_of(const std::string& architecture) {
   return 0;
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 std::string type_name(const json& v) {
   if (v.is_boolean()) return "a boolean";
   if (v.is_number()) return "a number";
@@ -76,7 +71,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const std::string& key = item.key();
     if (!key.empty() && (key.front() == '_' || key.front() == '$')) continue;  // comments, $schema
     if (std::find(known_keys().begin(), known_keys().end(), key) == known_keys().end())
-      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key, join(known_keys())));
+      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key,
+                       fmt::join(known_keys(), ", ")));
   }
 
   HardwareProfile h;
@@ -181,14 +177,7 @@ std::vector<std::pair<std::string, std::string>> names_of(const HardwareProfile&
   return out;
 }
 
-std::vector<std::string> split_list(std::string_view list) {
-  std::vector<std::string> out;
-  std::stringstream ss{std::string(list)};
-  std::string item;
-  while (std::getline(ss, item, ':'))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+std::vector<std::string> split_list(std::string_view list) { return split(list, ':', EmptyItems::kSkip); }
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);

@@ -74,14 +74,18 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& args, TrainingSetup b
 std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers);
 
 struct ModelSpec;
+class Registry;
 // The model as the Megatron-LM flags that describe it to the megatron_args adapter (the
 // architecture, the vocabulary as NullTokenizer's --vocab-size, dropout, MoE, MLA, MTP):
-// setup_to_megatron_args gives the rest of a launch line. Throws UsageError for what no flag
-// expresses (layers with different attention or MLP widths, post-norms, other block kinds).
-std::vector<std::string> model_to_megatron_args(const ModelSpec& model);
+// setup_to_megatron_args gives the rest of a launch line. Each block's flags follow the
+// Megatron-LM module class its layer-memory model in `registry` names (megatron_block()).
+// Throws UsageError for what no flag expresses (layers with different attention or MLP widths,
+// post-norms, blocks of no Megatron-LM module class).
+std::vector<std::string> model_to_megatron_args(const ModelSpec& model, const Registry& registry);
 // A whole launch line: the model's flags, then the setup's at their resolved values
 // (setup_to_megatron_args(setup, true)), the environment as `export` words.
-std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup);
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
+                                              const Registry& registry);
 // Launch flags as the text of an argument file parse_megatron_args reads back: `export NAME=VALUE`
 // lines first, then one flag with its values per line, joined by backslash-newline; values
 // single-quoted where a shell would split or expand them.

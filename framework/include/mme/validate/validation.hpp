@@ -8,12 +8,12 @@
 // And a user's own training log: Megatron-LM's memory report lines, per rank.
 #pragma once
 
-#include <bitset>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +22,10 @@
 #include "mme/engine/estimator.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/sdk/model_spec.hpp"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
 
 namespace mme {
 
@@ -49,6 +53,17 @@ struct ValidationCase {
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
   int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
+  // PyTorch's reserved memory: measured (torch.cuda.max_memory_reserved; 0 = not measured: a
+  // real-runs row's notes carry it as "max_reserved N MB", MB = 2^20 bytes) and the compared
+  // stage's StageEstimate::reserved_bytes (0 when the estimate has no device total).
+  double measured_reserved_gib = 0, estimated_reserved_gib = 0;
+  double estimated_device_gib = 0;  // the compared stage's device total
+
+  bool reserved_compared() const { return measured_reserved_gib > 0 && estimated_reserved_gib > 0; }
+  double reserved_error() const;  // (estimated - measured) / measured reserved, signed
+  // The allocator's share on its own: (estimated reserved - estimated peak) minus (measured
+  // reserved - measured peak), in GiB, so the allocated estimate's own error does not count.
+  double reserved_gap_error_gib() const;
 
   double peak_error() const;  // (estimated - measured) / measured, signed
   double static_error() const;
@@ -85,6 +100,22 @@ struct SignedStats {
 struct BoundStats {
   std::size_t count = 0, covered = 0;
   double share = 0;  // covered / count
+  // The rows whose measured peak exceeds the bound (count - covered), and by how much at most,
+  // (measured - bound) / measured (0 when none does).
+  std::size_t exceeded = 0;
+  double max_excess = 0;
+};
+
+// The reserved memory on the rows that measured it (ValidationCase::reserved_compared).
+struct ReservedStats {
+  std::size_t count = 0;
+  ErrorStats error;          // |estimated - measured| / measured reserved
+  double signed_median = 0;  // (estimated - measured) / measured
+  std::size_t under = 0;     // rows whose estimate is below the measured reserved
+  // reserved - peak (what the caching allocator keeps beyond the blocks handed out), in GiB:
+  // medians of the measured and estimated figures and of |estimated - measured|.
+  double gap_measured_median_gib = 0, gap_estimated_median_gib = 0, gap_error_median_gib = 0;
+  double gap_error_max_gib = 0;
 };
 
 struct ValidationSummary {
@@ -95,7 +126,13 @@ struct ValidationSummary {
   std::vector<SizeBucket> by_size;          // < 5 GiB, 5-40 GiB, > 40 GiB
   SignedStats signed_peak;
   BoundStats bound;
+  ReservedStats reserved;
 };
+
+// A real-runs row's measured reserved memory from its notes: "max_reserved N MB" (N a number of
+// MiB, as Megatron-LM's report_memory prints it), in GiB; 0 when the notes name none. ConfigError
+// when "max_reserved" is not followed by a number and " MB".
+double measured_reserved_from_notes(std::string_view notes, const std::string& where);
 
 // What a real-runs row's mme_args estimate to: the model and the estimate, exactly as
 // `mme estimate ARGS` would (the CLI supplies the option parsing).
@@ -105,28 +142,19 @@ struct ArgsEstimate {
 };
 using ArgsEstimator = std::function<ArgsEstimate(const std::vector<std::string>& args)>;
 
-// The row filter of `validate --golden/--case`: a regular expression in the ECMAScript syntax,
-// searched for in a field (unanchored unless ^ / $ say otherwise), matched in linear time.
-// Supported: literals, '.', [...] classes with ranges and negation, \d \w \s (and \D \W \S),
-// \t \n \xHH, escaped punctuation, ( ) and (?: ), '|', '*', '+', '?', {n}, {n,}, {n,m} (counts at
-// most 1000), a lazy '?' after a quantifier, and the anchors ^ $. Refused with a UsageError:
-// back-references, lookaround, \b, patterns over 256 characters or of more than 20 000 states.
+// The row filter of `validate --golden/--case`: a regular expression in RE2's syntax (which for
+// such filters is ECMAScript's: literals, '.', [...] classes, \d \w \s, \xHH, ( ) and (?: ), '|',
+// repeats with counts up to 1000, lazy '?', the anchors ^ $ and \b), searched for in a field's
+// bytes (unanchored unless ^ / $ say otherwise) in time linear in the field, whatever the pattern
+// (RE2 runs automata, never a backtracking search). Refused with a UsageError: back-references,
+// lookaround, patterns over 256 characters or whose automaton needs more than 1 MiB.
 class RowFilter {
  public:
   RowFilter(std::string_view flag, std::string_view pattern);
   bool search(std::string_view text) const;
 
  private:
-  enum class Op : unsigned char { kByte, kAny, kClass, kSplit, kJmp, kBol, kEol, kMatch };
-  struct Inst {
-    Op op;
-    unsigned char c;
-    int x, y;  // kJmp: x; kSplit: x (preferred), y
-    int cls;   // kClass: the index in classes_
-  };
-  struct Parser;
-  std::vector<Inst> program_;
-  std::vector<std::bitset<256>> classes_;
+  std::shared_ptr<const re2::RE2> re_;
 };
 
 struct ValidationOptions {
