@@ -306,7 +306,7 @@ std::vector<Row> catalogue() {
       {"a log memory value that is not a number",
        {"validate", "--from-log", "{dir}/train.log", "--megatron-args", kTiny},
        3,
-       "train.log:1: '1e999' after 'max allocated:' is not a non-negative number",
+       "every memory line is refused (1); the first, line 1: '1e999' after 'max allocated:' is not a positive amount",
        true,
        {{"train.log", "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 1e999\n"}}},
       {"a log rank beyond the world size",
