@@ -218,9 +218,13 @@ int run_compare(const std::vector<std::string>& args) {
     return 0;
   }
 
-  std::string text = fmt::format("mme compare: {}, {} layouts (fit judged on the {}, {:g}% headroom{})\n\n",
-                                 any.model.name, rows.size(), any.on_bound ? "upper bound" : "point estimate",
-                                 any.headroom * 100, one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
+  const bool device_rule = any.headroom < 0 && any.reserved < 0;  // fit.hpp: the device total against the capacity
+  std::string text = fmt::format(
+      "mme compare: {}, {} layouts (fit judged on the {}{}, {}{})\n\n", any.model.name, rows.size(),
+      device_rule ? "device total's " : "", any.on_bound ? "upper bound" : "point estimate",
+      device_rule ? std::string("against the capacity")
+                  : fmt::format("{:g}% headroom", (any.headroom < 0 ? kDefaultHeadroom : any.headroom) * 100),
+      one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
   std::size_t width = 6;
   for (const auto& r : rows) width = std::max(width, join(r.layout.varied).size());
   text += fmt::format("{:<{}} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "layout", width, "GPUs", "stage",

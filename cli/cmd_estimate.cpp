@@ -373,7 +373,7 @@ CompareEstimate estimate_for_compare(const std::vector<std::string>& args, const
       throw UsageError(
           fmt::format("--{} is not available in compare (give it to `mme estimate` with one layout)", refused));
   CompareEstimate out;
-  out.headroom = vm.count("headroom") ? parse_headroom(vm["headroom"].as<std::string>()) : kDefaultHeadroom;
+  out.headroom = vm.count("headroom") ? parse_headroom(vm["headroom"].as<std::string>()) : kHeadroomUnset;
   if (vm.count("fit-on")) {
     const std::string v = vm["fit-on"].as<std::string>();
     if (v != "bound" && v != "estimate")
@@ -429,7 +429,7 @@ int run_estimate(const std::vector<std::string>& args) {
     throw UsageError(
         "--print-megatron-args prints the launch flags instead of the report; drop --dump-config, --html, --svg and "
         "--breakdown");
-  double headroom = kDefaultHeadroom;
+  double headroom = kHeadroomUnset;  // neither --headroom nor --overhead-per-gpu: the device rule (fit.hpp)
   if (vm.count("headroom")) headroom = parse_headroom(vm["headroom"].as<std::string>());
   // The pictures: an unwritable path fails now, before any work; the files appear whole at the end.
   std::optional<OutputFile> html_file, svg_file;
@@ -459,7 +459,7 @@ int run_estimate(const std::vector<std::string>& args) {
       // A layout Megatron refuses: the message names the values that work; `mme plan` finds the rest.
       if (!request.model_name) throw;
       throw LayoutError(fmt::format("{} (`mme plan {} --num-gpus {}` lists every layout that works)", e.what(),
-                                    *request.model_name, inputs.setup.parallel.world_size));
+                                    shell_quote(*request.model_name), inputs.setup.parallel.world_size));
     }
   }();
   // Warnings only for a layout that is valid: bad input stays one error line.
@@ -479,7 +479,7 @@ int run_estimate(const std::vector<std::string>& args) {
   const DefaultNotes notes = default_notes(request, model, est.setup);
 
   if (print_megatron) {
-    const std::vector<std::string> flags = megatron_launch_args(model, est.setup);
+    const std::vector<std::string> flags = megatron_launch_args(model, est.setup, registry);
     std::cout << (vm["json"].as<bool>() ? json_text(nlohmann::json(flags), 2) + "\n" : megatron_args_file_text(flags));
     return 0;
   }
@@ -531,7 +531,7 @@ int run_estimate(const std::vector<std::string>& args) {
   if (html_file) {
     HtmlOptions ho;
     ho.chosen_gpu = gpu;
-    ho.headroom_fraction = headroom;
+    ho.headroom_fraction = headroom < 0 ? kDefaultHeadroom : headroom;
     html_file->commit(render_estimate_html(model, est, fits, ho));
   }
   if (svg_file) {

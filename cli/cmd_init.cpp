@@ -8,6 +8,7 @@
 #include <mme/inputs/model_loader.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 
 #include "command.hpp"
 #include "context.hpp"
@@ -97,7 +98,7 @@ int run_init(const std::vector<std::string>& args) {
       "  mme estimate --config FILE [flags]         estimate it; command-line flags override the file",
       "  mme estimate --config FILE --dump-config   print it back with every default filled in",
       example ? "Written by `mme init`: an example model in the shape of Llama-3-8B."
-              : fmt::format("Written by `mme init {}`.", *request.model_name),
+              : fmt::format("Written by `mme init {}`.", shell_quote(*request.model_name)),
       "Each line's comment gives the field's meaning and default; a line that starts with",
       "\"# field:\" is a field this model does not use, shown with its default.",
   };

@@ -133,22 +133,22 @@ int run_params(const std::vector<std::string>& args) {
     return 0;
   }
   std::cout << fmt::format("Model: {} ({}, adapter {})\n", model.name, model.family, model.adapter);
-  std::cout << fmt::format("Total parameters:  {:>18L}  ({})\n", pc.total, format_count(pc.total));
-  std::cout << fmt::format("Active parameters: {:>18L}  ({})\n", pc.active, format_count(pc.active));
+  std::cout << fmt::format("Total parameters:  {:>18}  ({})\n", pc.total, format_count(pc.total));
+  std::cout << fmt::format("Active parameters: {:>18}  ({})\n", pc.active, format_count(pc.active));
   if (pc.mtp > 0)
-    std::cout << fmt::format("MTP parameters:    {:>18L}  ({}, not in the total)\n", pc.mtp, format_count(pc.mtp));
+    std::cout << fmt::format("MTP parameters:    {:>18}  ({}, not in the total)\n", pc.mtp, format_count(pc.mtp));
   if (lora) {
-    std::cout << fmt::format("LoRA adapters:     {:>18L}  ({}, trainable: rank {} on {}; the total above is frozen)\n",
+    std::cout << fmt::format("LoRA adapters:     {:>18}  ({}, trainable: rank {} on {}; the total above is frozen)\n",
                              lc.total, format_count(lc.total), lora->rank, lora_targets_to_string(lora->targets));
     if (lc.mtp > 0)
-      std::cout << fmt::format("LoRA adapters of the MTP layers: {:L} ({})\n", lc.mtp, format_count(lc.mtp));
+      std::cout << fmt::format("LoRA adapters of the MTP layers: {} ({})\n", lc.mtp, format_count(lc.mtp));
   }
   std::cout << "\nBreakdown:\n";
   for (std::size_t i = 0; i < total.size(); ++i) {
     const auto& [k, v] = total[i];
     if (v == 0) continue;
     const std::int64_t a = active[i].second;
-    std::cout << fmt::format("  {:<20} {:>18L}  {:>10}   active {:>10}\n", k, v, format_count(v), format_count(a));
+    std::cout << fmt::format("  {:<20} {:>18}  {:>10}   active {:>10}\n", k, v, format_count(v), format_count(a));
   }
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_plan.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 
@@ -98,15 +99,6 @@ std::string csv_field(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string join(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
 }
 
 std::string split_text(const PlanLayout& l) {
@@ -295,7 +287,7 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
     any_tight = any_tight || tight;
     text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g->name, to_gib(last_best->peak_bytes),
                         to_gib(static_cast<std::int64_t>(usable - last_best->peak_bytes)), tight ? "!" : " ",
-                        join(planner.args_for(last_best->layout, go)));
+                        shell_command(planner.args_for(last_best->layout, go)));
   }
   if (any_tight)
     text += fmt::format(
@@ -326,8 +318,8 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
-                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), model.name,
-                             join(planner.args_for(sm.layout, o)));
+                             format_bytes(sm.peak_bytes), format_bytes(-sm.headroom_bytes), shell_quote(model.name),
+                             shell_command(planner.args_for(sm.layout, o)));
     if (suggestions.empty()) {
       std::cout << "No single change tried (full recompute, micro-batch size 1, up to 64x the GPUs, a sequence down "
                    "to 64 tokens) makes one fit.\n";
@@ -336,7 +328,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
                    "change ranks them all):\n";
       for (const auto& s : suggestions)
         std::cout << fmt::format("  {}\n    peak {}: mme estimate {} {}\n", s.change, format_bytes(s.plan.peak_bytes),
-                                 model.name, join(s.args));
+                                 shell_quote(model.name), shell_command(s.args));
     }
     return;
   }
@@ -364,7 +356,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
         kTightHeadroomBytes >> 30, o.headroom_fraction * 100);
   std::cout << fmt::format("\nBest{}:\n  mme estimate {} {}\n",
                            is_tight(best) ? fmt::format(" (tight: {:.2f} GiB free)", to_gib(best.headroom_bytes)) : "",
-                           model.name, join(planner.args_for(best.layout, o)));
+                           shell_quote(model.name), shell_command(planner.args_for(best.layout, o)));
   if (is_tight(best)) {
     const auto roomy = std::find_if(r.plans.begin(), r.plans.end(), [](const Plan& p) { return !is_tight(p); });
     if (roomy == r.plans.end())
@@ -373,7 +365,7 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
     else
       std::cout << fmt::format("The best with at least {} GiB free (#{}, {:.2f} GiB free):\n  mme estimate {} {}\n",
                                kTightHeadroomBytes >> 30, roomy - r.plans.begin() + 1, to_gib(roomy->headroom_bytes),
-                               model.name, join(planner.args_for(roomy->layout, o)));
+                               shell_quote(model.name), shell_command(planner.args_for(roomy->layout, o)));
   }
 }
 
@@ -491,7 +483,7 @@ int run_plan(const std::vector<std::string>& args) {
                                l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
                                knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
                                p.score.score, p.score.bubble, p.score.step_seconds,
-                               csv_field(join(planner.args_for(l, o))));
+                               csv_field(shell_command(planner.args_for(l, o))));
     };
   }
   FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full

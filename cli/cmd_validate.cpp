@@ -52,11 +52,8 @@ nlohmann::json stats_json(const ErrorStats& s) {
 }
 
 nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
-  nlohmann::json j{{"total", sum.total},
-                   {"evaluated", sum.evaluated},
-                   {"skipped", sum.skipped},
-                   {"errors", sum.errors},
-                   {"peak", stats_json(sum.peak)}};
+  nlohmann::json j{{"total", sum.total},     {"evaluated", sum.evaluated}, {"skipped", sum.skipped},
+                   {"refused", sum.refused}, {"errors", sum.errors},       {"peak", stats_json(sum.peak)}};
   if (with_static_and_baselines) j["static"] = stats_json(sum.static_mem);
   j["peak_ge_5gib"] = stats_json(sum.peak_large);
   j["megatron_theoretical_peak"] = stats_json(sum.megatron_theoretical);
@@ -77,7 +74,20 @@ nlohmann::json summary_json(const ValidationSummary& sum, bool with_static_and_b
   j["signed"] = {{"count", sg.count},          {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
                  {"under", sg.under},          {"under_share", sg.under_share}, {"over", sg.over},
                  {"over_share", sg.over_share}};
-  j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
+  j["bound"] = {{"count", sum.bound.count},
+                {"covered", sum.bound.covered},
+                {"share", sum.bound.share},
+                {"exceeded", sum.bound.exceeded},
+                {"max_excess_pct", 100 * sum.bound.max_excess}};
+  const auto& r = sum.reserved;
+  nlohmann::json rj = stats_json(r.error);
+  rj["signed_median_pct"] = 100 * r.signed_median;
+  rj["under"] = r.under;
+  rj["gap_measured_median_gib"] = r.gap_measured_median_gib;
+  rj["gap_estimated_median_gib"] = r.gap_estimated_median_gib;
+  rj["gap_error_median_gib"] = r.gap_error_median_gib;
+  rj["gap_error_max_gib"] = r.gap_error_max_gib;
+  j["reserved"] = rj;
   return j;
 }
 
@@ -94,6 +104,7 @@ nlohmann::json case_json(const ValidationCase& c) {
          {"status", c.status},
          {"reason", c.reason},
          {"measured_peak_gib", c.measured_peak_gib}};
+    if (c.measured_reserved_gib > 0) j["measured_reserved_gib"] = c.measured_reserved_gib;
   } else {
     j = {{"model", c.model},
          {"test_case", c.test_case},
@@ -115,6 +126,14 @@ nlohmann::json case_json(const ValidationCase& c) {
     if (c.format == CsvFormat::kFunctionalTest) j["static_error_pct"] = 100 * c.static_error();
     j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
     j["seed_tool_gib"] = c.seed_tool_gib;
+    if (c.estimated_reserved_gib > 0) {
+      j["estimated_reserved_gib"] = c.estimated_reserved_gib;
+      j["estimated_device_gib"] = c.estimated_device_gib;
+    }
+    if (c.reserved_compared()) {
+      j["reserved_error_pct"] = 100 * c.reserved_error();
+      j["reserved_gap_error_gib"] = c.reserved_gap_error_gib();
+    }
   } else {
     j["estimated_peak_gib"] = nullptr;
     j["estimated_static_gib"] = nullptr;
@@ -137,8 +156,19 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
   out << fmt::format("{:<26} n={:<4} median {:+5.1f}%   under by >5%: {} ({:.0f}%)   over by >5%: {} ({:.0f}%)\n",
                      "peak signed error", sg.count, 100 * sg.median, sg.under, 100 * sg.under_share, sg.over,
                      100 * sg.over_share);
-  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)\n", "bound coverage", sum.bound.count,
-                     sum.bound.covered, 100 * sum.bound.share);
+  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)   measured > bound: {} (by {:.1f}% at most)\n",
+                     "bound coverage", sum.bound.count, sum.bound.covered, 100 * sum.bound.share, sum.bound.exceeded,
+                     100 * sum.bound.max_excess);
+  const auto& r = sum.reserved;
+  if (r.count == 0) return;
+  out << fmt::format("{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%   signed median {:+.1f}%   "
+                     "under the measured: {}\n",
+                     "reserved |error|", r.count, 100 * r.error.median, 100 * r.error.p90, 100 * r.error.max,
+                     100 * r.signed_median, r.under);
+  out << fmt::format("{:<26} n={:<4} measured median {:.2f} GiB, estimated median {:.2f} GiB; |estimated - measured| "
+                     "median {:.2f} GiB, max {:.2f} GiB\n",
+                     "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib,
+                     r.gap_error_median_gib, r.gap_error_max_gib);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {
@@ -155,15 +185,19 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
   std::stable_sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
     return std::fabs(a->peak_error()) < std::fabs(b->peak_error());
   });
-  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
-                     "STAGE");
+  const bool reserved = std::any_of(ok.begin(), ok.end(), [](const auto* c) { return c->reserved_compared(); });
+  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}{}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
+                     "STAGE", reserved ? fmt::format(" {:>9} {:>9} {:>8}", "RESERVED", "EST", "ERR") : "");
   for (const auto* c : ok)
-    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}\n", c->id.substr(0, 48),
+    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}{}\n", c->id.substr(0, 48),
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
-                       c->estimated_upper_gib, c->stage);
+                       c->estimated_upper_gib, c->stage,
+                       c->reserved_compared() ? fmt::format(" {:>9.3f} {:>9.3f} {:>7.1f}%", c->measured_reserved_gib,
+                                                            c->estimated_reserved_gib, 100 * c->reserved_error())
+                                              : "");
   for (const auto& c : cases)
-    if (c.status == "error")
-      out << fmt::format("{:<48} {:<28} error: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.reason);
+    if (c.status == "error" || c.status == "refused")
+      out << fmt::format("{:<48} {:<28} {}: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.status, c.reason);
 }
 
 int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
@@ -188,9 +222,9 @@ int report_real_runs(const std::vector<ValidationCase>& cases, bool json) {
   std::cout << "\nmetric other (not clearly the peak; reported, not counted):\n";
   print_real_runs_rows(std::cout, other);
   std::cout << fmt::format(
-      "\n{} rows: {} max_allocated ({} evaluated, {} failed to estimate), {} other (reported, not "
+      "\n{} rows: {} max_allocated ({} evaluated, {} refused, {} failed to estimate), {} other (reported, not "
       "counted)\n",
-      cases.size(), counted.size(), sum.evaluated, sum.errors, other.size());
+      cases.size(), counted.size(), sum.evaluated, sum.refused, sum.errors, other.size());
   std::cout << "max_allocated rows:\n"
             << stat_line("peak |error|", sum.peak) << stat_line("Megatron formula, peak", sum.megatron_theoretical)
             << stat_line("seed tool, peak", sum.seed_tool);
@@ -229,16 +263,16 @@ int report_functional(const std::vector<ValidationCase>& cases, bool json, bool 
                              c->estimated_peak_gib, 100 * c->peak_error(), c->measured_static_gib,
                              c->estimated_static_gib, 100 * c->static_error());
   for (const auto& c : cases)
-    if (c.status == "error")
-      std::cout << fmt::format("{:<72} {:<24} error: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
+    if (c.status == "error" || c.status == "refused")
+      std::cout << fmt::format("{:<72} {:<24} {}: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24), c.status,
                                c.reason);
   if (show_skipped)
     for (const auto& c : cases)
       if (c.status == "skipped")
         std::cout << fmt::format("{:<72} {:<24} skipped: {}\n", c.test_case.substr(0, 72), c.golden.substr(0, 24),
                                  c.reason);
-  std::cout << fmt::format("\n{} rows: {} evaluated, {} skipped, {} failed to estimate\n", sum.total, sum.evaluated,
-                           sum.skipped, sum.errors);
+  std::cout << fmt::format("\n{} rows: {} evaluated, {} skipped, {} refused, {} failed to estimate\n", sum.total,
+                           sum.evaluated, sum.skipped, sum.refused, sum.errors);
   std::cout << stat_line("peak |error|", sum.peak) << stat_line("static |error|", sum.static_mem)
             << stat_line("peak |error|, peak>=5GiB", sum.peak_large)
             << stat_line("Megatron formula, peak", sum.megatron_theoretical)
@@ -262,7 +296,11 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
   EstimateOptions eo;
   eo.components = false;
   const Estimate est = run_estimator(request, inputs, registry, eo);
-  const auto ranks = compare_memory_log(memory, est, log);
+  // The device model's reserved figure of each stage, where the estimate replayed the allocator.
+  const auto ranks = compare_memory_log(memory, est, log, [](const StageEstimate& st) -> std::optional<std::int64_t> {
+    if (st.reserved_bytes > 0) return st.reserved_bytes;
+    return std::nullopt;
+  });
   if (vm["json"].as<bool>())
     std::cout << json_text(log_comparison_json(log, memory, ranks, est), 2) << "\n";
   else

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -10,6 +9,7 @@
 
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/number_text.hpp>
 
 namespace mme::cli {
 
@@ -135,12 +135,9 @@ po::variables_map parse(const std::string& command, const std::vector<std::strin
 }
 
 double parse_double(const std::string& flag, const std::string& text, double min, double max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
-    throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+  const auto parsed = parse_decimal(text);  // the same under every locale (number_text.hpp)
+  if (!parsed || !std::isfinite(*parsed)) throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+  const double v = *parsed;
   if (v < min || v > max) throw UsageError(fmt::format("{}: {} is out of range [{}, {}]", flag, text, min, max));
   return v;
 }

@@ -177,7 +177,10 @@ def validate_csv():
     row = "gpt,{},dgx_h100,{},1.5,{},4,256,8,1024,4096,1,1000,NullTokenizer\n"
     (d / "seed-invalid-measurements.txt").write_text(
         "(\\w+)+\n" + header + row.format("ok", "2.5", "dgx_h100:1x8") + row.format("nan", "nan", "dgx_h100:1x8")
-        + row.format("zero", "0", "dgx_h100:1x8") + row.format("big", "2.5", "dgx_h100:4611686018427387906x4"))
+        + row.format("zero", "0", "dgx_h100:1x8") + row.format("big", "2.5", "dgx_h100:4611686018427387906x4")
+        + row.format("comma", '"56,335"', "dgx_h100:1x8") + row.format("suffix", "56.335abc", "dgx_h100:1x8")
+        + row.format("denormal", "1e-310", "dgx_h100:1x8") + row.format("inf", "inf", "dgx_h100:1x8")
+        + row.format("nodes", "2.5", "dgx_h100:1x8abc"))
 
 
 # Training logs: report_memory lines of several ranks and iterations (a checkpoint report

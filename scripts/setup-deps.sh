@@ -10,11 +10,14 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev
   libyaml-cpp-dev  # spec files (mme estimate --config)
+  libre2-dev  # the row filters of mme validate (linear-time regular expressions)
+  libpng-dev  # tests/pictures: the screenshots of the HTML and SVG pictures
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
   python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs
   groff-base man-db zsh fish  # tests/cli and tests/install: man pages formatted, zsh/fish completion parsed
   python3-dev python3-pybind11 python3-pytest python3-venv  # the Python module and its tests (docs/python.md)
+  locales  # localedef's charmaps: the locale tests build a comma-decimal locale (tests/reliability/locale_test.cpp)
 )
 # The browser page and its test (docs/web.md), only when asked for: `scripts/setup-deps.sh --web`.
 # emscripten builds web/; Chromium and npm (for puppeteer-core) run tests/web. A Node.js that

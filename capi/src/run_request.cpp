@@ -137,13 +137,67 @@ struct Request {
   bool offline = false;
 };
 
+// The request document, read by nlohmann's own tree builder with three differences, for callers
+// that never wrote JSON themselves (Python's json.dumps writes the request): an integer beyond
+// 64 bits keeps its digits (as a string, so a flag's message names 2**70 as written, not as
+// 1.1805916207174113e+21); NaN and Infinity (which json.dumps writes for float('nan') and
+// float('inf')) and a lone UTF-16 surrogate (\ud800) are named as what they are, with the key
+// that holds them, instead of as a JSON syntax error.
+class RequestReader : public nlohmann::detail::json_sax_dom_parser<J> {
+  using Base = nlohmann::detail::json_sax_dom_parser<J>;
+
+ public:
+  RequestReader(J& document, std::string_view text) : Base(document, true), text_(text) {}
+  bool number_float(number_float_t v, const string_t& text) {
+    const std::size_t digits = text.find_first_not_of('-') == std::string::npos ? 0 : text.find_first_not_of('-');
+    if (!text.empty() && text.find_first_not_of("0123456789", digits) == std::string::npos) {
+      string_t copy = text;
+      return Base::string(copy);
+    }
+    return Base::number_float(v, text);
+  }
+  bool start_object(std::size_t n) {
+    keys_.emplace_back();
+    return Base::start_object(n);
+  }
+  bool key(string_t& k) {
+    if (!keys_.empty()) keys_.back() = k;
+    return Base::key(k);
+  }
+  bool end_object() {
+    if (!keys_.empty()) keys_.pop_back();
+    return Base::end_object();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
+    std::string where;
+    for (const auto& k : keys_)
+      if (!k.empty()) where += (where.empty() ? "" : ".") + k;
+    where = where.empty() ? "the request" : "the request's " + where;
+    // `position` counts the characters read, the one the lexer stopped at (N, I) included.
+    const std::string_view at = text_.substr(std::min(text_.size(), position - std::min<std::size_t>(position, 1)));
+    if (at.rfind("NaN", 0) == 0 || at.rfind("Infinity", 0) == 0)
+      throw UsageError(
+          fmt::format("{}: NaN and Infinity are not numbers mme takes (Python writes float('nan') and "
+                      "float('inf') so); give a finite number",
+                      where));
+    if (std::string_view(ex.what()).find("surrogate") != std::string_view::npos) {
+      const std::size_t escape = token.rfind("\\u");
+      throw UsageError(fmt::format("{}: a string holds a lone UTF-16 surrogate{}, which is no Unicode character", where,
+                                   escape == std::string::npos ? "" : " (" + token.substr(escape, 6) + ")"));
+    }
+    throw UsageError(fmt::format("the request is not JSON: {} (byte {})", ex.what(), position));
+  }
+
+ private:
+  std::string_view text_;
+  std::vector<std::string> keys_;  // the key being read at each open object
+};
+
 Request read_request(std::string_view text, const RunDefaults& defaults) {
   J req;
-  try {
-    req = J::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("the request is not JSON: {}", e.what()));
-  }
+  RequestReader reader(req, text);
+  J::sax_parse(text, &reader);
   if (!req.is_object()) throw UsageError("the request must be a JSON object");
   for (const auto& [key, value] : req.items()) {
     static const char* kKeys[] = {"api_version", "command", "args", "argv", "models_dir", "log", "offline"};
@@ -169,6 +223,12 @@ Request read_request(std::string_view text, const RunDefaults& defaults) {
       r.args.push_back(a.get<std::string>());
     }
   }
+  // A NUL cannot be in a path, a name or a flag value (the C string of a path would end there,
+  // and another file would be read); only the C API and Python can pass one.
+  for (std::size_t i = 0; i < r.args.size(); ++i)
+    if (r.args[i].find('\0') != std::string::npos)
+      throw UsageError(fmt::format(
+          "argument '{}' holds a NUL character (\\u0000), which no path, name or value may hold", r.args[i]));
   r.models_dir = defaults.models_dir;
   if (req.contains("models_dir")) {
     if (!req["models_dir"].is_string()) throw UsageError("\"models_dir\" must be a string (a folder)");

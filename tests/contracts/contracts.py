@@ -292,7 +292,7 @@ def group_validate(c):
         c.fail(f"validate functional tests: statuses {statuses}, expected ok and skipped rows")
     real = c.json_of(["validate", str(acc / "real_runs.csv"), "--json"])
     c.expect_valid("validate.schema.json", real, "validate real runs")
-    # A row that fails to estimate and a bad measured row: the error shapes.
+    # A row that fails to estimate ("error") and a bad measured row ("refused"): their shapes.
     csv = c.work / "cases.csv"
     csv.write_text("model,test_case,golden,max_alloc_GiB_max,alloc_GiB_median,nodes_gpus,num-layers,hidden-size,"
                    "num-attention-heads,seq-length,max-position-embeddings,micro-batch-size,vocab-size,tokenizer-type,"
@@ -302,7 +302,7 @@ def group_validate(c):
                    "gpt,bad,dgx_h100,x,1.5,1x8,4,256,8,1024,4096,1,1000,NullTokenizer,1\n")
     small = c.json_of(["validate", str(csv), "--json"])
     c.expect_valid("validate.schema.json", small, "validate with error rows")
-    if {case["status"] for case in small["cases"]} != {"ok", "error"}:
+    if [case["status"] for case in small["cases"]] != ["ok", "error", "refused"]:
         c.fail(f"validate with error rows: statuses {[x['status'] for x in small['cases']]}")
     flags = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings "
              "4096 --micro-batch-size 2 --vocab-size 1000 --tokenizer-type NullTokenizer "
@@ -646,6 +646,8 @@ def group_hardware_files(c):
                  ("memory in bytes", lambda d: d.update(memory_gib=48 * 2**30)),
                  ("alias not a string", lambda d: d.update(aliases=[7])),
                  ("name of dashes", lambda d: d.update(name="--")),
+                 ("zero bf16_tflops", lambda d: d.update(bf16_tflops=0)),
+                 ("a denormal bandwidth", lambda d: d.update(hbm_bandwidth_gbps=1e-300)),
                  ("empty array", None)]
     ok_file = c.work / "profile-ok.json"
     ok_file.write_text(json.dumps(base))

@@ -141,6 +141,37 @@ TEST(EstimateCli, MegatronFlagsAsInput) {
   EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
 }
 
+// recompute.py's block loop checkpoints the first --recompute-num-layers layers of a chunk: with 0
+// it checkpoints none, so the run stores what a run without recompute stores (launchers write
+// "full block 0" to switch recompute off). Its uniform loop would never advance with 0: refused.
+TEST(EstimateCli, FullBlockRecomputeOfZeroLayersRecomputesNothing) {
+  const std::string base =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 2 "
+      "--global-batch-size 16 --bf16 --use-distributed-optimizer --pipeline-model-parallel-size 2 --world-size 8 ";
+  const auto none = run_mme({"estimate", "--megatron-args", base, "--json"});
+  const auto zero = run_mme({"estimate", "--megatron-args",
+                             base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
+                             "--json"});
+  const auto one = run_mme({"estimate", "--megatron-args",
+                            base + "--recompute-granularity full --recompute-method block --recompute-num-layers 1",
+                            "--json"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  ASSERT_EQ(zero.exit_code, 0) << zero.err;
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto jn = nlohmann::json::parse(none.out), jz = nlohmann::json::parse(zero.out),
+             j1 = nlohmann::json::parse(one.out);
+  for (std::size_t st = 0; st < 2; ++st) {
+    EXPECT_EQ(jz["stages"][st]["activation_bytes"], jn["stages"][st]["activation_bytes"]) << st;
+    EXPECT_EQ(jz["stages"][st]["total_bytes"], jn["stages"][st]["total_bytes"]) << st;
+    EXPECT_LT(j1["stages"][st]["activation_bytes"], jn["stages"][st]["activation_bytes"]) << st;
+  }
+  const auto uniform = run_mme({"estimate", "--megatron-args",
+                                base + "--recompute-granularity full --recompute-method uniform "
+                                       "--recompute-num-layers 0"});
+  EXPECT_EQ(uniform.exit_code, 4);
+  EXPECT_NE(uniform.err.find("--recompute-method block"), std::string::npos) << uniform.err;
+}
+
 // --tokenizer-type HuggingFaceTokenizer --tokenizer-model X: the vocabulary of X's config.json
 // when X is bundled, cached or a local folder (Qwen3-8B: vocab_size 151936), said in the
 // assumptions; otherwise GPT-2's with a warning naming X. --vocab-size still wins.
@@ -391,6 +422,10 @@ struct BadLayout {
   std::vector<std::string> args;
   const char* expect;  // part of the one stderr line
 };
+
+// GoogleTest prints a parameter with this instead of its bytes (pointers included), which CTest
+// would put into the test's name.
+void PrintTo(const BadLayout& c, std::ostream* os) { *os << c.name; }
 
 class EstimateInvalidLayout : public ::testing::TestWithParam<BadLayout> {};
 

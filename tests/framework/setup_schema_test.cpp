@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -62,11 +62,7 @@ class ArgFlags final : public MmeFlags {
   std::set<std::string> switches_;
 };
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
+std::string joined(const std::vector<std::string>& words) { return fmt::format("{}", fmt::join(words, " ")); }
 
 // Each knob at a value other than its default, with what the readers ask for around it
 // (Megatron-FSDP for its settings, full recompute for the method, ...).
@@ -196,6 +192,7 @@ std::vector<Case> cases() {
       {"moe-token-dispatcher", [](S& s) { s.dispatcher = TokenDispatcher::kAllGather; }},
       {"moe-capacity-factor", [](S& s) { s.moe_capacity_factor = 1.5; }},
       {"moe-pad-expert-input-to-capacity", [](S& s) { s.moe_capacity_factor = 1.0, s.moe_pad_to_capacity = true; }},
+      {"moe-router-force-load-balancing", [](S& s) { s.moe_force_load_balancing = true; }},
       {"moe-routing-imbalance", [](S& s) { s.moe_routing_imbalance = 2.0; }},
       {"moe-grouped-gemm", [](S& s) { s.moe_grouped_gemm = false; }},
       {"moe-flex-dispatcher-backend",

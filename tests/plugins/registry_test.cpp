@@ -1,5 +1,6 @@
 // Registry: transactional plugin registration (nothing merged on a throw or a duplicate),
 // name lookups, adapter choice, and the keep-alive handle every plugin object carries.
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -179,6 +180,19 @@ TEST(Registry, InvalidObjectsAreRefusedByTheAddFunctions) {
   auto negative = gpu("Negative");
   negative.reserved_bytes = -1;
   EXPECT_THROW(r.add_hardware(negative), PluginError);
+  // Issue 32: a throughput figure is 0 (unknown) or within [1, 10^6], for compiled plugins as
+  // for hardware files (hardware_profile.hpp, kThroughputFigures).
+  auto tiny = gpu("Tiny");
+  tiny.hbm_bandwidth_gbps = 1e-300;
+  EXPECT_THROW(r.add_hardware(tiny), PluginError);
+  auto huge = gpu("Huge");
+  huge.bf16_tflops = 1e308;
+  EXPECT_THROW(r.add_hardware(huge), PluginError);
+  auto nan = gpu("NotANumber");
+  nan.link_bandwidth_gbps = std::nan("");
+  EXPECT_THROW(r.add_hardware(nan), PluginError);
+  auto unknown = gpu("Unknown");  // every figure 0: not given
+  EXPECT_NO_THROW(r.add_hardware(unknown));
 
   const std::string reason = rejected_reason(r, "bad_profile", [all_reserved](Registrar& s) {
     s.add_hardware(gpu("Fine-GPU"));

@@ -89,3 +89,34 @@ def test_bad_requests_of_the_c_entry_point():
     assert r["exit_code"] == 2 and "api_version 99" in r["error"]["message"]
     r = mme.run_request({"command": "estimate", "args": {"model": "Qwen/Qwen3-8B", "tp": {"x": 1}}})
     assert r["exit_code"] == 2 and r["error"]["type"] == "UsageError"
+
+
+# Issue 32: what Python writes into a request but JSON has not (NaN, Infinity, lone surrogates),
+# integers beyond 64 bits, NUL characters and huge values: each named for what it is, the message
+# bounded, never a JSON syntax error about a document the caller never wrote.
+def _message(args: dict) -> tuple[int, str]:
+    r = mme.run_request({"command": "estimate", "args": args})
+    assert not r["ok"], r
+    return r["exit_code"], r["error"]["message"]
+
+
+def test_request_values_python_writes_but_json_has_not():
+    for value in (float("nan"), float("inf"), float("-inf")):
+        code, msg = _message({"model": "Qwen/Qwen3-8B", "hidden_dropout": value})
+        assert code == 2
+        assert msg.startswith("the request's args.hidden_dropout: NaN and Infinity are not numbers mme takes"), msg
+    code, msg = _message({"model": "Qwen/Qwen3-8B\ud800"})
+    assert code == 2
+    assert msg == ("the request's args.model: a string holds a lone UTF-16 surrogate (\\ud800), "
+                   "which is no Unicode character"), msg
+    with pytest.raises(mme.UsageError, match="args.hidden[-_]dropout: NaN and Infinity"):
+        mme.estimate("Qwen/Qwen3-8B", hidden_dropout=float("nan"))
+
+
+def test_request_messages_are_exact_whole_and_bounded():
+    code, msg = _message({"model": "Qwen/Qwen3-8B", "tp": 2**70})
+    assert code == 2 and "1180591620717411303424" in msg and "e+21" not in msg, msg
+    code, msg = _message({"model": "Qwen/Qwen3-8B\x00tail"})
+    assert code == 2 and "Qwen/Qwen3-8B\\0tail" in msg and "NUL" in msg, msg
+    code, msg = _message({"model": "org/" + "x" * (10 << 20)})
+    assert code == 6 and len(msg) < 300 and f"is {(10 << 20) + 4} bytes long" in msg, msg[:300]

@@ -187,6 +187,28 @@ TEST(Limits, MoeLayerFreqIsCheckedBeforeItIsBuilt) {
   EXPECT_EQ(parse_moe_layer_freq("([0]*1+[1]*3)", 4), (std::vector<int>{0, 1, 1, 1}));
 }
 
+TEST(MoeLayerFreq, PythonListExpressionsAsArgumentsPyEvaluatesThem) {
+  using V = std::vector<int>;
+  // Launchers write a trailing repetition (the DeepSeek launcher's "([0]*1+[1]*3)*1").
+  EXPECT_EQ(parse_moe_layer_freq("([0]*1+[1]*3)*1", 4), (V{0, 1, 1, 1}));
+  // arguments.py's own docstring example: "([1]*3+[0]*2)*2" is [1,1,1,0,0,1,1,1,0,0].
+  EXPECT_EQ(parse_moe_layer_freq("([1]*3+[0]*2)*2", 10), (V{1, 1, 1, 0, 0, 1, 1, 1, 0, 0}));
+  EXPECT_EQ(parse_moe_layer_freq("[1,1,1,0]*3", 12), (V{1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0}));
+  // Python's int * list, repeated repetition, a trailing comma, integer arithmetic in a count.
+  EXPECT_EQ(parse_moe_layer_freq("2*[0,1]", 4), (V{0, 1, 0, 1}));
+  EXPECT_EQ(parse_moe_layer_freq("[0]+[1]*2*2", 5), (V{0, 1, 1, 1, 1}));
+  EXPECT_EQ(parse_moe_layer_freq("[1,]+[0]*(1+1)", 3), (V{1, 0, 0}));
+  EXPECT_EQ(parse_moe_layer_freq("[1]*0+[0, 1]", 2), (V{0, 1}));
+  // What Python would refuse, what Megatron-LM's character check refuses, and what is not a
+  // 0/1 list: each a ConfigError naming the problem.
+  for (const char* bad : {"[1]+2", "[[1]]", "(1,2)*2", "[2]*4", "[1]*[1]*4", "[1]*3-1", "__import__('os')",
+                          "([1]*4", "[1]*4)", "[1 1]", "4*4", "[1]*"})
+    EXPECT_THROW(parse_moe_layer_freq(bad, 4), ConfigError) << bad;
+  // Bounded before anything is built, however the repetition is nested.
+  EXPECT_THROW(parse_moe_layer_freq("(([1]*999999999)*999999999)*999999999", 64), ConfigError);
+  EXPECT_THROW(parse_moe_layer_freq(std::string(200, '(') + "[1]" + std::string(200, ')'), 1), ConfigError);
+}
+
 TEST(Limits, InflightMicroBatchesOfAHugeGlobalBatch) {
   // m x v overflowed: m up to the global batch (2^40 and beyond through the API), v up to 2^20.
   const std::int64_t m = std::int64_t{1} << 60;

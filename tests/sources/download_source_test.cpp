@@ -611,5 +611,68 @@ TEST_F(sources_download, EndpointPasswordIsNotLogged) {
   EXPECT_EQ(log.text().find("pa55word"), std::string::npos) << log.text();
 }
 
+// Issue 32: the model path is appended to HF_ENDPOINT; after a '?' or '#' it would land in the
+// query or the fragment and another URL would be fetched. Refused as the space and CRLF forms
+// are, before any request.
+TEST_F(sources_download, EndpointWithAQueryOrAFragmentIsAUsageError) {
+  HttpTestServer server(serve_config());
+  for (const std::string tail : {"/?mirror=1", "?", "/#x", "#"}) {
+    test::SourceEnv::set("HF_ENDPOINT", server.url() + tail);
+    const std::string what = failure<UsageError>();
+    EXPECT_NE(what.find("has a query or fragment"), std::string::npos) << tail << ": " << what;
+  }
+  EXPECT_TRUE(server.requests().empty());
+  expect_cache_empty();
+}
+
+// Issue 32: --revision was ignored for bundled models, even an invalid one. It is validated,
+// and a bundled id with another revision than main is read from the hub (or the cache), with a
+// warning that says so.
+TEST_F(sources_download, ABundledIdTakesItsRevisionFromTheHub) {
+  HttpTestServer server(serve_config());
+  use(server);
+  options_.revision = "../x";
+  EXPECT_NE(failure<UsageError>("acme/Bundled-1B").find("invalid revision '../x'"), std::string::npos);
+  test::LogCapture log;
+  options_.revision = "v2";
+  const ResolvedModel m = resolve("acme/Bundled-1B");
+  EXPECT_EQ(m.origin, "hf-hub");
+  EXPECT_EQ(m.config, nlohmann::json::parse(kBody));
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].target, "/acme/Bundled-1B/resolve/v2/config.json");
+  EXPECT_NE(log.text().find("acme/Bundled-1B is bundled as its main revision; --revision v2 is read from the "
+                            "Hugging Face cache or hub"),
+            std::string::npos)
+      << log.text();
+  // Offline, the message names the revision and the way back to the bundled config.
+  test::SourceEnv::set("HF_HUB_OFFLINE", "1");
+  options_.revision = "v3";
+  const std::string what = failure("acme/Bundled-1B");
+  EXPECT_NE(what.find("acme/Bundled-1B revision v3: not in the Hugging Face cache"), std::string::npos) << what;
+  EXPECT_NE(what.find("drop --revision"), std::string::npos) << what;
+  // main (the default) is the bundled config itself.
+  options_.revision = "main";
+  EXPECT_EQ(resolve("acme/Bundled-1B").origin, "bundled");
+}
+
+// Issue 32: error messages quoted input whole (a 10 MB model id) and listed every bundled model
+// (60 KB with a large zoo).
+TEST_F(sources_download, MessagesAreBoundedWhateverTheInput) {
+  const std::string huge = "org/" + std::string(10u << 20, 'x');
+  const std::string what = failure(huge);
+  EXPECT_LT(what.size(), 200u) << what.substr(0, 300);
+  EXPECT_NE(what.find("is " + std::to_string(huge.size()) + " bytes long: no file path (at most 4096 bytes) or hub id"),
+            std::string::npos)
+      << what;
+  for (int i = 0; i < 40; ++i)
+    test::write_file(tmp_.path() / "zoo" / ("org--model-" + std::to_string(100 + i).substr(1)) / "config.json", "{}");
+  test::SourceEnv::set("HF_HUB_OFFLINE", "1");
+  const std::string listed = failure("org/absent");
+  // 41 bundled models: the first 30 by name, then how many more.
+  EXPECT_NE(listed.find("bundled models: acme/Bundled-1B, org/model-00, "), std::string::npos) << listed;
+  EXPECT_NE(listed.find("org/model-28 and 11 more (`mme models` lists them)"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("org/model-29"), std::string::npos) << listed;
+}
+
 }  // namespace
 }  // namespace mme

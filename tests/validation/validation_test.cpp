@@ -53,6 +53,46 @@ TEST(CsvFormat, IncompleteRealRunsHeaderNamesTheMissingColumn) {
   }
 }
 
+// ---- Measured reserved memory in a real-runs row's notes ------------------------------------
+
+TEST(ReservedNotes, ReadsMaxReservedInMiB) {
+  // "max_reserved 72586 MB" as report_memory prints it: MB = 2^20 bytes, so 72586 / 1024 GiB.
+  EXPECT_DOUBLE_EQ(measured_reserved_from_notes("max_allocated 68149 MB; max_reserved 72586 MB = 70.88 GiB", "row"),
+                   72586.0 / 1024.0);
+  EXPECT_DOUBLE_EQ(measured_reserved_from_notes("max_reserved 1536.5 MB", "row"), 1.5004882812500);
+  EXPECT_EQ(measured_reserved_from_notes("no reserved figure here", "row"), 0.0);
+  for (const char* bad : {"max_reserved 70.9 GiB", "max_reserved MB", "max_reserved 1.2.3 MB", "max_reserved 0 MB"})
+    EXPECT_THROW(measured_reserved_from_notes(bad, "row"), ConfigError) << bad;
+}
+
+TEST(ReservedNotes, SummaryComparesReservedAndTheAllocatorsShare) {
+  // Two rows: measured peak 10 and 20 GiB, reserved 11 and 22; estimated peak 10 and 19, reserved
+  // 11.5 and 21. Errors: +4.545 % and -4.545 % (|median| 4.545 %); one row under its measured
+  // reserved; reserved - peak measured 1 and 2 (median 1.5), estimated 1.5 and 2 (median 1.75);
+  // |estimated - measured| of that: 0.5 and 0 GiB (median 0.25, max 0.5).
+  std::vector<ValidationCase> cases(2);
+  const double m_peak[] = {10, 20}, m_res[] = {11, 22}, e_peak[] = {10, 19}, e_res[] = {11.5, 21};
+  for (int i = 0; i < 2; ++i) {
+    auto& c = cases[static_cast<std::size_t>(i)];
+    c.format = CsvFormat::kRealRuns;
+    c.metric = "max_allocated";
+    c.status = "ok";
+    c.measured_peak_gib = m_peak[i];
+    c.measured_reserved_gib = m_res[i];
+    c.estimated_peak_gib = c.estimated_upper_gib = e_peak[i];
+    c.estimated_reserved_gib = e_res[i];
+  }
+  const ReservedStats r = summarize(cases).reserved;
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_NEAR(r.error.median, 0.5 / 11, 1e-12);
+  EXPECT_NEAR(r.signed_median, 0.0, 1e-12);
+  EXPECT_EQ(r.under, 1u);
+  EXPECT_DOUBLE_EQ(r.gap_measured_median_gib, 1.5);
+  EXPECT_DOUBLE_EQ(r.gap_estimated_median_gib, 1.75);
+  EXPECT_DOUBLE_EQ(r.gap_error_median_gib, 0.25);
+  EXPECT_DOUBLE_EQ(r.gap_error_max_gib, 0.5);
+}
+
 TEST(CsvFormat, ReadCsvTableDetectsTheShippedFiles) {
   EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "real_runs.csv").format, CsvFormat::kRealRuns);
   EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "megatron_functional_test_memory.csv").format,
@@ -113,6 +153,28 @@ TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
   EXPECT_EQ(c.world_size, 8);
 }
 
+// simumax_b200.md: the rows of a PP=2 layout are per stage, rank_note "pp_rank=N"; each is
+// compared with that stage's estimate (fake_estimate: stage 0 3 GiB, stage 1 4 GiB), not the peak.
+TEST(RealRuns, ARankNoteNamingAPipelineStageComparesThatStage) {
+  auto row = [](const std::string& note) {
+    CsvRow r = real_row("max_allocated", "5.0", "m");
+    r["rank_note"] = note;
+    return r;
+  };
+  const auto est = [](const auto&) { return fake_estimate(0); };
+  const ValidationCase first = validate_real_run_row(row("pp_rank=0"), est);
+  EXPECT_EQ(first.status, "ok");
+  EXPECT_EQ(first.stage, 0);
+  EXPECT_DOUBLE_EQ(first.estimated_peak_gib, 3.0);
+  EXPECT_EQ(validate_real_run_row(row("stage pp_rank=1 of 2"), est).stage, 1);
+  EXPECT_EQ(validate_real_run_row(row("max of 8"), est).stage, 1);  // no stage named: the peak
+  for (const char* bad : {"pp_rank=2", "pp_rank=", "pp_rank=x"}) {
+    const ValidationCase c = validate_real_run_row(row(bad), est);
+    EXPECT_EQ(c.status, "error") << bad;
+    EXPECT_NE(c.reason.find("pp_rank"), std::string::npos) << c.reason;
+  }
+}
+
 TEST(RealRuns, TakesTheEnginesBoundWhenItHasOne) {
   const ValidationCase c = validate_real_run_row(real_row("other", "5.0", "m"),
                                                  [](const auto&) { return fake_estimate(gib_to_bytes(6.0)); });
@@ -133,11 +195,14 @@ TEST(RealRuns, AFailingEstimateIsAnErrorRowWithTheMessage) {
   EXPECT_NE(q.reason.find("unterminated single quote"), std::string::npos) << q.reason;
 }
 
-TEST(RealRuns, BadMetricOrMeasurementIsAConfigError) {
+TEST(RealRuns, BadMetricIsAConfigErrorAndABadMeasurementARefusedRow) {
   const auto ok = [](const auto&) { return fake_estimate(0); };
   EXPECT_THROW(validate_real_run_row(real_row("peak", "5.0", "m"), ok), ConfigError);
-  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "five", "m"), ok), ConfigError);
-  EXPECT_THROW(validate_real_run_row(real_row("max_allocated", "-1", "m"), ok), ConfigError);
+  for (const char* bad : {"five", "-1", "5,0", "5.0GiB", "1e-320"}) {
+    const ValidationCase c = validate_real_run_row(real_row("max_allocated", bad, "m"), ok, 7);
+    EXPECT_EQ(c.status, "refused") << bad;
+    EXPECT_EQ(c.reason.rfind("line 7: measured_gib '" + std::string(bad) + "' is ", 0), 0u) << c.reason;
+  }
 }
 
 class RealRunsWithTheLibrary : public ::testing::Test {
@@ -240,6 +305,9 @@ TEST(Summary, SizeBucketsSignedErrorAndBound) {
   EXPECT_EQ(s.bound.count, 6u);
   EXPECT_EQ(s.bound.covered, 4u);
   EXPECT_NEAR(s.bound.share, 4.0 / 6.0, 1e-12);
+  // exceeded: 2.0 over a bound of 1.8 (10 %) and 50 over 49 (2 %): the larger, 10 %.
+  EXPECT_EQ(s.bound.exceeded, 2u);
+  EXPECT_NEAR(s.bound.max_excess, 0.10, 1e-12);
   // The headline statistics keep their meaning.
   EXPECT_EQ(s.peak.count, 6u);
   EXPECT_NEAR(s.peak.max, 0.30, 1e-12);
@@ -260,6 +328,8 @@ TEST(Summary, EmptyIsAllZero) {
   EXPECT_EQ(s.signed_peak.count, 0u);
   EXPECT_EQ(s.bound.count, 0u);
   EXPECT_EQ(s.bound.share, 0.0);
+  EXPECT_EQ(s.bound.exceeded, 0u);
+  EXPECT_EQ(s.bound.max_excess, 0.0);
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ nlohmann::json estimate(const nlohmann::json& request) {
                      [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
   }
   std::vector<FitVerdict> fits;
-  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kDefaultHeadroom, true, -1));
+  for (const auto* h : judged) fits.push_back(judge_fit(est, *h, kHeadroomUnset, true, -1));
   nlohmann::json doc = cli::estimate_to_json(model, est, fits);
   // When nothing fits: the changes that would (the CLI's next_steps, the same defaults).
   nlohmann::json steps = nlohmann::json::array();
@@ -169,7 +169,7 @@ nlohmann::json estimate(const nlohmann::json& request) {
   if (request.value("megatron_args", false)) {
     // The launch flags of `mme estimate --print-megatron-args` (an argument file), or why there are none.
     try {
-      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(model, est.setup));
+      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(model, est.setup, registry()));
     } catch (const UsageError& e) {
       doc["megatron_args_error"] = e.what();
     }

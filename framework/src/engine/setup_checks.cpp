@@ -114,8 +114,16 @@ TrainingSetup resolve_setup(TrainingSetup s) {
   }
 
   auto& r = s.recompute;
-  if (r.granularity == RecomputeGranularity::kFull)
-    require_positive("--recompute-num-layers", r.num_layers, kMaxParallelSize);
+  // transformer_config.py only asks for a value; recompute.py's block loop checkpoints the first
+  // recompute_num_layers layers of a chunk, so 0 recomputes none (launchers write it to switch
+  // recompute off), while its uniform loop advances by recompute_num_layers and never ends at 0.
+  if (r.granularity == RecomputeGranularity::kFull) {
+    if (r.num_layers == 0 && r.method == RecomputeMethod::kUniform)
+      throw LayoutError(
+          "--recompute-num-layers 0 with --recompute-method uniform: Megatron-LM's uniform recompute loop "
+          "(recompute.py) would never advance; use --recompute-method block to recompute no layer");
+    if (r.num_layers != 0) require_positive("--recompute-num-layers", r.num_layers, kMaxParallelSize);
+  }
   if (r.granularity == RecomputeGranularity::kSelective && r.modules == 0)
     throw LayoutError("--recompute-granularity selective needs at least one --recompute-modules entry");
 
@@ -190,9 +198,12 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                                   *s.moe_capacity_factor));
   if (s.moe_pad_to_capacity && !s.moe_capacity_factor)
     throw LayoutError("--moe-pad-expert-input-to-capacity needs --moe-capacity-factor");
-  for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0)})
+  // holds() is false for NaN, which once passed `d < 0 || d >= 1` and was estimated as no dropout.
+  for (double d : {s.hidden_dropout.value_or(0.0), s.attention_dropout.value_or(0.0), s.lora.dropout})
     if (!kDropoutRange.holds(d))
       throw LayoutError(fmt::format("dropout rates must be in {}, got {}", to_string(kDropoutRange), d));
+  if (!kLoraAlphaRange.holds(s.lora.alpha))
+    throw LayoutError(fmt::format("--lora-alpha must be in {}, got {}", to_string(kLoraAlphaRange), s.lora.alpha));
   check_communication_setup(s);
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 #include <unordered_map>
 
 #include <fmt/core.h>
@@ -165,17 +166,149 @@ MegatronArgs parse_megatron_args(std::string_view text, const std::string& sourc
 
 // setup_from_megatron_args is derived from the setup schema (setup_schema.cpp).
 
+namespace {
+
+// A value of --moe-layer-freq's list grammar: an integer or a list of integers.
+struct FreqValue {
+  bool is_list = false;
+  std::int64_t number = 0;
+  std::vector<int> items;
+};
+
+// The expressions arguments.py `_eval_pattern` hands to Python's eval after its character check
+// (only digits, ',', '[', ']', '(', ')', '+', '*'): integers, list literals, `+` (list
+// concatenation or integer sum), `*` (list repetition or integer product), parentheses. Evaluated
+// here by a recursive-descent reader of that grammar, never by a general eval; lists are bounded
+// by the layer count before they are built, so "[1]*999999999" costs nothing.
+class FreqExpression {
+ public:
+  FreqExpression(const std::string& text, std::int64_t max_items) : t_(text), max_items_(max_items) {}
+
+  FreqValue parse() {
+    FreqValue v = sum();
+    if (pos_ != t_.size()) fail(fmt::format("unexpected '{}' at position {}", t_[pos_], pos_));
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw std::invalid_argument(why); }
+  bool take(char c) {
+    if (pos_ < t_.size() && t_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void enter() {
+    if (++depth_ > 64) fail("nested more than 64 levels deep");
+  }
+
+  FreqValue sum() {
+    FreqValue v = product();
+    while (take('+')) {
+      FreqValue r = product();
+      if (v.is_list != r.is_list) fail("'+' adds a list and an integer");
+      if (v.is_list) {
+        if (static_cast<std::int64_t>(v.items.size() + r.items.size()) > max_items_) too_long();
+        v.items.insert(v.items.end(), r.items.begin(), r.items.end());
+      } else {
+        v.number = bounded(v.number + r.number);
+      }
+    }
+    return v;
+  }
+
+  FreqValue product() {
+    FreqValue v = atom();
+    while (take('*')) {
+      FreqValue r = atom();
+      if (v.is_list && r.is_list) fail("'*' multiplies two lists");
+      if (!v.is_list && !r.is_list) {
+        if (v.number != 0 && r.number > kMaxNumber / v.number) fail("a number larger than any model's layer count");
+        v.number *= r.number;
+        continue;
+      }
+      FreqValue& list = v.is_list ? v : r;
+      const std::int64_t times = v.is_list ? r.number : v.number;
+      // Checked before the list is built: "[1,1,1]*999999" must not allocate millions of entries.
+      if (!list.items.empty() && times > max_items_ / static_cast<std::int64_t>(list.items.size())) too_long();
+      std::vector<int> out;
+      out.reserve(list.items.size() * static_cast<std::size_t>(times));
+      for (std::int64_t k = 0; k < times; ++k) out.insert(out.end(), list.items.begin(), list.items.end());
+      v.is_list = true;
+      v.items = std::move(out);
+    }
+    return v;
+  }
+
+  FreqValue atom() {
+    if (pos_ >= t_.size()) fail("ends where a number, '[' or '(' is expected");
+    if (take('(')) {
+      enter();
+      FreqValue v = sum();
+      if (take(',')) fail("a tuple, not a list (Megatron-LM needs a list)");
+      if (!take(')')) fail(fmt::format("missing ')' at position {}", pos_));
+      --depth_;
+      return v;
+    }
+    if (take('[')) {
+      enter();
+      FreqValue v;
+      v.is_list = true;
+      if (!take(']')) {
+        for (;;) {
+          const FreqValue item = sum();
+          if (item.is_list) fail("a list inside a list");
+          if (item.number != 0 && item.number != 1) fail("list items must be 0 or 1");
+          if (static_cast<std::int64_t>(v.items.size()) >= max_items_) too_long();
+          v.items.push_back(static_cast<int>(item.number));
+          if (take(']')) break;
+          if (!take(',')) fail(fmt::format("expected ',' or ']' at position {}", pos_));
+          if (take(']')) break;  // a trailing comma, as Python allows
+        }
+      }
+      --depth_;
+      return v;
+    }
+    const std::size_t start = pos_;
+    while (pos_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[pos_]))) ++pos_;
+    if (pos_ == start) fail(fmt::format("unexpected '{}' at position {}", t_[pos_], pos_));
+    const std::size_t first = std::min(t_.find_first_not_of('0', start), pos_);
+    if (pos_ - first > 9) fail("a number larger than any model's layer count");
+    FreqValue v;
+    v.number = pos_ == first ? 0 : std::stoll(t_.substr(first, pos_ - first));
+    return v;
+  }
+
+  static constexpr std::int64_t kMaxNumber = 1'000'000'000;
+  std::int64_t bounded(std::int64_t n) const {
+    if (n > kMaxNumber) fail("a number larger than any model's layer count");
+    return n;
+  }
+  [[noreturn]] void too_long() const { fail("longer than the number of layers"); }
+
+  const std::string& t_;
+  std::int64_t max_items_;
+  std::size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
 std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers) {
   std::string t;
   for (char c : text)
     if (!std::isspace(static_cast<unsigned char>(c))) t.push_back(c);
-  while (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = t.substr(1, t.size() - 2);
   auto fail = [&](const std::string& why) -> std::vector<int> {
     throw ConfigError(fmt::format("--moe-layer-freq '{}': {}", text, why));
   };
   if (t.empty()) return fail("empty");
-  if (std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    // Every N-th layer: an N beyond the layer count means only layer 0 (and 18 digits fit a long).
+  if (t.find('[') == std::string::npos) {
+    // moe_freq_type: without a list, an integer N (every N-th layer). An N beyond the layer count
+    // means only layer 0 (and 18 digits fit a long).
+    if (!std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); }))
+      return fail("expected an integer N (one MoE layer every N) or a Python list expression such as "
+                  "'([0]*1+[1]*3)*2'");
     const std::size_t digits = t.size() - std::min(t.find_first_not_of('0'), t.size());
     if (digits > 18) return fail("the interval is larger than any model's layer count");
     const long n = std::stol(t);
@@ -184,44 +317,19 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_
     for (std::int64_t i = 0; i < num_layers; ++i) out[static_cast<std::size_t>(i)] = (i % n == 0) ? 1 : 0;
     return out;
   }
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos < t.size()) {
-    if (t[pos] != '[') return fail("expected '[' at position " + std::to_string(pos));
-    const auto close = t.find(']', pos);
-    if (close == std::string::npos) return fail("missing ']'");
-    std::vector<int> items;
-    std::string body = t.substr(pos + 1, close - pos - 1);
-    std::size_t start = 0;
-    while (start <= body.size()) {
-      const auto comma = body.find(',', start);
-      const std::string item = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (item != "0" && item != "1") return fail("list items must be 0 or 1");
-      items.push_back(item == "1" ? 1 : 0);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    pos = close + 1;
-    long repeat = 1;
-    if (pos < t.size() && t[pos] == '*') {
-      std::size_t end = pos + 1;
-      while (end < t.size() && std::isdigit(static_cast<unsigned char>(t[end]))) ++end;
-      if (end == pos + 1 || end - pos > 7) return fail("bad repeat count");
-      repeat = std::stol(t.substr(pos + 1, end - pos - 1));
-      pos = end;
-    }
-    // Checked before the list is built: "[1,1,1]*999999" must not allocate millions of entries.
-    if (static_cast<std::int64_t>(items.size()) * repeat > num_layers - static_cast<std::int64_t>(out.size()))
-      return fail("longer than the number of layers");
-    for (long k = 0; k < repeat; ++k) out.insert(out.end(), items.begin(), items.end());
-    if (pos < t.size()) {
-      if (t[pos] != '+') return fail("expected '+' at position " + std::to_string(pos));
-      ++pos;
-    }
+  // arguments.py `_eval_pattern`: only digits and ",[]()+*" pass its check.
+  if (const auto bad = t.find_first_not_of("0123456789,[]()+*"); bad != std::string::npos)
+    return fail(fmt::format("'{}' is not allowed: Megatron-LM takes only digits and , [ ] ( ) + *", t[bad]));
+  FreqValue v;
+  try {
+    v = FreqExpression(t, num_layers).parse();
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
   }
-  if (static_cast<std::int64_t>(out.size()) != num_layers)
-    return fail(fmt::format("gives {} entries for {} layers", out.size(), num_layers));
-  return out;
+  if (!v.is_list) return fail("evaluates to an integer, not a list");
+  if (static_cast<std::int64_t>(v.items.size()) != num_layers)
+    return fail(fmt::format("gives {} entries for {} layers", v.items.size(), num_layers));
+  return std::move(v.items);
 }
 
 }  // namespace mme

@@ -1,14 +1,18 @@
 // A model as Megatron-LM launch flags: the inverse of the megatron_args adapter
 // (plugins/adapters/megatron_args), flag by flag, for `mme estimate --print-megatron-args` and the
-// browser page's export. What Megatron-LM has no flag for is refused, never dropped.
+// browser page's export. What Megatron-LM has no flag for is refused, never dropped. Which flags
+// describe a block is the Megatron-LM module class the block says it models (megatron_block()).
 #include <algorithm>
 
 #include <fmt/core.h>
 
+#include "mme/engine/registry.hpp"
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/megatron_flags.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/input_text.hpp"
+#include "mme/sdk/layer_model.hpp"
 #include "mme/sdk/model_spec.hpp"
 
 namespace mme {
@@ -25,13 +29,19 @@ std::string number(double v) { return fmt::format("{}", v); }
 
 }  // namespace
 
-std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
+std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Registry& registry) {
   if (m.layers.empty() || static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
     not_expressible(m, "a model without its decoder layers");
   if (!(m.lm_blocks == LanguageModelBlocks{}))
     not_expressible(m, "embedding, output head or MTP blocks other than the language model's");
+  // The Megatron-LM module class a block kind models, as its layer-memory model says.
+  auto block = [&](const std::string& kind) {
+    const LayerMemoryModel* model = registry.find_layer_model(kind);
+    return model ? model->megatron_block() : MegatronBlock::kNone;
+  };
   const LayerSpec& first = m.layers.front();
   const AttentionSpec& attn = first.attention;
+  const MegatronBlock attn_block = block(attn.kind);
   const MlpSpec* dense = nullptr;
   const MlpSpec* moe = nullptr;
   std::vector<int> pattern;
@@ -39,13 +49,17 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
     // One attention for every layer, one dense MLP and one MoE kind at most (--moe-layer-freq).
     if (!(l.attention == attn)) not_expressible(m, "decoder layers with different attention blocks");
     if (l.post_attention_norm || l.post_mlp_norm) not_expressible(m, "post-attention / post-MLP norms");
-    const MlpSpec*& slot = l.mlp.kind == "moe" ? moe : dense;
-    if (l.mlp.kind != "moe" && l.mlp.kind != "dense") not_expressible(m, fmt::format("MLP kind '{}'", l.mlp.kind));
+    const MegatronBlock mlp_block = block(l.mlp.kind);
+    if (mlp_block != MegatronBlock::kMlp && mlp_block != MegatronBlock::kMoeLayer)
+      not_expressible(m, fmt::format("MLP kind '{}'", l.mlp.kind));
+    const bool routed = mlp_block == MegatronBlock::kMoeLayer;
+    const MlpSpec*& slot = routed ? moe : dense;
     if (slot && !(*slot == l.mlp)) not_expressible(m, "decoder layers with different MLP widths or experts");
     slot = &l.mlp;
-    pattern.push_back(l.mlp.kind == "moe" ? 1 : 0);
+    pattern.push_back(routed ? 1 : 0);
   }
-  if (attn.kind != "gqa" && attn.kind != "mla") not_expressible(m, fmt::format("attention kind '{}'", attn.kind));
+  if (attn_block != MegatronBlock::kSelfAttention && attn_block != MegatronBlock::kMlaSelfAttention)
+    not_expressible(m, fmt::format("attention kind '{}'", attn.kind));
 
   std::vector<std::string> a;
   auto flag = [&](MF f) { a.push_back(std::string("--") + flag_name(f)); };
@@ -58,7 +72,7 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
   integer(MF::kNumLayers, m.num_layers);
   integer(MF::kHiddenSize, m.hidden_size);
   integer(MF::kNumAttentionHeads, attn.num_heads);
-  if (attn.kind == "gqa") {
+  if (attn_block == MegatronBlock::kSelfAttention) {
     if (attn.num_query_groups != attn.num_heads) {
       flag(MF::kGroupQueryAttention);
       integer(MF::kNumQueryGroups, attn.num_query_groups);
@@ -150,9 +164,10 @@ void check_expressible(const TrainingSetup& setup, const std::string& model_name
 
 }  // namespace
 
-std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup) {
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
+                                              const Registry& registry) {
   check_expressible(setup, model.name);
-  const std::vector<std::string> model_flags = model_to_megatron_args(model);
+  const std::vector<std::string> model_flags = model_to_megatron_args(model, registry);
   const std::vector<std::string> rest = setup_to_megatron_args(setup, true);
   std::vector<std::string> out, flags;
   for (std::size_t i = 0; i < rest.size(); ++i) {
@@ -170,15 +185,7 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
 }
 
 std::string megatron_args_file_text(const std::vector<std::string>& args) {
-  auto quoted = [](const std::string& v) {
-    const bool plain = !v.empty() && v.find_first_not_of(
-                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_./:=,+-") == std::string::npos;
-    if (plain) return v;
-    std::string out = "'";
-    for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-  };
+  auto quoted = [](const std::string& v) { return shell_quote(v); };
   // `export NAME=VALUE` lines, the launcher up to the entry script on one line, then one flag
   // with its values per line.
   std::string exports, head, flags;

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <system_error>
 
 #include <curl/curl.h>
@@ -21,6 +20,7 @@
 #include "mme/engine/plugin_loader.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/text.hpp"
 #include "mme/sdk/version.hpp"
 
 #include <dlfcn.h>
@@ -111,18 +111,6 @@ inline void curl_free(void* p) { api().free(p); }
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string trim(std::string s) {
-  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
-  s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), space));
-  s.erase(std::find_if_not(s.rbegin(), s.rend(), space).base(), s.end());
-  return s;
-}
-
 bool all_space(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
@@ -152,10 +140,7 @@ fs::path expand_home(const std::string& p) {
 
 std::vector<fs::path> split_path_list(const std::string& env) {
   std::vector<fs::path> out;
-  std::stringstream ss(env);
-  std::string item;
-  while (std::getline(ss, item, ':'))
-    if (!item.empty()) out.emplace_back(expand_home(item));
+  for (const std::string& item : split(env, ':', EmptyItems::kSkip)) out.emplace_back(expand_home(item));
   return out;
 }
 
@@ -174,9 +159,14 @@ nlohmann::json select_text_config(nlohmann::json config) {
   return config;
 }
 
+// The bundled names for a message: at most 30 (a zoo folder may hold thousands; a message once
+// listed 60 KB of them), then how many more `mme models` lists.
 std::string bundled_names(const std::vector<fs::path>& zoo_dirs) {
+  constexpr std::size_t kListed = 30;
+  const auto bundled = list_bundled_models(zoo_dirs);
   std::string out;
-  for (const auto& b : list_bundled_models(zoo_dirs)) out += (out.empty() ? "" : ", ") + b.name;
+  for (std::size_t i = 0; i < bundled.size() && i < kListed; ++i) out += (out.empty() ? "" : ", ") + bundled[i].name;
+  if (bundled.size() > kListed) out += fmt::format(" and {} more (`mme models` lists them)", bundled.size() - kListed);
   return out.empty() ? "(none found)" : out;
 }
 
@@ -347,6 +337,12 @@ Endpoint hub_endpoint() {
   if (!parts || (parts->scheme != "http" && parts->scheme != "https") || e.find("://") == std::string::npos)
     throw UsageError(
         fmt::format("HF_ENDPOINT '{}' is not an http:// or https:// URL (default https://huggingface.co)", redact(e)));
+  // The model path is appended: after a '?' or '#' it would land in the query or the fragment.
+  if (e.find_first_of("?#") != std::string::npos)
+    throw UsageError(
+        fmt::format("HF_ENDPOINT '{}' has a query or fragment ('?' or '#'); give the hub's base URL alone "
+                    "(default https://huggingface.co)",
+                    redact(e)));
   return {e, *parts};
 }
 
@@ -810,6 +806,13 @@ bool looks_like_hub_id(const std::string& arg) {
 
 ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options) {
   if (arg.empty()) throw UsageError("MODEL is empty: give a hub id (org/name), a config.json or a folder");
+  // A path is at most 4096 bytes (PATH_MAX): longer is named by its length, not echoed (10 MB once).
+  constexpr std::size_t kMaxModelArgument = 4096;
+  if (arg.size() > kMaxModelArgument)
+    throw NotFoundError(
+        fmt::format("MODEL '{}' is {} bytes long: no file path (at most {} bytes) or hub id "
+                    "(org/name) is that long",
+                    excerpt(arg), arg.size(), kMaxModelArgument));
   std::error_code ec;
   const fs::path local(arg);
   if (fs::exists(local, ec)) {
@@ -831,8 +834,12 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
                     "models: {})",
                     arg, bundled_names(zoo)));
   }
+  check_revision(options.revision);
+  // A bundled config is the hub's main revision: another revision is read from the cache or
+  // the hub, and the user is told so.
+  const bool bundled_revision = options.revision == "main";
   // The exact spelling first (one stat per zoo folder), then a case-insensitive scan.
-  for (const auto& dir : zoo) {
+  for (const auto& dir : bundled_revision ? zoo : std::vector<fs::path>{}) {
     const std::string folder = arg.substr(0, arg.find('/')) + "--" + arg.substr(arg.find('/') + 1);
     std::error_code exact_ec;
     const fs::path exact = dir / folder / "config.json";
@@ -841,13 +848,18 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
       return {select_text_config(read_config_file(exact)), arg, exact, "bundled"};
     }
   }
+  bool bundled_elsewhere = false;  // bundled, but another revision was asked for
   for (const auto& b : list_bundled_models(zoo)) {
-    if (lower(b.name) == lower(arg)) {
-      spdlog::debug("{}: bundled config {}", arg, b.path.string());
-      return {select_text_config(read_config_file(b.path)), b.name, b.path, "bundled"};
+    if (lower(b.name) != lower(arg)) continue;
+    if (!bundled_revision) {
+      bundled_elsewhere = true;
+      spdlog::warn("{} is bundled as its main revision; --revision {} is read from the Hugging Face cache or hub",
+                   b.name, options.revision);
+      break;
     }
+    spdlog::debug("{}: bundled config {}", arg, b.path.string());
+    return {select_text_config(read_config_file(b.path)), b.name, b.path, "bundled"};
   }
-  check_revision(options.revision);
   const fs::path cache = hf_cache_dir();
   if (auto cached = find_in_cache(cache, arg, options.revision)) {
     spdlog::debug("{}: cached config {}", arg, cached->string());
@@ -855,12 +867,16 @@ ResolvedModel resolve_model(const std::string& arg, const SourceOptions& options
   }
   const bool offline_env = env_true("HF_HUB_OFFLINE");
   if (!options.allow_network || offline_env) {
+    const char* why = offline_env ? "HF_HUB_OFFLINE is set: unset it to download" : "the caller allows no network";
+    if (bundled_elsewhere)
+      throw NotFoundError(
+          fmt::format("{} revision {}: not in the Hugging Face cache ({}), and downloads are off ({}); the "
+                      "bundled config is the main revision (drop --revision to use it)",
+                      arg, options.revision, cache.string(), why));
     throw NotFoundError(
         fmt::format("{}: not bundled and not in the Hugging Face cache ({}), and downloads are off "
                     "({}); bundled models: {}",
-                    arg, cache.string(),
-                    offline_env ? "HF_HUB_OFFLINE is set: unset it to download" : "the caller allows no network",
-                    bundled_names(zoo)));
+                    arg, cache.string(), why, bundled_names(zoo)));
   }
   return download_to_cache(arg, options, cache, zoo);
 }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,16 +15,11 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme::setup_knobs_detail {
 
 using J = nlohmann::json;
-
-inline std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 inline J opt(const std::optional<std::int64_t>& v) { return v ? J(*v) : J(); }
 inline J opt(const std::optional<double>& v) { return v ? J(*v) : J(); }
@@ -61,13 +55,7 @@ inline std::optional<double> as_opt_double(const J& v) {
 }
 
 // Recompute modules as a list (spec files) and as text ("core_attn,mlp").
-inline J modules_list(std::uint32_t modules) {
-  J list = J::array();
-  std::stringstream ss(recompute_modules_to_string(modules));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+inline J modules_list(std::uint32_t modules) { return J(split(recompute_modules_to_string(modules), ',')); }
 inline std::uint32_t modules_of(const J& v) {
   if (v.is_string()) return parse_recompute_modules(v.get<std::string>());
   std::string text;

@@ -18,13 +18,7 @@ bool offload_given(const TrainingSetup& s) {
          o.delta_bytes_across_pp_ranks != d.delta_bytes_across_pp_ranks;
 }
 
-J offload_modules_list(std::uint32_t modules) {
-  J list = J::array();
-  std::stringstream ss(offload_modules_to_string(modules));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+J offload_modules_list(std::uint32_t modules) { return J(split(offload_modules_to_string(modules), ',')); }
 std::uint32_t offload_modules_of(const J& v) {
   if (v.is_string()) return parse_offload_modules(v.get<std::string>());
   std::string text;

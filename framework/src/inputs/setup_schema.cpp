@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -17,6 +16,7 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/megatron_flags.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/number_text.hpp"
 
 #include "setup_knobs.hpp"
 
@@ -24,7 +24,6 @@ namespace mme {
 
 using J = nlohmann::json;
 using setup_knobs_detail::env_decides_determinism;
-using setup_knobs_detail::lower;
 using setup_knobs_detail::must;
 
 namespace {
@@ -120,6 +119,7 @@ constexpr const char* kFlagOrder[] = {
     "moe-token-dispatcher",
     "moe-capacity-factor",
     "moe-pad-expert-input-to-capacity",
+    "moe-router-force-load-balancing",
     "moe-routing-imbalance",
     "moe-grouped-gemm",
     "moe-flex-dispatcher-backend",
@@ -235,13 +235,11 @@ std::string knob_values_text(const SetupKnob& k) {
 
 std::int64_t parse_int(std::string_view flag, const std::string& text, std::int64_t min, std::int64_t max,
                        bool megatron) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(begin, &end, 10);
-  if (text.empty() || end == begin || *end != '\0' || std::isspace(static_cast<unsigned char>(text.front())))
-    throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
-  if (errno == ERANGE || v > max) {
+  bool too_large = false;
+  const auto parsed = parse_integer(text, &too_large);
+  if (!parsed && !too_large) throw UsageError(fmt::format("{}: expected an integer, got '{}'", flag, text));
+  const std::int64_t v = parsed.value_or(0);
+  if (too_large || v > max) {
     if (megatron) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, text, max));
     throw UsageError(fmt::format("{}: {} is too large (at most {})", flag, text, max));
   }
@@ -256,12 +254,10 @@ J parse_knob_text(const SetupKnob& k, std::string_view flag, const std::string& 
   switch (k.kind) {
     case KnobKind::kInt: return J(parse_int(flag, text, k.min, k.max, megatron));
     case KnobKind::kNumber: {
-      const char* begin = text.c_str();
-      char* end = nullptr;
-      errno = 0;
-      const double v = std::strtod(begin, &end);
-      if (text.empty() || end == begin || *end != '\0' || !std::isfinite(v))
+      const auto parsed = parse_decimal(text);
+      if (!parsed || !std::isfinite(*parsed))
         throw UsageError(fmt::format("{}: expected a number, got '{}'", flag, text));
+      const double v = *parsed;
       const bool low = k.lo_open ? v <= k.lo : v < k.lo;
       const bool high = k.hi_open ? v >= k.hi : v > k.hi;
       if (low || high) throw UsageError(fmt::format("{}: {} is out of range {}", flag, text, range_text(k)));

@@ -432,6 +432,7 @@ std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::s
   EstimateOptions eo;
   eo.compute_capability = o.gpu->compute_capability;
   eo.components = false;
+  eo.device_memory = false;  // the planner judges fits on the allocated bound (docs/planner.md)
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
   for (std::size_t kc = 0; kc < knobs.size(); ++kc) {
     for (std::size_t ri = 0; ri < o.recompute.size(); ++ri) {
@@ -479,6 +480,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   EstimateOptions eo;
   eo.compute_capability = hw.compute_capability;
   eo.components = false;
+  eo.device_memory = false;  // no allocator replay per layout: fits on the allocated bound (docs/planner.md)
   eo.bound_terms = false;  // the plans show no bound terms
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
   // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the

@@ -136,7 +136,8 @@ void Planner::Impl::check_options(const PlanOptions& o) const {
   if (o.recompute.empty()) throw UsageError("--recompute: give at least one variant");
   if (o.gpus_per_node <= 0) throw UsageError("--gpus-per-node must be positive");
   if (o.max_tp < 0) throw UsageError("--max-tp must be positive");
-  if (o.headroom_fraction < 0 || o.headroom_fraction >= 1) throw UsageError("--headroom must be in [0, 1)");
+  if (!(o.headroom_fraction >= 0 && o.headroom_fraction < 1))
+    throw UsageError("--headroom must be in [0, 1)");  // NaN too
   if (o.top_k == 0) throw UsageError("--top must be positive");
   for (const auto* v : {&o.tp, &o.pp, &o.vpp, &o.ep, &o.etp, &o.cp})
     if (*v && **v <= 0) throw UsageError("fixed layout sizes must be positive");

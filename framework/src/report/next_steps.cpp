@@ -10,6 +10,7 @@
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/fit.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 
 namespace mme::cli {
 
@@ -119,10 +120,10 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
       if (out.size() == 3) break;
     }
   if (out.empty())
-    out.push_back(
-        {fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout", model_name,
-                     bp.world_size, gpus.size() == 1 ? fmt::format(" --gpu '{}'", gpus.front()->name) : std::string()),
-         0, ""});
+    out.push_back({fmt::format("no single change tried fits; `mme plan {} --num-gpus {}{}` searches every layout",
+                               shell_quote(model_name), bp.world_size,
+                               gpus.size() == 1 ? " --gpu " + shell_quote(gpus.front()->name) : std::string()),
+                   0, ""});
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/units.hpp>
 #include <mme/sdk/version.hpp>
@@ -111,6 +112,7 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
   // Character devices and FIFOs (/dev/null, a terminal, a pipe) are written directly.
   fs::path write_path = target_;
   struct stat st {};
+  bool replacing = false;  // an existing regular file: its mode (and owner) carry over
   if (::lstat(target_.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) {
       if (::stat(target_.c_str(), &st) != 0)
@@ -130,6 +132,7 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
     if (!S_ISREG(st.st_mode))
       throw UsageError(
           fmt::format("{}: cannot write '{}': not a regular file, character device or FIFO", flag_, target_.string()));
+    replacing = true;
   } else if (errno != ENOENT) {
     fail("", errno);
   }
@@ -152,7 +155,18 @@ OutputFile::OutputFile(fs::path target, std::string flag) : target_(std::move(ta
   }
   ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (fd_ < 0) fail("", made);
-  // mkstemp makes the file private; the report gets the usual permissions.
+  // mkstemp makes the file private. A replaced file keeps its mode and, where the process may
+  // give it (root; a group of the user's), its owner and group: the rename puts a new inode in
+  // its place, which once had 0666 & ~umask and the user's ownership. A new report gets the
+  // usual permissions. The owner first: chown clears set-user-ID and set-group-ID bits.
+  if (replacing) {
+    const bool others = st.st_uid != ::geteuid() || st.st_gid != ::getegid();
+    if (others && ::fchown(fd_, st.st_uid, st.st_gid) != 0 && ::fchown(fd_, static_cast<uid_t>(-1), st.st_gid) != 0) {
+      // Neither (not root, and not a group of ours): the new file is the user's, with the mode.
+    }
+    if (::fchmod(fd_, st.st_mode & 07777) != 0) fail("", errno);
+    return;
+  }
   const mode_t mask = ::umask(0);
   ::umask(mask);
   if (::fchmod(fd_, 0666 & ~mask) != 0) fail("", errno);
@@ -363,11 +377,15 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      "smaller micro-batch";
   }
   o += fmt::format(
-      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
+      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}{}</p>\n",
       fits.empty() ? "none"
       : good       ? "fits"
                    : "miss",
-      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
+      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()),
+      peak.device_bytes > 0 ? fmt::format(" · reserved {} GiB, device total {} GiB", gib2(peak.reserved_bytes),
+                                          gib2(peak.device_bytes))
+                            : "",
+      verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
   so.chosen_gpu = options.chosen_gpu;
@@ -379,7 +397,10 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
   o += "<h2 id=\"stages\">Memory per pipeline stage (GiB)</h2>\n<div class=\"card\"><table class=\"stages\">\n<tr>"
        "<th class=\"l\">stage</th><th>layers</th><th>parameters</th><th>in flight</th>";
   for (const auto& st : styles) o += fmt::format("<th>{}{}</th>", swatch(st.hex), st.label);
-  o += "<th>total</th></tr>\n";
+  o += "<th>total</th>";
+  const bool device = peak.device_bytes > 0;
+  if (device) o += "<th>reserved</th><th>device</th>";
+  o += "</tr>\n";
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     const auto& st = est.stages[i];
     o += fmt::format("<tr{}><td class=\"l\">{}{}</td><td>{}{}</td><td>{:.2f}B</td><td>{}</td>",
@@ -387,7 +408,13 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      st.layers, st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "",
                      static_cast<double>(st.parameters) / 1e9, st.inflight_microbatches);
     for (const auto b : category_bytes(st)) o += fmt::format("<td title=\"{} bytes\">{}</td>", b, gib2(b));
-    o += fmt::format("<td title=\"{} bytes\">{}</td></tr>\n", st.total_bytes, gib2(st.total_bytes));
+    o += fmt::format("<td title=\"{} bytes\">{}</td>", st.total_bytes, gib2(st.total_bytes));
+    if (device)
+      o += fmt::format(
+          "<td title=\"{} bytes: the caching allocator's segments\">{}</td><td title=\"{} bytes: reserved + CUDA "
+          "context, NCCL, TE userbuffers\">{}</td>",
+          st.reserved_bytes, gib2(st.reserved_bytes), st.device_bytes, gib2(st.device_bytes));
+    o += "</tr>\n";
   }
   o += "</table></div>\n";
 
@@ -400,19 +427,24 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
         "<th class=\"l\">verdict</th></tr>\n",
         fits.front().on_bound ? "bound" : "peak");
     for (const auto& f : fits) {
-      const std::int64_t kept = f.capacity_bytes - f.hardware->reserved_bytes - f.usable_bytes;
+      const std::int64_t kept = f.on_device ? 0 : f.capacity_bytes - f.reserved_bytes - f.usable_bytes;
       o += fmt::format(
           "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td class=\"l\">{}</td></tr>\n",
-          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.hardware->reserved_bytes), gib2(kept),
+          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.reserved_bytes), gib2(kept),
           gib2(f.usable_bytes), gib2(f.needed_bytes),
           f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
                  : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
     }
-    o += fmt::format(
-        "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
-        "of capacity, for allocator fragmentation)</p></div>\n",
-        options.headroom_fraction * 100);
+    o += fits.front().on_device
+             ? std::string(
+                   "</table><p class=\"sub\">needed = the device total: PyTorch's reserved segments (the caching "
+                   "allocator replayed) + the CUDA context, NCCL communicators and TE userbuffers; usable = the "
+                   "capacity</p></div>\n")
+             : fmt::format(
+                   "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
+                   "of capacity, for allocator fragmentation)</p></div>\n",
+                   options.headroom_fraction * 100);
   }
 
   // Configuration summary.
@@ -521,19 +553,15 @@ void FitMap::add(const Plan& plan) {
 
 namespace {
 
-std::string join_args(const std::vector<std::string>& args) {
-  std::string out;
-  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
-  return out;
-}
-
 // `mme estimate MODEL ARGS` as HTML: a flag and its value never split across lines (the
-// browser would break at the hyphens), the text copies as the plain command.
+// browser would break at the hyphens), the text copies as the plain command, each word
+// shell-quoted (a GPU name from a hardware file is inert when pasted).
 std::string command_html(const std::string& model, const std::vector<std::string>& args) {
-  std::string out = "<code><span class=\"a\">mme estimate " + esc(model) + "</span>";
+  std::string out = "<code><span class=\"a\">mme estimate " + esc(shell_quote(model)) + "</span>";
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string group = args[i];
-    if (args[i].rfind("--", 0) == 0 && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) group += " " + args[++i];
+    std::string group = shell_quote(args[i]);
+    if (args[i].rfind("--", 0) == 0 && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)
+      group += " " + shell_quote(args[++i]);
     out += " <span class=\"a\">" + esc(group) + "</span>";
   }
   return out + "</code>";
@@ -667,7 +695,7 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
               cv.ratio = usable > 0 ? static_cast<double>(best.peak_bytes) / static_cast<double>(usable) : 10.0;
               cv.key += fmt::format(" best_peak={}", best.peak_bytes);
               best_line = fmt::format("\n★ the best plan: peak {} GiB\nmme estimate {} {}", gib2(best.peak_bytes),
-                                      model.name, join_args(planner.args_for(best.layout, options)));
+                                      shell_quote(model.name), shell_command(planner.args_for(best.layout, options)));
             }
           }
           cv.tooltip = fmt::format(
@@ -676,7 +704,7 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
               tp, pp, ep, to_string(v), gib2(cell.min_peak),
               usable > 0 ? 100.0 * static_cast<double>(cell.min_peak) / static_cast<double>(usable) : 1000.0,
               gib2(usable), cell.fitting, cell.valid, t != top.end() ? fmt::format("; holds plan #{}", t->second) : "",
-              model.name, join_args(planner.args_for(cell.smallest, options)), best_line);
+              shell_quote(model.name), shell_command(planner.args_for(cell.smallest, options)), best_line);
         }
       }
       o += render_fit_map_facet_svg(f);

@@ -1,11 +1,30 @@
 #include "mme/sdk/error.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 
 namespace mme {
+
+std::string bounded_message(std::string_view message) {
+  std::string out;
+  out.reserve(std::min(message.size(), kMaxErrorMessageBytes));
+  for (const char c : message) {
+    if (c == '\0')
+      out += "\\0";
+    else
+      out += c;
+  }
+  if (out.size() <= kMaxErrorMessageBytes) return out;
+  // Cut points moved off UTF-8 continuation bytes, so no character is split.
+  auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(out[i]) & 0xc0) == 0x80; };
+  std::size_t head = kMaxErrorMessageBytes / 2, tail = out.size() - kMaxErrorMessageBytes / 4;
+  while (head > 0 && continuation(head)) --head;
+  while (tail < out.size() && continuation(tail)) ++tail;
+  return fmt::format("{} [... {} bytes left out ...] {}", out.substr(0, head), tail - head, out.substr(tail));
+}
 
 Error::~Error() = default;
 UsageError::~UsageError() = default;

@@ -69,6 +69,15 @@ std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::
   return text;
 }
 
+namespace {
+// The second and third bytes of a UTF-8 bidi control after its 0xE2: the embeddings and
+// overrides U+202A-U+202E (LRE, RLE, PDF, LRO, RLO) and the isolates U+2066-U+2069 (LRI, RLI,
+// FSI, PDI), which make a terminal show the rest of a line in another order ("Trojan Source").
+bool is_bidi_control(unsigned char b1, unsigned char b2) {
+  return (b1 == 0x80 && b2 >= 0xaa && b2 <= 0xae) || (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9);
+}
+}  // namespace
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -91,10 +100,44 @@ std::string printable(std::string_view text) {
       ++i;
     } else if (c >= 0x80 && c <= 0x9f) {
       out.push_back('?');  // a lone C1 byte: a control to a terminal in an 8-bit mode
+    } else if (c == 0xe2 && i + 2 < text.size() &&
+               is_bidi_control(static_cast<unsigned char>(text[i + 1]), static_cast<unsigned char>(text[i + 2]))) {
+      out.push_back('?');  // a bidi control: it would reorder the rest of the line on screen
+      i += 2;
     } else {
       if (c >= 0xc0) continuation = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
       out.push_back(static_cast<char>(c));
     }
+  }
+  return out;
+}
+
+std::string excerpt(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xc0) == 0x80) --n;  // not inside a sequence
+  return std::string(text.substr(0, n)) + "...";
+}
+
+std::string shell_quote(std::string_view word) {
+  constexpr std::string_view kPlain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-";
+  if (!word.empty() && word.front() != '=' && word.find_first_not_of(kPlain) == std::string_view::npos)
+    return std::string(word);
+  std::string out = "'";
+  for (const char c : word) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string shell_command(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(w);
   }
   return out;
 }

@@ -49,8 +49,9 @@ void validate_model_spec(const ModelSpec& m) {
   if (m.mtp_num_layers < 0 || m.mtp_num_layers > ConfigReader::kMaxLayers)
     throw ConfigError(fmt::format("{}: mtp_num_layers must be between 0 and {}, got {}", m.name,
                                   ConfigReader::kMaxLayers, m.mtp_num_layers));
-  if (m.hidden_dropout < 0 || m.hidden_dropout >= 1 || m.attention_dropout < 0 || m.attention_dropout >= 1)
-    throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1)", m.name));
+  // Written so that NaN fails too (it once passed `d < 0 || d >= 1` as no dropout).
+  for (const double d : {m.hidden_dropout, m.attention_dropout})
+    if (!(d >= 0 && d < 1)) throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1), got {}", m.name, d));
   if (m.lm_blocks.embedding.empty() || m.lm_blocks.output_head.empty() || m.lm_blocks.mtp_projection.empty())
     throw ConfigError(fmt::format("{}: the embedding, output head and MTP projection kinds must be named", m.name));
   for (std::size_t i = 0; i < m.layers.size(); ++i) {

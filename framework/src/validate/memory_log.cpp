@@ -17,6 +17,7 @@
 #include "mme/inputs/json_schema.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/number_text.hpp"
 #include "mme/sdk/units.hpp"
 #include "mme/validate/validation.hpp"
 
@@ -77,11 +78,10 @@ Figure figure(std::string_view token, std::string_view key, double unit) {
     f.refused = fmt::format("no value after '{}'", key);
     return f;
   }
-  // strtod stops at the first character that is not part of a number; the whole token must be one.
-  const std::string text(token);
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) {
+  // The whole token must be a number, read the same under every locale (number_text.hpp).
+  const std::optional<double> parsed = parse_decimal(token);
+  const double v = parsed.value_or(0);
+  if (!parsed) {
     f.refused = fmt::format("'{}' after '{}' is not a number", printable(token.substr(0, 40)), key);
   } else if (!std::isfinite(v) || !(v > 0)) {
     f.refused = fmt::format("'{}' after '{}' is not a positive amount of memory (a run that trained allocates some)",
@@ -444,8 +444,12 @@ nlohmann::json log_comparison_json(const std::string& log_path, const MemoryLog&
   auto opt = [](const std::optional<double>& v, double scale = 1) { return v ? J(*v * scale) : J(nullptr); };
   J list = J::array();
   std::size_t covered = 0;
+  double max_excess = 0;  // (measured - bound) / measured, over the ranks above the bound
   for (const auto& r : ranks) {
     covered += r.within_bound() ? 1 : 0;
+    if (!r.within_bound() && r.measured_max_allocated_gib > 0)
+      max_excess = std::max(max_excess,
+                            (r.measured_max_allocated_gib - r.estimated_upper_gib) / r.measured_max_allocated_gib);
     list.push_back({{"rank", r.rank ? J(*r.rank) : J(nullptr)},
                     {"stage", r.stage},
                     {"reports", r.reports},
@@ -485,7 +489,9 @@ nlohmann::json log_comparison_json(const std::string& log_path, const MemoryLog&
             {"bound",
              {{"count", ranks.size()},
               {"covered", covered},
-              {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())}}}}}};
+              {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())},
+              {"exceeded", ranks.size() - covered},
+              {"max_excess_pct", 100 * max_excess}}}}}};
 }
 
 void render_log_comparison(std::ostream& out, const std::string& log_path, const MemoryLog& log,

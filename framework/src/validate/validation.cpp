@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <istream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/core.h>
 
@@ -15,6 +17,7 @@
 #include "mme/inputs/model_loader.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/number_text.hpp"
 #include "mme/sdk/training_setup.hpp"
 #include "mme/sdk/units.hpp"
 #include "mme/validate/baselines.hpp"
@@ -31,6 +34,12 @@ double ValidationCase::baseline_error() const {
 }
 double ValidationCase::seed_error() const {
   return measured_peak_gib > 0 ? (seed_tool_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::reserved_error() const {
+  return measured_reserved_gib > 0 ? (estimated_reserved_gib - measured_reserved_gib) / measured_reserved_gib : 0.0;
+}
+double ValidationCase::reserved_gap_error_gib() const {
+  return (estimated_reserved_gib - estimated_peak_gib) - (measured_reserved_gib - measured_peak_gib);
 }
 double ValidationCase::static_error() const {
   return measured_static_gib > 0 ? (estimated_static_gib - measured_static_gib) / measured_static_gib : 0.0;
@@ -81,15 +90,32 @@ bool is_meta_column(const std::string& c) {
   return std::any_of(std::begin(kMeta), std::end(kMeta), [&](const char* m) { return c == m; });
 }
 
-double number(const CsvRow& row, const char* col) {
+// A measured figure of GiB from its cell, or a ConfigError with the reason. The whole cell must
+// be a decimal number, read the same under every locale ("56,335" was once read as 56 and
+// "56.335abc" as 56.335); a peak (`peak`) must be at least kMinMeasuredGib, other figures 0
+// (not measured) or at least that.
+double measured_gib(const CsvRow& row, const char* col, bool peak) {
   auto it = row.find(col);
-  if (it == row.end()) return 0.0;
-  try {
-    return std::stod(it->second);
-  } catch (const std::exception&) {
-    throw ConfigError(fmt::format("column {}: '{}' is not a number", col, it->second));
+  if (it == row.end()) {
+    if (peak) throw ConfigError(fmt::format("{} is empty; it is the measured peak", col));
+    return 0.0;
   }
+  const std::string& text = it->second;
+  const auto v = parse_decimal(text);
+  if (!v) {
+    const bool comma = text.find(',') != std::string::npos;
+    throw ConfigError(
+        fmt::format("{} '{}' is not a number{}", col, text, comma ? " (a ',' is no decimal point; write '.')" : ""));
+  }
+  if (!std::isfinite(*v)) throw ConfigError(fmt::format("{} '{}' is not a finite number of GiB", col, text));
+  if (*v < 0 || (peak && *v == 0)) throw ConfigError(fmt::format("{} '{}' is not a positive number of GiB", col, text));
+  if (*v > 0 && *v < kMinMeasuredGib)
+    throw ConfigError(fmt::format("{} '{}' is less than 1 MiB ({} GiB); no training run measures that little", col,
+                                  text, kMinMeasuredGib));
+  return *v;
 }
+
+std::string line_prefix(std::size_t line) { return line > 0 ? fmt::format("line {}: ", line) : std::string(); }
 
 std::string get(const CsvRow& row, const char* col) {
   auto it = row.find(col);
@@ -107,19 +133,20 @@ std::int64_t world_size_of(const std::string& nodes_gpus, const std::string& gol
     const auto x = entry.find('x', colon == std::string::npos ? 0 : colon);
     if (colon == std::string::npos || x == std::string::npos) continue;
     const std::string platform = entry.substr(0, colon);
-    std::int64_t nodes = 0, gpus = 0;
-    try {
-      nodes = std::stoll(entry.substr(colon + 1, x - colon - 1));
-      gpus = std::stoll(entry.substr(x + 1));
-    } catch (const std::exception&) {
-      continue;
-    }
+    bool nodes_too_large = false, gpus_too_large = false;
+    const auto n_nodes = parse_integer(entry.substr(colon + 1, x - colon - 1), &nodes_too_large);
+    const auto n_gpus = parse_integer(entry.substr(x + 1), &gpus_too_large);
+    // Counts are whole decimal numbers ("1x8abc" was once read as 1 x 8); one beyond 64 bits is
+    // refused below as no launch size.
+    if ((!n_nodes && !nodes_too_large) || (!n_gpus && !gpus_too_large))
+      throw ConfigError(fmt::format("nodes_gpus '{}' is not PLATFORM:NODESxGPUS (e.g. h100:1x8)", entry));
+    const std::int64_t nodes = n_nodes.value_or(0), gpus = n_gpus.value_or(0);
     // A product beyond any launch (or one that would not fit in 64 bits) is an error of the row,
     // never a wrapped number (4611686018427387906x4 once became 8 GPUs).
     std::int64_t n = 0;
     if (nodes < 1 || gpus < 1 || __builtin_mul_overflow(nodes, gpus, &n) || n > kMaxWorldSize)
       throw ConfigError(fmt::format("nodes_gpus '{}': {} nodes x {} GPUs is not a launch size (1 to {} GPUs)", entry,
-                                    nodes, gpus, kMaxWorldSize));
+                                    entry.substr(colon + 1, x - colon - 1), entry.substr(x + 1), kMaxWorldSize));
     if (first == 0) first = n;
     if (golden.find(platform) != std::string::npos) return n;
   }
@@ -223,6 +250,7 @@ CsvTable parse_csv_table(std::string_view text, const std::string& where) {
     for (std::size_t i = 0; i < cells.size(); ++i)
       if (!cells[i].empty()) row[table.header[i]] = cells[i];
     table.rows.push_back(std::move(row));
+    table.lines.push_back(lineno);
   }
   return table;
 }
@@ -275,36 +303,58 @@ std::vector<std::string> split_shell_words(std::string_view text, const std::str
   return words;
 }
 
+double measured_reserved_from_notes(std::string_view notes, const std::string& where) {
+  // The notes' own wording (bench/accuracy/simumax_b200.md): "max_reserved 72586 MB = 70.88 GiB".
+  constexpr std::string_view kKey = "max_reserved ";
+  const std::size_t at = notes.find(kKey);
+  if (at == std::string_view::npos) return 0.0;
+  std::size_t i = at + kKey.size(), digits = 0;
+  const std::size_t start = i;
+  while (i < notes.size() && (std::isdigit(static_cast<unsigned char>(notes[i])) || notes[i] == '.')) ++i, ++digits;
+  const std::string_view number = notes.substr(start, digits);
+  double mib = 0;
+  bool ok = digits > 0 && notes.substr(i, 3) == " MB";
+  if (ok) {
+    try {
+      std::size_t used = 0;
+      mib = std::stod(std::string(number), &used);
+      ok = used == number.size() && std::isfinite(mib) && mib > 0;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok) throw ConfigError(fmt::format("{}: notes: 'max_reserved' is not followed by a number of MB", where));
+  return mib / 1024.0;
+}
+
 namespace {
 // The estimate of one stage into the case.
 void take_stage(ValidationCase& c, const StageEstimate& stage) {
   c.stage = stage.pp_rank;
+  c.estimated_reserved_gib = to_gib(stage.reserved_bytes);
+  c.estimated_device_gib = to_gib(stage.device_bytes);
   c.estimated_peak_gib = to_gib(stage.total_bytes);
   c.estimated_static_gib = to_gib(stage.static_bytes);
   c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
 }
 }  // namespace
 
-ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
+ValidationCase validate_row(const CsvRow& row, const Registry& registry, std::size_t line) {
   ValidationCase c;
+  c.line = line;
   c.model = printable(get(row, "model"));          // printed in the report
   c.test_case = printable(get(row, "test_case"));  // printed in the report
   c.golden = printable(get(row, "golden"));        // printed in the report
   c.compute_capability = compute_capability_of(c.golden);
-  // Invalid measurements are errors of the row: reported, never counted (a NaN, zero or negative
-  // peak once counted as 0 % error).
+  // Invalid measurements refuse the row: reported, never estimated nor counted (a NaN, zero or
+  // negative peak once counted as 0 % error).
   std::string invalid;
   try {
-    c.measured_peak_gib = number(row, "max_alloc_GiB_max");
-    c.measured_static_gib = number(row, "alloc_GiB_median");
-    if (!std::isfinite(c.measured_peak_gib) || !(c.measured_peak_gib > 0))
-      throw ConfigError(
-          fmt::format("max_alloc_GiB_max '{}' is not a positive number of GiB", get(row, "max_alloc_GiB_max")));
-    if (!std::isfinite(c.measured_static_gib) || c.measured_static_gib < 0)
-      throw ConfigError(fmt::format("alloc_GiB_median '{}' is not a number of GiB", get(row, "alloc_GiB_median")));
+    c.measured_peak_gib = measured_gib(row, "max_alloc_GiB_max", true);
+    c.measured_static_gib = measured_gib(row, "alloc_GiB_median", false);
     c.world_size = world_size_of(get(row, "nodes_gpus"), c.golden);
   } catch (const ConfigError& e) {
-    invalid = printable(e.what());
+    invalid = printable(line_prefix(line) + e.what());
   }
   if (std::string why = skip_reason(row); !why.empty()) {
     c.status = "skipped";
@@ -313,7 +363,7 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   }
   if (!invalid.empty()) {
     c.measured_peak_gib = c.measured_static_gib = 0;
-    c.status = "error";
+    c.status = "refused";
     c.reason = invalid;
     return c;
   }
@@ -357,9 +407,25 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry) {
   return c;
 }
 
-ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args) {
+namespace {
+// "pp_rank=N" in a real-runs row's rank_note: the figure is that stage's (N a small integer).
+std::optional<std::int64_t> stated_pp_rank(std::string_view note) {
+  constexpr std::string_view key = "pp_rank=";
+  const auto at = note.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::int64_t v = 0;
+  std::size_t i = at + key.size(), digits = 0;
+  for (; i < note.size() && note[i] >= '0' && note[i] <= '9' && digits < 6; ++i, ++digits) v = v * 10 + (note[i] - '0');
+  if (digits == 0 || (i < note.size() && note[i] >= '0' && note[i] <= '9'))
+    throw ConfigError(fmt::format("rank_note '{}': pp_rank= needs a stage number", note));
+  return v;
+}
+}  // namespace
+
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args, std::size_t line) {
   ValidationCase c;
   c.format = CsvFormat::kRealRuns;
+  c.line = line;
   c.id = printable(get(row, "id"));  // printed in the report
   c.test_case = c.id;
   c.model = printable(get(row, "model"));    // printed in the report
@@ -372,18 +438,31 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
   if (c.metric != "max_allocated" && c.metric != "other")
     throw ConfigError(fmt::format("{}: metric '{}' is neither max_allocated nor other", where, c.metric));
   try {
-    c.measured_peak_gib = number(row, "measured_gib");
+    c.measured_peak_gib = measured_gib(row, "measured_gib", true);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+    c.status = "refused";
+    c.reason = printable(line_prefix(line) + e.what());
+    return c;
   }
-  if (!(c.measured_peak_gib > 0) || !std::isfinite(c.measured_peak_gib))
-    throw ConfigError(fmt::format("{}: measured_gib must be a positive number of GiB", where));
+  try {
+    c.measured_reserved_gib = measured_reserved_from_notes(get(row, "notes"), where);
+  } catch (const ConfigError& e) {
+    c.status = "refused";
+    c.reason = printable(line_prefix(line) + e.what());
+    return c;
+  }
   try {
     const auto args = split_shell_words(c.mme_args, where + ": mme_args");
     if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
     if (!estimate_args) throw ConfigError(fmt::format("{}: no estimator for mme_args was given", where));
     const ArgsEstimate r = estimate_args(args);
-    take_stage(c, r.estimate.peak());  // the rank is not stated: compare with the peak stage
+    // A rank_note "pp_rank=N" names the pipeline stage the figure was measured on; otherwise the
+    // rank is not stated: compare with the peak stage.
+    const std::optional<std::int64_t> pp_rank = stated_pp_rank(c.rank_note);
+    if (pp_rank && *pp_rank >= static_cast<std::int64_t>(r.estimate.stages.size()))
+      throw ConfigError(fmt::format("{}: rank_note names pp_rank={}, but the layout has {} pipeline stages", where,
+                                    *pp_rank, r.estimate.stages.size()));
+    take_stage(c, pp_rank ? r.estimate.stages[static_cast<std::size_t>(*pp_rank)] : r.estimate.peak());
     c.world_size = r.estimate.setup.parallel.world_size;
     c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(r.model, r.estimate.setup));
     c.seed_tool_gib = to_gib(seed_tool_peak(r.model, r.estimate.setup));
@@ -403,10 +482,12 @@ std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, con
   const CsvTable table = read_csv_table(csv);
   const bool real = table.format == CsvFormat::kRealRuns;
   std::vector<ValidationCase> out;
-  for (const auto& row : table.rows) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const CsvRow& row = table.rows[i];
     if (golden_re && !golden_re->search(get(row, "golden"))) continue;
     if (case_re && !case_re->search(get(row, real ? "id" : "test_case"))) continue;
-    out.push_back(real ? validate_real_run_row(row, options.estimate_args) : validate_row(row, registry));
+    out.push_back(real ? validate_real_run_row(row, options.estimate_args, table.lines[i])
+                       : validate_row(row, registry, table.lines[i]));
   }
   return out;
 }
@@ -454,6 +535,7 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   ValidationSummary s;
   s.total = cases.size();
   std::vector<double> peak, stat, large, baseline, seed;
+  std::vector<double> reserved, gap_measured, gap_estimated, gap_error;
   struct Bucket {
     const char* label;
     double min, max;
@@ -463,6 +545,10 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   for (const auto& c : cases) {
     if (c.status == "skipped") {
       ++s.skipped;
+      continue;
+    }
+    if (c.status == "refused") {
+      ++s.refused;
       continue;
     }
     if (c.status != "ok") {
@@ -476,10 +562,37 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     const std::size_t bucket = c.measured_peak_gib < 5.0 ? 0 : c.measured_peak_gib <= 40.0 ? 1 : 2;
     buckets[bucket].errs.push_back(c.peak_error());
     ++s.bound.count;
-    if (c.within_bound()) ++s.bound.covered;
+    if (c.within_bound()) {
+      ++s.bound.covered;
+    } else {
+      ++s.bound.exceeded;
+      s.bound.max_excess =
+          std::max(s.bound.max_excess, (c.measured_peak_gib - c.estimated_upper_gib) / c.measured_peak_gib);
+    }
     baseline.push_back(c.baseline_error());
     seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
+    if (c.reserved_compared()) {
+      reserved.push_back(c.reserved_error());
+      if (c.estimated_reserved_gib < c.measured_reserved_gib) ++s.reserved.under;
+      gap_measured.push_back(c.measured_reserved_gib - c.measured_peak_gib);
+      gap_estimated.push_back(c.estimated_reserved_gib - c.estimated_peak_gib);
+      gap_error.push_back(c.reserved_gap_error_gib());
+    }
+  }
+  s.reserved.count = reserved.size();
+  s.reserved.error = stats(reserved);
+  if (!reserved.empty()) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return quantile(v, 0.5);
+    };
+    s.reserved.signed_median = median(reserved);
+    s.reserved.gap_measured_median_gib = median(gap_measured);
+    s.reserved.gap_estimated_median_gib = median(gap_estimated);
+    const ErrorStats g = stats(gap_error);
+    s.reserved.gap_error_median_gib = g.median;
+    s.reserved.gap_error_max_gib = g.max;
   }
   s.peak = stats(peak);
   s.static_mem = stats(stat);

@@ -7,6 +7,7 @@
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/number_text.hpp>
 
 namespace mme::plugins {
 
@@ -19,20 +20,14 @@ std::int64_t size_flag(const MegatronArgs& a, const std::string& source, const c
                        std::int64_t min = 1, std::int64_t max = ConfigReader::kMaxDimension) {
   const auto v = a.value(flag);
   if (!v) return fallback;
-  try {
-    std::size_t pos = 0;
-    const long long n = std::stoll(*v, &pos);
-    if (pos != v->size()) throw std::invalid_argument("junk");
-    if (max == ConfigReader::kMaxLayers && n > max)
-      throw ConfigError(fmt::format("{}: --{}: {}", source, flag, too_many_layers(*v)));
-    if (n < min || n > max)
-      throw ConfigError(fmt::format("{}: --{}: {} is out of range [{}, {}]", source, flag, *v, min, max));
-    return n;
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const std::exception&) {
-    throw ConfigError(fmt::format("{}: --{}: expected an integer, got '{}'", source, flag, *v));
-  }
+  bool too_large = false;
+  const auto n = parse_integer(*v, &too_large);
+  if (!n && !too_large) throw ConfigError(fmt::format("{}: --{}: expected an integer, got '{}'", source, flag, *v));
+  if (max == ConfigReader::kMaxLayers && (too_large ? v->front() != '-' : *n > max))
+    throw ConfigError(fmt::format("{}: --{}: {}", source, flag, too_many_layers(*v)));
+  if (too_large || *n < min || *n > max)
+    throw ConfigError(fmt::format("{}: --{}: {} is out of range [{}, {}]", source, flag, *v, min, max));
+  return *n;
 }
 
 std::int64_t size_flag(const MegatronArgs& a, const std::string& source, MF flag, std::int64_t fallback,
@@ -40,18 +35,15 @@ std::int64_t size_flag(const MegatronArgs& a, const std::string& source, MF flag
   return size_flag(a, source, flag_name(flag), fallback, min, max);
 }
 
+// A rate in [0, 1): NaN is none (it once passed `d < 0 || d >= 1` and was estimated as no dropout).
 double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double fallback) {
   const char* flag = flag_name(f);
   const auto v = a.value(flag);
   if (!v) return fallback;
-  try {
-    std::size_t pos = 0;
-    const double d = std::stod(*v, &pos);
-    if (pos != v->size() || d < 0 || d >= 1) throw std::invalid_argument("range");
-    return d;
-  } catch (const std::exception&) {
+  const auto d = parse_decimal(*v);  // the same under every locale (number_text.hpp)
+  if (!d || !(*d >= 0 && *d < 1))
     throw ConfigError(fmt::format("{}: --{}: expected a rate in [0, 1), got '{}'", source, flag, *v));
-  }
+  return *d;
 }
 
 }  // namespace

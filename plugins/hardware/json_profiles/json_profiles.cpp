@@ -12,12 +12,13 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
+#include <mme/sdk/text.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace fs = std::filesystem;
@@ -31,9 +32,12 @@ namespace {
 constexpr double kMaxMemoryGib = 1024.0 * 1024.0;
 
 const std::vector<std::string>& known_keys() {
-  static const std::vector<std::string> keys = {
-      "name",       "memory_gib",          "aliases", "reserved_gib", "hbm_bandwidth_gbps", "bf16_tflops",
-      "fp8_tflops", "link_bandwidth_gbps", "vendor",  "architecture", "compute_capability", "source"};
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {"name", "memory_gib", "aliases", "reserved_gib"};
+    for (const auto& f : kThroughputFigures) k.emplace_back(f.key);  // hardware_profile.hpp
+    k.insert(k.end(), {"vendor", "architecture", "compute_capability", "source"});
+    return k;
+  }();
   return keys;
 }
 
@@ -47,12 +51,6 @@ int compute_capability_of(const std::string& architecture) {
   for (const auto& [name, cc] : kKnown)
     if (architecture == name) return cc;
   return 0;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
 }
 
 std::string type_name(const json& v) {
@@ -73,7 +71,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const std::string& key = item.key();
     if (!key.empty() && (key.front() == '_' || key.front() == '$')) continue;  // comments, $schema
     if (std::find(known_keys().begin(), known_keys().end(), key) == known_keys().end())
-      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key, join(known_keys())));
+      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key,
+                       fmt::join(known_keys(), ", ")));
   }
 
   HardwareProfile h;
@@ -81,7 +80,7 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
   if (!p["name"].is_string()) fail(fmt::format("'name' must be a string, got {}", type_name(p["name"])));
   h.name = p["name"].get<std::string>();
   // Names are printed in reports and fit lines: no escape sequences to the user's terminal.
-  if (printable(h.name) != h.name) fail("'name' must not contain control characters");
+  if (printable(h.name) != h.name) fail("'name' must not contain control characters (C0, C1 or bidi controls)");
   if (normalize_hardware_name(h.name).empty())
     fail(fmt::format("'name' must contain a letter or a digit, got '{}'", h.name));
   const std::string label = fmt::format("'{}': ", h.name);
@@ -120,13 +119,15 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     fail(fmt::format("{}'reserved_gib' ({}{} GiB) must be less than 'memory_gib' ({} GiB)", label,
                      reserved_given ? "" : "default ", reserved_gib, memory_gib));
 
-  // Throughput bounds: 10^6 GB/s and 10^6 TFLOP/s are a thousand times any device; an absurd
-  // figure (1e308) would make every plan's score 0.
-  constexpr double kMaxThroughput = 1e6;
-  h.hbm_bandwidth_gbps = number("hbm_bandwidth_gbps", 0, false, kMaxThroughput);
-  h.bf16_tflops = number("bf16_tflops", 0, false, kMaxThroughput);
-  h.fp8_tflops = number("fp8_tflops", 0, false, kMaxThroughput);
-  h.link_bandwidth_gbps = number("link_bandwidth_gbps", 0, false, kMaxThroughput);
+  // Throughput figures within the bounds every profile shares (hardware_profile.hpp: an absurd
+  // 1e308 made every plan's score 0, a 0 or a denormal one every step time infinite). Left out: 0,
+  // unknown.
+  for (const auto& f : kThroughputFigures) {
+    if (!p.contains(f.key)) continue;
+    const double d = number(f.key, 0, false, kMaxThroughput);
+    if (const std::string why = throughput_problem(f, d, true); !why.empty()) fail(label + why);
+    h.*f.member = d;
+  }
   h.vendor = printable(string_or("vendor", ""));
   h.architecture = printable(string_or("architecture", ""));
   // compute_capability as nvidia-smi prints it (9.0, 8.9, 10.0); 0 for a device that is not CUDA.
@@ -148,7 +149,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (!a[i].is_string()) fail(fmt::format("{}'aliases'[{}] must be a string, got {}", label, i, type_name(a[i])));
       std::string alias = a[i].get<std::string>();
-      if (printable(alias) != alias) fail(fmt::format("{}'aliases'[{}] must not contain control characters", label, i));
+      if (printable(alias) != alias)
+        fail(fmt::format("{}'aliases'[{}] must not contain control characters (C0, C1 or bidi controls)", label, i));
       if (normalize_hardware_name(alias).empty())
         fail(fmt::format("{}'aliases'[{}] must contain a letter or a digit, got '{}'", label, i, alias));
       h.aliases.push_back(std::move(alias));
@@ -170,14 +172,7 @@ std::vector<std::pair<std::string, std::string>> names_of(const HardwareProfile&
   return out;
 }
 
-std::vector<std::string> split_list(std::string_view list) {
-  std::vector<std::string> out;
-  std::stringstream ss{std::string(list)};
-  std::string item;
-  while (std::getline(ss, item, ':'))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+std::vector<std::string> split_list(std::string_view list) { return split(list, ':', EmptyItems::kSkip); }
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);

@@ -5,21 +5,21 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MoeModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
   const auto& f = layer.mlp;
-  require_layer_field(model, index, "num_experts", f.num_experts, ConfigReader::kMaxCount);
-  require_layer_field(model, index, "moe_router_topk", f.top_k, ConfigReader::kMaxCount);
+  require_layer_field(model, index, "num_experts", f.num_experts, limits::kMaxCount);
+  require_layer_field(model, index, "moe_router_topk", f.top_k, limits::kMaxCount);
   if (f.top_k > f.num_experts)
     throw ConfigError(fmt::format("{}: layer {}: moe_router_topk = {} exceeds num_experts = {}", model.name, index,
                                   f.top_k, f.num_experts));
-  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, ConfigReader::kMaxDimension);
-  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > ConfigReader::kMaxDimension)
+  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, limits::kMaxDimension);
+  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > limits::kMaxDimension)
     throw ConfigError(fmt::format("{}: layer {}: shared expert size out of range", model.name, index));
 }
 
@@ -95,9 +95,14 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const CheckedInt local = (E / ctx.ep) * per_expert / ctx.etp;
   out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, (E * per_expert).value(),
                   local.value(), (per_expert * f.top_k).value()});
+  // TEGroupedLinear's per-expert weights: fc1 [g F / ETP, h], fc2 [h, F / ETP].
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, g * F / ctx.etp, h);
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, h, F / ctx.etp);
   if (S > 0) {
     // Shared experts: an ordinary TP-sharded MLP of width S (shared_experts.py).
     add_param(out, "shared_experts", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, h * g * S + S * h, t);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, g * S / t, h);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, h, S / t);
     if (m.add_bias_linear) {
       add_param(out, "shared_experts_fc1_bias", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, g * S, t);
       add_param(out, "shared_experts_fc2_bias", ParamGroup::kSharedExperts, ShardClass::kReplicated, h, 1);

@@ -87,17 +87,21 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& args, TrainingSetup b
 std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_layers);
 
 struct ModelSpec;
+class Registry;
 // The model as the Megatron-LM flags that describe it to the megatron_args adapter (the
 // architecture, the vocabulary as NullTokenizer's --vocab-size, dropout, MoE, MLA, MTP):
-// setup_to_megatron_args gives the rest of a launch line. Throws UsageError for what no flag
-// expresses (layers with different attention or MLP widths, post-norms, other block kinds).
-std::vector<std::string> model_to_megatron_args(const ModelSpec& model);
+// setup_to_megatron_args gives the rest of a launch line. Each block's flags follow the
+// Megatron-LM module class its layer-memory model in `registry` names (megatron_block()).
+// Throws UsageError for what no flag expresses (layers with different attention or MLP widths,
+// post-norms, blocks of no Megatron-LM module class).
+std::vector<std::string> model_to_megatron_args(const ModelSpec& model, const Registry& registry);
 // A whole launch line: the environment as `export` words, the launcher with the GPU count
 // (torchrun --nproc_per_node P --nnodes N pretrain_gpt.py), the model's flags, then the setup's at
 // their resolved values (setup_to_megatron_args(setup, true)). Only flags Megatron-LM's parser
 // has; a setup no flag expresses (a knob without a Megatron-LM flag away from its default,
 // LoRA) is a UsageError naming it.
-std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup);
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
+                                              const Registry& registry);
 // A launch line as a script read_launch_script reads back: `export NAME=VALUE` lines first, the
 // launcher up to the entry script on one line, then one flag with its values per line, joined by
 // backslash-newline; values single-quoted where a shell would split or expand them.

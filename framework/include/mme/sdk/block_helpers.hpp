@@ -103,6 +103,14 @@ inline void add_param(BlockParams& out, std::string_view name, ParamGroup group,
       {name, group, shard, total.value(), (total / divisor).value(), active < 0 ? total.value() : active.value()});
 }
 
+// A Transformer Engine linear of the block whose weight one rank holds as [rows, cols]
+// (BlockParams::gemm_weights): listed once per distinct shape.
+inline void add_gemm_weight(BlockParams& out, ParamGroup group, CheckedInt rows, CheckedInt cols) {
+  for (const auto& w : out.gemm_weights)
+    if (w.rows == rows.value() && w.cols == cols.value() && w.group == group) return;
+  out.gemm_weights.push({group, rows.value(), cols.value()});
+}
+
 inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes) {
   if (bytes != 0) out.saved.push({name, bytes.value()});
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace mme {
 
@@ -19,12 +20,24 @@ enum class ExitCode : int {
   kNotFound = 6,   // model or file not found, download failed
 };
 
+// The longest error message: a message quotes input (a model id, a path, a value) and input may
+// be megabytes (a 10 MB model id was once echoed whole).
+inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
+
+// `message` fit for an error: each NUL byte written as the two characters "\0" (what() is a C
+// string, so a NUL from input, which the C API and Python can pass, once cut the message short),
+// and a message longer than kMaxErrorMessageBytes cut in the middle, its beginning and its end
+// kept (where the problem is named) around "[... N bytes left out ...]", UTF-8 sequences whole.
+std::string bounded_message(std::string_view message);
+
 // Every error class has its key function (the destructor) defined in libmme, so its vtable and
 // type_info live in the SDK, not in the plugin that throws it: an error thrown by a plugin stays
 // valid after the plugin's library is unloaded, and is caught by type across modules.
+// The message is kept as bounded_message() makes it: readable through what() whole (no NUL byte
+// ends it early) and at most kMaxErrorMessageBytes long, however much input it quotes.
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(ExitCode code, const std::string& message) : std::runtime_error(bounded_message(message)), code_(code) {}
   Error(const Error&) = default;
   Error& operator=(const Error&) = default;
   ~Error() override;

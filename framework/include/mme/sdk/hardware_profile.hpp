@@ -28,6 +28,32 @@ struct HardwareProfile {
   int compute_capability = 0;
 };
 
+// The throughput figures of a profile, each once: what a hardware file's key is, its unit, and
+// whether an explicit 0 means something ("not supported"). A figure that is not given is 0
+// (unknown). A given figure lies in [kMinThroughput, kMaxThroughput], as memory has its own
+// bounds: 0 or a denormal figure (bf16_tflops: 0, hbm_bandwidth_gbps: 1e-300) once made every
+// step time infinite and the planner's ranking degenerate, 1e308 made every score 0. A new
+// figure is one more row here: the json_profiles plugin reads every row, the registry checks
+// every row of every profile a plugin adds.
+inline constexpr double kMinThroughput = 1.0;  // GB/s or TFLOP/s: a thousandth of any data-centre GPU
+inline constexpr double kMaxThroughput = 1e6;  // a thousand times any device
+struct ThroughputFigure {
+  const char* key;   // the hardware file's key (and the name in messages)
+  const char* unit;  // "GB/s" or "TFLOP/s"
+  double HardwareProfile::*member;
+  bool zero_allowed;  // an explicit 0 is meaningful (fp8_tflops: not supported)
+};
+inline constexpr ThroughputFigure kThroughputFigures[] = {
+    {"hbm_bandwidth_gbps", "GB/s", &HardwareProfile::hbm_bandwidth_gbps, false},
+    {"bf16_tflops", "TFLOP/s", &HardwareProfile::bf16_tflops, false},
+    {"fp8_tflops", "TFLOP/s", &HardwareProfile::fp8_tflops, true},
+    {"link_bandwidth_gbps", "GB/s", &HardwareProfile::link_bandwidth_gbps, false},
+};
+// Why `value`, given for `figure`, is no figure a profile may hold ("'bf16_tflops' 0 is less
+// than 1 TFLOP/s, ..."); empty when it is one. `given`: written out (a hardware file's key),
+// where 0 is refused unless the figure allows it; otherwise 0 is "not given".
+std::string throughput_problem(const ThroughputFigure& figure, double value, bool given);
+
 // The compute capability an estimate assumes when no GPU is named: Hopper's.
 inline constexpr int kDefaultComputeCapability = 90;
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mme {
 
@@ -32,7 +33,21 @@ std::ifstream open_text_file(const std::filesystem::path& path, std::uintmax_t m
 // `text` with every control character replaced, so a string from input (a hub repository's
 // model_type, a GPU name from a hardware file) cannot write escape sequences to a terminal:
 // C0 controls and DEL become '?' (tab, newline and carriage return a space), C1 controls
-// (U+0080 to U+009F, as UTF-8 or as single bytes) '?'. Other bytes, UTF-8 included, are kept.
+// (U+0080 to U+009F, as UTF-8 or as single bytes) and the Unicode bidi controls (U+202A to
+// U+202E, U+2066 to U+2069: they reorder what follows on the line) '?'. Other bytes, UTF-8
+// included, are kept.
 std::string printable(std::string_view text);
+
+// `text` cut to its first `max_bytes` bytes (no UTF-8 sequence split) and "..." when longer: for
+// quoting input of any length in a message.
+std::string excerpt(std::string_view text, std::size_t max_bytes = 60);
+
+// `word` as one word of a POSIX shell command line that the user may paste: unchanged when it
+// holds only characters no shell treats specially (letters, digits and _ . / : = , + -, not
+// starting with '='), otherwise in single quotes, a ' inside written '\''. An empty word is ''.
+// A GPU name from a hardware file such as `Acme $(touch x)` stays one inert word.
+std::string shell_quote(std::string_view word);
+// The words quoted one by one (shell_quote), joined by single spaces: a printed command line.
+std::string shell_command(const std::vector<std::string>& words);
 
 }  // namespace mme

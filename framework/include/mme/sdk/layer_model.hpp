@@ -24,6 +24,17 @@ enum class BlockRole {
 };
 const char* to_string(BlockRole r);
 
+// The Megatron-LM module class a decoder block models: what selects the launch flags that
+// describe it when a model is written back as flags (`mme estimate --print-megatron-args`). The
+// host asks the block (LayerMemoryModel::megatron_block()) instead of naming block kinds.
+enum class MegatronBlock : std::uint8_t {
+  kNone,              // no Megatron-LM module class: a model with this block has no launch flags
+  kSelfAttention,     // megatron/core/transformer/attention.py SelfAttention (MHA, GQA, MQA)
+  kMlaSelfAttention,  // megatron/core/transformer/multi_latent_attention.py MLASelfAttention
+  kMlp,               // megatron/core/transformer/mlp.py MLP
+  kMoeLayer,          // megatron/core/transformer/moe/moe_layer.py MoELayer
+};
+
 // How the distributed optimizer and the parallel layout treat a parameter.
 enum class ShardClass : std::uint8_t {
   kTensorParallel,  // split over TP (column/row-parallel linears, vocab rows)
@@ -73,8 +84,21 @@ struct ActTerm {
   std::uint32_t graph_scope = 0;
 };
 
+// A trainable linear's weight as one rank holds it, [rows, cols] (a GroupedLinear's: one
+// expert's). With gradient accumulation fusion the weight gradient goes straight into main_grad
+// and the linear hands autograd a placeholder of the weight's shape instead: Transformer
+// Engine's linears take it from a cache keyed by shape and dtype (module/base.py
+// get_dummy_wgrad), so equal shapes share one tensor, kept from the first backward on.
+struct GemmWeight {
+  ParamGroup group = ParamGroup::kAttention;
+  std::int64_t rows = 0, cols = 0;
+};
+
 struct BlockParams {
   TermList<ParamTerm, 16> terms;
+  // The block's Transformer Engine linears, one entry per distinct per-rank weight shape
+  // (add_gemm_weight); Megatron's own linears (the output layer) are not listed.
+  TermList<GemmWeight, 8> gemm_weights;
 };
 
 struct BlockActivations {
@@ -156,12 +180,16 @@ class LayerMemoryModel {
   // (require_layer_field). The host runs it for every layer when a model is loaded and when an
   // Estimator is built; validate_model_spec checks only what every block kind shares.
   virtual void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const = 0;
-  // Throws LayoutError when the layout cannot split this block (e.g. heads % TP != 0).
+  // Throws LayoutError when the layout cannot split this block (e.g. heads % TP != 0) or the
+  // setup asks for what the block does not model (LoRA adapters on linears it does not have).
   virtual void validate(const BlockContext& ctx) const = 0;
   virtual void parameters(const BlockContext& ctx, BlockParams& out) const = 0;
   virtual void activations(const BlockContext& ctx, BlockActivations& out) const = 0;
   // The block's costs for one micro-batch under the layout (see BlockCosts).
   virtual void costs(const BlockContext& ctx, BlockCosts& out) const = 0;
+  // The Megatron-LM module class this block models (plugin API 6); kNone, the default, for a
+  // block no Megatron-LM flag selects: exporting a model that uses it as flags is refused.
+  virtual MegatronBlock megatron_block() const { return MegatronBlock::kNone; }
 };
 
 // Sum helpers.

@@ -8,12 +8,12 @@
 // And a user's own training log: Megatron-LM's memory report lines, per rank.
 #pragma once
 
-#include <bitset>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +24,10 @@
 #include "mme/engine/estimator.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/sdk/model_spec.hpp"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
 
 namespace mme {
 
@@ -36,8 +40,11 @@ struct ValidationCase {
   // Real-runs rows: the row id, its source, the metric ("max_allocated" or "other"), the rank
   // note and the mme_args as written.
   std::string id, source, metric, rank_note, mme_args;
-  std::string status;                                     // "ok", "skipped" or "error" (the estimate itself failed)
-  std::string reason;                                     // why skipped / the error
+  // "ok", "skipped", "refused" (a measurement that is no number of GiB, or a launch size that
+  // is none: never estimated nor counted) or "error" (the estimate itself failed).
+  std::string status;
+  std::string reason;                                     // why skipped, refused / the error
+  std::size_t line = 0;                                   // of the row in its CSV file (0: not from a file)
   double measured_peak_gib = 0, measured_static_gib = 0;  // static: 0 = not measured
   double estimated_peak_gib = 0, estimated_static_gib = 0;
   // The engine's bound for the compared stage (StageEstimate::upper_bytes); an engine that
@@ -48,6 +55,17 @@ struct ValidationCase {
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
   int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
+  // PyTorch's reserved memory: measured (torch.cuda.max_memory_reserved; 0 = not measured: a
+  // real-runs row's notes carry it as "max_reserved N MB", MB = 2^20 bytes) and the compared
+  // stage's StageEstimate::reserved_bytes (0 when the estimate has no device total).
+  double measured_reserved_gib = 0, estimated_reserved_gib = 0;
+  double estimated_device_gib = 0;  // the compared stage's device total
+
+  bool reserved_compared() const { return measured_reserved_gib > 0 && estimated_reserved_gib > 0; }
+  double reserved_error() const;  // (estimated - measured) / measured reserved, signed
+  // The allocator's share on its own: (estimated reserved - estimated peak) minus (measured
+  // reserved - measured peak), in GiB, so the allocated estimate's own error does not count.
+  double reserved_gap_error_gib() const;
 
   double peak_error() const;  // (estimated - measured) / measured, signed
   double static_error() const;
@@ -84,17 +102,39 @@ struct SignedStats {
 struct BoundStats {
   std::size_t count = 0, covered = 0;
   double share = 0;  // covered / count
+  // The rows whose measured peak exceeds the bound (count - covered), and by how much at most,
+  // (measured - bound) / measured (0 when none does).
+  std::size_t exceeded = 0;
+  double max_excess = 0;
+};
+
+// The reserved memory on the rows that measured it (ValidationCase::reserved_compared).
+struct ReservedStats {
+  std::size_t count = 0;
+  ErrorStats error;          // |estimated - measured| / measured reserved
+  double signed_median = 0;  // (estimated - measured) / measured
+  std::size_t under = 0;     // rows whose estimate is below the measured reserved
+  // reserved - peak (what the caching allocator keeps beyond the blocks handed out), in GiB:
+  // medians of the measured and estimated figures and of |estimated - measured|.
+  double gap_measured_median_gib = 0, gap_estimated_median_gib = 0, gap_error_median_gib = 0;
+  double gap_error_max_gib = 0;
 };
 
 struct ValidationSummary {
-  std::size_t total = 0, evaluated = 0, skipped = 0, errors = 0;
+  std::size_t total = 0, evaluated = 0, skipped = 0, refused = 0, errors = 0;
   ErrorStats peak, static_mem, peak_large;  // peak_large: cases with measured peak >= 5 GiB
   ErrorStats megatron_theoretical;          // Megatron-LM's own formula on the same cases
   ErrorStats seed_tool;                     // the seed tool's formulas on the same cases
   std::vector<SizeBucket> by_size;          // < 5 GiB, 5-40 GiB, > 40 GiB
   SignedStats signed_peak;
   BoundStats bound;
+  ReservedStats reserved;
 };
+
+// A real-runs row's measured reserved memory from its notes: "max_reserved N MB" (N a number of
+// MiB, as Megatron-LM's report_memory prints it), in GiB; 0 when the notes name none. ConfigError
+// when "max_reserved" is not followed by a number and " MB".
+double measured_reserved_from_notes(std::string_view notes, const std::string& where);
 
 // What a real-runs row's mme_args estimate to: the model and the estimate, exactly as
 // `mme estimate ARGS` would (the CLI supplies the option parsing).
@@ -104,28 +144,19 @@ struct ArgsEstimate {
 };
 using ArgsEstimator = std::function<ArgsEstimate(const std::vector<std::string>& args)>;
 
-// The row filter of `validate --golden/--case`: a regular expression in the ECMAScript syntax,
-// searched for in a field (unanchored unless ^ / $ say otherwise), matched in linear time.
-// Supported: literals, '.', [...] classes with ranges and negation, \d \w \s (and \D \W \S),
-// \t \n \xHH, escaped punctuation, ( ) and (?: ), '|', '*', '+', '?', {n}, {n,}, {n,m} (counts at
-// most 1000), a lazy '?' after a quantifier, and the anchors ^ $. Refused with a UsageError:
-// back-references, lookaround, \b, patterns over 256 characters or of more than 20 000 states.
+// The row filter of `validate --golden/--case`: a regular expression in RE2's syntax (which for
+// such filters is ECMAScript's: literals, '.', [...] classes, \d \w \s, \xHH, ( ) and (?: ), '|',
+// repeats with counts up to 1000, lazy '?', the anchors ^ $ and \b), searched for in a field's
+// bytes (unanchored unless ^ / $ say otherwise) in time linear in the field, whatever the pattern
+// (RE2 runs automata, never a backtracking search). Refused with a UsageError: back-references,
+// lookaround, patterns over 256 characters or whose automaton needs more than 1 MiB.
 class RowFilter {
  public:
   RowFilter(std::string_view flag, std::string_view pattern);
   bool search(std::string_view text) const;
 
  private:
-  enum class Op : unsigned char { kByte, kAny, kClass, kSplit, kJmp, kBol, kEol, kMatch };
-  struct Inst {
-    Op op;
-    unsigned char c;
-    int x, y;  // kJmp: x; kSplit: x (preferred), y
-    int cls;   // kClass: the index in classes_
-  };
-  struct Parser;
-  std::vector<Inst> program_;
-  std::vector<std::bitset<256>> classes_;
+  std::shared_ptr<const re2::RE2> re_;
 };
 
 struct ValidationOptions {
@@ -140,7 +171,12 @@ struct CsvTable {
   CsvFormat format = CsvFormat::kFunctionalTest;
   std::vector<std::string> header;
   std::vector<CsvRow> rows;
+  std::vector<std::size_t> lines;  // the 1-based line of each row in the file
 };
+// The smallest measured peak (or static memory) a row may give: 1 MiB. A smaller positive
+// figure is no training run (the project's smallest peak is 0.4 GiB), and a denormal one once
+// made every relative error infinite (the summary's max and p90 became null).
+inline constexpr double kMinMeasuredGib = 1.0 / 1024;
 // Decides the format from the header; ConfigError naming the columns each format needs.
 CsvFormat detect_csv_format(const std::vector<std::string>& header, const std::string& where);
 // A CSV of cases is a regular file of at most kMaxCsvBytes; a training log at most kMaxLogBytes
@@ -157,10 +193,15 @@ std::vector<CsvRow> read_csv(const std::filesystem::path& path);  // the rows of
 // ConfigError on an unterminated quote.
 std::vector<std::string> split_shell_words(std::string_view text, const std::string& where);
 
-// Evaluates one functional-test row. Rows outside what mme models come back "skipped" with the reason.
-ValidationCase validate_row(const CsvRow& row, const Registry& registry);
-// Evaluates one real-runs row with `estimate_args`; a failing estimate is status "error".
-ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args);
+// Evaluates one functional-test row. Rows outside what mme models come back "skipped" with the
+// reason; a row whose measurements are not numbers of GiB (a cell that is not wholly a decimal
+// number, such as "56,335" or "56.335abc"; NaN, infinite, negative, zero or under
+// kMinMeasuredGib) or whose nodes_gpus is no launch size comes back "refused", the reason
+// starting with "line N: " when `line` is given.
+ValidationCase validate_row(const CsvRow& row, const Registry& registry, std::size_t line = 0);
+// Evaluates one real-runs row with `estimate_args`; a failing estimate is status "error", an
+// invalid measured_gib "refused" (as above).
+ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args, std::size_t line = 0);
 
 // Runs every row of a file of either format.
 std::vector<ValidationCase> run_validation(const std::filesystem::path& csv, const Registry& registry,

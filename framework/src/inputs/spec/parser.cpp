@@ -3,7 +3,6 @@
 // read).
 #include <cctype>
 #include <charconv>
-#include <cstdlib>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -12,6 +11,7 @@
 
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/number_text.hpp"
 
 #include "spec_internal.hpp"
 
@@ -78,12 +78,12 @@ Node typed_plain_scalar(const std::string& s) {
     const auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), n.i);
     if (ec == std::errc() && ptr == s.data() + s.size()) return n;
     n.kind = Node::Kind::kFloat;  // out of 64-bit range: reported as a number that is too large
-    n.f = std::strtod(s.c_str(), nullptr);
+    n.f = parse_decimal(s).value_or(0.0);
     return n;
   }
   if (is_float()) {
     Node n = make_scalar(Node::Kind::kFloat, s);
-    n.f = std::strtod(s.c_str(), nullptr);
+    n.f = parse_decimal(s).value_or(0.0);  // the same under every locale (number_text.hpp)
     return n;
   }
   return make_scalar(Node::Kind::kString, s);

@@ -188,10 +188,12 @@ class SpecParser {
     if (value("training.recompute_method") && granularity != RecomputeGranularity::kFull)
       fail_field("training.recompute_method",
                  fmt::format("only used with recompute_granularity: full (it is {})", granularity_text(granularity)));
-    if (const J* n = value("training.recompute_num_layers");
-        n && granularity == RecomputeGranularity::kFull && n->get<std::int64_t>() == 0)
+    if (const J* n = value("training.recompute_num_layers"); n && granularity == RecomputeGranularity::kFull &&
+                                                             n->get<std::int64_t>() == 0 &&
+                                                             s.recompute.method != RecomputeMethod::kBlock)
       fail_field("training.recompute_num_layers",
-                 "must be at least 1 with recompute_granularity: full (Megatron-LM refuses 0)");
+                 "0 with recompute_granularity: full needs recompute_method: block (no layer recomputed); "
+                 "Megatron-LM's uniform recompute never advances with 0");
     if (!value("training.recompute_num_layers") || granularity != RecomputeGranularity::kFull)
       out_.setup.recompute.num_layers = 1;
     if (value("training.recompute_modules") && granularity != RecomputeGranularity::kSelective)

@@ -86,10 +86,21 @@ TEST(JsonProfiles, OnlyNameAndMemoryAreRequired) {
   EXPECT_EQ(h.memory_bytes, 81559 * kMiB);  // nvidia-smi's MiB, written in GiB
   EXPECT_EQ(h.reserved_bytes, 1 * kGiB);    // the default: CUDA context + NCCL
   EXPECT_TRUE(h.aliases.empty());
-  EXPECT_EQ(h.hbm_bandwidth_gbps, 0);
+  EXPECT_EQ(h.hbm_bandwidth_gbps, 0);  // left out: unknown
   EXPECT_EQ(h.fp8_tflops, 0);
   EXPECT_EQ(h.vendor, "");
   EXPECT_EQ(h.source, (dir.path() / "gpu.json").string());  // where the figures came from
+}
+
+// An explicit fp8_tflops of 0 says "not supported"; the other figures have no such meaning.
+TEST(JsonProfiles, AnExplicitZeroFp8SaysNotSupported) {
+  const auto p = parse_hardware_profiles(json::parse(R"({"name": "A-1", "memory_gib": 16, "fp8_tflops": 0,
+                                                       "bf16_tflops": 1, "hbm_bandwidth_gbps": 1000000})"),
+                                         "lab.json");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fp8_tflops, 0);
+  EXPECT_EQ(p[0].bf16_tflops, 1);  // the bounds are inclusive
+  EXPECT_EQ(p[0].hbm_bandwidth_gbps, 1e6);
 }
 
 TEST(JsonProfiles, AnArrayHoldsSeveralProfiles) {
@@ -150,6 +161,14 @@ TEST(JsonProfiles, EveryBadFileCostsOneWarningAndIsSkipped) {
       // would reach the terminal.
       {R"({"name": "X", "memory_gib": 80, "bf16_tflops": 1e308})", "'bf16_tflops' 1e+308 is more than 1e+06"},
       {R"({"name": "X\u001b[2J", "memory_gib": 80})", "'name' must not contain control characters"},
+      // Issue 32: zero or tiny throughput made every step time infinite (the ranking degenerate);
+      // a bidi control in a name would reorder the terminal line.
+      {R"({"name": "X", "memory_gib": 80, "bf16_tflops": 0})", "'X': 'bf16_tflops' 0 is less than 1 TFLOP/s"},
+      {R"({"name": "X", "memory_gib": 80, "hbm_bandwidth_gbps": 1e-300})",
+       "'X': 'hbm_bandwidth_gbps' 1e-300 is less than 1 GB/s, below any device"},
+      {R"({"name": "X", "memory_gib": 80, "link_bandwidth_gbps": 0.5})", "'link_bandwidth_gbps' 0.5 is less than 1"},
+      {R"({"name": "X", "memory_gib": 80, "fp8_tflops": 1e-9})", "'fp8_tflops' 1e-09 is less than 1 TFLOP/s"},
+      {R"({"name": "X\u202e", "memory_gib": 80})", "'name' must not contain control characters (C0, C1 or bidi"},
       {R"({"name": "X", "memory_gib": 80, "aliases": ["x\u0007"]})", "'aliases'[0] must not contain control"},
       {R"({"name": "X", "memory_gib": 80, "link_bandwidth_gbps": null})", "'link_bandwidth_gbps' must be a number"},
       {R"({"name": "X", "memory_gib": 80, "aliases": "x"})", "'aliases' must be an array of strings, got a string"},
