@@ -81,7 +81,18 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
       "megatron-args", po::value<std::string>(),
       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")(
       "megatron-args-file", file_value(),
-      "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")(
+      "a launch script or argument file: read without running it (docs/cli.md, \"Launch scripts\"): its variables, "
+      "arrays, conditionals and launcher (torchrun, srun, ...) decide the flags of pretrain_gpt.py and the GPU count")(
+      "set", po::value<std::vector<std::string>>()->composing()->value_name("NAME=VALUE"),
+      "a variable of the environment the launch script starts with (repeatable)")(
+      "script-arg", po::value<std::vector<std::string>>()->composing()->value_name("VALUE"),
+      "the launch script's next positional argument, $1, $2, ... (repeatable)")(
+      "script-source", files_value(),
+      "a file the launch script may `source` (repeatable); without it a `source` line is an error")(
+      "extra-megatron-flag", po::value<std::vector<std::string>>()->composing()->value_name("NAME"),
+      "a flag the entry script adds to Megatron-LM's parser: accepted, with a warning (repeatable)")(
+      "assume-gpt-entry", po::bool_switch(),
+      "an entry script mme does not know builds its model as pretrain_gpt.py does")(
       "config", file_value(),
       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
@@ -124,6 +135,26 @@ std::optional<std::string> model_argument(const po::variables_map& vm) {
   return vm.count("model") ? std::optional<std::string>(vm["model"].as<std::string>()) : std::nullopt;
 }
 
+// The launch-script options (--set, --script-arg, --script-source, --extra-megatron-flag,
+// --assume-gpt-entry) as the reader takes them.
+LaunchScriptOptions launch_script_options(const po::variables_map& vm) {
+  LaunchScriptOptions o;
+  if (vm.count("set"))
+    for (const auto& v : vm["set"].as<std::vector<std::string>>()) {
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--set '{}': expected NAME=VALUE", v));
+      o.variables.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    }
+  if (vm.count("script-arg")) o.script_args = vm["script-arg"].as<std::vector<std::string>>();
+  if (vm.count("script-source"))
+    for (const auto& f : vm["script-source"].as<std::vector<std::string>>()) o.sources.emplace_back(f);
+  if (vm.count("extra-megatron-flag"))
+    for (auto f : vm["extra-megatron-flag"].as<std::vector<std::string>>())
+      o.extra_flags.push_back(f.rfind("--", 0) == 0 ? f.substr(2) : f);
+  o.assume_gpt_entry = vm.count("assume-gpt-entry") && vm["assume-gpt-entry"].as<bool>();
+  return o;
+}
+
 EstimateRequest read_model_source(const po::variables_map& vm, const std::optional<std::string>& model,
                                   const InputRules& rules) {
   EstimateRequest r;
@@ -131,28 +162,35 @@ EstimateRequest read_model_source(const po::variables_map& vm, const std::option
   auto& megatron = r.megatron;
   if (vm.count("megatron-args") && vm.count("megatron-args-file"))
     throw UsageError("give --megatron-args or --megatron-args-file, not both");
+  const LaunchScriptOptions script = launch_script_options(vm);
+  std::optional<std::string> text;
   if (vm.count("megatron-args")) {
     r.megatron_source = "--megatron-args";
-    megatron = parse_megatron_args(vm["megatron-args"].as<std::string>(), r.megatron_source);
+    text = vm["megatron-args"].as<std::string>();
   } else if (vm.count("megatron-args-file")) {
     r.megatron_source = vm["megatron-args-file"].as<std::string>();
     // Regular files only, with a size cap, like config.json: a launch script is a few KiB.
-    const std::string text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
-    megatron = parse_megatron_args(text, r.megatron_source);
+    text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
+  } else {
+    for (const char* f : {"set", "script-arg", "script-source", "extra-megatron-flag"})
+      if (vm.count(f))
+        throw UsageError(fmt::format("--{} applies to a launch script (--megatron-args-file, --megatron-args)", f));
+    if (script.assume_gpt_entry)
+      throw UsageError("--assume-gpt-entry applies to a launch script (--megatron-args-file, --megatron-args)");
   }
-  if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
-  if (megatron) {
-    // The flags that are neither settings nor the model's: known without a memory effect
-    // (silent), with one mme does not model (the assumptions), or unknown (one warning).
-    const MegatronFlagReview review = review_megatron_flags(*megatron);
-    r.assumptions = review.not_modelled;
-    if (!review.unknown.empty()) {
-      std::string names;
-      for (const auto& n : review.unknown) names += (names.empty() ? "" : ", ") + n;
-      r.unknown_flags =
-          printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}", r.megatron_source,
-                                review.unknown.size(), review.unknown.size() == 1 ? "" : "s", names));
-    }
+  if (text && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  if (text) {
+    // The static reader of the script, then its checks: the entry script, Megatron-LM's flags,
+    // the values mme reads; the other flags sorted into silent, not modelled (assumptions) and
+    // unknown (a warning).
+    LaunchScript launch = read_launch_script(*text, r.megatron_source, script);
+    check_launch_script(launch, r.megatron_source, script);
+    r.assumptions = launch.assumptions;
+    r.warnings = launch.warnings;
+    r.launch_gpus_unknown = launch.world_size_unknown;
+    if (!launch.entry.empty() && !launch.args.world_size && launch.world_size_unknown.empty())
+      r.launch_gpus_unsaid = launch.where;
+    megatron = std::move(launch.args);
   }
   // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
   auto& spec = r.spec;
@@ -189,9 +227,14 @@ void read_request_setup(const po::variables_map& vm, EstimateRequest& r) {
     r.setup.parallel.etp = 1;
     r.etp_defaulted = true;
   }
-  const bool world_given =
-      setup_flag_given(vm, "num-gpus") || spec ||
-      (megatron && (megatron->has("world-size") || (megatron->has("nnodes") && megatron->has("nproc-per-node"))));
+  const bool gpus_flag = setup_flag_given(vm, "num-gpus");
+  if (megatron && !gpus_flag && !r.launch_gpus_unknown.empty())
+    throw UsageError(printable(
+        fmt::format("{}: the GPU count: {}; give it with --num-gpus N", r.megatron_source, r.launch_gpus_unknown)));
+  if (megatron && !gpus_flag && !r.launch_gpus_unsaid.empty())
+    r.warnings.push_back(fmt::format("{}: the launch does not say how many GPUs it runs on (--num-gpus N gives it)",
+                                     r.launch_gpus_unsaid));
+  const bool world_given = gpus_flag || spec || (megatron && megatron->world_size);
   if (!world_given) {
     r.setup.parallel.world_size = default_world_size(r.setup.parallel);
     r.gpus_defaulted = true;
@@ -265,10 +308,12 @@ EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po:
   in.assumptions = request.assumptions;
   // Once per run (logging is set up by now): `mme compare` resolves the flags once per layout.
   static std::set<std::string> warned;
-  if (!request.unknown_flags.empty() && warned.insert(request.unknown_flags).second)
-    spdlog::warn("{}", request.unknown_flags);
+  for (const auto& w : request.warnings)
+    if (warned.insert(w).second) spdlog::warn("{}", w);
   in.gpu = request_gpu(request, vm, registry);
   in.model = load_request_model(request, vm, registry, in.assumptions);
+  // The launch's warnings are the estimate's too (the JSON document's `warnings`).
+  in.model.warnings.insert(in.model.warnings.end(), request.warnings.begin(), request.warnings.end());
   if (request.spec) check_spec_layout(&*request.spec, in.model, in.setup);
   return in;
 }

@@ -290,7 +290,7 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
       throw UsageError(fmt::format("--{} filters CSV rows; it does not apply to --from-log", csv_only));
   if (vm["show-skipped"].as<bool>()) throw UsageError("--show-skipped applies to CSV files, not to --from-log");
   const EstimateRequest request = read_estimate_request(vm, model, "validate --from-log");
-  const auto reports = read_memory_log(log);  // before the plugins: a bad log fails fast
+  const MemoryLog memory = read_memory_log(log);  // before the plugins: a bad log fails fast
   Registry registry;
   use_hardware_files(vm);
   load_registry(registry, read_common(vm));
@@ -298,62 +298,15 @@ int run_from_log(const po::variables_map& vm, const std::optional<std::string>& 
   EstimateOptions eo;
   eo.components = false;
   const Estimate est = run_estimator(request, inputs, registry, eo);
-  const auto ranks = compare_memory_log(reports, est, log);
-  const auto& p = est.setup.parallel;
-
-  if (vm["json"].as<bool>()) {
-    nlohmann::json list = nlohmann::json::array();
-    std::size_t covered = 0;
-    double max_excess = 0;  // (measured - bound) / measured, over the ranks above the bound
-    for (const auto& r : ranks) {
-      covered += r.within_bound() ? 1 : 0;
-      if (!r.within_bound() && r.measured_max_allocated_gib > 0)
-        max_excess =
-            std::max(max_excess, (r.measured_max_allocated_gib - r.estimated_upper_gib) / r.measured_max_allocated_gib);
-      nlohmann::json j{{"rank", r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr)},
-                       {"stage", r.stage},
-                       {"reports", r.reports},
-                       {"measured_max_allocated_gib", r.measured_max_allocated_gib},
-                       {"measured_allocated_gib",
-                        r.measured_allocated_gib ? nlohmann::json(*r.measured_allocated_gib) : nlohmann::json(nullptr)},
-                       {"estimated_peak_gib", r.estimated_peak_gib},
-                       {"estimated_upper_gib", r.estimated_upper_gib},
-                       {"estimated_static_gib", r.estimated_static_gib},
-                       {"peak_error_pct", 100 * r.peak_error()},
-                       {"within_bound", r.within_bound()}};
-      list.push_back(j);
-    }
-    nlohmann::json doc{
-        {"schema_version", kSchemaVersion},
-        {"format", "log"},
-        {"log", log},
-        {"model", est.model.name},
-        {"world_size", p.world_size},
-        {"pp", p.pp},
-        {"ranks", list},
-        {"summary",
-         {{"ranks", ranks.size()},
-          {"bound",
-           {{"count", ranks.size()},
-            {"covered", covered},
-            {"share", ranks.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(ranks.size())},
-            {"exceeded", ranks.size() - covered},
-            {"max_excess_pct", 100 * max_excess}}}}}};
-    std::cout << json_text(doc, 2) << "\n";
-    return 0;
-  }
-  std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", log, reports.size(),
-                           est.model.name, p.world_size, p.pp, p.world_size / p.pp);
-  std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES", "MAX ALLOC",
-                           "EST", "ERR", "BOUND", "<=BND");
-  for (const auto& r : ranks)
-    std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>6}\n",
-                             r.rank ? std::to_string(*r.rank) : std::string("last"), r.stage, r.reports,
-                             r.measured_max_allocated_gib, r.estimated_peak_gib, 100 * r.peak_error(),
-                             r.estimated_upper_gib, r.within_bound() ? "yes" : "no");
-  std::cout
-      << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
-         "(logged by the last rank), compared with the last stage\n";
+  // The device model's reserved figure of each stage, where the estimate replayed the allocator.
+  const auto ranks = compare_memory_log(memory, est, log, [](const StageEstimate& st) -> std::optional<std::int64_t> {
+    if (st.reserved_bytes > 0) return st.reserved_bytes;
+    return std::nullopt;
+  });
+  if (vm["json"].as<bool>())
+    std::cout << json_text(log_comparison_json(log, memory, ranks, est), 2) << "\n";
+  else
+    render_log_comparison(std::cout, log, memory, ranks, est);
   return 0;
 }
 
@@ -378,10 +331,14 @@ void help_validate(std::ostream& out) {
          "the signed error (rows more than 5% under / over) and how often the measurement stays\n"
          "within the estimate's bound.\n\n"
          "--from-log reads a training log's memory lines: report_memory's '[Rank N] (after N\n"
-         "iterations) memory (MB) | allocated: X | max allocated: Y | ...' and the scalars\n"
-         "'mem-max-allocated-bytes: V' / 'mem-max-allocated-bytes V' (bytes; lines without a rank\n"
-         "are the last rank's). The run is described as for `mme estimate`; each rank is compared\n"
-         "with its pipeline stage (Megatron's rank order: stage = rank / (GPUs / PP)).\n\n"
+         "iterations) memory (MB) | allocated: X | max allocated: Y | reserved: Z | max reserved: W',\n"
+         "the scalars 'mem-max-allocated-bytes: V' (bytes) and Megatron-Bridge's\n"
+         "'mem-max-allocated-gigabytes: V' (GB, 1e9 bytes); lines without a rank are the last rank's.\n"
+         "Each rank's first iteration is left out where later ones are logged; a measurement that is\n"
+         "0, negative or not a number is refused with its line, and counted. The run is described as\n"
+         "for `mme estimate`; each rank is compared with its pipeline stage (Megatron's rank order:\n"
+         "stage = rank / (GPUs / PP)): max allocated against the peak, allocated against the static\n"
+         "memory.\n\n"
       << visible_options()
       << "\nExamples:\n  mme validate bench/accuracy/real_runs.csv\n"
          "  mme validate --from-log train.log --megatron-args-file launch.sh --num-gpus 16\n";

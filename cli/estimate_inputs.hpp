@@ -10,6 +10,7 @@
 
 #include <mme/engine/estimator.hpp>
 #include <mme/engine/registry.hpp>
+#include <mme/inputs/launch_script.hpp>
 #include <mme/inputs/megatron_args.hpp>
 #include <mme/inputs/model_source.hpp>
 #include <mme/inputs/spec_file.hpp>
@@ -39,10 +40,14 @@ struct EstimateRequest {
   // --num-gpus is not given (8, or the smallest count the layout allows).
   bool etp_defaulted = false;
   bool gpus_defaulted = false;
-  // Megatron-LM flags with a memory effect mme does not model, one line each, for the report's
-  // assumptions (review_megatron_flags; unknown flags are one warning instead).
+  std::string launch_gpus_unknown;  // why the launcher's GPU count is not known ("" if it is or is not said)
+  std::string launch_gpus_unsaid;   // where the launch that says no GPU count is ("" if it says one)
+  // What reading the launch assumed (defaults of unset variables) and the Megatron-LM flags with
+  // a memory effect mme does not model, one line each, for the report's assumptions; and what
+  // may change the estimate (flags mme does not know the effect of): warnings, also in the JSON
+  // document's `warnings` (check_launch_script).
   std::vector<std::string> assumptions;
-  std::string unknown_flags;  // the warning naming the Megatron-LM flags mme does not know ("" if none)
+  std::vector<std::string> warnings;
 };
 // The GPU count when --num-gpus is not given: the seed's 8 when TP x PP x CP and
 // ETP x EP x PP divide it, else the smallest count both divide.
@@ -105,7 +110,6 @@ struct EstimateInputs {
   // What resolving the inputs assumed (a vocabulary taken from --tokenizer-model's config);
   // run_estimator adds them to the estimate's assumptions.
   std::vector<std::string> assumptions;
-  std::string unknown_flags;  // the warning naming the Megatron-LM flags mme does not know ("" if none)
 };
 EstimateInputs resolve_estimate_inputs(const EstimateRequest& request, const po::variables_map& vm,
                                        const Registry& registry);

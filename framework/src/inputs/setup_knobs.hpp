@@ -93,18 +93,11 @@ inline void add_environment(TrainingSetup& s, const std::string& name, const std
 inline std::optional<std::string> given(const MegatronArgs& a, const char* flag) { return a.value(flag); }
 
 inline void megatron_world_size(const MegatronArgs& a, TrainingSetup& s) {
-  const SetupKnob& k = *find_knob("num-gpus");
-  if (auto v = given(a, "world-size")) s.parallel.world_size = as_int(parse_knob_text(k, "--world-size", *v, true));
-  if (a.has("nnodes") && a.has("nproc-per-node")) {
-    SetupKnob count = k;  // torchrun's counts: at least 1 each
-    count.max = std::numeric_limits<std::int64_t>::max();
-    const std::int64_t nodes = as_int(parse_knob_text(count, "--nnodes", a.value("nnodes").value_or(""), true));
-    const std::int64_t per_node =
-        as_int(parse_knob_text(count, "--nproc-per-node", a.value("nproc-per-node").value_or(""), true));
-    if (__builtin_mul_overflow(nodes, per_node, &s.parallel.world_size) || s.parallel.world_size > kMaxWorldSize)
-      throw UsageError(fmt::format("--nnodes {} x --nproc-per-node {} is more than {} GPUs, which no real run uses",
-                                   nodes, per_node, kMaxWorldSize));
-  }
+  if (!a.world_size) return;
+  if (*a.world_size > kMaxWorldSize)
+    throw UsageError(
+        fmt::format("the launcher's {} GPUs are more than {}, which no real run uses", *a.world_size, kMaxWorldSize));
+  s.parallel.world_size = *a.world_size;
 }
 
 // Precision: fp32 unless --bf16/--fp16; --fp8-format on top of bf16 = FP8 GEMMs.
@@ -118,7 +111,6 @@ inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
       throw UsageError(fmt::format("--fp8-format: unknown value '{}' (e4m3, hybrid)", *v));
     s.precision = Precision::kFP8;
   }
-  if (a.has("fp8")) s.precision = Precision::kFP8;
 }
 
 inline void megatron_main_grads(const MegatronArgs& a, TrainingSetup& s) {

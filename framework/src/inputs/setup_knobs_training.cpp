@@ -504,9 +504,8 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .doc_default = "8 when TP x PP x CP and ETP x EP x PP divide it, else the smallest count they both divide (the "
                       "report says which)",
        .max = kMaxWorldSize,
-       .megatron = {"world-size"},
+       // Megatron-LM has no flag for it: the launcher's count (launch_script.hpp).
        .megatron_read = megatron_world_size,
-       .megatron_extra = {"nnodes", "nproc-per-node"},
        .spec_section = "infrastructure",
        .spec_name = "world_size",
        .spec_required = true,
@@ -515,7 +514,9 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .json_key = "num_gpus",
        .args_always = true,
        .get = [](const S& s) { return J(s.parallel.world_size); },
-       .set = [](S& s, const J& v) { s.parallel.world_size = as_int(v); }});
+       .set = [](S& s, const J& v) { s.parallel.world_size = as_int(v); },
+       .why_not = "Megatron-LM has no flag for it: the launcher's GPU count (torchrun --nproc_per_node x --nnodes, "
+                  "srun's tasks, an exported WORLD_SIZE)"});
   add({.id = "cublas-workspace-config",
        .kind = K::kString,
        .flag = "cublas-workspace-config",
@@ -613,7 +614,7 @@ void add_precision_knobs(std::vector<SetupKnob>& k) {
        .values = {"bf16", "fp16", "fp8", "fp32"},
        .megatron = {"bf16", "fp16"},
        .megatron_read = megatron_precision,
-       .megatron_extra = {"fp8"},  // and --fp8-format, the fp8-format knob's flag
+       .megatron_extra = {"fp8-format"},  // the fp8-format knob's flag turns FP8 on
        .spec_section = "precision",
        .spec_name = "params_dtype",
        .spec_values = {"bf16", "fp16", "fp32"},

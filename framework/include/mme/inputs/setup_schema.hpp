@@ -199,8 +199,11 @@ struct MegatronFlagReview {
   std::vector<std::string> unknown;       // "--some-flag", in the order given
 };
 MegatronFlagReview review_megatron_flags(const MegatronArgs& args);
-// The Megatron-LM flags the megatron_args adapter reads to describe the model.
+// The Megatron-LM flags the megatron_args adapter reads to describe the model (megatron_flags.hpp's table).
 const std::vector<std::string_view>& megatron_model_flags();
+// The Megatron-LM flags without an effect on the memory of a training step (silent in the review;
+// flags of the prefixes log-, wandb-, ckpt-, lr-, eval-, data- ... as well).
+const std::vector<std::string_view>& megatron_no_effect_flags();
 // The Megatron-LM flags with a memory effect mme does not model (review_megatron_flags names
 // them in the assumptions; flags of the prefixes rl-, grpo-, inference-, export- as well).
 const std::vector<std::string_view>& megatron_not_modelled_flags();
