@@ -75,10 +75,14 @@ int run_compare(const std::vector<std::string>& args) {
     return 0;
   }
 
-  std::string text =
-      fmt::format("mme compare: {}, {} layouts (fit judged on the {}, {:g}% headroom{})\n\n", any.model.name,
-                  rows.size(), any.fit.on_bound ? "upper bound" : "point estimate", any.fit.headroom * 100,
-                  one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
+  const commands::FitRule& rule = any.fit;
+  const bool device_rule = rule.headroom < 0 && rule.reserved < 0;  // fit.hpp: the device total against the capacity
+  std::string text = fmt::format(
+      "mme compare: {}, {} layouts (fit judged on the {}{}, {}{})\n\n", any.model.name, rows.size(),
+      device_rule ? "device total's " : "", rule.on_bound ? "upper bound" : "point estimate",
+      device_rule ? std::string("against the capacity")
+                  : fmt::format("{:g}% headroom", (rule.headroom < 0 ? kDefaultHeadroom : rule.headroom) * 100),
+      one_gpu ? fmt::format(", on {}", any.judged.front()->name) : "");
   std::size_t width = 6;
   for (const auto& r : rows) width = std::max(width, join(r.varied).size());
   text += fmt::format("{:<{}} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "layout", width, "GPUs", "stage",

@@ -66,7 +66,18 @@ void add_estimate_input_options(po::options_description& d, po::options_descript
       "megatron-args", po::value<std::string>(),
       "the model and layout as Megatron-LM flags, e.g. \"--num-layers 32 --hidden-size 4096 ...\" (MODEL not needed)")(
       "megatron-args-file", file_value(),
-      "a file holding Megatron-LM flags (a launch script's arguments; comments and line continuations allowed)")(
+      "a launch script or argument file: read without running it (docs/cli.md, \"Launch scripts\"): its variables, "
+      "arrays, conditionals and launcher (torchrun, srun, ...) decide the flags of pretrain_gpt.py and the GPU count")(
+      "set", po::value<std::vector<std::string>>()->composing()->value_name("NAME=VALUE"),
+      "a variable of the environment the launch script starts with (repeatable)")(
+      "script-arg", po::value<std::vector<std::string>>()->composing()->value_name("VALUE"),
+      "the launch script's next positional argument, $1, $2, ... (repeatable)")(
+      "script-source", files_value(),
+      "a file the launch script may `source` (repeatable); without it a `source` line is an error")(
+      "extra-megatron-flag", po::value<std::vector<std::string>>()->composing()->value_name("NAME"),
+      "a flag the entry script adds to Megatron-LM's parser: accepted, with a warning (repeatable)")(
+      "assume-gpt-entry", po::bool_switch(),
+      "an entry script mme does not know builds its model as pretrain_gpt.py does")(
       "config", file_value(),
       "a spec file, YAML or JSON (docs/spec-files.md): the model and the setup; flags given here override it");
   add_setup_options(d, hidden);
@@ -131,7 +142,7 @@ int run_estimate(const std::vector<std::string>& args) {
 
   const commands::EstimateResult r = commands::estimate(request, make_context(vm, common));
   if (print_megatron) {
-    const std::vector<std::string> flags = megatron_launch_args(r.model, r.estimate.setup);
+    const std::vector<std::string> flags = megatron_launch_args(r.model, r.estimate.setup, *r.registry);
     std::cout << (json ? json_text(nlohmann::json(flags), 2) + "\n" : megatron_args_file_text(flags));
     return 0;
   }
@@ -146,11 +157,7 @@ int run_estimate(const std::vector<std::string>& args) {
   RenderOptions ro;
   ro.etp_note = r.etp_note;
   ro.gpus_note = r.gpus_note;
-  for (const auto& st : r.next_steps)
-    ro.next_steps.push_back(st.fits_on.empty() ? st.change
-                                               : fmt::format("{} brings the {} to {:.2f} GiB: fits {}", st.change,
-                                                             r.fit.on_bound ? "upper bound" : "peak",
-                                                             to_gib(st.needed_bytes), st.fits_on));
+  for (const auto& st : r.next_steps) ro.next_steps.push_back(next_step_text(st, r.fit.on_bound));
   ro.verbose = switch_on(vm, "verbose");
   ro.colour = colour_allowed();
   ro.bars = stdout_is_tty();

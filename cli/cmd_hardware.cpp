@@ -41,15 +41,18 @@ int run_hardware(const std::vector<std::string>& args) {
     std::cout << "No hardware profiles are loaded (see `mme plugins`).\n";
     return 0;
   }
-  std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9} {:>9} {:>8} {:>9}  {}\n", "NAME", "MEMORY", "RESERVED",
-                           "HBM GB/s", "BF16 TF", "FP8 TF", "LINK GB/s", "ALIASES");
+  std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>5}  {}\n", "NAME", "MEMORY",
+                           "RESERVED", "HBM GB/s", "BF16 TF", "FP8 TF", "LINK GB/s", "NET GB/s", "NODE", "ALIASES");
   for (const auto* r : list) {
     const auto& h = *r->object;
     std::string aliases;
     for (const auto& a : h.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
-    std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9.0f} {:>9.0f} {:>8.0f} {:>9.0f}  {}\n", h.name,
+    // 0: the profile does not say (the planner then assumes its defaults).
+    auto known = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
+    std::cout << fmt::format("{:<16} {:>10} {:>9} {:>9.0f} {:>9.0f} {:>8.0f} {:>9.0f} {:>9} {:>5}  {}\n", h.name,
                              format_bytes(h.memory_bytes), format_bytes(h.reserved_bytes), h.hbm_bandwidth_gbps,
-                             h.bf16_tflops, h.fp8_tflops, h.link_bandwidth_gbps, aliases);
+                             h.bf16_tflops, h.fp8_tflops, h.link_bandwidth_gbps, known(h.inter_node_bandwidth_gbps),
+                             known(static_cast<double>(h.gpus_per_node)), aliases);
   }
   return 0;
 }

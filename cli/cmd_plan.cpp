@@ -2,6 +2,8 @@
 // search is the command layer's plan (mme/commands/plan.hpp, over mme::Planner); this file reads
 // the flags and prints the table, the JSON document or the CSV stream.
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <iostream>
 #include <optional>
 
@@ -11,6 +13,7 @@
 #include <mme/commands/documents.hpp>
 #include <mme/commands/plan.hpp>
 #include <mme/report/render_estimate.hpp>
+#include <mme/report/render_plan.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
@@ -68,11 +71,17 @@ po::options_description visible_options() {
       "recompute", choice_value(recompute_names()), recompute_help.c_str())(
       "dp-sharding", po::value<std::string>(), dp_sharding_help.c_str())("cuda-graphs", po::value<std::string>(),
                                                                          cuda_graphs_help.c_str())(
-      "max-tp", po::value<std::string>(), "largest TP and ETP (default: --gpus-per-node)")(
+      "max-tp", po::value<std::string>(), "largest TP and ETP (default: 8, or the NVLink domain if smaller)")(
       "gpus-per-node", po::value<std::string>(),
-      "GPUs per node: TP stays within one; groups beyond it use --inter-node-bandwidth (default 8)")(
+      "GPUs of one NVLink domain: groups beyond it use --inter-node-bandwidth (default: the GPU profile's, else 8)")(
       "inter-node-bandwidth", po::value<std::string>(),
-      "per-GPU bandwidth between nodes in GB/s for the speed proxy (default 50)")(
+      "per-GPU bandwidth between nodes in GB/s for the step-time model (default: the GPU profile's, else 50)")(
+      "no-overlap", po::bool_switch(),
+      "leave the communication overlaps to the base flags instead of turning on --overlap-grad-reduce, "
+      "--overlap-param-gather and --tp-comm-overlap in every candidate, as Megatron-Bridge's recipes do")(
+      "max-candidates", po::value<std::string>(),
+      "judge at most N candidates (default 200000000; 0: no bound): a larger space is cut at a slice of "
+      "(TP, CP, EP, ETP) and the report says what was skipped")(
       "sort", choice_value(sort_key_names()), "order of the plans: score (default), peak, bubble, comm")(
       "top", po::value<std::string>(), "how many plans to show (default 10)")("threads", po::value<std::string>(),
                                                                               "worker threads (default: every core)")(
@@ -83,10 +92,16 @@ po::options_description visible_options() {
   return d;
 }
 
-std::string split_text(const PlanLayout& l) {
-  if (l.pp == 1 || l.even_split) return "even";
-  if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
-  return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
+// The step-time model's figures: the calibration, the overlaps and the network figures assumed.
+std::string model_line(const PlanOptions& o) {
+  std::string out = fmt::format(
+      "Step time: predicted from {} x {:g} TFLOP/s BF16{}, calibrated on measured runs (docs/planner.md); overlaps {}",
+      o.gpu->name, o.gpu->bf16_tflops,
+      o.gpu->fp8_tflops > 0 ? fmt::format(" / {:g} FP8", o.gpu->fp8_tflops) : std::string(),
+      o.recipe_overlaps ? "as recipes set them (--no-overlap: the flags given)" : "as the flags give them");
+  const std::vector<std::string> assumed = plan_assumed_figures(o);
+  if (!assumed.empty()) out += fmt::format("; assumed: {}", fmt::join(assumed, ", "));
+  return out + "\n";
 }
 
 // The figures the knobs' cost terms assume (none when no knob is searched).
@@ -129,6 +144,32 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+// Ctrl-C stops the search instead of killing the process: the first SIGINT sets the planner's
+// cancellation flag (PlanRequest::cancel: the search throws InterruptedError within a second,
+// which exits 130 with one error line); a second one kills as usual (SA_RESETHAND).
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    installed_ = ::sigaction(SIGINT, &sa, &previous_) == 0;
+  }
+  ~InterruptGuard() {
+    if (installed_) ::sigaction(SIGINT, &previous_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+  bool installed_ = false;
+};
+
 // The line saying which global batch the speed proxy assumed.
 std::string global_batch_line(const PlanOptions& o) {
   if (o.base.global_batch_size > 0)
@@ -143,12 +184,18 @@ std::string global_batch_line(const PlanOptions& o) {
 }  // namespace
 
 void help_plan(std::ostream& out) {
-  out << "Usage: mme plan MODEL --num-gpus N [--gpu NAME] [options]\n\n"
+  out << "Usage: mme plan MODEL --num-gpus N [--gpu NAME] [options]\n"
+         "       mme plan MODEL --gpu NAME [options]     (how many GPUs: no --num-gpus)\n\n"
          "Searches every parallel layout Megatron-LM accepts for N GPUs (TP within a node, PP with\n"
-         "its first/last-stage splits, VPP, EP, ETP, CP, DP, micro-batch sizes, recompute), keeps\n"
-         "those whose peak fits the GPU with the headroom, and ranks them by a speed proxy\n"
-         "(pipeline bubble, recompute, TP/EP/CP/DP communication; docs/planner.md). Sequence\n"
-         "parallelism is on with TP > 1 and the distributed optimizer is on. Every other\n"
+         "its first/last-stage splits and, with VPP, lighter first and last chunks, EP, ETP, CP, DP,\n"
+         "micro-batch sizes, recompute), keeps those whose peak fits the GPU with the headroom, and\n"
+         "ranks them by a step-time model calibrated on measured runs (each GEMM, attention,\n"
+         "memory-bound kernels, TP/EP/CP/DP communication and what overlaps it, the pipeline\n"
+         "bubble; docs/planner.md): step time, tokens/s/GPU and model TFLOP/s/GPU in\n"
+         "Megatron-Bridge's convention, and why each plan ranks where it does. Without --num-gpus:\n"
+         "the smallest GPU count that fits and the fastest plans at 1x, 2x and 4x of it. Sequence\n"
+         "parallelism is on with TP > 1, the distributed optimizer and the recipes' overlaps\n"
+         "(--no-overlap: the flags given) are on; Ctrl-C stops the search. Every other\n"
          "`mme estimate` flag applies to all candidates; --tp, --pp, --vpp, --ep, --etp and --cp fix\n"
          "that size instead of searching it; --micro-batch-size takes a list (default 1,2,4). The\n"
          "pipeline-split and recompute-granularity flags are the planner's to choose and are refused.\n"
@@ -173,17 +220,19 @@ void print_every_gpu(const commands::PlanOutcome& outcome) {
       model.name, o.num_gpus, o.headroom_fraction * 100);
   text += global_batch_line(o) + "\n";
   bool any_tight = false, any = false;
-  text += fmt::format("{:<16} {:>9} {:>9}  {}\n", "GPU", "peak GiB", "free GiB", "best layout");
+  text += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>11}  {}\n", "GPU", "peak GiB", "free GiB", "step s", "tok/s/GPU",
+                      "best layout");
   for (const auto& g : outcome.per_gpu) {
     if (!g.best) {
-      text += fmt::format("{:<16} {:>9} {:>9}  no layout fits\n", g.gpu->name, "-", "-");
+      text += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>11}  no layout fits\n", g.gpu->name, "-", "-", "-", "-");
       continue;
     }
     any = true;
     const bool tight = is_tight(*g.best);
     any_tight = any_tight || tight;
-    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{} {}\n", g.gpu->name, to_gib(g.best->peak_bytes),
+    text += fmt::format("{:<16} {:>9.2f} {:>9.2f}{}{:>9.3g} {:>11.0f}  {}\n", g.gpu->name, to_gib(g.best->peak_bytes),
                         to_gib(static_cast<std::int64_t>(g.usable_bytes - g.best->peak_bytes)), tight ? "!" : " ",
+                        g.best->score.step_seconds, g.best->score.tokens_per_second_per_gpu,
                         shell_command(outcome.planner->args_for(g.best->layout, g.options)));
   }
   if (any_tight)
@@ -195,6 +244,45 @@ void print_every_gpu(const commands::PlanOutcome& outcome) {
   std::cout << text;
 }
 
+// Without --num-gpus: the smallest GPU count with a fitting layout and the fastest plans at it and
+// at 2x and 4x, each with its step time and GPU-hours per step.
+void print_gpu_counts(const commands::PlanOutcome& outcome) {
+  const GpuCountResult& g = *outcome.gpu_counts;
+  const PlanOptions& o = outcome.options;
+  const Planner& planner = *outcome.planner;
+  std::string tried;
+  for (const std::int64_t n : g.tried) tried += (tried.empty() ? "" : ", ") + std::to_string(n);
+  std::cout << fmt::format(
+      "mme plan: {} on {}: how many GPUs? ({:g}% headroom; --num-gpus N ranks every layout of one count)\n",
+      outcome.model->name, o.gpu->name, o.headroom_fraction * 100);
+  std::cout << fmt::format("The smallest count with a fitting layout: {} GPUs (tried {})\n", g.smallest, tried);
+  std::cout << (g.global_batch_assumed
+                    ? fmt::format("Global batch: {:.0f} sequences for every count, assumed (the largest count x the "
+                                  "largest micro-batch size; --global-batch-size sets it)\n",
+                                  g.global_batch)
+                    : fmt::format("Global batch: {:.0f} sequences (--global-batch-size)\n", g.global_batch));
+  std::cout << model_line(o) << "\n";
+  std::cout << fmt::format("{:>7} {:>9} {:>11} {:>10} {:>8} {:>9}  {}\n", "GPUs", "step s", "GPU-h/step", "tok/s/GPU",
+                           "TFLOP/s", "free GiB", "fastest layout");
+  std::string why;
+  for (const GpuCountPlan& c : g.counts) {
+    PlanOptions at = o;
+    at.num_gpus = c.num_gpus;
+    if (c.result.plans.empty()) {
+      std::cout << fmt::format("{:>7} {:>9} {:>11} {:>10} {:>8} {:>9}  no layout fits\n", c.num_gpus, "-", "-", "-",
+                               "-", "-");
+      continue;
+    }
+    const Plan& p = c.result.plans.front();
+    std::cout << fmt::format("{:>7} {:>9.3g} {:>11.3g} {:>10.0f} {:>8.0f} {:>9.2f}  {}\n", c.num_gpus,
+                             p.score.step_seconds, p.score.step_seconds * static_cast<double>(c.num_gpus) / 3600,
+                             p.score.tokens_per_second_per_gpu, p.score.model_tflops_per_gpu, to_gib(p.headroom_bytes),
+                             shell_command(planner.args_for(p.layout, at)));
+    why += fmt::format("{:>7}  {}\n", c.num_gpus, why_line(p));
+  }
+  std::cout << "\nWhy these plans:\n" << why;
+}
+
 // The text report: the counts, the ranked table and the best layout's command (or, when nothing
 // fits, the smallest peak and the changes that would make one fit).
 void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanOptions& o, const PlanResult& r,
@@ -204,7 +292,12 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   std::cout << fmt::format("{} layouts evaluated ({} estimated), {} valid, {} fit ({:.2f} s, {} thread{})\n",
                            thousands(r.evaluated), thousands(r.estimated), thousands(r.valid), thousands(r.fitting),
                            r.elapsed_s, r.threads, r.threads == 1 ? "" : "s");
-  std::cout << global_batch_line(o) << knob_figures_line(o);
+  if (r.skipped_slices > 0)
+    std::cout << fmt::format(
+        "Work bound: {} more candidates in {} slices from {} on were not judged (--max-candidates {}; 0 "
+        "lifts the bound, --tp/--cp/--ep/--pp narrow the search)\n",
+        thousands(r.skipped_candidates), thousands(r.skipped_slices), r.first_skipped, o.max_candidates);
+  std::cout << global_batch_line(o) << model_line(o) << knob_figures_line(o);
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;
     std::cout << fmt::format("\nNo layout fits. The smallest peak is {} ({} short), with\n  mme estimate {} {}\n",
@@ -224,19 +317,23 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
   }
   std::cout << fmt::format("\nTop {} by {}:\n\n", r.plans.size(), to_string(o.sort));
   std::cout << fmt::format(
-      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>6}\n", "#", "TP",
-      "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split", commands::plan_knob_header(o, " ", false),
-      "peak GiB", "free GiB", "bubble", "score");
+      "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9} {:>9}  {:>7} {:>8} {:>9} {:>7}\n",
+      "#", "TP", "PP", "VPP", "EP", "ETP", "CP", "DP", "MBS", "recompute", "split",
+      commands::plan_knob_header(o, " ", false), "peak GiB", "free GiB", "bubble", "step s", "tok/s/GPU", "TFLOP/s");
   int rank = 0;
   for (const auto& p : r.plans) {
     const auto& l = p.layout;
     std::cout << fmt::format(
         "{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>4} {:>6} {:>3}  {:<9} {:<10}{} {:>9.2f} {:>9.2f}{} "
-        "{:>6.1f}% {:>6.3f}\n",
-        ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-        commands::plan_knob_cells(l, o, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
-        is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.score);
+        "{:>6.1f}% {:>8.3g} {:>9.0f} {:>7.0f}\n",
+        ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+        plan_split_text(l), commands::plan_knob_cells(l, o, " ", false), to_gib(p.peak_bytes), to_gib(p.headroom_bytes),
+        is_tight(p) ? "!" : " ", 100 * p.score.bubble, p.score.step_seconds, p.score.tokens_per_second_per_gpu,
+        p.score.model_tflops_per_gpu);
   }
+  std::cout << "\nWhy this rank:\n";
+  rank = 0;
+  for (const auto& p : r.plans) std::cout << fmt::format("{:>3}  {}\n", ++rank, why_line(p));
   const Plan& best = r.plans.front();
   if (std::any_of(r.plans.begin(), r.plans.end(), [](const Plan& p) { return is_tight(p); }))
     std::cout << fmt::format(
@@ -282,6 +379,8 @@ int run_plan(const std::vector<std::string>& args) {
   request.top = flag_text(vm, "top");
   request.threads = flag_text(vm, "threads");
   request.html = flag_text(vm, "html");
+  request.max_candidates = flag_text(vm, "max-candidates");
+  request.no_overlap = switch_on(vm, "no-overlap");
   if (json && csv) throw UsageError("give --json or --csv, not both");
   request.best_per_gpu = !json && !csv && !request.html;
 
@@ -296,10 +395,17 @@ int run_plan(const std::vector<std::string>& args) {
       header = true;
       std::cout << commands::plan_csv_row(p, planner, o);
     };
+  const InterruptGuard interrupt_guard;
+  g_interrupted = false;
+  request.cancel = &g_interrupted;
   const commands::PlanOutcome outcome = commands::plan(request, make_context(vm, common));
   bar.clear();
   if (!outcome.per_gpu.empty()) {
     print_every_gpu(outcome);
+    return 0;
+  }
+  if (outcome.gpu_counts && !json) {
+    print_gpu_counts(outcome);
     return 0;
   }
   const PlanResult& r = outcome.result;

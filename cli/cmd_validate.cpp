@@ -54,8 +54,21 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
   out << fmt::format("{:<26} n={:<4} median {:+5.1f}%   under by >5%: {} ({:.0f}%)   over by >5%: {} ({:.0f}%)\n",
                      "peak signed error", sg.count, 100 * sg.median, sg.under, 100 * sg.under_share, sg.over,
                      100 * sg.over_share);
-  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)\n", "bound coverage", sum.bound.count,
-                     sum.bound.covered, 100 * sum.bound.share);
+  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)   measured > bound: {} (by {:.1f}% at most)\n",
+                     "bound coverage", sum.bound.count, sum.bound.covered, 100 * sum.bound.share, sum.bound.exceeded,
+                     100 * sum.bound.max_excess);
+  const auto& r = sum.reserved;
+  if (r.count == 0) return;
+  out << fmt::format(
+      "{:<26} n={:<4} median {:5.1f}%   p90 {:5.1f}%   max {:6.1f}%   signed median {:+.1f}%   "
+      "under the measured: {}\n",
+      "reserved |error|", r.count, 100 * r.error.median, 100 * r.error.p90, 100 * r.error.max, 100 * r.signed_median,
+      r.under);
+  out << fmt::format(
+      "{:<26} n={:<4} measured median {:.2f} GiB, estimated median {:.2f} GiB; |estimated - measured| "
+      "median {:.2f} GiB, max {:.2f} GiB\n",
+      "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib, r.gap_error_median_gib,
+      r.gap_error_max_gib);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {
@@ -72,12 +85,16 @@ void print_real_runs_rows(std::ostream& out, const std::vector<ValidationCase>& 
   std::stable_sort(ok.begin(), ok.end(), [](const auto* a, const auto* b) {
     return std::fabs(a->peak_error()) < std::fabs(b->peak_error());
   });
-  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}\n", "ID", "MODEL", "MEASURED", "EST", "ERR", "BOUND",
-                     "STAGE");
+  const bool reserved = std::any_of(ok.begin(), ok.end(), [](const auto* c) { return c->reserved_compared(); });
+  out << fmt::format("{:<48} {:<28} {:>9} {:>9} {:>8} {:>9} {:>5}{}\n", "ID", "MODEL", "MEASURED", "EST", "ERR",
+                     "BOUND", "STAGE", reserved ? fmt::format(" {:>9} {:>9} {:>8}", "RESERVED", "EST", "ERR") : "");
   for (const auto* c : ok)
-    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}\n", c->id.substr(0, 48),
+    out << fmt::format("{:<48} {:<28} {:>9.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>5}{}\n", c->id.substr(0, 48),
                        c->model.substr(0, 28), c->measured_peak_gib, c->estimated_peak_gib, 100 * c->peak_error(),
-                       c->estimated_upper_gib, c->stage);
+                       c->estimated_upper_gib, c->stage,
+                       c->reserved_compared() ? fmt::format(" {:>9.3f} {:>9.3f} {:>7.1f}%", c->measured_reserved_gib,
+                                                            c->estimated_reserved_gib, 100 * c->reserved_error())
+                                              : "");
   for (const auto& c : cases)
     if (c.status == "error" || c.status == "refused")
       out << fmt::format("{:<48} {:<28} {}: {}\n", c.id.substr(0, 48), c.model.substr(0, 28), c.status, c.reason);
@@ -138,20 +155,7 @@ void report_functional(const std::vector<ValidationCase>& cases, bool show_skipp
 }
 
 void report_log(const commands::ValidateResult& r) {
-  const Estimate& est = r.estimate;
-  const auto& p = est.setup.parallel;
-  std::cout << fmt::format("{}: {} memory lines; {} on {} GPUs, PP {} ({} GPUs per stage)\n", *r.log, r.reports.size(),
-                           est.model.name, p.world_size, p.pp, p.world_size / p.pp);
-  std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13} {:>9} {:>8} {:>9} {:>6}\n", "RANK", "STAGE", "LINES", "MAX ALLOC",
-                           "EST", "ERR", "BOUND", "<=BND");
-  for (const auto& rank : r.ranks)
-    std::cout << fmt::format("{:<10} {:>5} {:>7} {:>13.3f} {:>9.3f} {:>7.1f}% {:>9.3f} {:>6}\n",
-                             rank.rank ? std::to_string(*rank.rank) : std::string("last"), rank.stage, rank.reports,
-                             rank.measured_max_allocated_gib, rank.estimated_peak_gib, 100 * rank.peak_error(),
-                             rank.estimated_upper_gib, rank.within_bound() ? "yes" : "no");
-  std::cout
-      << "GiB; MAX ALLOC is the largest max-allocated value of the rank in the log; \"last\": lines without a rank "
-         "(logged by the last rank), compared with the last stage\n";
+  render_log_comparison(std::cout, *r.log, r.memory, r.ranks, r.estimate);
 }
 
 }  // namespace
@@ -175,10 +179,14 @@ void help_validate(std::ostream& out) {
          "the signed error (rows more than 5% under / over) and how often the measurement stays\n"
          "within the estimate's bound.\n\n"
          "--from-log reads a training log's memory lines: report_memory's '[Rank N] (after N\n"
-         "iterations) memory (MB) | allocated: X | max allocated: Y | ...' and the scalars\n"
-         "'mem-max-allocated-bytes: V' / 'mem-max-allocated-bytes V' (bytes; lines without a rank\n"
-         "are the last rank's). The run is described as for `mme estimate`; each rank is compared\n"
-         "with its pipeline stage (Megatron's rank order: stage = rank / (GPUs / PP)).\n\n"
+         "iterations) memory (MB) | allocated: X | max allocated: Y | reserved: Z | max reserved: W',\n"
+         "the scalars 'mem-max-allocated-bytes: V' (bytes) and Megatron-Bridge's\n"
+         "'mem-max-allocated-gigabytes: V' (GB, 1e9 bytes); lines without a rank are the last rank's.\n"
+         "Each rank's first iteration is left out where later ones are logged; a measurement that is\n"
+         "0, negative or not a number is refused with its line, and counted. The run is described as\n"
+         "for `mme estimate`; each rank is compared with its pipeline stage (Megatron's rank order:\n"
+         "stage = rank / (GPUs / PP)): max allocated against the peak, allocated against the static\n"
+         "memory.\n\n"
       << visible_options()
       << "\nExamples:\n  mme validate bench/accuracy/real_runs.csv\n"
          "  mme validate --from-log train.log --megatron-args-file launch.sh --num-gpus 16\n";

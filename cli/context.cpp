@@ -70,6 +70,15 @@ commands::ModelInput model_input(const po::variables_map& vm, const std::optiona
   in.megatron_args_file = flag_text(vm, "megatron-args-file");
   in.spec_file = flag_text(vm, "config");
   in.revision = flag_text(vm, "revision").value_or("");
+  // The launch script's reading (cmd_estimate.cpp's options; absent from commands without them).
+  auto list = [&vm](const char* name) {
+    return vm.count(name) ? vm[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+  };
+  in.script.set = list("set");
+  in.script.args = list("script-arg");
+  in.script.sources = list("script-source");
+  in.script.extra_flags = list("extra-megatron-flag");
+  in.script.assume_gpt_entry = switch_on(vm, "assume-gpt-entry");
   return in;
 }
 

@@ -8,11 +8,29 @@
 # so the static archive can be linked next to other plugins without clashing entry symbols.
 # TESTS are the plugin's own GoogleTest sources, kept in its folder (usually tests/): they become
 # the test program plugin_<name>_tests, linked with the static archive, mme's test support and
-# TEST_LIBRARIES, and run by CTest like every other test (tests/CMakeLists.txt builds them, once
-# the test support exists). So a new model family or GPU is one folder, tests included.
+# TEST_LIBRARIES (mme_add_plugin_tests below). So a new model family or GPU is one folder, tests
+# included.
 # The module is built the way DESIGN.md asks: hidden visibility, no undefined symbols, and no
 # STB_GNU_UNIQUE symbols (which would silently keep the library from ever unloading).
 # (-fno-gnu-unique is GCC's: clang, which the fuzz preset uses, emits no STB_GNU_UNIQUE symbols.)
+# mme_add_plugin_tests(<name> SOURCES <files...> [LIBRARIES <libs...>])
+#
+# A plugin folder's own GoogleTest sources (usually tests/), registered from the folder's own
+# CMakeLists.txt: they become the test program plugin_<name>_tests, linked with LIBRARIES (what
+# they test) and mme's test support, and run by CTest like every other test (tests/CMakeLists.txt
+# builds them once the test support exists). mme_add_plugin(... TESTS ...) calls it; a helper
+# library of plugins that is no plugin itself (plugins/adapters/hf_common) calls it directly.
+function(mme_add_plugin_tests name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES" ${ARGN})
+  set(tests "")
+  foreach(t IN LISTS T_SOURCES)
+    list(APPEND tests "${CMAKE_CURRENT_SOURCE_DIR}/${t}")
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY MME_PLUGIN_TEST_NAMES ${name})
+  set_property(GLOBAL PROPERTY MME_PLUGIN_TESTS_${name} ${tests})
+  set_property(GLOBAL PROPERTY MME_PLUGIN_TEST_LIBRARIES_${name} ${T_LIBRARIES})
+endfunction()
+
 function(mme_add_plugin name)
   cmake_parse_arguments(P "" "ENTRY" "SOURCES;LIBRARIES;TESTS;TEST_LIBRARIES" ${ARGN})
   if(NOT P_SOURCES)
@@ -31,13 +49,7 @@ function(mme_add_plugin name)
   target_include_directories(${static_target} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
 
   if(P_TESTS)
-    set(tests "")
-    foreach(t IN LISTS P_TESTS)
-      list(APPEND tests "${CMAKE_CURRENT_SOURCE_DIR}/${t}")
-    endforeach()
-    set_property(GLOBAL APPEND PROPERTY MME_PLUGIN_TEST_NAMES ${name})
-    set_property(GLOBAL PROPERTY MME_PLUGIN_TESTS_${name} ${tests})
-    set_property(GLOBAL PROPERTY MME_PLUGIN_TEST_LIBRARIES_${name} ${P_TEST_LIBRARIES})
+    mme_add_plugin_tests(${name} SOURCES ${P_TESTS} LIBRARIES ${static_target} ${P_TEST_LIBRARIES})
   endif()
 
   # Every built-in plugin, for programs that link the plugins instead of loading them (the C

@@ -5,13 +5,16 @@
 
 hf_config        every models/*/config.json
 megatron_args    the flag columns of bench/accuracy/megatron_functional_test_memory.csv, one
-                 launch line per distinct (model, test case) of the gpt and moe rows
+                 launch line per distinct (model, test case) of the gpt and moe rows, and
+                 launch scripts in the shapes of Megatron-LM's examples
 pipeline_layout  layout strings (Megatron-LM's examples and edge cases) with their sizes line
 cli_args         command lines, one argument per line (run in the sandbox of cli_args.cpp)
 hardware_json    hardware profile files: the documented format, arrays, the edge cases
 spec_file        every examples/specs/* spec file (YAML and JSON) and YAML alias edge cases
 validate_csv     a --case pattern line, then the head of bench/accuracy's two CSV files (the
                  functional tests, the real runs) and rows with invalid measurements
+memory_log       training logs: report_memory lines, scalars, Megatron-Bridge's GB figures and
+                 measurements to refuse
 
 Files named regress-* are inputs that once found a bug (docs/reliability.md); they are kept
 by hand, never rewritten here.
@@ -55,6 +58,8 @@ def megatron_args():
                     continue
                 words.append(f"--{col}" if value.lower() == "true" else f"--{col} {value}")
             (d / f"seed-{row['test_case']}.txt").write_text(" \\\n  ".join(words) + "\n")
+    for name, text in LAUNCH_SCRIPTS.items():
+        (d / name).write_text(text)
 
 
 LAYOUTS = {
@@ -178,6 +183,29 @@ def validate_csv():
         + row.format("nodes", "2.5", "dgx_h100:1x8abc"))
 
 
+# Training logs: report_memory lines of several ranks and iterations (a checkpoint report
+# among them), scalars in bytes, Megatron-Bridge's GB figures, and measurements to refuse.
+MEMORY_LOGS = {
+    "seed-report-memory.txt": " iteration        1/      10 | consumed samples: 8 | lm loss: 1.0E+01\n[Rank 0] (after 1 iterations) memory (MB) | allocated: 1024.00 | max allocated: 2048.50 | reserved: 3000.00 | max reserved: 3000.00\n[Rank 6] (after 1 iterations) memory (MB) | allocated: 1024.00 | max allocated: 2048.50 | reserved: 3000.00 | max reserved: 3000.00\n[Rank 0] (after 2 iterations) memory (MB) | allocated: 1500.00 | max allocated: 2600.00 | reserved: 3000.00 | max reserved: 3100.00 | total device memory used: 4000.00\n[Rank 0] (before save_checkpoint for iteration 2) memory (MB) | allocated: 1500.00 | max allocated: 2600.00 | reserved: 3000.00 | max reserved: 3100.00\n",
+    "seed-scalars-and-bridge.txt": "mem-max-allocated-bytes: 21474836480\n{'lm loss': 2.5, 'mem-allocated-bytes': 1073741824.0, 'mem-max-allocated-bytes': 3.2212254720e+10, 'mem-reserved-bytes': 34359738368}\n [2026-05-01 10:00:00] iteration       40/     100 | lm loss: 2.1 | mem-allocated-gigabytes: 47.2 | mem-max-allocated-gigabytes: 52.5 | mem-reserved-gigabytes: 60\nstep 5: mem_max_allocated_gb=12.5 mem_allocated_gb=10\n",
+    "seed-refused.txt": "[Rank 1] (after 2 iterations) memory (MB) | allocated: 0.00 | max allocated: 0.00\n[Rank 2] (after 2 iterations) memory (MB) | allocated: 1 | max allocated: 12x4\nmem-max-allocated-bytes: nan\nmem-max-allocated-bytes: -5\n[Rank 3] (after 2 iterations) memory (MB) | allocated: 500 | max allocated: 200\n[Rank x] (after 2 iterations) memory (MB) | allocated: 1 | max allocated: 2\nmem-max-allocated-bytes: 1e-310\nmem-max-allocated-bytes: 1e999\n[Rank 99999999999999999999] (after 2 iterations) memory (MB) | allocated: 1 | max allocated: 2\n[Rank 2] (after 3 iterations) memory (MB) | allocated: 1 | max allocated: 2 | reserved: 0.5\n"
+}
+
+
+def memory_log():
+    d = reset("memory_log")
+    for name, text in MEMORY_LOGS.items():
+        (d / name).write_text(text)
+
+
+# Launch scripts in the shapes of Megatron-LM's examples (docs/cli.md, "Launch scripts").
+LAUNCH_SCRIPTS = {
+    "seed-script-arrays.sh": "#!/bin/bash\nGPUS_PER_NODE=8\nNUM_NODES=${NUM_NODES:-1}\nWORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))\nCHECKPOINT_PATH=${1:-\"checkpoints/x\"}\nDISTRIBUTED_ARGS=(\n    --nproc_per_node $GPUS_PER_NODE   # per node\n    --nnodes $NUM_NODES\n)\nMODEL_ARGS=(\n    --num-layers 4 --hidden-size 256 --num-attention-heads 8\n    --seq-length 512 --max-position-embeddings 512 --swiglu\n)\nTRAINING_ARGS=(--micro-batch-size 1 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 1000)\nif [[ \"${DTYPE:-bf16}\" == \"bf16\" ]]; then TRAINING_ARGS+=(--bf16); else TRAINING_ARGS+=(\"--fp8-format hybrid\"); fi\ncase \"$WORLD_SIZE\" in 8) TP=2 ;; *) TP=1 ;; esac\ntorchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \"${MODEL_ARGS[@]}\" ${TRAINING_ARGS[@]} \\\n    --tensor-model-parallel-size $TP --save $CHECKPOINT_PATH\n",
+    "seed-script-sbatch.sh": "ARGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --moe-layer-freq [0]*1+[1]*1 --num-experts 4)\nCMD=\"cd /w; python /opt/pretrain_gpt.py ${ARGS[@]}\"\nsbatch <<EOF\n#!/bin/bash\nsrun --mpi=pmix -l bash -x -c \"${CMD}\" 2>&1 | tee \\${SLURM_JOB_ID}.log\nEOF\n",
+    "seed-script-loops.sh": "f() { A+=(\"$@\"); }\nfor x in 1 2 3; do f --x$x; done\ni=0; while (( i < 3 )); do i=$((i+1)); done\nset -- --num-layers $i\neval \"python pretrain_gpt.py $* --hidden-size ${#A[@]}0 --num-attention-heads 2\"\n"
+}
+
+
 if __name__ == "__main__":
     hf_config()
     megatron_args()
@@ -186,6 +214,7 @@ if __name__ == "__main__":
     hardware_json()
     spec_file()
     validate_csv()
+    memory_log()
     for d in sorted(CORPUS.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
-all_targets=(hf_config megatron_args pipeline_layout cli_args hardware_json spec_file validate_csv)
+all_targets=(hf_config megatron_args pipeline_layout cli_args hardware_json spec_file validate_csv memory_log)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
 

@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev
   libyaml-cpp-dev  # spec files (mme estimate --config)
+  libre2-dev  # the row filters of mme validate (linear-time regular expressions)
+  libpng-dev  # tests/pictures: the screenshots of the HTML and SVG pictures
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package dependencies
   clang-format-14 git  # scripts/lint.sh: the layout check CTest runs (framework.format)
   python3 python3-jsonschema python3-yaml  # tests/contracts: the JSON Schemas against real outputs

@@ -226,8 +226,9 @@ std::vector<std::string> known_names(std::vector<std::string> own, bool with_set
 // The keys of estimate_request() (and the files and plugins of the context), then `more`.
 std::vector<std::string> estimate_keys(std::initializer_list<const char*> more = {}) {
   std::vector<std::string> out{
-      "model",    "megatron-args", "megatron-args-file", "config",        "revision",   "gpu",
-      "headroom", "fit-on",        "overhead-per-gpu",   "hardware-file", "plugin-dir", "log-level"};
+      "model",         "megatron-args",       "megatron-args-file", "config",     "revision",  "gpu", "headroom",
+      "fit-on",        "overhead-per-gpu",    "hardware-file",      "plugin-dir", "log-level", "set", "script-arg",
+      "script-source", "extra-megatron-flag", "assume-gpt-entry"};
   out.insert(out.end(), more.begin(), more.end());
   return out;
 }
@@ -254,6 +255,11 @@ commands::ModelInput model_input(Args& a, const char* model_key = "model") {
   in.megatron_args_file = a.string("megatron-args-file");
   in.spec_file = a.string("config");
   in.revision = a.string("revision").value_or("");
+  in.script.set = a.strings("set");
+  in.script.args = a.strings("script-arg");
+  in.script.sources = a.strings("script-source");
+  in.script.extra_flags = a.strings("extra-megatron-flag");
+  in.script.assume_gpt_entry = a.on("assume-gpt-entry");
   return in;
 }
 
@@ -360,12 +366,15 @@ void run_plan(Request& q, J& response) {
   r.top = a.text("top");
   r.threads = a.text("threads");
   r.html = a.string("html");
+  r.max_candidates = a.text("max-candidates");
+  r.no_overlap = a.on("no-overlap");
   const bool csv = a.on("csv");
   (void)a.on("json");
   r.setup = a.setup();
-  a.done("plan", known_names({"model", "revision", "gpu", "headroom", "recompute", "dp-sharding", "cuda-graphs",
-                              "max-tp", "gpus-per-node", "inter-node-bandwidth", "sort", "top", "threads", "html",
-                              "csv", "hardware-file", "plugin-dir", "log-level"},
+  a.done("plan", known_names({"model",          "revision",    "gpu",           "headroom",      "recompute",
+                              "dp-sharding",    "cuda-graphs", "max-tp",        "gpus-per-node", "inter-node-bandwidth",
+                              "sort",           "top",         "threads",       "html",          "csv",
+                              "max-candidates", "no-overlap",  "hardware-file", "plugin-dir",    "log-level"},
                              true));
   std::string text;
   if (csv)
@@ -416,7 +425,8 @@ void run_validate(Request& q, J& response) {
   r.run.setup = a.setup();
   a.done("validate",
          known_names({"cases", "golden", "case", "from-log", "show-skipped", "model", "megatron-args",
-                      "megatron-args-file", "config", "revision", "gpu", "hardware-file", "plugin-dir", "log-level"},
+                      "megatron-args-file", "config", "revision", "gpu", "hardware-file", "plugin-dir", "log-level",
+                      "set", "script-arg", "script-source", "extra-megatron-flag", "assume-gpt-entry"},
                      true));
   response["result"] = commands::validate_document(commands::validate(r, q.context));
 }

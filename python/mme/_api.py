@@ -139,8 +139,10 @@ def _option_args(values: Mapping[str, Any], options: Mapping[str, str]) -> dict[
         value = values.get(name)
         if value is None:
             continue
-        if flag in ("hardware-file", "plugin-dir"):
+        if flag in ("hardware-file", "plugin-dir", "script-source"):
             value = [os.fspath(v) for v in ([value] if isinstance(value, (str, os.PathLike)) else value)]
+        elif flag == "set" and isinstance(value, Mapping):
+            value = [f"{k}={v}" for k, v in value.items()]
         elif isinstance(value, os.PathLike):
             value = os.fspath(value)
         args[flag] = value
@@ -150,12 +152,15 @@ def _option_args(values: Mapping[str, Any], options: Mapping[str, str]) -> dict[
 _COMMON = {"plugin_dirs": "plugin-dir", "log_level": "log-level"}
 _ESTIMATE_INPUTS = {"gpu": "gpu", "revision": "revision", "megatron_args": "megatron-args",
                     "megatron_args_file": "megatron-args-file", "config": "config",
+                    "set": "set", "script_args": "script-arg", "script_sources": "script-source",
+                    "extra_megatron_flags": "extra-megatron-flag", "assume_gpt_entry": "assume-gpt-entry",
                     "hardware_files": "hardware-file", **_COMMON}
 _ESTIMATE_OPTIONS = {**_ESTIMATE_INPUTS, "fit_on": "fit-on", "headroom": "headroom",
                      "overhead_per_gpu": "overhead-per-gpu", "html": "html", "svg": "svg"}
 _PLAN_OPTIONS = {"gpu": "gpu", "headroom": "headroom", "recompute": "recompute", "max_tp": "max-tp",
                  "gpus_per_node": "gpus-per-node", "inter_node_bandwidth": "inter-node-bandwidth",
                  "sort": "sort", "top": "top", "threads": "threads", "revision": "revision", "html": "html",
+                 "max_candidates": "max-candidates", "no_overlap": "no-overlap",
                  "hardware_files": "hardware-file", **_COMMON}
 
 
@@ -186,7 +191,9 @@ def estimate(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Esti
     (``tp``, ``pp``, ``vpp``, ``ep``, ``etp``, ``cp``, ``num_gpus``, ``micro_batch_size``,
     ``seq_length``, ``num_layers_in_last_pipeline_stage``, ``recompute_granularity``, ...; also
     the Megatron-LM spellings the CLI accepts, such as ``tensor_model_parallel_size``;
-    :func:`setup_keywords` lists them), and ``gpu``, ``revision``, ``fit_on``, ``headroom``,
+    :func:`setup_keywords` lists them), the launch script's ``set`` (a mapping or
+    ``["NAME=VALUE", ...]``), ``script_args``, ``script_sources``, ``extra_megatron_flags`` and
+    ``assume_gpt_entry``, and ``gpu``, ``revision``, ``fit_on``, ``headroom``,
     ``overhead_per_gpu``, ``html``, ``svg``, ``hardware_files``, ``plugin_dirs``, ``log_level``.
     Booleans are switches (``use_distributed_optimizer=True``; ``sequence_parallel=False`` gives
     ``--no-sequence-parallel``); ``None`` leaves a keyword out, as an absent flag.
@@ -213,9 +220,10 @@ def plan(model: str | os.PathLike[str], **kwargs: Any) -> Plan:
     """Every valid layout of ``model`` on ``num_gpus`` GPUs, ranked, as ``mme plan MODEL ...
     --json`` (docs/planner.md). Keywords: ``num_gpus`` and the other setup knobs (a knob given
     fixes it: ``tp=4``), ``gpu``, ``headroom``, ``recompute``, ``max_tp``, ``gpus_per_node``,
-    ``inter_node_bandwidth``, ``sort``, ``top``, ``threads``, ``revision``, ``html``,
-    ``hardware_files``, ``plugin_dirs``, ``log_level``. Without ``gpu`` it plans for the GPU with
-    the most memory (and warns). Returns a :class:`Plan`."""
+    ``inter_node_bandwidth``, ``max_candidates``, ``no_overlap``, ``sort``, ``top``, ``threads``,
+    ``revision``, ``html``, ``hardware_files``, ``plugin_dirs``, ``log_level``. Without ``gpu`` it
+    plans for the GPU with the most memory (and warns); without ``num_gpus`` (and with ``gpu``) it
+    finds how many GPUs the model needs (the document's ``gpu_counts``). Returns a :class:`Plan`."""
     explicit, setup = _split("plan", kwargs, _PLAN_OPTIONS)
     args: dict[str, Any] = {"model": os.fspath(model)}
     args.update(_option_args(explicit, _PLAN_OPTIONS))

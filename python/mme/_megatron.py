@@ -92,6 +92,10 @@ def from_megatron_args(args: Any, **options: Any) -> Estimate:
     :func:`estimate`'s keywords (``gpu``, ``headroom``, a setup knob that overrides the run's)."""
     if "megatron_args" in options or "model" in options or "config" in options:
         raise UsageError("from_megatron_args(): the run is described by args; drop megatron_args/model/config")
+    # Megatron-LM has no flag for the GPU count: get_args() holds it as world_size (from the launcher).
+    values: Mapping[str, Any] = args if hasattr(args, "items") else vars(args)
+    if values.get("world_size") is not None and "num_gpus" not in options:
+        options["num_gpus"] = values["world_size"]
     return estimate(megatron_args=megatron_args_line(args), **options)
 
 

@@ -7,7 +7,7 @@ standard library only (zipfile, hashlib): no setuptools, wheel or build module, 
 Links in the staged folder (the framework libraries, the bundled models) are followed, so the
 wheel holds real files. The tags are the running interpreter's (cp311-cp311-linux_x86_64): the
 extension is built for it and links Debian's shared libraries (boost program_options, spdlog,
-fmt, yaml-cpp), hence a plain linux_* platform tag, not manylinux. Prints the wheel's path.
+fmt, yaml-cpp, re2), hence a plain linux_* platform tag, not manylinux. Prints the wheel's path.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main() -> int:
         "Description-Content-Type: text/plain\n\n"
         "The Python module of megatron-memory-estimator: mme.estimate(), mme.plan(), mme.params(),\n"
         "mme.models(), mme.hardware(), mme.validate(), mme.preflight(). Built for Debian 12; needs\n"
-        "its shared libraries libboost-program-options1.81.0, libspdlog1.10, libfmt9 and\n"
+        "its shared libraries libboost-program-options1.81.0, libspdlog1.10, libfmt9, libre2-9 and\n"
         "libyaml-cpp0.7 (docs/python.md).\n")
     wheel = ("Wheel-Version: 1.0\n"
              "Generator: mme python/tools/make_wheel.py\n"

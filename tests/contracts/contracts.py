@@ -327,7 +327,7 @@ def group_validate(c):
 # Keys of maps (components, parameter terms, parameter groups beyond the fixed ones, the open
 # layer_kinds entries) may be renamed or left out; every other key is a field of a closed object.
 OPEN = {
-    "estimate.schema.json": [r"^/stages/\d+/components/.", r"^/layer_kinds/\d+/(parameter|activation)_terms/."],
+    "estimate.schema.json": [r"^/stages/\d+/(device_)?components/.", r"^/layer_kinds/\d+/(parameter|activation)_terms/."],
     "params.schema.json": [r"^/(active_)?breakdown/(?!(embedding|output_layer|attention|dense_mlp|routed_experts|"
                            r"shared_experts|router|norms|mtp)$)[^/]+$"],
     "plan.schema.json": [],

@@ -10,6 +10,7 @@
 
 #include <mme/sdk/layer_model.hpp>
 
+#include "block_case.hpp"
 #include "dense_mlp.hpp"
 #include "gqa.hpp"
 #include "mla.hpp"
@@ -18,29 +19,8 @@
 namespace mme {
 namespace {
 
-struct Block {
-  ModelSpec model;
-  LayerSpec layer;
-  TrainingSetup setup;
-  Block() {
-    model.name = "fusion-test";
-    model.num_layers = 1;
-    model.hidden_size = 4096;
-    model.vocab_size = 32000;
-    setup.seq_length = 4096;
-    setup.micro_batch_size = 1;
-  }
-  // seq 4096, micro-batch 1, bf16: T = 4096 / cp tokens per CP rank, T / TP of them local under SP.
-  BlockContext context(std::int64_t tp, std::int64_t cp = 1) const {
-    BlockContext ctx{model, layer, setup};
-    ctx.tp = tp, ctx.cp = cp;
-    ctx.sequence_parallel = tp > 1;
-    ctx.tokens = 4096 / cp;
-    ctx.local_tokens = ctx.tokens / tp;
-    ctx.hidden_dropout = model.hidden_dropout;
-    return ctx;
-  }
-};
+// A block with hand-made contexts (hidden 4096, sequence 4096, micro-batch 1).
+using Block = test::BlockCase;
 
 std::int64_t saved_bytes(const BlockActivations& a) {
   std::int64_t total = 0;

@@ -140,13 +140,18 @@ TEST_F(StepAndBound, TheBoundCoversAllocatorRoundingAndAttentionFallback) {
   const auto& st = d.peak();
   EXPECT_GT(st.allocator_slack_bytes, 0);
   EXPECT_EQ(st.allocator_slack_bytes % (1 << 20), 0);
-  EXPECT_EQ(d.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes));
-  ASSERT_EQ(d.bound_terms.size(), 1u);  // the rounding only: nothing else is uncertain
+  // The output layer's weight-gradient placeholder, kept by newer Megatron-LM (TE's cache): the
+  // tied [V/TP, h] = 128 x 1024 x 2 B on the loss stage.
+  EXPECT_EQ(st.cached_output_wgrad_bytes, 128 * 1024 * 2);
+  EXPECT_EQ(d.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes) +
+                                 st.cached_output_wgrad_bytes);
+  ASSERT_EQ(d.bound_terms.size(), 2u);  // the placeholder and the rounding: nothing else is uncertain
   s.attention_env.deterministic = true;
   const Estimate a = run(dense, s, 80);
   s.attention_backend = AttentionBackend::kUnfused;
   const Estimate unfused = run(dense, s, 80);
-  EXPECT_EQ(a.upper_bytes(), unfused.peak().forward_backward_bytes + unfused.peak().allocator_slack_bytes);
+  EXPECT_EQ(a.upper_bytes(), unfused.peak().forward_backward_bytes + unfused.peak().allocator_slack_bytes +
+                                 unfused.peak().cached_output_wgrad_bytes);
   EXPECT_GT(a.upper_bytes(), unfused.peak().total_bytes);
   EXPECT_GT(unfused.peak().total_bytes, a.peak().total_bytes);
 }
@@ -162,10 +167,13 @@ TEST_F(StepAndBound, TheBoundTakesNoAttentionFallbackTheLayoutCannotReach) {
   s.attention_env.deterministic = true;  // TE's fused backend is out: flash, if flash-attn is installed
   ASSERT_TRUE(resolve_attention(s, 80).may_fall_back_to_unfused);
   const Estimate e = run(dense, s, 80);
-  ASSERT_EQ(e.bound_terms.size(), 1u);  // the allocator's rounding only
-  EXPECT_EQ(e.bound_terms.front().rfind("allocator block rounding", 0), 0u) << e.bound_terms.front();
+  ASSERT_EQ(e.bound_terms.size(), 2u);  // the output layer's cached placeholder and the allocator's rounding
+  EXPECT_EQ(e.bound_terms.front().rfind("the output layer's weight-gradient placeholder", 0), 0u)
+      << e.bound_terms.front();
+  EXPECT_EQ(e.bound_terms.back().rfind("allocator block rounding", 0), 0u) << e.bound_terms.back();
   const auto& st = e.peak();
-  EXPECT_EQ(e.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes));
+  EXPECT_EQ(e.upper_bytes(), std::max(st.total_bytes, st.forward_backward_bytes + st.allocator_slack_bytes) +
+                                 st.cached_output_wgrad_bytes);
   bool named = false;
   for (const auto& a : e.assumptions)
     named = named || a.find("no unfused-attention fallback in the upper bound: context parallelism") == 0;
@@ -173,7 +181,7 @@ TEST_F(StepAndBound, TheBoundTakesNoAttentionFallbackTheLayoutCannotReach) {
   // Without CP the same setup keeps the fallback in the bound.
   s.parallel.world_size = 1;
   s.parallel.cp = 1;
-  EXPECT_EQ(run(dense, s, 80).bound_terms.size(), 2u);
+  EXPECT_EQ(run(dense, s, 80).bound_terms.size(), 3u);  // and the fallback
 }
 
 // The MoE block's routed tokens grow by the imbalance in the bound's pass only.
@@ -196,6 +204,42 @@ TEST_F(StepAndBound, RoutingImbalanceRaisesTheBoundNotTheEstimate) {
   s.moe_capacity_factor = 1.0;
   s.moe_pad_to_capacity = true;
   for (const auto& t : run(moe, s).bound_terms) EXPECT_EQ(t.find("imbalance"), std::string::npos) << t;
+}
+
+// --moe-router-force-load-balancing (moe_utils.py apply_random_logits): tokens route independently
+// and every expert is alike. 128 experts, top-8, EP 16, 4096 tokens per rank (TP 1): a token sends
+// a rank 8/16 = 0.5 pairs on average and at most min(8, 128/16) = 8, so its variance is at most
+// (8 - 0.5) x 0.5 = 3.75; over the group's n = 4096 x 16 = 65,536 tokens mu = 32,768,
+// sigma^2 <= 245,760, sigma = 495.74; z with 16 x Q(z) = 0.001 is 3.8361 (Q(3.8361) = 6.25e-5):
+// (mu + z sigma) / mu = 1.05804, printed "1.058".
+TEST_F(StepAndBound, ForcedBalancingSizesTheImbalanceFromUniformRouting) {
+  ModelSpec moe = test::gpt_model(2, 1024, 16);
+  for (auto& l : moe.layers) {
+    l.mlp.kind = "moe";
+    l.mlp.num_experts = 128;
+    l.mlp.top_k = 8;
+    l.mlp.expert_ffn_hidden_size = 256;
+  }
+  TrainingSetup s;
+  s.parallel.world_size = 16;
+  s.parallel.ep = 16;
+  s.seq_length = 4096;
+  auto imbalance_term = [&](const Estimate& e) {
+    for (const auto& t : e.bound_terms)
+      if (t.find("MoE routing imbalance") == 0) return t;
+    return std::string();
+  };
+  EXPECT_NE(imbalance_term(run(moe, s)).find("receives 1.25x"), std::string::npos);
+  s.moe_force_load_balancing = true;
+  const std::string forced = imbalance_term(run(moe, s));
+  EXPECT_NE(forced.find("receives 1.058x"), std::string::npos) << forced;
+  EXPECT_NE(forced.find("--moe-router-force-load-balancing"), std::string::npos) << forced;
+  s.moe_routing_imbalance = 1.5;  // the user's value wins
+  EXPECT_NE(imbalance_term(run(moe, s)).find("receives 1.5x"), std::string::npos);
+  s.moe_routing_imbalance.reset();
+  s.parallel.ep = 1;  // every expert on every rank: nothing to be unbalanced
+  s.parallel.world_size = 16;
+  EXPECT_EQ(imbalance_term(run(moe, s)), "");
 }
 
 // PyTorch's cuBLAS + cuBLASLt workspaces (CublasHandlePool.cpp), one each: 4096 KiB x 8 = 32 MiB

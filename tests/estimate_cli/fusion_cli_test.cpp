@@ -15,9 +15,10 @@ using test::run_mme;
 
 // 4 SwiGLU layers of h 256, ffn 1024, seq 1024, micro-batch 1, no TP/PP/CP: T = 1024 tokens.
 const std::string kSwigluLaunch =
-    "--num-layers 4 --hidden-size 256 --ffn-hidden-size 1024 --num-attention-heads 8 --swiglu "
+    "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --ffn-hidden-size 1024 "
+    "--num-attention-heads 8 --swiglu "
     "--disable-bias-linear --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 "
-    "--vocab-size 1000 --tokenizer-type NullTokenizer --bf16 --world-size 8 --position-embedding-type rope ";
+    "--vocab-size 1000 --tokenizer-type NullTokenizer --bf16 --position-embedding-type rope ";
 
 nlohmann::json estimate(const std::string& launch) {
   const auto r = run_mme({"estimate", "--megatron-args", launch, "--json"});

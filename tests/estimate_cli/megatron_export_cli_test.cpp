@@ -1,6 +1,7 @@
 // `mme estimate --print-megatron-args`: the launch flags of a model and setup, read back by
 // `--megatron-args-file`, describe the same run. The yardstick is independent of the export:
 // the Hugging Face adapters' exact parameter counts and the estimate of the model's own route.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "mme/inputs/megatron_flags.hpp"
 
 #include "test_support.hpp"
 
@@ -31,12 +34,37 @@ Figures figures_of(const std::vector<std::string>& args) {
           j["peak"]["total_bytes"].get<std::int64_t>(), j["peak"]["upper_bytes"].get<std::int64_t>()};
 }
 
+// The words of an export after its entry script are flags of Megatron-LM's parser (the list
+// megatron/training/arguments.py gives: framework/src/inputs/megatron_lm_flags.inc) and their
+// values; before it, `export NAME=VALUE` and torchrun's launcher.
+void expect_only_megatron_flags(const std::string& model, const std::vector<std::string>& print) {
+  std::vector<std::string> json = print;
+  json.push_back("--json");
+  const auto r = run_mme(json);
+  ASSERT_EQ(r.exit_code, 0) << model << ": " << r.err;
+  const auto words = nlohmann::json::parse(r.out).get<std::vector<std::string>>();
+  bool after_entry = false;
+  int flags = 0;
+  for (const auto& w : words) {
+    if (w == "pretrain_gpt.py") {
+      after_entry = true;
+      continue;
+    }
+    if (!after_entry || w.rfind("--", 0) != 0) continue;
+    ++flags;
+    EXPECT_NE(find_megatron_lm_flag(w.substr(2)), nullptr) << model << ": " << w << " is not Megatron-LM's";
+  }
+  EXPECT_TRUE(after_entry) << model;
+  EXPECT_GE(flags, 10) << model;
+}
+
 // Estimates `model` with `layout`, then the printed launch flags alone.
 void expect_round_trip(const std::string& model, const std::vector<std::string>& layout) {
   std::vector<std::string> direct{"estimate", model};
   direct.insert(direct.end(), layout.begin(), layout.end());
   std::vector<std::string> print = direct;
   print.push_back("--print-megatron-args");
+  expect_only_megatron_flags(model, print);
   const auto printed = run_mme(print);
   ASSERT_EQ(printed.exit_code, 0) << model << ": " << printed.err;
   const test::TempDir dir;
@@ -107,7 +135,34 @@ TEST(MegatronExport, JsonIsTheArgumentList) {
   EXPECT_EQ(after("--hidden-size"), "1024");
   EXPECT_EQ(after("--num-query-groups"), "8");
   EXPECT_EQ(after("--kv-channels"), "128");
-  EXPECT_EQ(after("--world-size"), "2");
+  // The GPU count is the launcher's: Megatron-LM has no flag for it.
+  EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 6),
+            (std::vector<std::string>{"torchrun", "--nproc_per_node", "2", "--nnodes", "1", "pretrain_gpt.py"}));
+  EXPECT_EQ(std::find(args.begin(), args.end(), "--world-size"), args.end());
+}
+
+TEST(MegatronExport, VppOffloadingAndFsdpUseMegatronLmsFlags) {
+  // Interleaved VPP as --num-virtual-stages-per-pipeline-rank (8 per node: 2 nodes of 8).
+  expect_round_trip("meta-llama/Meta-Llama-3-8B", {"--tp", "2", "--pp", "4", "--vpp", "2", "--num-gpus", "16"});
+  // Activation offloading as --cpu-offloading-num-layers (it turns cpu_offloading on in
+  // arguments.py), with PP 1 and no recompute as Megatron-LM requires.
+  expect_round_trip("Qwen/Qwen3-8B", {"--cpu-offloading-num-layers", "4", "--num-gpus", "8"});
+  // Megatron-FSDP and FSDP2.
+  expect_round_trip("Qwen/Qwen3-8B", {"--use-megatron-fsdp", "--fsdp-double-buffer", "--num-gpus", "8"});
+  expect_round_trip("Qwen/Qwen3-0.6B", {"--use-torch-fsdp2", "--num-gpus", "4"});
+  const auto vpp = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--pp", "4", "--vpp", "2", "--num-gpus", "4",
+                            "--print-megatron-args"});
+  EXPECT_THAT(vpp.out, HasSubstr("--num-virtual-stages-per-pipeline-rank 2"));
+  const auto offload =
+      run_mme({"estimate", "Qwen/Qwen3-8B", "--cpu-offloading-num-layers", "4", "--print-megatron-args"});
+  EXPECT_THAT(offload.out, HasSubstr("--cpu-offloading-num-layers 4"));
+  EXPECT_THAT(offload.out, ::testing::Not(HasSubstr("--cpu-offloading ")));
+  // A setting no Megatron-LM flag expresses is refused by name (cpu_offloading_weights is among
+  // the TransformerConfig fields arguments.py gives no flag).
+  const auto off = run_mme({"estimate", "Qwen/Qwen3-8B", "--cpu-offloading-num-layers", "4", "--cpu-offloading-weights",
+                            "--print-megatron-args"});
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_THAT(off.err, HasSubstr("cpu-offloading-weights true: Megatron-LM has no launch flag for it"));
 }
 
 }  // namespace

@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/megatron_flags.hpp>
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
@@ -27,45 +28,8 @@ namespace {
 using ::testing::HasSubstr;
 using J = nlohmann::json;
 
-// An mme command line ("--tp", "4", "--sequence-parallel", ...) as the schema reads it.
-class ArgFlags final : public MmeFlags {
- public:
-  explicit ArgFlags(const std::vector<std::string>& args) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::string name = args[i].substr(2);
-      const SetupKnob* k = find_knob(name);
-      if (!k) throw std::logic_error("no knob for " + name);
-      const bool is_switch = k->kind == KnobKind::kBool || (k->flag && name != k->flag && k->kind == KnobKind::kEnum &&
-                                                            std::none_of(k->aliases.begin(), k->aliases.end(),
-                                                                         [&](const char* a) { return name == a; }));
-      if (is_switch) {
-        switches_.insert(name);
-      } else {
-        values_[name].push_back(args.at(++i));
-      }
-    }
-  }
-  std::optional<std::string> value(std::string_view name) const override {
-    const auto it = values_.find(std::string(name));
-    if (it == values_.end()) return std::nullopt;
-    return it->second.back();
-  }
-  bool on(std::string_view name) const override { return switches_.count(std::string(name)) > 0; }
-  std::vector<std::string> values(std::string_view name) const override {
-    const auto it = values_.find(std::string(name));
-    return it == values_.end() ? std::vector<std::string>{} : it->second;
-  }
 
- private:
-  std::map<std::string, std::vector<std::string>> values_;
-  std::set<std::string> switches_;
-};
-
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
+std::string joined(const std::vector<std::string>& words) { return fmt::format("{}", fmt::join(words, " ")); }
 
 // Each knob at a value other than its default, with what the readers ask for around it
 // (Megatron-FSDP for its settings, full recompute for the method, ...).
@@ -195,6 +159,7 @@ std::vector<Case> cases() {
       {"moe-token-dispatcher", [](S& s) { s.dispatcher = TokenDispatcher::kAllGather; }},
       {"moe-capacity-factor", [](S& s) { s.moe_capacity_factor = 1.5; }},
       {"moe-pad-expert-input-to-capacity", [](S& s) { s.moe_capacity_factor = 1.0, s.moe_pad_to_capacity = true; }},
+      {"moe-router-force-load-balancing", [](S& s) { s.moe_force_load_balancing = true; }},
       {"moe-routing-imbalance", [](S& s) { s.moe_routing_imbalance = 2.0; }},
       {"moe-grouped-gemm", [](S& s) { s.moe_grouped_gemm = false; }},
       {"moe-flex-dispatcher-backend",
@@ -328,11 +293,12 @@ TEST(setup_schema, EveryKnobRoundTripsThroughEachPath) {
     // mme flags, as the planner prints them.
     const auto args = setup_to_mme_args(s);
     SCOPED_TRACE("mme " + joined(args));
-    EXPECT_EQ(k.get(setup_from_mme_flags(ArgFlags(args), TrainingSetup{})), want);
+    EXPECT_EQ(k.get(setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{})), want);
 
     // Megatron-LM flags.
     if (has_megatron(k)) {
-      const std::string text = joined(setup_to_megatron_args(s));
+      // As an argument file, its values quoted (a pipeline layout holds '|').
+      const std::string text = megatron_args_file_text(setup_to_megatron_args(s));
       SCOPED_TRACE("megatron " + text);
       const TrainingSetup back = setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
       EXPECT_EQ(k.get(back), want);
@@ -367,7 +333,7 @@ TEST(setup_schema, UnknownEnumValuesAreRefusedOnEveryPath) {
     SCOPED_TRACE(k.id);
     const std::string values = knob_values_text(k);
     try {
-      (void)setup_from_mme_flags(ArgFlags({std::string("--") + k.flag, "bogus"}), TrainingSetup{});
+      (void)setup_from_mme_flags(*mme_flags_from_args({std::string("--") + k.flag, "bogus"}), TrainingSetup{});
       ADD_FAILURE() << "mme flag accepted";
     } catch (const UsageError& e) {
       EXPECT_EQ(std::string(e.what()), fmt::format("--{}: unknown value 'bogus' ({})", k.flag, values));
@@ -406,9 +372,10 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   auto megatron = [](const std::string& text) {
     return setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
   };
-  auto mme = [](const std::vector<std::string>& args) { return setup_from_mme_flags(ArgFlags(args), TrainingSetup{}); };
-  // Megatron-LM's current and older names of the uneven-split flags.
-  EXPECT_EQ(megatron("--num-layers-in-first-pipeline-stage 3").pipeline.first_stage_layers, 3);
+  auto mme = [](const std::vector<std::string>& args) { return setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{}); };
+  // Megatron-LM's flags of the uneven split (num_layers_in_first_pipeline_stage is the name of
+  // TransformerConfig's field, which arguments.py sets from --decoder-first-pipeline-num-layers).
+  EXPECT_EQ(megatron("--decoder-first-pipeline-num-layers 3").pipeline.first_stage_layers, 3);
   EXPECT_EQ(megatron("--decoder-last-pipeline-num-layers 5").pipeline.last_stage_layers, 5);
   // alltoall_seq is alltoall everywhere, not only in Megatron-LM flags.
   EXPECT_EQ(mme({"--moe-token-dispatcher", "alltoall_seq"}).dispatcher, TokenDispatcher::kAllToAll);
@@ -426,9 +393,6 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   EXPECT_THROW((void)mme({"--tp", "1048577"}), UsageError);
   EXPECT_THROW((void)megatron("--tensor-model-parallel-size 1048577"), LayoutError);
   EXPECT_NO_THROW((void)mme({"--tp", "1048576"}));
-  // Two spellings of one Megatron-LM flag must agree.
-  EXPECT_THROW((void)megatron("--virtual-pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 4"),
-               UsageError);
   // Choices ignore case on every path, as spec files always did.
   EXPECT_EQ(mme({"--precision", "BF16"}).precision, Precision::kBF16);
   EXPECT_EQ(megatron("--attention-backend FLASH").attention_backend, AttentionBackend::kFlash);
@@ -445,12 +409,17 @@ TEST(setup_schema, MegatronFlagsMmeDoesNotModelOrKnow) {
   EXPECT_THAT(r.not_modelled[0], HasSubstr("--tp-comm-overlap-cfg is not modelled"));
   EXPECT_THAT(r.not_modelled[1], HasSubstr("--delay-wgrad-compute is not modelled"));
   EXPECT_THAT(r.not_modelled[2], HasSubstr("--rl-offload-x is not modelled"));
-  // Every setting and model flag is known.
+  // Every setting and model flag is known (a switch written without a value, as Megatron-LM's
+  // parser takes it).
   std::string all;
+  auto add = [&](std::string_view f) {
+    const MegatronLmFlag* lm = find_megatron_lm_flag(f);
+    all += fmt::format(" --{}{}", f, lm && lm->max_values == 0 ? "" : " 1");
+  };
   for (const auto& k : setup_knobs())
     for (const auto* list : {&k.megatron, &k.megatron_off, &k.megatron_extra})
-      for (const char* f : *list) all += fmt::format(" --{} 1", f);
-  for (const auto f : megatron_model_flags()) all += fmt::format(" --{} 1", f);
+      for (const char* f : *list) add(f);
+  for (const auto f : megatron_model_flags()) add(f);
   const MegatronFlagReview none = review_megatron_flags(parse_megatron_args(all, "test"));
   EXPECT_TRUE(none.unknown.empty()) << none.unknown.front();
   EXPECT_TRUE(none.not_modelled.empty());

@@ -25,6 +25,7 @@
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
+#include <mme/sdk/text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "test_support.hpp"
@@ -796,14 +797,6 @@ struct CellTruth {
   std::int64_t min_peak = std::numeric_limits<std::int64_t>::max();
   std::uint64_t valid = 0, fitting = 0;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(s);
-  while (std::getline(in, item, sep)) out.push_back(item);
-  return out;
-}
 
 TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   test::TempDir dir;

@@ -1,5 +1,5 @@
-// A small PNG reader for the screenshot checks: 8-bit greyscale, grey + alpha, RGB and RGBA,
-// not interlaced (what Chromium writes), with its own inflate so the tests need no library.
+// The screenshots' pixels, read with libpng's simplified API (libpng-dev): any PNG Chromium
+// writes (grey, RGB, with or without alpha, interlaced or not) as 8-bit RGB.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,8 @@ struct Image {
   }
 };
 
-// Throws std::runtime_error saying what is wrong with the file.
+// Throws std::runtime_error saying what is wrong with the file (libpng's message).
 Image read_png(const std::filesystem::path& file);
-// The raw DEFLATE decoder (RFC 1951) and the zlib wrapper (RFC 1950) around it.
-std::vector<std::uint8_t> inflate_raw(const std::uint8_t* data, std::size_t size);
-std::vector<std::uint8_t> zlib_decompress(const std::vector<std::uint8_t>& data);
 
 Rgb parse_hex_colour(const std::string& hex);  // "#5f87d7"
 // Pixels within `tolerance` of `colour` on every channel.

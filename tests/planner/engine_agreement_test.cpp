@@ -91,6 +91,7 @@ void expect_engine_agrees(const Planner& planner, const PlanOptions& o, const Pl
   EstimateOptions eo;
   eo.compute_capability = o.gpu->compute_capability;
   eo.components = false;
+  eo.device_memory = false;  // the planner judges by the fixed rule, without the allocator replay
   const Estimate est = planner.estimator().run(planner.setup_for(plan.layout, o), eo);
   const FitVerdict v = judge_fit(est, *o.gpu, o.headroom_fraction);
   EXPECT_EQ(v.usable_bytes, usable);

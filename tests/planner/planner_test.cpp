@@ -3,6 +3,7 @@
 // misses (within its documented scope), results do not depend on the thread count, the CSV
 // stream covers every valid layout in order, and the no-fit suggestions fit.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -138,9 +139,13 @@ TEST(planner, EveryEnumeratedLayoutPassesTheEnginesValidation) {
 }
 
 // Brute force, written independently of the planner: every value of every flag (sizes up to the
-// GPU count, VPP up to the layer count, first/last-stage counts unset or 0..L), the engine as
-// the only judge, then the planner's documented scope (TP and ETP at most --max-tp, every
-// stage holds a layer, first/last stages at most max(middle, ceil(L/p))).
+// GPU count, VPP up to the layer count, first/last-stage counts unset or 0..L, or the
+// --account-for-embedding/loss-in-pipeline-split switches, which Megatron-LM refuses next to
+// first/last-stage counts: transformer_config.py), the engine as the only judge, then the
+// planner's documented scope (TP and ETP at most --max-tp, every stage holds a layer, first/last
+// stages at most max(middle, ceil(L/p)), and with VPP every chunk a layer). The planner spells
+// this model's lightened chunks as layout strings (it has MTP); the engine's partition of those is
+// the account-for switches' one, stage by stage.
 TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
   const std::int64_t L = 6, N = 8;
   const ModelSpec model = small_moe(L);
@@ -161,7 +166,10 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
           for (std::int64_t etp = 1; etp * ep * pp <= N; ++etp)
             for (std::int64_t vpp = 1; vpp <= L; ++vpp)
               for (std::int64_t first = -1; first <= L; ++first)
-                for (std::int64_t last = -1; last <= L; ++last) {
+                for (std::int64_t last = -1; last <= L; ++last)
+                  for (int account = 0; account < 4; ++account) {
+                  const bool emb = account & 1, loss = account & 2;
+                  if ((emb || loss) && (first >= 0 || last >= 0)) continue;
                   TrainingSetup s = o.base;
                   s.parallel = ParallelLayout{};
                   s.parallel.tp = tp;
@@ -173,6 +181,8 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
                   s.parallel.world_size = N;
                   if (first >= 0) s.pipeline.first_stage_layers = first;
                   if (last >= 0) s.pipeline.last_stage_layers = last;
+                  s.pipeline.account_for_embedding = emb;
+                  s.pipeline.account_for_loss = loss;
                   ++engine_calls;
                   try {
                     (void)engine.run(s, eo);
@@ -195,6 +205,12 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
                       const auto p = static_cast<std::int64_t>(st.size());
                       bool in_scope = tp <= 2 && etp <= 2;
                       for (const auto& x : st) in_scope = in_scope && x.layers >= 1;
+                      if (vpp > 1 && (emb || loss)) {
+                        // (L + 1 per switch) / (PP x VPP) layers per chunk, one fewer in the first
+                        // (embedding) and the last (loss) chunk.
+                        const std::int64_t chunk = (L + emb + loss) / (pp * vpp);
+                        in_scope = in_scope && chunk - emb >= 1 && chunk - loss >= 1;
+                      }
                       if (p >= 3) {
                         const std::int64_t cap = std::max(st[1].layers, (L + p - 1) / p);
                         in_scope = in_scope && st.front().layers <= cap && st.back().layers <= cap;
@@ -443,7 +459,18 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   EXPECT_GT(base.tp_seconds, 0.0);
   EXPECT_EQ(base.ep_seconds, 0.0);  // a dense model
   EXPECT_EQ(base.cp_seconds, 0.0);
-  EXPECT_NEAR(base.step_seconds, (16.0 + 3.0) * base.stage_seconds + base.dp_seconds, 1e-12 * base.step_seconds);
+  // The schedule's m + (p - 1) / v slots of the slowest rank, then what the step adds once.
+  EXPECT_NEAR(base.step_seconds, (16.0 + 3.0) * base.stage_seconds + base.dp_seconds + base.optimizer_seconds,
+              1e-12 * base.step_seconds);
+  EXPECT_GT(base.optimizer_seconds, 0.0);
+  EXPECT_NEAR(base.compute_seconds, base.gemm_seconds + base.attention_seconds + base.elementwise_seconds,
+              1e-12 * base.compute_seconds);
+  // Megatron-Bridge's figures: tokens over GPU-seconds, and Megatron-LM's model FLOPs over them.
+  EXPECT_NEAR(base.tokens_per_second_per_gpu, 256.0 * 4096 / (base.step_seconds * 64), 1e-9);
+  EXPECT_NEAR(base.model_tflops_per_gpu,
+              megatron_model_flops(planner.estimator().model(), planner.setup_for(l, o), 256) /
+                  (base.step_seconds * 64) / 1e12,
+              1e-9);
 
   PlanLayout v = l;
   v.vpp = 3;
@@ -465,8 +492,13 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   PlanLayout wide = l;  // TP 8 in a node of 8: more TP traffic per token
   wide.tp = 8;
   wide.dp = 2;
-  const PlanScore w = planner.score(wide, o);
-  EXPECT_GT(w.tp_seconds / w.compute_seconds, base.tp_seconds / base.compute_seconds);
+  PlanOptions plain = o;  // without --tp-comm-overlap, which hides it under the GEMMs
+  plain.recipe_overlaps = false;
+  const PlanScore w = planner.score(wide, plain), b = planner.score(l, plain);
+  EXPECT_GT(w.tp_seconds / w.compute_seconds, b.tp_seconds / b.compute_seconds);
+  // The overlap hides part of it: what outlasts the GEMMs it is pipelined with.
+  EXPECT_LT(planner.score(wide, o).tp_seconds, w.tp_seconds);
+  EXPECT_GT(b.dp_seconds, base.dp_seconds);  // --overlap-grad-reduce / --overlap-param-gather
 
   PlanLayout nopp = l;
   nopp.pp = 1;
@@ -492,8 +524,14 @@ TEST(planner, ExpertParallelTrafficLeavesTheNode) {
   l.ep = 16;
   const PlanScore across = planner.score(l, o);
   EXPECT_GT(in_node.ep_seconds, 0.0);
-  // (15/16) / 50 GB/s against (7/8) / 900 GB/s per routed token.
-  EXPECT_GT(across.ep_seconds, 10 * in_node.ep_seconds);
+  // The alltoall dispatcher: 7/8 of the routed bytes over NVLink (0.4 x 900 GB/s) in a node,
+  // against 8/15 of 15/16 of them over the network (0.85 x 50 GB/s) across two.
+  EXPECT_GT(across.ep_seconds, 4 * in_node.ep_seconds);  // (8/15 x 15/8 / 42.5) / (7/8 x 2 / 360) = 4.8
+  // DeepEP (the flex dispatcher) sends a token once to each remote node it needs: with top-8 of
+  // experts spread over 2 nodes, 2 (1 - 2^-8) / 8 of what the plain all-to-all sends there.
+  o.base.dispatcher = TokenDispatcher::kFlex;
+  const PlanScore deduplicated = planner.score(l, o);
+  EXPECT_LT(deduplicated.ep_seconds, across.ep_seconds / 3);
 }
 
 TEST(planner, NothingFitsSaysWhichChangeWould) {
@@ -552,6 +590,55 @@ TEST(planner, FixedSizesRestrictTheSearch) {
   o.tp = 3;  // 32 heads, 8 query groups
   EXPECT_EQ(planner.count_candidates(o), 0u);
   EXPECT_THROW((void)planner.run(o), LayoutError);
+}
+
+// A MoE model at a highly composite GPU count: EP must divide the experts and the GPUs
+// (moe_layer.py), so only the divisors of gcd(GPUs, experts) are candidates. Every divisor of the
+// GPU count used to be tried and rejected by the engine, one invalid candidate at a time (issue
+// 32: Kimi-K2 at 735,134,400 GPUs judged 67.5 M layouts, 89 % of them invalid, in 4 minutes).
+TEST(planner, OnlyExpertParallelSizesThatDivideTheExpertsAreSearched) {
+  const Planner planner(bundled("Qwen/Qwen3-30B-A3B"), registry());  // 128 experts
+  PlanOptions o = options_for(720);                                   // 2^4 x 3^2 x 5: gcd 16
+  o.tp = 1, o.pp = 1, o.cp = 1;
+  o.recompute = {RecomputeVariant::kFull};
+  o.micro_batch_sizes = {1};
+  std::set<std::int64_t> eps;
+  planner.enumerate(o, [&eps](const PlanLayout& l) { eps.insert(l.ep); });
+  EXPECT_EQ(eps, (std::set<std::int64_t>{1, 2, 4, 8, 16}));
+  const PlanResult r = planner.run(o);
+  EXPECT_EQ(r.valid, r.evaluated);
+  EXPECT_EQ(r.first_error, "");
+}
+
+// The work bound (PlanOptions::max_candidates) cuts the space at a slice and says what it left
+// out; a set cancellation flag stops the search with InterruptedError.
+TEST(planner, TheWorkIsBoundedAndCanBeCancelled) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(64);
+  const std::uint64_t total = planner.count_candidates(o);
+  o.max_candidates = total / 3;
+  const PlanResult r = planner.run(o);
+  EXPECT_LE(r.evaluated, total / 3);
+  EXPECT_GT(r.evaluated, 0u);
+  EXPECT_EQ(r.evaluated + r.skipped_candidates, total);
+  EXPECT_GT(r.skipped_slices, 0u);
+  EXPECT_NE(r.first_skipped.find("TP "), std::string::npos) << r.first_skipped;
+  o.max_candidates = 0;  // no bound
+  EXPECT_EQ(planner.run(o).skipped_candidates, 0u);
+
+  std::atomic<bool> cancel{true};
+  o.cancel = &cancel;
+  EXPECT_THROW((void)planner.run(o), InterruptedError);
+  EXPECT_THROW((void)planner.suggest(o), InterruptedError);
+  // Cancelled while it runs: the streamed rows stop early.
+  cancel = false;
+  std::uint64_t rows = 0;
+  o.on_valid = [&](const Plan&) {
+    if (++rows == 10) cancel = true;
+  };
+  o.threads = 1;
+  EXPECT_THROW((void)planner.run(o), InterruptedError);
+  EXPECT_LT(rows, total / 10);
 }
 
 TEST(planner, BadOptionsAndFlagsAreRejectedUpFront) {

@@ -59,12 +59,12 @@ def test_one_gpu_judged():
     assert r.fits() == expected["fits"][0]["fits"] == r.fits("H200")
 
 
-MEGATRON_LINE = ("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+MEGATRON_LINE = ("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
                  "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
                  "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear "
                  "--seq-length 4096 --max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 256 "
                  "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --sequence-parallel --bf16 "
-                 "--use-distributed-optimizer --vocab-size 128256 --world-size 64 --overlap-grad-reduce "
+                 "--use-distributed-optimizer --vocab-size 128256 --overlap-grad-reduce "
                  "--lr 3e-4 --train-iters 1000")
 
 

@@ -49,13 +49,13 @@ def llama_namespace(**overrides) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
-LLAMA_LINE = ("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+LLAMA_LINE = ("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
               "--group-query-attention --num-query-groups 8 --kv-channels 128 --swiglu --normalization RMSNorm "
               "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear "
               "--max-position-embeddings 8192 --vocab-size 128256 --make-vocab-size-divisible-by 128 "
               "--tokenizer-type NullTokenizer --moe-layer-freq 1 "
               "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 "
-              "--expert-model-parallel-size 1 --sequence-parallel --world-size 64 --seq-length 4096 "
+              "--expert-model-parallel-size 1 --sequence-parallel --seq-length 4096 "
               "--micro-batch-size 1 --global-batch-size 256 --bf16 --use-distributed-optimizer "
               "--recompute-granularity selective --recompute-modules core_attn --attention-backend auto "
               "--transformer-impl transformer_engine --overlap-grad-reduce")
@@ -107,7 +107,7 @@ def test_moe_mla_namespace_and_renamed_attributes():
         moe_ffn_hidden_size=1024, moe_shared_expert_intermediate_size=1024, moe_layer_freq=[0, 1, 1, 1, 1, 1, 1, 1],
         expert_model_parallel_size=4, tensor_model_parallel_size=2, world_size=32, fp8="hybrid",
         recompute_modules=None, recompute_granularity=None)
-    line = ("--num-layers 8 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --num-query-groups 16 "
+    line = ("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 8 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --num-query-groups 16 "
             "--kv-channels 128 --swiglu --normalization RMSNorm --position-embedding-type rope "
             "--untie-embeddings-and-output-weights --disable-bias-linear --max-position-embeddings 8192 "
             "--vocab-size 128256 --make-vocab-size-divisible-by 128 --tokenizer-type NullTokenizer "
@@ -115,7 +115,7 @@ def test_moe_mla_namespace_and_renamed_attributes():
             "--v-head-dim 64 --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 1024 "
             "--moe-shared-expert-intermediate-size 1024 --moe-layer-freq [0,1,1,1,1,1,1,1] "
             "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --context-parallel-size 1 "
-            "--expert-model-parallel-size 4 --sequence-parallel --world-size 32 --seq-length 4096 "
+            "--expert-model-parallel-size 4 --sequence-parallel --seq-length 4096 "
             "--micro-batch-size 1 --global-batch-size 256 --bf16 --fp8-format hybrid --use-distributed-optimizer "
             "--attention-backend auto --transformer-impl transformer_engine --overlap-grad-reduce")
     r = mme.from_megatron_args(ns)

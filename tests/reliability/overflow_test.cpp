@@ -170,9 +170,12 @@ TEST(Limits, CublasWorkspacesThatAddUpBeyond64Bits) {
 }
 
 TEST(Limits, MegatronWorldSizeProduct) {
-  const MegatronArgs a = parse_megatron_args("--nnodes 4611686018427387904 --nproc-per-node 4", "test");
+  // torchrun's counts: each at most 9 digits (a longer one is no GPU count: the reader says so),
+  // their product checked against the GPU bound.
+  const MegatronArgs a = parse_megatron_args("torchrun --nnodes 999999999 --nproc-per-node 999999999 x.py", "test");
   EXPECT_THROW(setup_from_megatron_args(a, {}), UsageError);
-  const MegatronArgs ok = parse_megatron_args("--nnodes 16 --nproc-per-node 8", "test");
+  EXPECT_FALSE(parse_megatron_args("torchrun --nnodes 4611686018427387904 x.py", "test").world_size);
+  const MegatronArgs ok = parse_megatron_args("torchrun --nnodes 16 --nproc-per-node 8 x.py", "test");
   EXPECT_EQ(setup_from_megatron_args(ok, {}).parallel.world_size, 128);
 }
 
@@ -198,8 +201,8 @@ TEST(MoeLayerFreq, PythonListExpressionsAsArgumentsPyEvaluatesThem) {
   EXPECT_EQ(parse_moe_layer_freq("[1]*0+[0, 1]", 2), (V{0, 1}));
   // What Python would refuse, what Megatron-LM's character check refuses, and what is not a
   // 0/1 list: each a ConfigError naming the problem.
-  for (const char* bad : {"[1]+2", "[[1]]", "(1,2)*2", "[2]*4", "[1]*[1]*4", "[1]*3-1", "__import__('os')",
-                          "([1]*4", "[1]*4)", "[1 1]", "4*4", "[1]*"})
+  for (const char* bad : {"[1]+2", "[[1]]", "(1,2)*2", "[2]*4", "[1]*[1]*4", "[1]*3-1", "__import__('os')", "([1]*4",
+                          "[1]*4)", "[1 1]", "4*4", "[1]*"})
     EXPECT_THROW(parse_moe_layer_freq(bad, 4), ConfigError) << bad;
   // Bounded before anything is built, however the repetition is nested.
   EXPECT_THROW(parse_moe_layer_freq("(([1]*999999999)*999999999)*999999999", 64), ConfigError);

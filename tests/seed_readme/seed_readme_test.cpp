@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <mme/sdk/text.hpp>
+
 #include "test_support.hpp"
 
 namespace mme {
@@ -24,12 +26,6 @@ struct SeedCommand {
   bool to_file = false;           // "> result.json"
   std::string refused;            // "# expect 4: TEXT"
 };
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
 
 std::vector<SeedCommand> read_commands() {
   std::istringstream in(test::read_file(test::source_dir() / "tests" / "seed_readme" / "commands.txt"));

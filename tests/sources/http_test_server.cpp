@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <mme/sdk/text.hpp>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -28,13 +30,6 @@ std::string reason(int status) {
     case 404: return "Not Found";
     default: return "Status";
   }
-}
-
-std::string trim(std::string s) {
-  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
-  s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), space));
-  s.erase(std::find_if_not(s.rbegin(), s.rend(), space).base(), s.end());
-  return s;
 }
 
 int listen_local(int& port) {

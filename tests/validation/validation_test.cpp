@@ -53,6 +53,46 @@ TEST(CsvFormat, IncompleteRealRunsHeaderNamesTheMissingColumn) {
   }
 }
 
+// ---- Measured reserved memory in a real-runs row's notes ------------------------------------
+
+TEST(ReservedNotes, ReadsMaxReservedInMiB) {
+  // "max_reserved 72586 MB" as report_memory prints it: MB = 2^20 bytes, so 72586 / 1024 GiB.
+  EXPECT_DOUBLE_EQ(measured_reserved_from_notes("max_allocated 68149 MB; max_reserved 72586 MB = 70.88 GiB", "row"),
+                   72586.0 / 1024.0);
+  EXPECT_DOUBLE_EQ(measured_reserved_from_notes("max_reserved 1536.5 MB", "row"), 1.5004882812500);
+  EXPECT_EQ(measured_reserved_from_notes("no reserved figure here", "row"), 0.0);
+  for (const char* bad : {"max_reserved 70.9 GiB", "max_reserved MB", "max_reserved 1.2.3 MB", "max_reserved 0 MB"})
+    EXPECT_THROW(measured_reserved_from_notes(bad, "row"), ConfigError) << bad;
+}
+
+TEST(ReservedNotes, SummaryComparesReservedAndTheAllocatorsShare) {
+  // Two rows: measured peak 10 and 20 GiB, reserved 11 and 22; estimated peak 10 and 19, reserved
+  // 11.5 and 21. Errors: +4.545 % and -4.545 % (|median| 4.545 %); one row under its measured
+  // reserved; reserved - peak measured 1 and 2 (median 1.5), estimated 1.5 and 2 (median 1.75);
+  // |estimated - measured| of that: 0.5 and 0 GiB (median 0.25, max 0.5).
+  std::vector<ValidationCase> cases(2);
+  const double m_peak[] = {10, 20}, m_res[] = {11, 22}, e_peak[] = {10, 19}, e_res[] = {11.5, 21};
+  for (int i = 0; i < 2; ++i) {
+    auto& c = cases[static_cast<std::size_t>(i)];
+    c.format = CsvFormat::kRealRuns;
+    c.metric = "max_allocated";
+    c.status = "ok";
+    c.measured_peak_gib = m_peak[i];
+    c.measured_reserved_gib = m_res[i];
+    c.estimated_peak_gib = c.estimated_upper_gib = e_peak[i];
+    c.estimated_reserved_gib = e_res[i];
+  }
+  const ReservedStats r = summarize(cases).reserved;
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_NEAR(r.error.median, 0.5 / 11, 1e-12);
+  EXPECT_NEAR(r.signed_median, 0.0, 1e-12);
+  EXPECT_EQ(r.under, 1u);
+  EXPECT_DOUBLE_EQ(r.gap_measured_median_gib, 1.5);
+  EXPECT_DOUBLE_EQ(r.gap_estimated_median_gib, 1.75);
+  EXPECT_DOUBLE_EQ(r.gap_error_median_gib, 0.25);
+  EXPECT_DOUBLE_EQ(r.gap_error_max_gib, 0.5);
+}
+
 TEST(CsvFormat, ReadCsvTableDetectsTheShippedFiles) {
   EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "real_runs.csv").format, CsvFormat::kRealRuns);
   EXPECT_EQ(read_csv_table(test::source_dir() / "bench" / "accuracy" / "megatron_functional_test_memory.csv").format,
@@ -111,6 +151,28 @@ TEST(RealRuns, ComparesThePeakStageAndPassesTheArgsAsWords) {
   EXPECT_TRUE(c.counted());
   EXPECT_FALSE(c.within_bound());
   EXPECT_EQ(c.world_size, 8);
+}
+
+// simumax_b200.md: the rows of a PP=2 layout are per stage, rank_note "pp_rank=N"; each is
+// compared with that stage's estimate (fake_estimate: stage 0 3 GiB, stage 1 4 GiB), not the peak.
+TEST(RealRuns, ARankNoteNamingAPipelineStageComparesThatStage) {
+  auto row = [](const std::string& note) {
+    CsvRow r = real_row("max_allocated", "5.0", "m");
+    r["rank_note"] = note;
+    return r;
+  };
+  const auto est = [](const auto&) { return fake_estimate(0); };
+  const ValidationCase first = validate_real_run_row(row("pp_rank=0"), est);
+  EXPECT_EQ(first.status, "ok");
+  EXPECT_EQ(first.stage, 0);
+  EXPECT_DOUBLE_EQ(first.estimated_peak_gib, 3.0);
+  EXPECT_EQ(validate_real_run_row(row("stage pp_rank=1 of 2"), est).stage, 1);
+  EXPECT_EQ(validate_real_run_row(row("max of 8"), est).stage, 1);  // no stage named: the peak
+  for (const char* bad : {"pp_rank=2", "pp_rank=", "pp_rank=x"}) {
+    const ValidationCase c = validate_real_run_row(row(bad), est);
+    EXPECT_EQ(c.status, "error") << bad;
+    EXPECT_NE(c.reason.find("pp_rank"), std::string::npos) << c.reason;
+  }
 }
 
 TEST(RealRuns, TakesTheEnginesBoundWhenItHasOne) {
@@ -243,6 +305,9 @@ TEST(Summary, SizeBucketsSignedErrorAndBound) {
   EXPECT_EQ(s.bound.count, 6u);
   EXPECT_EQ(s.bound.covered, 4u);
   EXPECT_NEAR(s.bound.share, 4.0 / 6.0, 1e-12);
+  // exceeded: 2.0 over a bound of 1.8 (10 %) and 50 over 49 (2 %): the larger, 10 %.
+  EXPECT_EQ(s.bound.exceeded, 2u);
+  EXPECT_NEAR(s.bound.max_excess, 0.10, 1e-12);
   // The headline statistics keep their meaning.
   EXPECT_EQ(s.peak.count, 6u);
   EXPECT_NEAR(s.peak.max, 0.30, 1e-12);
@@ -263,154 +328,8 @@ TEST(Summary, EmptyIsAllZero) {
   EXPECT_EQ(s.signed_peak.count, 0u);
   EXPECT_EQ(s.bound.count, 0u);
   EXPECT_EQ(s.bound.share, 0.0);
-}
-
-// ---- Megatron-LM log lines -----------------------------------------------------------------
-
-std::vector<MemoryReport> parse(const std::string& text) {
-  std::istringstream in(text);
-  return parse_memory_log(in, "train.log");
-}
-
-TEST(MemoryLog, ReportMemoryLines) {
-  const auto r = parse(
-      " iteration        1/      10 | consumed samples: 8 | lm loss: 1.0E+01\n"
-      "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1024.00 | max allocated: 2048.50 | reserved: 3000.00 | "
-      "max reserved: 3000.00\n"
-      "[Rank 12] (after 2 iterations) memory (MB) | allocated: 512.00 | max allocated: 4096.00 | reserved: 5000.00 | "
-      "max reserved: 5000.00 | total device memory used: 6000.00\n");
-  ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r[0].rank, 0);
-  EXPECT_EQ(r[0].line, 2u);
-  EXPECT_FALSE(r[0].scalar);
-  EXPECT_DOUBLE_EQ(*r[0].max_allocated_bytes, 2048.5 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(*r[0].allocated_bytes, 1024.0 * 1024 * 1024);
-  EXPECT_EQ(r[1].rank, 12);
-  EXPECT_DOUBLE_EQ(*r[1].max_allocated_bytes, 4096.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(*r[1].allocated_bytes, 512.0 * 1024 * 1024);
-}
-
-TEST(MemoryLog, ScalarLines) {
-  const auto r = parse(
-      "mem-max-allocated-bytes: 21474836480\n"
-      "mem-allocated-bytes 10737418240\n"
-      "{'lm loss': 2.5, 'mem-allocated-bytes': 1073741824.0, 'mem-max-allocated-bytes': 3.2212254720e+10}\n"
-      "mem-reserved-bytes: 99\n");
-  ASSERT_EQ(r.size(), 3u);
-  EXPECT_TRUE(r[0].scalar);
-  EXPECT_FALSE(r[0].rank);
-  EXPECT_DOUBLE_EQ(*r[0].max_allocated_bytes, 21474836480.0);
-  EXPECT_FALSE(r[0].allocated_bytes);
-  EXPECT_FALSE(r[1].max_allocated_bytes);
-  EXPECT_DOUBLE_EQ(*r[1].allocated_bytes, 10737418240.0);
-  EXPECT_DOUBLE_EQ(*r[2].max_allocated_bytes, 32212254720.0);
-  EXPECT_DOUBLE_EQ(*r[2].allocated_bytes, 1073741824.0);
-}
-
-TEST(MemoryLog, NoMemoryLinesSaysWhatWasLookedFor) {
-  try {
-    parse("iteration 1 | lm loss: 3.0\nmem-allocated-bytes: 5\n");
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("train.log: no memory lines found"), std::string::npos) << m;
-    EXPECT_NE(m.find("max allocated:"), std::string::npos) << m;
-    EXPECT_NE(m.find("mem-max-allocated-bytes"), std::string::npos) << m;
-  }
-}
-
-TEST(MemoryLog, BadNumbersNameTheLine) {
-  auto message = [](const std::string& text) {
-    try {
-      parse(text);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(
-      message("ok\n[Rank 0] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: 12x4 | reserved: 1\n"),
-      "train.log:2: '12x4' after 'max allocated:' is not a non-negative number");
-  EXPECT_EQ(message("mem-max-allocated-bytes: -5\n"),
-            "train.log:1: '-5' after 'mem-max-allocated-bytes' is not a non-negative number");
-  EXPECT_EQ(message("mem-max-allocated-bytes: nan\n"),
-            "train.log:1: 'nan' after 'mem-max-allocated-bytes' is not a non-negative number");
-  EXPECT_EQ(message("[Rank x] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n"),
-            "train.log:1: '[Rank' is not followed by a rank number and ']'");
-}
-
-TEST(MemoryLog, UnreadableFileIsNotFound) {
-  test::TempDir dir;
-  EXPECT_THROW(read_memory_log(dir.path() / "missing.log"), NotFoundError);
-  EXPECT_THROW(read_memory_log(dir.path()), NotFoundError);
-}
-
-// ---- Ranks and stages -------------------------------------------------------------------------
-
-TEST(RankToStage, MegatronDefaultOrder) {
-  // 16 GPUs, PP 4: 4 GPUs per stage (tp-cp-ep-dp inside a stage).
-  EXPECT_EQ(pipeline_stage_of_rank(0, 16, 4), 0);
-  EXPECT_EQ(pipeline_stage_of_rank(3, 16, 4), 0);
-  EXPECT_EQ(pipeline_stage_of_rank(4, 16, 4), 1);
-  EXPECT_EQ(pipeline_stage_of_rank(11, 16, 4), 2);
-  EXPECT_EQ(pipeline_stage_of_rank(15, 16, 4), 3);
-  EXPECT_EQ(pipeline_stage_of_rank(7, 8, 1), 0);
-  EXPECT_THROW(pipeline_stage_of_rank(16, 16, 4), ConfigError);
-  EXPECT_THROW(pipeline_stage_of_rank(-1, 16, 4), ConfigError);
-}
-
-Estimate four_stages() {
-  Estimate e;
-  e.setup.parallel.world_size = 8;
-  e.setup.parallel.pp = 4;
-  for (int i = 0; i < 4; ++i) {
-    StageEstimate s;
-    s.pp_rank = i;
-    s.total_bytes = gib_to_bytes(10.0 + i);
-    s.static_bytes = gib_to_bytes(5.0);
-    s.upper_bytes = i == 3 ? gib_to_bytes(20.0) : 0;
-    e.stages.push_back(s);
-  }
-  return e;
-}
-
-TEST(CompareLog, PerRankMaximumAgainstItsStage) {
-  const auto reports = parse(
-      "[Rank 5] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 11264 | reserved: 1\n"  // 11 GiB
-      "[Rank 0] (after 1 iterations) memory (MB) | allocated: 100 | max allocated: 9216 | reserved: 1\n"   // 9 GiB
-      "[Rank 5] (after 2 iterations) memory (MB) | allocated: 200 | max allocated: 13312 | reserved: 1\n"  // 13 GiB
-      "mem-max-allocated-bytes: 16106127360\n");                                                           // 15 GiB
-  const auto ranks = compare_memory_log(reports, four_stages(), "train.log");
-  ASSERT_EQ(ranks.size(), 3u);
-  EXPECT_EQ(ranks[0].rank, 0);
-  EXPECT_EQ(ranks[0].stage, 0);
-  EXPECT_DOUBLE_EQ(ranks[0].measured_max_allocated_gib, 9.0);
-  EXPECT_DOUBLE_EQ(ranks[0].estimated_peak_gib, 10.0);
-  EXPECT_DOUBLE_EQ(ranks[0].estimated_upper_gib, 10.0);
-  EXPECT_EQ(ranks[1].rank, 5);
-  EXPECT_EQ(ranks[1].stage, 2);  // 8 GPUs / PP 4 = 2 per stage
-  EXPECT_EQ(ranks[1].reports, 2u);
-  EXPECT_DOUBLE_EQ(ranks[1].measured_max_allocated_gib, 13.0);
-  EXPECT_DOUBLE_EQ(*ranks[1].measured_allocated_gib, 200.0 / 1024);
-  EXPECT_DOUBLE_EQ(ranks[1].estimated_peak_gib, 12.0);
-  EXPECT_NEAR(ranks[1].peak_error(), (12.0 - 13.0) / 13.0, 1e-12);
-  EXPECT_FALSE(ranks[1].within_bound());
-  EXPECT_FALSE(ranks[2].rank);  // the scalar line: the last stage
-  EXPECT_EQ(ranks[2].stage, 3);
-  EXPECT_DOUBLE_EQ(ranks[2].measured_max_allocated_gib, 15.0);
-  EXPECT_DOUBLE_EQ(ranks[2].estimated_upper_gib, 20.0);
-  EXPECT_TRUE(ranks[2].within_bound());
-}
-
-TEST(CompareLog, RankBeyondTheWorldSize) {
-  const auto reports = parse("[Rank 8] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n");
-  try {
-    compare_memory_log(reports, four_stages(), "train.log");
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "train.log:1: rank 8 is beyond the world size of 8 GPUs (ranks 0 to 7); give the run's --num-gpus");
-  }
+  EXPECT_EQ(s.bound.exceeded, 0u);
+  EXPECT_EQ(s.bound.max_excess, 0.0);
 }
 
 }  // namespace

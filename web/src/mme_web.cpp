@@ -216,7 +216,8 @@ J estimate(const J& request) {
   if (request.value("megatron_args", false)) {
     // The launch flags of `mme estimate --print-megatron-args` (an argument file), or why there are none.
     try {
-      doc["megatron_args"] = megatron_args_file_text(megatron_launch_args(result.model, result.estimate.setup));
+      doc["megatron_args"] =
+          megatron_args_file_text(megatron_launch_args(result.model, result.estimate.setup, *result.registry));
     } catch (const UsageError& e) {
       doc["megatron_args_error"] = e.what();
     }

@@ -17,8 +17,7 @@ using OJ = nlohmann::ordered_json;
 J estimate_document(const EstimateResult& r) {
   J j = cli::estimate_to_json(r.model, r.estimate, r.fits);
   J steps = J::array();
-  for (const auto& st : r.next_steps)
-    steps.push_back({{"change", st.change}, {"needed_bytes", st.needed_bytes}, {"fits", st.fits_on}});
+  for (const auto& st : r.next_steps) steps.push_back(cli::next_step_json(st));
   j["next_steps"] = steps;
   return j;
 }
@@ -125,6 +124,9 @@ J hardware_document(const HardwareResult& result) {
                  {"bf16_tflops", h.bf16_tflops},
                  {"fp8_tflops", h.fp8_tflops},
                  {"link_bandwidth_gbps", h.link_bandwidth_gbps},
+                 {"fp4_tflops", h.fp4_tflops},
+                 {"inter_node_bandwidth_gbps", h.inter_node_bandwidth_gbps},
+                 {"gpus_per_node", h.gpus_per_node},
                  {"source", h.source},
                  {"plugin", r->plugin}});
   }
@@ -152,7 +154,12 @@ J plugins_document(const PluginsResult& result) {
 }
 
 J plan_document(const PlanOutcome& o) {
-  return cli::plan_result_to_json(*o.model, *o.planner, o.options, o.result, o.suggestions);
+  J j = cli::plan_result_to_json(*o.model, *o.planner, o.options, o.result, o.suggestions);
+  if (o.gpu_counts) {  // without --num-gpus: the smallest count that fits and the counts above it
+    j["global_batch_assumed"] = o.gpu_counts->global_batch_assumed;
+    j["gpu_counts"] = cli::gpu_counts_to_json(*o.planner, o.options, *o.gpu_counts);
+  }
+  return j;
 }
 
 OJ version_document() {

@@ -12,6 +12,7 @@
 
 #include <mme/engine/setup_checks.hpp>
 #include <mme/inputs/gpu_lookup.hpp>
+#include <mme/inputs/launch_script.hpp>
 #include <mme/inputs/model_loader.hpp>
 #include <mme/report/render_html.hpp>
 #include <mme/report/render_svg.hpp>
@@ -146,6 +147,23 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, const SourceOpt
 
 }  // namespace
 
+// The launch-script options (--set, --script-arg, --script-source, --extra-megatron-flag,
+// --assume-gpt-entry) as the reader takes them.
+LaunchScriptOptions launch_script_options(const ScriptInput& in) {
+  LaunchScriptOptions o;
+  for (const auto& v : in.set) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError(printable(fmt::format("--set '{}': expected NAME=VALUE", v)));
+    o.variables.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+  }
+  o.script_args = in.args;
+  for (const auto& f : in.sources) o.sources.emplace_back(f);
+  for (const auto& f : in.extra_flags) o.extra_flags.push_back(f.rfind("--", 0) == 0 ? f.substr(2) : f);
+  o.assume_gpt_entry = in.assume_gpt_entry;
+  return o;
+}
+
 ReadInputs read_model_source(const ModelInput& input, const SetupFlags& flags, const InputRules& rules) {
   ReadInputs r;
   r.model_name = input.model;
@@ -153,28 +171,37 @@ ReadInputs read_model_source(const ModelInput& input, const SetupFlags& flags, c
   auto& megatron = r.megatron;
   if (input.megatron_args && input.megatron_args_file)
     throw UsageError("give --megatron-args or --megatron-args-file, not both");
+  const LaunchScriptOptions script = launch_script_options(input.script);
+  std::optional<std::string> text;
   if (input.megatron_args) {
     r.megatron_source = "--megatron-args";
-    megatron = parse_megatron_args(*input.megatron_args, r.megatron_source);
+    text = *input.megatron_args;
   } else if (input.megatron_args_file) {
     r.megatron_source = *input.megatron_args_file;
     // Regular files only, with a size cap, like config.json: a launch script is a few KiB.
-    const std::string text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
-    megatron = parse_megatron_args(text, r.megatron_source);
+    text = read_text_file(r.megatron_source, 1u << 20, "a Megatron-LM argument file");
+  } else {
+    const ScriptInput& s = input.script;
+    for (const auto& [flag, given] :
+         {std::pair{"set", !s.set.empty()}, std::pair{"script-arg", !s.args.empty()},
+          std::pair{"script-source", !s.sources.empty()}, std::pair{"extra-megatron-flag", !s.extra_flags.empty()},
+          std::pair{"assume-gpt-entry", s.assume_gpt_entry}})
+      if (given)
+        throw UsageError(fmt::format("--{} applies to a launch script (--megatron-args-file, --megatron-args)", flag));
   }
-  if (megatron && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
-  if (megatron) {
-    // The flags that are neither settings nor the model's: known without a memory effect
-    // (silent), with one mme does not model (the assumptions), or unknown (one warning).
-    const MegatronFlagReview review = review_megatron_flags(*megatron);
-    r.assumptions = review.not_modelled;
-    if (!review.unknown.empty()) {
-      std::string names;
-      for (const auto& n : review.unknown) names += (names.empty() ? "" : ", ") + n;
-      r.unknown_flags =
-          printable(fmt::format("{}: {} Megatron-LM flag{} mme does not know, ignored: {}", r.megatron_source,
-                                review.unknown.size(), review.unknown.size() == 1 ? "" : "s", names));
-    }
+  if (text && model) throw UsageError("give either a MODEL or Megatron-LM flags (--megatron-args), not both");
+  if (text) {
+    // The static reader of the script, then its checks: the entry script, Megatron-LM's flags,
+    // the values mme reads; the other flags sorted into silent, not modelled (assumptions) and
+    // unknown (a warning).
+    LaunchScript launch = read_launch_script(*text, r.megatron_source, script);
+    check_launch_script(launch, r.megatron_source, script);
+    r.assumptions = launch.assumptions;
+    r.warnings = launch.warnings;
+    r.launch_gpus_unknown = launch.world_size_unknown;
+    if (!launch.entry.empty() && !launch.args.world_size && launch.world_size_unknown.empty())
+      r.launch_gpus_unsaid = launch.where;
+    megatron = std::move(launch.args);
   }
   // A spec file: the model (unless MODEL is given) and the setup, which the flags override.
   auto& spec = r.spec;
@@ -211,9 +238,14 @@ void read_request_setup(const SetupFlags& flags, ReadInputs& r) {
     r.setup.parallel.etp = 1;
     r.etp_defaulted = true;
   }
-  const bool world_given =
-      flags.given("num-gpus") || spec ||
-      (megatron && (megatron->has("world-size") || (megatron->has("nnodes") && megatron->has("nproc-per-node"))));
+  const bool gpus_flag = flags.given("num-gpus");
+  if (megatron && !gpus_flag && !r.launch_gpus_unknown.empty())
+    throw UsageError(printable(
+        fmt::format("{}: the GPU count: {}; give it with --num-gpus N", r.megatron_source, r.launch_gpus_unknown)));
+  if (megatron && !gpus_flag && !r.launch_gpus_unsaid.empty())
+    r.warnings.push_back(fmt::format("{}: the launch does not say how many GPUs it runs on (--num-gpus N gives it)",
+                                     r.launch_gpus_unsaid));
+  const bool world_given = gpus_flag || spec || (megatron && megatron->world_size);
   if (!world_given) {
     r.setup.parallel.world_size = default_world_size(r.setup.parallel);
     r.gpus_defaulted = true;
@@ -274,9 +306,12 @@ ResolvedInputs resolve_inputs(const ReadInputs& read, const std::optional<std::s
   ResolvedInputs in;
   in.setup = read.setup;
   in.assumptions = read.assumptions;
-  if (!read.unknown_flags.empty()) spdlog::warn("{}", read.unknown_flags);
+  // Once per request: compare passes only its first layout's lines on.
+  for (const auto& w : read.warnings) spdlog::warn("{}", w);
   in.gpu = request_gpu(read, gpu, registry);
   in.model = load_request_model(read, registry, sources, in.assumptions);
+  // The launch's warnings are the estimate's too (the JSON document's `warnings`).
+  in.model.warnings.insert(in.model.warnings.end(), read.warnings.begin(), read.warnings.end());
   if (read.spec) check_spec_layout(&*read.spec, in.model, in.setup);
   return in;
 }
@@ -376,7 +411,7 @@ EstimateResult estimate(const EstimateRequest& request, const Context& context) 
   if (html_file) {
     cli::HtmlOptions ho;
     ho.chosen_gpu = out.gpu;
-    ho.headroom_fraction = request.fit.headroom;
+    ho.headroom_fraction = request.fit.headroom < 0 ? kDefaultHeadroom : request.fit.headroom;
     html_file->commit(cli::render_estimate_html(out.model, est, out.fits, ho));
   }
   if (svg_file) {

@@ -22,12 +22,14 @@ enum class Takes { kSwitch, kValue, kValues };
 const std::map<std::string, Takes, std::less<>>& options() {
   static const std::map<std::string, Takes, std::less<>> table = [] {
     std::map<std::string, Takes, std::less<>> t;
-    for (const char* s : {"json", "verbose", "breakdown", "dump-config", "print-megatron-args", "v", "quiet"})
+    for (const char* s :
+         {"json", "verbose", "breakdown", "dump-config", "print-megatron-args", "v", "quiet", "assume-gpt-entry"})
       t[s] = Takes::kSwitch;
     for (const char* v : {"fit-on", "headroom", "overhead-per-gpu", "html", "svg", "gpu", "revision", "megatron-args",
                           "megatron-args-file", "config", "log-level"})
       t[v] = Takes::kValue;
-    for (const char* v : {"hardware-file", "plugin-dir"}) t[v] = Takes::kValues;
+    for (const char* v : {"hardware-file", "plugin-dir", "set", "script-arg", "script-source", "extra-megatron-flag"})
+      t[v] = Takes::kValues;
     for (const SetupKnob* k : setup_knobs_in_flag_order()) {
       switch (k->kind) {
         case KnobKind::kBool:
@@ -67,7 +69,12 @@ bool is_setup_flag(std::string_view name) {
                                                          "config",
                                                          "log-level",
                                                          "hardware-file",
-                                                         "plugin-dir"};
+                                                         "plugin-dir",
+                                                         "set",
+                                                         "script-arg",
+                                                         "script-source",
+                                                         "extra-megatron-flag",
+                                                         "assume-gpt-entry"};
   return !own.count(name);
 }
 
@@ -166,6 +173,15 @@ EstimateRequest estimate_request_from_words(const std::vector<std::string>& word
   r.input.megatron_args_file = one("megatron-args-file");
   r.input.spec_file = one("config");
   r.input.revision = one("revision").value_or("");
+  auto all = [&](const char* name) {
+    const auto it = given.find(name);
+    return it == given.end() ? std::vector<std::string>{} : it->second;
+  };
+  r.input.script.set = all("set");
+  r.input.script.args = all("script-arg");
+  r.input.script.sources = all("script-source");
+  r.input.script.extra_flags = all("extra-megatron-flag");
+  r.input.script.assume_gpt_entry = switches.count("assume-gpt-entry") > 0;
   r.gpu = one("gpu");
   for (const auto& name : order) {
     const Takes takes = options().at(name);

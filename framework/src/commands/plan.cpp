@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
@@ -75,16 +76,19 @@ std::string plan_knob_cells(const PlanLayout& l, const PlanOptions& o, const cha
 std::string plan_csv_header(const PlanOptions& o) {
   return "ordinal,tp,pp,vpp,ep,etp,cp,dp,micro_batch_size,recompute,first_stage_layers,middle_stage_layers,"
          "last_stage_layers" +
-         plan_knob_header(o, ",", true) + ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,args\n";
+         plan_knob_header(o, ",", true) +
+         ",peak_bytes,headroom_bytes,fits,score,bubble,step_seconds,tokens_per_second_per_gpu,model_tflops_per_gpu,"
+         "args\n";
 }
 
 std::string plan_csv_row(const Plan& p, const Planner& planner, const PlanOptions& o) {
   const auto& l = p.layout;
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal, l.tp,
-                     l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n",
+                     p.ordinal, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
                      l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers, plan_knob_cells(l, o, ",", true),
                      p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false", p.score.score, p.score.bubble,
-                     p.score.step_seconds, csv_field(shell_command(planner.args_for(l, o))));
+                     p.score.step_seconds, p.score.tokens_per_second_per_gpu, p.score.model_tflops_per_gpu,
+                     csv_field(shell_command(planner.args_for(l, o))));
 }
 
 PlanOutcome plan(const PlanRequest& request, const Context& context) {
@@ -95,7 +99,10 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
   // takes MODEL only, and reads the setup once the list flags are out of the way.
   ReadInputs read = read_model_source(request.input, flags, InputRules{"plan", false, false});
   const auto gpus_text = flags.agreed_value({"num-gpus", "world-size"});
-  if (!gpus_text) throw UsageError("plan needs --num-gpus N");
+  // Without --num-gpus: how many GPUs of --gpu the model needs.
+  const bool count_gpus = !gpus_text;
+  if (count_gpus && !request.gpu)
+    throw UsageError("plan needs --num-gpus N, or --gpu NAME to find how many GPUs the model needs");
   std::optional<cli::OutputFile> html_file;  // an unwritable path fails now, before the search
   if (request.html) html_file.emplace(*request.html, "--html");
 
@@ -114,11 +121,12 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
     if (flags.on(name))
       throw UsageError(
           fmt::format("--{}: plan keeps sequence parallelism (TP > 1) and the distributed optimizer on "
-                      "and splits the pipeline by first/last-stage layer counts",
+                      "and chooses the pipeline split (first/last-stage counts, --account-for-* and layout "
+                      "strings) itself",
                       name));
 
   PlanOptions o;
-  o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
+  if (gpus_text) o.num_gpus = parse_int("--num-gpus", *gpus_text, 1, kMaxWorldSize);
   if (const auto v = flags.value("micro-batch-size")) {
     o.micro_batch_sizes.clear();
     for (const auto& item : split_list(*v))
@@ -172,6 +180,10 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
   if (request.max_tp) o.max_tp = parse_int("--max-tp", *request.max_tp, 1, kMaxParallelSize);
   if (request.inter_node_bandwidth)
     o.inter_node_bandwidth_gbps = parse_number("--inter-node-bandwidth", *request.inter_node_bandwidth, 1e-3, 1e9);
+  o.recipe_overlaps = !request.no_overlap;
+  if (request.max_candidates)
+    o.max_candidates =
+        static_cast<std::uint64_t>(parse_int("--max-candidates", *request.max_candidates, 0, std::int64_t{1} << 62));
   if (request.sort) o.sort = parse_plan_sort_key(*request.sort);
   if (request.top) o.top_k = static_cast<std::size_t>(parse_int("--top", *request.top, 1, 100000));
   if (request.threads) o.threads = static_cast<unsigned>(parse_int("--threads", *request.threads, 1, 4096));
@@ -199,31 +211,60 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
   out.planner = std::make_shared<const Planner>(*out.model, registry);
   const Planner& planner = *out.planner;
   const ModelSpec& model = *out.model;
+  o.cancel = request.cancel;
   auto no_valid = [&](const PlanResult& r) {
     return LayoutError(fmt::format("no layout of {} GPUs is valid for {}: {}", o.num_gpus, model.name,
                                    r.first_error.empty() ? "no candidate" : r.first_error));
   };
 
   if (every_gpu) {
-    // Profiles with the same usable memory (and compute capability) share one search.
+    // Profiles with the same usable memory, compute capability and throughput figures share one
+    // search (the H100 SXM and its aliases' twins).
     out.options = o;
-    std::optional<std::pair<std::int64_t, int>> last_key;
+    using Key = std::tuple<std::int64_t, int, double, double, double, double, double, double, std::int64_t>;
+    std::optional<Key> last_key;
     std::optional<Plan> last_best;
-    PlanOptions last_options;
     for (const auto* g : profiles_by_memory(registry)) {
       PlanOptions go = o;
       go.gpu = g;
       go.top_k = 1;
       const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
-      if (last_key != std::make_pair(usable, g->compute_capability)) {
+      const Key key{usable,
+                    g->compute_capability,
+                    g->bf16_tflops,
+                    g->fp8_tflops,
+                    g->fp4_tflops,
+                    g->hbm_bandwidth_gbps,
+                    g->link_bandwidth_gbps,
+                    plan_inter_node_bandwidth(go),
+                    plan_gpus_per_node(go)};
+      if (last_key != key) {
         const PlanResult gr = planner.run(go);
         if (gr.valid == 0) throw no_valid(gr);
-        last_key = std::make_pair(usable, g->compute_capability);
+        last_key = key;
         last_best.reset();
         if (!gr.plans.empty()) last_best = gr.plans.front();
       }
+      go.cancel = nullptr;
       out.per_gpu.push_back({g, usable, last_best, go});
     }
+    out.options.cancel = nullptr;
+    return out;
+  }
+
+  if (count_gpus) {
+    if (request.on_valid || html_file) throw UsageError("--csv and --html need --num-gpus");
+    if (request.best_per_gpu) o.top_k = 1;
+    GpuCountResult g = planner.gpu_counts(o);
+    if (g.smallest == 0 || g.counts.empty())
+      throw LayoutError(fmt::format("no count of {} GPUs up to {} fits {} (tried {})", o.gpu->name,
+                                    g.tried.empty() ? 0 : g.tried.back(), model.name, g.tried.size()));
+    o.num_gpus = g.counts.front().num_gpus;
+    o.base.global_batch_size = static_cast<std::int64_t>(g.global_batch);
+    out.options = o;
+    out.options.cancel = nullptr;
+    out.result = g.counts.front().result;
+    out.gpu_counts = std::move(g);
     return out;
   }
 
@@ -237,6 +278,7 @@ PlanOutcome plan(const PlanRequest& request, const Context& context) {
     };
   out.result = planner.run(run_options);
   out.options = o;
+  out.options.cancel = nullptr;  // the caller's flag need not outlive the call
   if (out.result.valid == 0) throw no_valid(out.result);
   if (out.result.fitting == 0) out.suggestions = planner.suggest(o);
   if (html_file) html_file->commit(cli::render_plan_html(model, planner, o, out.result, out.suggestions, fit_map));

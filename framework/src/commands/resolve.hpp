@@ -25,10 +25,14 @@ struct ReadInputs {
   // --num-gpus is not given (8, or the smallest count the layout allows).
   bool etp_defaulted = false;
   bool gpus_defaulted = false;
-  // Megatron-LM flags with a memory effect mme does not model, one line each, for the report's
-  // assumptions (review_megatron_flags; unknown flags are one warning instead).
+  std::string launch_gpus_unknown;  // why the launcher's GPU count is not known ("" if it is or is not said)
+  std::string launch_gpus_unsaid;   // where the launch that says no GPU count is ("" if it says one)
+  // What reading the launch assumed (defaults of unset variables) and the Megatron-LM flags with
+  // a memory effect mme does not model, one line each, for the report's assumptions; and what
+  // may change the estimate (flags mme does not know the effect of): warnings, also in the JSON
+  // document's `warnings` (check_launch_script).
   std::vector<std::string> assumptions;
-  std::string unknown_flags;  // the warning naming the Megatron-LM flags mme does not know ("" if none)
+  std::vector<std::string> warnings;
 };
 
 // Where the model and the setup come from, and which wins:

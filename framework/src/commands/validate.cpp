@@ -19,6 +19,12 @@ std::string first_run_flag(const EstimateRequest& run) {
   if (in.megatron_args) return "megatron-args";
   if (in.megatron_args_file) return "megatron-args-file";
   if (in.spec_file) return "config";
+  const ScriptInput& s = in.script;
+  if (!s.set.empty()) return "set";
+  if (!s.args.empty()) return "script-arg";
+  if (!s.sources.empty()) return "script-source";
+  if (!s.extra_flags.empty()) return "extra-megatron-flag";
+  if (s.assume_gpt_entry) return "assume-gpt-entry";
   for (const SetupKnob* k : setup_knobs_in_flag_order()) {
     for (const char* name : {k->flag, k->off_flag})
       if (name && run.setup.has(name)) return name;
@@ -39,14 +45,19 @@ ValidateResult from_log(const ValidateRequest& request, const Context& context) 
   const ReadInputs read = read_inputs(input, request.run.setup, InputRules{"validate --from-log"});
   ValidateResult out;
   out.log = log;
-  out.reports = read_memory_log(log);  // before the plugins: a bad log fails fast
+  out.memory = read_memory_log(log);  // before the plugins: a bad log fails fast
   const auto registry = load_registry(context);
   const ResolvedInputs inputs =
       resolve_inputs(read, request.run.gpu, *registry, source_options(context, input.revision));
   EstimateOptions eo;
   eo.components = false;
   out.estimate = run_estimator(read, inputs, *registry, eo);
-  out.ranks = compare_memory_log(out.reports, out.estimate, log);
+  // The device model's reserved figure of each stage, where the estimate replayed the allocator.
+  out.ranks =
+      compare_memory_log(out.memory, out.estimate, log, [](const StageEstimate& st) -> std::optional<std::int64_t> {
+        if (st.reserved_bytes > 0) return st.reserved_bytes;
+        return std::nullopt;
+      });
   return out;
 }
 

@@ -43,7 +43,20 @@ J summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
   j["signed"] = {{"count", sg.count},          {"median_pct", 100 * sg.median}, {"threshold_pct", 5.0},
                  {"under", sg.under},          {"under_share", sg.under_share}, {"over", sg.over},
                  {"over_share", sg.over_share}};
-  j["bound"] = {{"count", sum.bound.count}, {"covered", sum.bound.covered}, {"share", sum.bound.share}};
+  j["bound"] = {{"count", sum.bound.count},
+                {"covered", sum.bound.covered},
+                {"share", sum.bound.share},
+                {"exceeded", sum.bound.exceeded},
+                {"max_excess_pct", 100 * sum.bound.max_excess}};
+  const auto& r = sum.reserved;
+  J rj = stats_json(r.error);
+  rj["signed_median_pct"] = 100 * r.signed_median;
+  rj["under"] = r.under;
+  rj["gap_measured_median_gib"] = r.gap_measured_median_gib;
+  rj["gap_estimated_median_gib"] = r.gap_estimated_median_gib;
+  rj["gap_error_median_gib"] = r.gap_error_median_gib;
+  rj["gap_error_max_gib"] = r.gap_error_max_gib;
+  j["reserved"] = rj;
   return j;
 }
 
@@ -60,6 +73,7 @@ J case_json(const ValidationCase& c) {
          {"status", c.status},
          {"reason", c.reason},
          {"measured_peak_gib", c.measured_peak_gib}};
+    if (c.measured_reserved_gib > 0) j["measured_reserved_gib"] = c.measured_reserved_gib;
   } else {
     j = {{"model", c.model},
          {"test_case", c.test_case},
@@ -81,6 +95,14 @@ J case_json(const ValidationCase& c) {
     if (c.format == CsvFormat::kFunctionalTest) j["static_error_pct"] = 100 * c.static_error();
     j["megatron_theoretical_gib"] = c.megatron_theoretical_gib;
     j["seed_tool_gib"] = c.seed_tool_gib;
+    if (c.estimated_reserved_gib > 0) {
+      j["estimated_reserved_gib"] = c.estimated_reserved_gib;
+      j["estimated_device_gib"] = c.estimated_device_gib;
+    }
+    if (c.reserved_compared()) {
+      j["reserved_error_pct"] = 100 * c.reserved_error();
+      j["reserved_gap_error_gib"] = c.reserved_gap_error_gib();
+    }
   } else {
     j["estimated_peak_gib"] = nullptr;
     j["estimated_static_gib"] = nullptr;
@@ -89,39 +111,7 @@ J case_json(const ValidationCase& c) {
   return j;
 }
 
-J log_document(const ValidateResult& r) {
-  J list = J::array();
-  std::size_t covered = 0;
-  for (const auto& rank : r.ranks) {
-    covered += rank.within_bound() ? 1 : 0;
-    list.push_back(
-        J{{"rank", rank.rank ? J(*rank.rank) : J(nullptr)},
-          {"stage", rank.stage},
-          {"reports", rank.reports},
-          {"measured_max_allocated_gib", rank.measured_max_allocated_gib},
-          {"measured_allocated_gib", rank.measured_allocated_gib ? J(*rank.measured_allocated_gib) : J(nullptr)},
-          {"estimated_peak_gib", rank.estimated_peak_gib},
-          {"estimated_upper_gib", rank.estimated_upper_gib},
-          {"estimated_static_gib", rank.estimated_static_gib},
-          {"peak_error_pct", 100 * rank.peak_error()},
-          {"within_bound", rank.within_bound()}});
-  }
-  const auto& p = r.estimate.setup.parallel;
-  const std::size_t n = r.ranks.size();
-  return J{{"schema_version", kSchemaVersion},
-           {"format", "log"},
-           {"log", *r.log},
-           {"model", r.estimate.model.name},
-           {"world_size", p.world_size},
-           {"pp", p.pp},
-           {"ranks", list},
-           {"summary",
-            {{"ranks", n},
-             {"bound",
-              {{"count", n},
-               {"covered", covered},
-               {"share", n == 0 ? 0.0 : static_cast<double>(covered) / static_cast<double>(n)}}}}}};
-}
+J log_document(const ValidateResult& r) { return log_comparison_json(*r.log, r.memory, r.ranks, r.estimate); }
 
 }  // namespace
 

@@ -115,8 +115,8 @@ void validate_activation_offload(const ModelSpec& m, const TrainingSetup& s) {
   if (o.delta_bytes_across_pp_ranks < 0) throw LayoutError("delta_offload_bytes_across_pp_ranks must be non-negative.");
 }
 
-StageOffload::StageOffload(const Pass& ps, std::int64_t pp_rank) : ps_(ps), pp_rank_(pp_rank) {
-  const auto& o = ps.s.activation_offload;
+StageOffload::StageOffload(const StagePlan& plan, std::int64_t pp_rank) : plan_(plan), pp_rank_(pp_rank) {
+  const auto& o = plan.s.activation_offload;
   on_ = (o.fine_grained && o.modules != 0) || layer_offload_on(o);
 }
 
@@ -124,11 +124,11 @@ std::vector<const TypeEval*> StageOffload::kept_layers(const ChunkLayout& ch) co
   // The recomputed layers as stage_layers counts them: full recompute, uniform, keeps no layer's
   // tensors; block recomputes the chunk's first N layers (transformer_block.py
   // _checkpointed_forward), counted per layer kind in the kinds' order.
-  const auto& rc = ps_.s.recompute;
-  const auto& im = ps_.im;
+  const auto& rc = plan_.s.recompute;
+  const auto& im = plan_.im;
   const std::int64_t in_chunk = ch.num_layers + ch.mtp_layers;
   std::int64_t left = 0;
-  if (ps_.full_recompute) left = rc.method == RecomputeMethod::kBlock ? std::min(rc.num_layers, in_chunk) : in_chunk;
+  if (plan_.full_recompute) left = rc.method == RecomputeMethod::kBlock ? std::min(rc.num_layers, in_chunk) : in_chunk;
   std::vector<std::int64_t> recomputed(im.types.size(), 0), seen(im.types.size(), 0);
   for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
     recomputed[ti] = std::min(im.count_in(ti, ch.first_layer, ch.num_layers), left);
@@ -137,25 +137,25 @@ std::vector<const TypeEval*> StageOffload::kept_layers(const ChunkLayout& ch) co
   std::vector<const TypeEval*> out;
   for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
     const std::size_t t = im.layer_type[static_cast<std::size_t>(i)];
-    if (seen[t]++ >= recomputed[t]) out.push_back(&ps_.evals[t]);
+    if (seen[t]++ >= recomputed[t]) out.push_back(&plan_.evals[t]);
   }
   const std::int64_t mtp_recomputed = std::min(ch.mtp_layers, left);
-  for (std::int64_t j = mtp_recomputed; j < ch.mtp_layers; ++j) out.push_back(&ps_.mtp_eval);
+  for (std::int64_t j = mtp_recomputed; j < ch.mtp_layers; ++j) out.push_back(&plan_.mtp_eval);
   return out;
 }
 
 StageOffload::Sent StageOffload::chunk(const ChunkLayout& ch, std::int64_t mb, ComponentSink& comps) {
   if (!on_) return {};
   const std::vector<const TypeEval*> layers = kept_layers(ch);
-  Sent sent = ps_.s.activation_offload.fine_grained ? fine_grained_chunk(layers, mb, comps)
-                                                    : layer_offload_chunk(ch, layers, mb, comps);
+  Sent sent = plan_.s.activation_offload.fine_grained ? fine_grained_chunk(layers, mb, comps)
+                                                      : layer_offload_chunk(ch, layers, mb, comps);
   sent_in_flight_ += sent.bytes * mb;
   return sent;
 }
 
 StageOffload::Sent StageOffload::fine_grained_chunk(const std::vector<const TypeEval*>& layers, std::int64_t mb,
                                                     ComponentSink& comps) {
-  const auto& o = ps_.s.activation_offload;
+  const auto& o = plan_.s.activation_offload;
   // The chunk's groups in forward order, those with tensors to offload (OffloadTensorGroup per
   // layer and module; a group whose tensors are all below the minimum size sends nothing).
   struct Group {
@@ -195,7 +195,7 @@ StageOffload::Sent StageOffload::fine_grained_chunk(const std::vector<const Type
 
 StageOffload::Sent StageOffload::layer_offload_chunk(const ChunkLayout& ch, const std::vector<const TypeEval*>& layers,
                                                      std::int64_t mb, ComponentSink& comps) {
-  const auto& o = ps_.s.activation_offload;
+  const auto& o = plan_.s.activation_offload;
   // One chunk (no pipeline parallelism); its decoder layers are the TransformerBlock's, MTP
   // layers run outside its offload context.
   const auto n = static_cast<std::size_t>(std::max<std::int64_t>(0, ch.num_layers));
@@ -236,7 +236,7 @@ StageOffload::Sent StageOffload::layer_offload_chunk(const ChunkLayout& ch, cons
 
 CheckedInt StageOffload::on_gpu_at_peak(ComponentSink& comps) const {
   if (!on_) return 0;
-  const auto& o = ps_.s.activation_offload;
+  const auto& o = plan_.s.activation_offload;
   CheckedInt total = 0;
   if (o.fine_grained) {
     // In backward about one layer's offloaded groups are on the GPU: the first layer of the
@@ -261,8 +261,8 @@ CheckedInt StageOffload::on_gpu_at_peak(ComponentSink& comps) const {
   return total;
 }
 
-void add_offload_assumptions(const Pass& ps, std::vector<std::string>& out) {
-  const auto& o = ps.s.activation_offload;
+void add_offload_assumptions(const StagePlan& plan, std::vector<std::string>& out) {
+  const auto& o = plan.s.activation_offload;
   if (o.fine_grained && o.modules != 0) {
     std::string names = offload_modules_to_string(o.modules);
     std::replace(names.begin(), names.end(), ',', ' ');
@@ -281,8 +281,8 @@ void add_offload_assumptions(const Pass& ps, std::vector<std::string>& out) {
         for (const auto& t : acts->saved)
           if (fine_grained_moves(o, t)) found |= t.module;
     };
-    for (const auto& e : ps.evals) scan(e);
-    if (ps.im.model.mtp_num_layers > 0) scan(ps.mtp_eval);
+    for (const auto& e : plan.evals) scan(e);
+    if (plan.im.model.mtp_num_layers > 0) scan(plan.mtp_eval);
     if (const std::uint32_t idle = o.modules & ~found) {
       std::string idle_names = offload_modules_to_string(idle);
       std::replace(idle_names.begin(), idle_names.end(), ',', ' ');
@@ -292,7 +292,7 @@ void add_offload_assumptions(const Pass& ps, std::vector<std::string>& out) {
       out.push_back("Megatron-LM requires NVTE_CPU_OFFLOAD_V1=1 for fine-grained offloading with TE 2.10 and later");
   }
   if (layer_offload_on(o)) {
-    const std::int64_t n = o.cpu_offloading_num_layers, layers = ps.im.model.num_layers;
+    const std::int64_t n = o.cpu_offloading_num_layers, layers = plan.im.model.num_layers;
     if (!o.cpu_offloading_activations)
       out.push_back(
           "TE activation offloading without activations (cpu_offloading_activations false): nothing "

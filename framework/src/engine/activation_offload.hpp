@@ -6,7 +6,7 @@
 //  - TE's layer offload (--cpu-offloading-num-layers N, transformer_block.py
 //    get_cpu_offload_context, transformer_engine/pytorch/cpu_offload.py and cpu_offload_v1.py):
 //    the saved tensors of the first N decoder layers of the model.
-// stage_layers (estimator_pass.cpp) asks one StageOffload per pipeline stage what each chunk's
+// stage_layers (estimator_stages.cpp) asks one StageOffload per pipeline stage what each chunk's
 // layers send to the host and what stays on the GPU at the stage's peak.
 #pragma once
 
@@ -24,7 +24,7 @@ void validate_activation_offload(const ModelSpec& model, const TrainingSetup& se
 
 class StageOffload {
  public:
-  explicit StageOffload(const Pass& ps, std::int64_t pp_rank);
+  explicit StageOffload(const StagePlan& plan, std::int64_t pp_rank);
   bool on() const { return on_; }
 
   // The layers of one chunk with `mb` micro-batches in flight: the bytes one micro-batch of them
@@ -51,7 +51,7 @@ class StageOffload {
   Sent layer_offload_chunk(const ChunkLayout& ch, const std::vector<const TypeEval*>& layers, std::int64_t mb,
                            ComponentSink& comps);
 
-  const Pass& ps_;
+  const StagePlan& plan_;
   std::int64_t pp_rank_ = 0;
   bool on_ = false;
   CheckedInt largest_layer_ = 0;   // fine-grained: the most one layer of one micro-batch sends
@@ -61,6 +61,6 @@ class StageOffload {
 };
 
 // The assumption lines of an offloading setup (none without offloading).
-void add_offload_assumptions(const Pass& ps, std::vector<std::string>& out);
+void add_offload_assumptions(const StagePlan& plan, std::vector<std::string>& out);
 
 }  // namespace mme

@@ -9,7 +9,7 @@
 
 #include "mme/sdk/error.hpp"
 
-#include "estimator_internal.hpp"
+#include "estimator_phases.hpp"
 
 namespace mme {
 
@@ -96,12 +96,12 @@ namespace {
 // proj_fprop, fc2_fprop; bulk qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad; external proj_wgrad,
 // fc2_wgrad. In initialize_ub's default dtype, bf16; under FP8 the eight all-gather buffers
 // (layers_all_gather_overlap, fp8_buf) are uint8.
-CheckedInt userbuffer_bytes(const Pass& ps) {
-  const TrainingSetup& s = ps.s;
+CheckedInt userbuffer_bytes(const StagePlan& plan) {
+  const TrainingSetup& s = plan.s;
   if (!s.comm.tp_comm_overlap) return 0;
   constexpr std::int64_t kAllGather = 8, kReduceScatter = 4;
-  const CheckedInt per_buffer = CheckedInt(s.seq_length) * s.micro_batch_size / s.parallel.cp * ps.h;
-  return per_buffer * (kAllGather * (ps.fp8 ? 1 : 2) + kReduceScatter * 2);
+  const CheckedInt per_buffer = CheckedInt(s.seq_length) * s.micro_batch_size / s.parallel.cp * plan.h;
+  return per_buffer * (kAllGather * (plan.bytes.fp8 ? 1 : 2) + kReduceScatter * 2);
 }
 
 // param_and_grad_buffer.py: with the distributed optimizer every bucket's end is padded to a
@@ -111,54 +111,55 @@ CheckedInt userbuffer_bytes(const Pass& ps) {
 // --ddp-bucket-size (default max(4e7, 1e6 x DP)) elements on the first pipeline stage's first
 // chunk (other chunks and stages keep one bucket per buffer). A buffer of P elements then has at
 // most floor(P / size) + 1 buckets: at most that many times (divisor - 1) elements of padding.
-CheckedInt bucket_padding_bytes(const Pass& ps, std::int64_t r, CheckedInt dense_params, CheckedInt expert_params) {
-  const TrainingSetup& s = ps.s;
+CheckedInt bucket_padding_bytes(const StagePlan& plan, const ParameterBytes& b, std::int64_t r, CheckedInt dense_params,
+                                CheckedInt expert_params) {
+  const TrainingSetup& s = plan.s;
   if (!s.comm.overlap_grad_reduce || !s.optimizer.distributed || s.fsdp.kind != FsdpKind::kNone) return 0;
   const auto divisor = [&](std::int64_t dp) -> std::int64_t {
     const std::int64_t d = std::lcm(dp, std::int64_t{128});
     return s.comm.pad_buckets_for_nccl ? std::lcm(d, std::int64_t{1} << 16) : d;
   };
   const std::int64_t bucket =
-      s.comm.ddp_bucket_size > 0 ? s.comm.ddp_bucket_size : std::max<std::int64_t>(40000000, 1000000 * ps.dense_shards);
+      s.comm.ddp_bucket_size > 0 ? s.comm.ddp_bucket_size : std::max<std::int64_t>(40000000, 1000000 * b.dense_shards);
   const bool bucketed = r == 0;
   // Every chunk has its own buffers (one DDP per model chunk); --fp8-param-gather keeps the FP8
   // GEMM weights in a buffer of their own (uint8 parameters).
-  const std::int64_t dense_buffers = ps.v * (s.fp8_param_gather ? 2 : 1);
+  const std::int64_t dense_buffers = plan.v * (s.fp8_param_gather ? 2 : 1);
   auto padding = [&](CheckedInt params, std::int64_t buffers, std::int64_t dp) {
     if (params == 0) return CheckedInt(0);
     const CheckedInt buckets = CheckedInt(buffers) + (bucketed ? params / bucket : CheckedInt(0));
     return buckets * (divisor(dp) - 1);
   };
   const CheckedInt elements =
-      padding(dense_params, dense_buffers, ps.dense_shards) + padding(expert_params, ps.v, ps.expert_shards);
-  return elements * (ps.grad_b + ps.param_b);
+      padding(dense_params, dense_buffers, b.dense_shards) + padding(expert_params, plan.v, b.expert_shards);
+  return elements * (b.grad + b.param);
 }
 
 // combined_1f1b.py with model_chunk_schedule_plan.py run(): the forward of one micro-batch runs
 // layer by layer beside the backward of another; while layer L-1-j's MLP backward runs, layer
 // j of the forward micro-batch has finished its attention block (pre_dispatch_computation). The
 // stage holds one micro-batch's layers plus that attention block: the largest on the stage.
-CheckedInt ep_overlap_saved_bytes(const Pass& ps, std::int64_t r) {
-  if (!ps.s.comm.ep_overlap) return 0;
+CheckedInt ep_overlap_saved_bytes(const StagePlan& plan, std::int64_t r) {
+  if (!plan.s.comm.ep_overlap) return 0;
   CheckedInt largest = 0;
-  for (std::int64_t vr = 0; vr < ps.v; ++vr) {
-    const ChunkLayout& ch = ps.part.at(r, vr);
-    for (std::size_t ti = 0; ti < ps.im.types.size(); ++ti)
-      if (ps.im.count_in(ti, ch.first_layer, ch.num_layers) > 0)
-        largest = std::max(largest, CheckedInt(sum_saved(ps.evals[ti].attn_acts)));
-    if (ch.mtp_layers > 0) largest = std::max(largest, CheckedInt(sum_saved(ps.mtp_eval.attn_acts)));
+  for (std::int64_t vr = 0; vr < plan.v; ++vr) {
+    const ChunkLayout& ch = plan.part.at(r, vr);
+    for (std::size_t ti = 0; ti < plan.im.types.size(); ++ti)
+      if (plan.im.count_in(ti, ch.first_layer, ch.num_layers) > 0)
+        largest = std::max(largest, CheckedInt(sum_saved(plan.evals[ti].attn_acts)));
+    if (ch.mtp_layers > 0) largest = std::max(largest, CheckedInt(sum_saved(plan.mtp_eval.attn_acts)));
   }
   return largest;
 }
 
 }  // namespace
 
-StageCommunication stage_communication(const Pass& ps, std::int64_t r, CheckedInt dense_params,
-                                       CheckedInt expert_params) {
+StageCommunication stage_communication(const StagePlan& plan, const ParameterBytes& bytes, std::int64_t r,
+                                       CheckedInt dense_params, CheckedInt expert_params) {
   StageCommunication out;
-  out.userbuffers = userbuffer_bytes(ps);
-  out.bucket_padding = bucket_padding_bytes(ps, r, dense_params, expert_params);
-  out.ep_overlap_saved = ep_overlap_saved_bytes(ps, r);
+  out.userbuffers = userbuffer_bytes(plan);
+  out.bucket_padding = bucket_padding_bytes(plan, bytes, r, dense_params, expert_params);
+  out.ep_overlap_saved = ep_overlap_saved_bytes(plan, r);
   return out;
 }
 
@@ -180,10 +181,10 @@ void add_communication_bound_terms(const Estimate& est, std::vector<std::string>
         (padding + 1023) / 1024));
 }
 
-void add_communication_assumptions(const Pass& ps, std::vector<std::string>& a) {
-  const TrainingSetup& s = ps.s;
+void add_communication_assumptions(const StagePlan& plan, std::vector<std::string>& a) {
+  const TrainingSetup& s = plan.s;
   const auto& c = s.comm;
-  if (ps.im.any_moe && s.dispatcher == TokenDispatcher::kFlex) {
+  if (plan.im.any_moe && s.dispatcher == TokenDispatcher::kFlex) {
     if (c.flex_backend == FlexBackend::kDeepEP)
       a.push_back(
           "flex dispatcher with DeepEP: deep_ep.Buffer's NVLink and RDMA buffers (fused_a2a.py get_buffer, sized by "

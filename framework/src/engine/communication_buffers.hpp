@@ -16,7 +16,8 @@
 
 namespace mme {
 
-struct Pass;
+struct StagePlan;
+struct ParameterBytes;
 struct Estimate;
 
 // What Megatron-LM refuses of the layout (arguments.py, transformer_config.py __post_init__),
@@ -40,13 +41,13 @@ struct StageCommunication {
   CheckedInt ep_overlap_saved = 0;
 };
 // `dense_params` / `expert_params`: what the stage's gradient buffers hold, per rank.
-StageCommunication stage_communication(const Pass& ps, std::int64_t pp_rank, CheckedInt dense_params,
-                                       CheckedInt expert_params);
+StageCommunication stage_communication(const StagePlan& plan, const ParameterBytes& bytes, std::int64_t pp_rank,
+                                       CheckedInt dense_params, CheckedInt expert_params);
 
 // The upper bound's lines for the buffers above (empty when there are none).
 void add_communication_bound_terms(const Estimate& est, std::vector<std::string>& terms);
 // The report's assumptions about what the code sizes at run time (DeepEP/HybridEP buffers,
 // NCCL's own buffers, the userbuffers' configuration).
-void add_communication_assumptions(const Pass& ps, std::vector<std::string>& assumptions);
+void add_communication_assumptions(const StagePlan& plan, std::vector<std::string>& assumptions);
 
 }  // namespace mme

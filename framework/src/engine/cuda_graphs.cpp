@@ -23,7 +23,7 @@ std::uint32_t graph_modules(const CudaGraphSettings& g) {
 
 // One static hidden-states input of a layer's graph, [s/TP (SP)/CP, b, h] in bf16 (module.py
 // GraphableMegatronModule.get_layer_static_inputs); a layer output's gradient is as large.
-CheckedInt hidden_state_bytes(const Pass& ps) { return CheckedInt(2) * ps.blocks.local_tokens * ps.h; }
+CheckedInt hidden_state_bytes(const StagePlan& plan) { return CheckedInt(2) * plan.blocks.local_tokens * plan.h; }
 
 CheckedInt sum_terms(const BlockActivations& a, std::uint32_t partial_scope) {
   CheckedInt sum = 0;
@@ -83,8 +83,8 @@ void validate_cuda_graphs(const ModelSpec& m, const TrainingSetup& s) {
     throw LayoutError("EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part.");
 }
 
-void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, TypeEval& e) {
-  const CudaGraphSettings& g = ps.s.cuda_graph;
+void evaluate_layer_graphs(const StagePlan& plan, const LayerSpec& layer, bool moe, TypeEval& e) {
+  const CudaGraphSettings& g = plan.s.cuda_graph;
   LayerGraphs& out = e.graphs;
   out = LayerGraphs{};
   if (!g.on()) return;
@@ -117,16 +117,16 @@ void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, Typ
   // hidden states, [s/TP (SP)/CP, b, h] bf16); a partial MoE graph returns the normed hidden
   // states, the fp32 routing probabilities [local tokens, experts], the residual and the shared
   // experts' output when they are not overlapped (transformer_layer.py _te_cuda_graph_capture).
-  const CheckedInt hidden = hidden_state_bytes(ps);
+  const CheckedInt hidden = hidden_state_bytes(plan);
   out.grad_output_bytes = hidden;
   if (partial) {
-    out.grad_output_bytes = 2 * hidden + CheckedInt(4) * ps.blocks.local_tokens * layer.mlp.num_experts;
-    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !ps.s.comm.shared_expert_overlap)
+    out.grad_output_bytes = 2 * hidden + CheckedInt(4) * plan.blocks.local_tokens * layer.mlp.num_experts;
+    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !plan.s.comm.shared_expert_overlap)
       out.grad_output_bytes += hidden;
   }
 }
 
-void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, std::int64_t mb) {
+void StageGraphs::add_layers(const StagePlan& plan, const TypeEval& e, CheckedInt n, std::int64_t mb) {
   eager_transient = std::max(eager_transient, e.graphs.transient_outside);
   if (!e.graphs.graphed || n == 0) return;
   saved += n * e.graphs.saved * mb;
@@ -136,26 +136,25 @@ void StageGraphs::add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, st
   // attention inside the graph, a causal mask (bool [b, 1, s/CP, s]); _get_sample_arguments
   // reuses a buffer set once its micro-batch's backward is done, so one set per layer and
   // micro-batch in flight.
-  CheckedInt per_input = hidden_state_bytes(ps);
+  CheckedInt per_input = hidden_state_bytes(plan);
   if (e.graphs.attention_inside) {
-    const auto& s = ps.s;
+    const auto& s = plan.s;
     per_input += CheckedInt(s.micro_batch_size) * (s.seq_length / s.parallel.cp) * s.seq_length;
   }
   static_inputs += n * mb * per_input;
 }
 
-CheckedInt graph_buffers(const Pass& ps, const StageGraphs& g) {
+CheckedInt graph_buffers(const StagePlan& plan, const StageGraphs& g) {
   if (g.static_inputs == 0) return 0;
   // TE graph.py with _reuse_graph_input_output_buffers: the static outputs and all but the last
   // inputs' gradients (within a chunk and across chunks) are weak references; the gradient
   // buffers of one output signature stay.
-  return g.static_inputs + g.grad_outputs + 2 * hidden_state_bytes(ps);
+  return g.static_inputs + g.grad_outputs + 2 * hidden_state_bytes(plan);
 }
 
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt buffers, CheckedInt base, CheckedInt saved,
-                         CheckedInt transient) {
+GraphPhases graph_phases(const CudaGraphSettings& cg, const StageGraphs& g, CheckedInt buffers, CheckedInt base,
+                         CheckedInt saved, CheckedInt transient) {
   GraphPhases out;
-  const CudaGraphSettings& cg = ps.s.cuda_graph;
   if (!cg.on()) return out;
   out.capture = base + buffers + g.saved + g.transient;
   out.replay = base + buffers + (saved - g.saved) + g.eager_transient;
@@ -165,8 +164,7 @@ GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt buffer
   return out;
 }
 
-void add_graph_assumptions(const Pass& ps, std::vector<std::string>& out) {
-  const CudaGraphSettings& g = ps.s.cuda_graph;
+void add_graph_assumptions(const CudaGraphSettings& g, std::vector<std::string>& out) {
   if (!g.on()) return;
   const std::string scope = g.modules == 0 ? "the whole layer" : cuda_graph_modules_to_string(graph_modules(g));
   out.push_back(fmt::format(

@@ -30,9 +30,9 @@ namespace mme {
 void validate_cuda_graphs(const ModelSpec& model, const TrainingSetup& setup);
 
 // Fills e.graphs for a layer kind whose blocks are evaluated (e.attn_acts, e.mlp_acts).
-void evaluate_layer_graphs(const Pass& ps, const LayerSpec& layer, bool moe, TypeEval& e);
+void evaluate_layer_graphs(const StagePlan& plan, const LayerSpec& layer, bool moe, TypeEval& e);
 
-// A stage's graphed layers, summed over its chunks by stage_layers (estimator_pass.cpp).
+// A stage's graphed layers, summed over its chunks by stage_layers (estimator_stages.cpp).
 struct StageGraphs {
   CheckedInt saved = 0;            // graphed saved bytes of every layer and micro-batch in flight
   CheckedInt transient = 0;        // the largest graphed working set
@@ -40,12 +40,12 @@ struct StageGraphs {
   CheckedInt static_inputs = 0;    // static input buffers (one per graphed layer and micro-batch in flight)
   CheckedInt grad_outputs = 0;     // the largest output-gradient buffer set
   // Adds n layers of kind e with mb micro-batches in flight.
-  void add_layers(const Pass& ps, const TypeEval& e, CheckedInt n, std::int64_t mb);
+  void add_layers(const StagePlan& plan, const TypeEval& e, CheckedInt n, std::int64_t mb);
 };
 
 // The graphs' buffers on a stage, allocated from the capture on: the static inputs and the
 // gradient buffers (0 without graphs).
-CheckedInt graph_buffers(const Pass& ps, const StageGraphs& g);
+CheckedInt graph_buffers(const StagePlan& plan, const StageGraphs& g);
 
 // The phases of a stage with CUDA graphs, from its memory without them.
 struct GraphPhases {
@@ -56,10 +56,10 @@ struct GraphPhases {
 };
 // `base`: static memory during forward/backward without the `buffers` (graph_buffers); `saved`
 // and `transient`: the stage's activations as if no graph ran.
-GraphPhases graph_phases(const Pass& ps, const StageGraphs& g, CheckedInt buffers, CheckedInt base, CheckedInt saved,
-                         CheckedInt transient);
+GraphPhases graph_phases(const CudaGraphSettings& g, const StageGraphs& graphs, CheckedInt buffers, CheckedInt base,
+                         CheckedInt saved, CheckedInt transient);
 
 // The assumption lines of a CUDA-graph setup (none without graphs).
-void add_graph_assumptions(const Pass& ps, std::vector<std::string>& out);
+void add_graph_assumptions(const CudaGraphSettings& g, std::vector<std::string>& out);
 
 }  // namespace mme

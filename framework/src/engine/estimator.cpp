@@ -12,8 +12,8 @@
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/error.hpp"
 
-#include "communication_buffers.hpp"
-#include "estimator_internal.hpp"
+#include "device_memory.hpp"
+#include "estimator_phases.hpp"
 
 namespace mme {
 
@@ -36,26 +36,7 @@ std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisor, std::in
 
 struct Estimator::Impl : EngineTables {};
 
-namespace {
-constexpr std::string_view kUnfusedFallbackTerm =
-    "attention may fall back to unfused (score tensors of s^2 per head kept)";
-}  // namespace
-
 const EngineTables& engine_tables(const Estimator& estimator) { return *estimator.impl_; }
-
-namespace {
-
-// Every pipeline stage of a pass, first to last.
-std::vector<StageEstimate> stage_estimates(const Pass& ps) {
-  std::vector<StageEstimate> out;
-  out.reserve(static_cast<std::size_t>(ps.p));
-  std::vector<std::int64_t> inflight;
-  inflight.reserve(static_cast<std::size_t>(ps.v));
-  for (std::int64_t r = 0; r < ps.p; ++r) out.push_back(estimate_stage(ps, r, inflight));
-  return out;
-}
-
-}  // namespace
 
 namespace {
 
@@ -201,13 +182,19 @@ Estimator::ParamCount Estimator::count_parameters_uncached() const {
 
 Estimator::LoraCount Estimator::count_lora_parameters(const LoraSettings& lora) const {
   const auto& im = *impl_;
-  // As the estimate (lora.cpp validate_lora): MLA's linears are not the four targets.
-  for (const auto& lt : im.types)
-    if (lt.spec.attention.kind == "mla") throw LayoutError("LoRA on multi-latent attention is not modelled");
   TrainingSetup single;
   single.parallel.world_size = 1;
   single.lora = lora;
   single = resolve_setup(single);
+  // As the estimate: each block says whether it models LoRA (a block whose linears are not the
+  // targets refuses it in validate()).
+  for (const auto& lt : im.types) {
+    const BlockContext ctx = single_gpu_context(im.model, lt.spec, single, false);
+    call_plugin("layer model validate", [&] {
+      lt.attention->validate(ctx);
+      lt.mlp->validate(ctx);
+    });
+  }
   CheckedInt total = 0, active = 0, mtp = 0;
   auto add = [](const KindParams& kp, CheckedInt n, CheckedInt& t, CheckedInt* a) {
     for (const BlockParams* bp : {&kp.attention, &kp.mlp})
@@ -228,111 +215,11 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
   // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)
   const AttentionChoice attn = resolve_attention(requested, options.compute_capability);
-  Estimate est = run_pass(requested, options, attn, attn.backend, 1.0);
-  for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
-  est.upper_stage = est.peak_stage;
-  if (!options.upper_bound) return est;
-
-  // The upper bound: what the point estimate cannot pin down, each a named mechanism
-  // (docs/memory-model.md, "Upper bound").
-  const TrainingSetup& s = est.setup;
-  double imbalance = 1.0;
-  if (impl_->any_moe && !(s.moe_capacity_factor && s.moe_pad_to_capacity)) {
-    // Routing imbalance: the busiest expert rank receives more than its even share (most of
-    // all early in training); a capacity factor drops tokens beyond it (moe_utils.py
-    // get_capacity), so it caps the excess.
-    imbalance = s.moe_routing_imbalance.value_or(kDefaultMoeRoutingImbalance);
-    if (s.moe_capacity_factor) imbalance = std::min(imbalance, std::max(1.0, *s.moe_capacity_factor));
-  }
-  const AttentionBackend bound_attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
-  // The terms' text is worded only for a caller that shows it (the planner does not).
-  const bool words = options.bound_terms;
-  if (imbalance > 1.0 && words)
-    est.bound_terms.push_back(
-        fmt::format("MoE routing imbalance: the busiest expert rank receives {}x its even share "
-                    "of tokens (--moe-routing-imbalance)",
-                    imbalance));
-  if (bound_attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
-  const bool uncertain = imbalance > 1.0 || bound_attention != attn.backend;
-  const bool second_pass = uncertain && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
-  // The bound's pass: only its stages are read (no setup, model summary or components).
-  const std::vector<StageEstimate> bound = second_pass ? [&] {
-    EstimateOptions quiet = options;
-    quiet.components = false;
-    quiet.layer_breakdown = false;
-    quiet.bound_terms = false;
-    try {
-      return stage_estimates(prepare_pass(*impl_, requested, quiet, attn, bound_attention, imbalance, PassKind::kBound));
-    } catch (const LayoutError& e) {
-      if (bound_attention == attn.backend) throw;
-      // A fallback the blocks refuse under this layout (unfused attention cannot run context
-      // parallelism) is no state the run can reach: without flash-attn it stops instead.
-      if (words) {
-        est.assumptions.push_back(fmt::format(
-            "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead",
-            e.what()));
-        std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
-      }
-      return stage_estimates(prepare_pass(*impl_, requested, quiet, attn, attn.backend, imbalance, PassKind::kBound));
-    }
-  }()
-                                                       : std::vector<StageEstimate>{};
-  std::int64_t slack = 0, offload_slack = 0, graph_pool = 0;
-  for (std::size_t i = 0; i < est.stages.size(); ++i) {
-    auto& st = est.stages[i];
-    const StageEstimate& worst = second_pass ? bound[i] : st;
-    // The allocator's block rounding and what activation offloading may keep on the GPU apply to
-    // the forward/backward phase of the worse pass.
-    // With CUDA graphs a replayed step holds the graphs' private pool next to what it allocates
-    // (cuda_graphs.hpp).
-    const CheckedInt graphed = CheckedInt(worst.cuda_graph_replay_bytes) + worst.cuda_graph_pool_bytes;
-    const CheckedInt fb = CheckedInt(std::max(worst.forward_backward_bytes, graphed.value())) +
-                          worst.allocator_slack_bytes + worst.offload_slack_bytes;
-    offload_slack = std::max(offload_slack, worst.offload_slack_bytes);
-    graph_pool = std::max(graph_pool, worst.cuda_graph_pool_bytes);
-    // Communication buffers outside the allocator and the buckets' padding, next to either phase
-    // (communication_buffers.cpp).
-    st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
-                      st.outside_allocator_bytes + st.bucket_padding_bytes)
-                         .value();
-    slack = std::max(slack, worst.allocator_slack_bytes);
-    if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
-  }
-  if (!words) return est;
-  add_communication_bound_terms(est, est.bound_terms);
-  if (graph_pool > 0)
-    est.bound_terms.push_back(
-        fmt::format("CUDA graphs: the graphs' private memory pool ({} MiB at most on a stage), reserved but not "
-                    "allocated while they replay",
-                    graph_pool / kMiB));
-  if (offload_slack > 0)
-    est.bound_terms.push_back(
-        fmt::format("activation offloading: a second layer's offloaded tensors on the GPU during backward ({} MiB "
-                    "at most on a stage)",
-                    offload_slack / kMiB));
-  if (slack > 0)
-    est.bound_terms.push_back(
-        fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "
-                    "above 1 MiB ({} MiB at most on a stage)",
-                    slack / kMiB));
-  return est;
-}
-
-Estimate Estimator::run_pass(const TrainingSetup& requested, const EstimateOptions& options,
-                             const AttentionChoice& choice, AttentionBackend attention, double imbalance) const {
-  Pass ps = prepare_pass(*impl_, requested, options, choice, attention, imbalance, PassKind::kEstimate);
-  const ModelSpec& m = impl_->model;
-  Estimate est;
-  est.attention = ps.attn.backend;
-  const ParamCount& pc = impl_->params;
-  est.model = ModelSummary{m.name,    m.family, m.model_type, m.adapter,    pc.total,
-                           pc.active, pc.mtp,   ps.vocab,     m.num_layers, ps.h.value()};
-  if (options.components && options.layer_breakdown) describe_layer_kinds(ps, est);
-  est.stages = stage_estimates(ps);
-  for (std::size_t r = 0; r < est.stages.size(); ++r)
-    if (est.stages[r].total_bytes > est.stages[est.peak_stage].total_bytes) est.peak_stage = r;
-  if (options.components) add_assumptions(ps, est);  // for people; the planner needs none
-  est.setup = std::move(ps.s);
+  // The point estimate's pass (phases 1 to 3 for every stage), then the bound (phase 4).
+  Estimate est = point_estimate(*impl_, requested, options, attn);
+  add_upper_bound(*impl_, requested, options, attn, est);
+  // The device total of each stage and of the bound (device_memory.cpp).
+  finish_device_memory(est);
   return est;
 }
 

@@ -1,7 +1,9 @@
-// The engine's internals shared by estimator.cpp (the Estimator and its bound),
-// estimator_pass.cpp (one pass in named steps) and the planner (framework/src/planner/), which
-// reads the same layer table, block contexts, element sizes and stage extras instead of
-// rebuilding them. Not part of the SDK.
+// The engine's internals shared by the Estimator (estimator.cpp), the phases of a pass
+// (estimator_phases.hpp: estimator_stages.cpp, forward_backward.cpp, optimizer_step.cpp,
+// upper_bound.cpp, composed by estimator_pass.cpp), their helpers (activation offloading, CUDA
+// graphs, communication buffers, LoRA) and the planner (framework/src/planner/), which reads the
+// same layer table, block contexts, element sizes and stage extras instead of rebuilding them.
+// Not part of the SDK.
 #pragma once
 
 #include <cstdint>
@@ -221,58 +223,37 @@ BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& resolved, Atte
 // The block models' own checks (heads, widths by TP/ETP, CP under the backend): LayoutError.
 void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
 
-// One pass of the estimate: the resolved setup, the sizes every step shares, each layer kind
-// evaluated once, the pipeline partition, the bytes per parameter and the workspaces.
-struct Pass {
+// ---- Phase 1 of a pass, the stages (estimator_stages.cpp) -------------------------------
+// The pass's resolved setup and its layers under the layout: each layer kind and each block
+// around the decoder layers evaluated once, and the pipeline partition. The later phases read
+// the model through it, and so do the activation offloading, CUDA graph, communication and LoRA
+// steps.
+struct StagePlan {
   const EngineTables& im;
-  const EstimateOptions& options;
   TrainingSetup s;              // resolve_pass_setup's
   BlockLayout blocks;           // what the block models see
-  const AttentionChoice& attn;  // TE's choice on this GPU, resolved once per estimate (Estimator::run)
-  std::int64_t p = 1, v = 1;
-  CheckedInt h = 0;
-  bool fp8 = false;
-  std::int64_t vocab = 0;  // padded
-  std::int64_t wgrad_bytes = 2;
+  std::int64_t p = 1, v = 1;    // pipeline stages, virtual chunks per stage
+  CheckedInt h = 0;             // hidden size
+  ElementBytes bytes;           // element_bytes of the setup
   std::vector<TypeEval> evals;  // per layer type
   // Per layer type, the layers --first-last-layers-bf16 keeps in bf16 (empty unless it applies).
   std::vector<TypeEval> bf16_evals;
   TypeEval mtp_eval;
   LmBlockEval embedding, output_head, mtp_projection;  // mtp_projection: empty without MTP
   PipelinePartition part;
+  std::int64_t extra_warmup = 0;  // ep_overlap_extra_warmup: the combined 1F1B schedule's extra forward
+  // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
+  // only its input hidden states, layer_input_bytes per micro-batch.
   bool full_recompute = false;
   CheckedInt layer_input_bytes = 0;
-  // Bytes per parameter (distributed_optimizer / param_and_grad_buffer.py).
-  DType param_dtype = DType::kBF16, grad_dtype = DType::kFP32;
-  std::int64_t param_b = 2, grad_b = 4;
-  std::int64_t main_param_b = 4, exp_avg_b = 4, exp_avg_sq_b = 4, main_grad_copy_b = 0;
-  bool muon = false;
-  double keep_on_gpu = 1.0;
-  std::int64_t dense_shards = 1, expert_shards = 1;
-  // Framework workspaces that live for the whole run (other_bytes).
-  std::int64_t te_workspace = 0, torch_workspace = 0;
-  bool grouped_gemm = false;
 
-  Pass(const EngineTables& tables, const EstimateOptions& opts, const AttentionChoice& choice)
-      : im(tables), options(opts), attn(choice) {}
+  explicit StagePlan(const EngineTables& tables) : im(tables) {}
 };
 
-// The steps of a pass (estimator_pass.cpp): prepare_pass resolves the setup, checks the blocks
-// and the layout, evaluates each layer kind once, partitions the pipeline and sets the bytes.
-// `choice` is resolve_attention's for the requested setup (it reads only what resolve_setup keeps);
-// the blocks see `attention`. The bound's pass (kBound) follows the estimate's on the same setup:
-// it re-checks the blocks (they see another backend) but not the setup as a whole.
-enum class PassKind { kEstimate, kBound };
-Pass prepare_pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                  const AttentionChoice& choice, AttentionBackend attention, double imbalance, PassKind kind);
-void describe_layer_kinds(const Pass& ps, Estimate& est);
 // LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,
 // the rank splits over TP, and what is not modelled with it (LayoutError).
-void validate_lora(const Pass& ps);
+void validate_lora(const StagePlan& plan);
 // The report's LoRA line (lora.cpp); empty without LoRA.
-std::string lora_assumption(const Pass& ps);
-// `inflight` is a buffer for the micro-batches in flight per chunk (reused across stages).
-StageEstimate estimate_stage(const Pass& ps, std::int64_t pp_rank, std::vector<std::int64_t>& inflight);
-void add_assumptions(const Pass& ps, Estimate& est);
+std::string lora_assumption(const LoraSettings& lora);
 
 }  // namespace mme

@@ -8,6 +8,7 @@ namespace mme {
 namespace {
 
 std::int64_t kept_free_bytes(const HardwareProfile& hw, double headroom_fraction) {
+  if (headroom_fraction < 0) headroom_fraction = kDefaultHeadroom;  // kHeadroomUnset under the fixed rule
   return static_cast<std::int64_t>(std::llround(static_cast<double>(hw.memory_bytes) * headroom_fraction));
 }
 
@@ -23,6 +24,21 @@ FitVerdict judge_fit(const Estimate& estimate, const HardwareProfile& hw, double
   FitVerdict v;
   v.hardware = &hw;
   v.capacity_bytes = hw.memory_bytes;
+  const bool device_known = std::any_of(estimate.stages.begin(), estimate.stages.end(),
+                                        [](const StageEstimate& st) { return st.device_bytes > 0; });
+  if (headroom_fraction < 0 && reserved_bytes < 0 && device_known) {
+    // The device rule: what the device holds at the peak (PyTorch's reserved segments and what lies
+    // outside PyTorch) against the capacity the driver reports.
+    v.on_device = true;
+    v.on_bound = on_bound;
+    v.usable_bytes = hw.memory_bytes;
+    for (const auto& st : estimate.stages)
+      v.needed_bytes = std::max(v.needed_bytes, on_bound ? st.device_upper_bytes : st.device_bytes);
+    v.headroom_bytes = v.usable_bytes - v.needed_bytes;
+    v.fits = v.headroom_bytes >= 0;
+    return v;
+  }
+  if (headroom_fraction < 0) headroom_fraction = kDefaultHeadroom;
   v.reserved_bytes = reserved_bytes >= 0 ? reserved_bytes : hw.reserved_bytes;
   v.kept_free_bytes = kept_free_bytes(hw, headroom_fraction);
   v.headroom_fraction = headroom_fraction;

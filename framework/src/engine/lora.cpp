@@ -1,7 +1,7 @@
 // LoRA as Megatron-Bridge runs it (TrainingSetup::lora): the checks of a pass and the report's
 // line. The memory itself is where every parameter's is: the block models report the adapters'
 // parameters (ParamGroup::kLoraAdapter) and what the adapters and the frozen linears keep
-// (block_helpers.hpp, "LoRA"); estimate_stage gives gradients and optimizer states to the trained
+// (block_helpers.hpp, "LoRA"); model_state (optimizer_step.cpp) gives gradients and optimizer states to the trained
 // parameters only (is_trainable).
 #include <fmt/core.h>
 
@@ -28,50 +28,46 @@ bool holds_adapter(const TypeEval& e, LoraTarget t, LoraScope scope) {
 
 }  // namespace
 
-void validate_lora(const Pass& ps) {
-  const TrainingSetup& s = ps.s;
+void validate_lora(const StagePlan& plan) {
+  const TrainingSetup& s = plan.s;
   const LoraSettings& lora = s.lora;
   if (!lora.on()) return;
   // Not modelled together with LoRA: refused rather than estimated as if LoRA were off.
   if (s.fsdp.kind != FsdpKind::kNone)
     throw LayoutError("LoRA with sharded data parallelism (Megatron-FSDP, FSDP2) is not modelled");
   if (s.optimizer.name == "muon") throw LayoutError("LoRA with the Muon optimizer is not modelled");
-  for (const auto& lt : ps.im.types)
-    if (lt.spec.attention.kind == "mla")
-      throw LayoutError(
-          "LoRA on multi-latent attention is not modelled (its linears are linear_q_proj, linear_kv_down_proj, ...; "
-          "mme models the adapters of linear_qkv, linear_proj, linear_fc1 and linear_fc2)");
+  // A block whose linears are not the targets' (multi-latent attention) refuses LoRA in its own
+  // validate(), which validate_blocks ran before.
   // ColumnParallelLinear(in, r) beside a column-parallel linear splits the r outputs over TP
   // (tensor_parallel/layers.py: divide(output_size, world_size) asserts divisibility); beside
   // routed experts over ETP.
   const bool column = (lora.targets & (kLoraLinearQkv | kLoraLinearFc1)) != 0;
-  if (column && lora.rank % ps.blocks.tp != 0)
+  if (column && lora.rank % plan.blocks.tp != 0)
     throw LayoutError(fmt::format(
         "LoRA rank {} is not divisible by --tp {}: the adapter of a column-parallel linear (linear_qkv, linear_fc1) "
         "splits its rank over TP",
-        lora.rank, ps.blocks.tp));
+        lora.rank, plan.blocks.tp));
   bool any_expert_fc1 = false;
-  for (const auto& e : ps.evals) any_expert_fc1 |= holds_adapter(e, kLoraLinearFc1, LoraScope::kRoutedExperts);
-  if (any_expert_fc1 && lora.rank % ps.blocks.etp != 0)
+  for (const auto& e : plan.evals) any_expert_fc1 |= holds_adapter(e, kLoraLinearFc1, LoraScope::kRoutedExperts);
+  if (any_expert_fc1 && lora.rank % plan.blocks.etp != 0)
     throw LayoutError(
         fmt::format("LoRA rank {} is not divisible by --etp {}: the routed experts' linear_fc1 adapters "
                     "split their rank over expert TP",
-                    lora.rank, ps.blocks.etp));
+                    lora.rank, plan.blocks.etp));
   // Every target wraps a linear somewhere: linear_fc1 on a model of MoE layers only wraps the
   // experts' linears, which is fine; a target no layer has is a mistake.
   for (const LoraTarget t : kTargets) {
     if (!(lora.targets & t)) continue;
     bool found = false;
-    for (const auto& e : ps.evals)
+    for (const auto& e : plan.evals)
       for (const LoraScope scope : kScopes) found |= holds_adapter(e, t, scope);
     if (!found)
       throw LayoutError(fmt::format("LoRA target module {} wraps no linear of {} (--lora-target-modules)",
-                                    lora_targets_to_string(t), ps.im.model.name));
+                                    lora_targets_to_string(t), plan.im.model.name));
   }
 }
 
-std::string lora_assumption(const Pass& ps) {
-  const LoraSettings& lora = ps.s.lora;
+std::string lora_assumption(const LoraSettings& lora) {
   if (!lora.on()) return "";
   std::string dropout = "no adapter dropout";
   if (lora.dropout > 0)

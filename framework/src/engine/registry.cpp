@@ -1,7 +1,6 @@
 #include "mme/engine/registry.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme {
 
@@ -34,12 +34,6 @@ bool find_in(const HardwareProfile& h, const std::string& key) {
   if (normalize_hardware_name(h.name) == key) return true;
   return std::any_of(h.aliases.begin(), h.aliases.end(),
                      [&](const std::string& a) { return normalize_hardware_name(a) == key; });
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
 }
 
 }  // namespace
@@ -75,6 +69,9 @@ void Registry::add_hardware(HardwareProfile profile) {
   for (const auto& f : kThroughputFigures)
     if (const std::string why = throughput_problem(f, profile.*f.member, false); !why.empty())
       throw PluginError(fmt::format("add_hardware: '{}': {}", profile.name, why));
+  if (profile.gpus_per_node < 0 || profile.gpus_per_node > kMaxGpusPerNode)
+    throw PluginError(fmt::format("add_hardware: '{}': gpus_per_node {} is not between 0 (unknown) and {}",
+                                  profile.name, profile.gpus_per_node, kMaxGpusPerNode));
   hardware_.push_back({std::make_shared<const HardwareProfile>(std::move(profile)), {}});
 }
 

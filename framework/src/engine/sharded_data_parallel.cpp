@@ -10,6 +10,8 @@ namespace mme {
 
 namespace {
 
+__extension__ typedef __int128 Wide;  // a product of two 64-bit counts
+
 CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
 // Megatron-FSDP (distributed/fsdp/src/megatron_fsdp/, v1 through mcore_fsdp_adapter.py).
@@ -38,7 +40,12 @@ ShardedDpMemory megatron_fsdp(const ShardedDpStage& st, const FsdpSettings& f, c
   // _get_parameter_groups gives them the "float8" group whose buffer is uint8 per element.
   auto weight = [&](CheckedInt count) {
     CheckedInt w = count * st.param_bytes;
-    if (st.fp8_param_gather && P > 0) w -= (CheckedInt(st.param_bytes) - 1) * (count * st.fp8_params / P);
+    // count x fp8_params / P in 128 bits: the product of two parameter counts passes 2^63 at
+    // about 3 billion each (Llama-3-8B under Megatron-FSDP), the quotient is at most `count`.
+    if (st.fp8_param_gather && P > 0)
+      w -= (CheckedInt(st.param_bytes) - 1) *
+           CheckedInt(static_cast<std::int64_t>(static_cast<Wide>(count.value()) * CheckedInt(st.fp8_params).value() /
+                                                P.value()));
     return w;
   };
   // ParamAndGradBuffer._resolve_group_grad_dtype: "auto" main grads are the param dtype (bf16

@@ -6,8 +6,9 @@
 #include <unordered_map>
 
 #include <fmt/core.h>
-#include <spdlog/spdlog.h>
 
+#include "mme/inputs/launch_script.hpp"
+#include "mme/inputs/megatron_flags.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/json_text.hpp"
 
@@ -25,70 +26,6 @@ bool truthy(const std::string& v) {
   std::string l;
   for (char c : v) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   return l.empty() || l == "true" || l == "1" || l == "yes" || l == "on";
-}
-
-// Splits shell-ish text into words. Returns the words; throws on an unterminated quote.
-std::vector<std::string> shell_words(std::string_view text, const std::string& source) {
-  std::vector<std::string> words;
-  std::string cur;
-  bool in_word = false;
-  char quote = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quote) {
-      if (c == quote) {
-        quote = 0;
-      } else if (c == '\\' && quote == '"' && i + 1 < text.size() &&
-                 (text[i + 1] == '"' || text[i + 1] == '\\' || text[i + 1] == '$')) {
-        cur.push_back(text[++i]);
-      } else {
-        cur.push_back(c);
-      }
-      continue;
-    }
-    if (c == '\\' && i + 1 < text.size()) {
-      if (text[i + 1] == '\n') {  // line continuation
-        ++i;
-        continue;
-      }
-      if (text[i + 1] == '\r' && i + 2 < text.size() && text[i + 2] == '\n') {
-        i += 2;
-        continue;
-      }
-      cur.push_back(text[++i]);
-      in_word = true;
-      continue;
-    }
-    if (c == '#' && !in_word) {  // comment to the end of the line
-      while (i < text.size() && text[i] != '\n') ++i;
-      continue;
-    }
-    if (c == '\'' || c == '"') {
-      quote = c;
-      in_word = true;
-      continue;
-    }
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (in_word) words.push_back(std::move(cur));
-      cur.clear();
-      in_word = false;
-      continue;
-    }
-    if (c == '\0') throw UsageError(fmt::format("{}: contains a NUL byte", source));
-    cur.push_back(c);
-    in_word = true;
-  }
-  if (quote) throw UsageError(fmt::format("{}: unterminated {} quote", source, quote));
-  if (in_word) words.push_back(std::move(cur));
-  return words;
-}
-
-bool is_flag(const std::string& w) { return w.size() > 2 && w[0] == '-' && w[1] == '-'; }
-
-bool is_env_name(const std::string& n) {
-  return !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) && std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
 }
 
 // Flags (or environment variables) in first-seen order, a later value replacing an earlier
@@ -122,11 +59,6 @@ auto env_table() {
   return OrderedTable<std::pair<std::string, std::string>, decltype(name)>(name);
 }
 
-// Bash-array punctuation and assignments around an argument list: ARGS=( ... ).
-bool is_separator(const std::string& w) {
-  return w == "(" || w == ")" || w == ";" || w == "&&" || w == "|" || (w.size() >= 2 && w.substr(w.size() - 2) == "=(");
-}
-
 }  // namespace
 
 void MegatronArgs::set(std::string name, std::vector<std::string> values) {
@@ -134,6 +66,7 @@ void MegatronArgs::set(std::string name, std::vector<std::string> values) {
   for (auto& f : flags_) {
     if (f.name == name) {
       f.values = std::move(values);
+      f.unknown.clear();
       return;
     }
   }
@@ -212,64 +145,23 @@ bool is_megatron_args_config(const nlohmann::json& config) {
   return it != config.end() && it->is_string() && it->get<std::string>() == "megatron-args";
 }
 
+MegatronArgs MegatronArgs::from_flags(std::vector<Flag> flags, std::vector<std::pair<std::string, std::string>> env) {
+  auto table = flag_table();
+  for (auto& f : flags) table.put(std::move(f));
+  auto envs = env_table();
+  for (auto& e : env) envs.put(std::move(e));
+  MegatronArgs out;
+  out.flags_ = std::move(table).take();
+  out.env_ = std::move(envs).take();
+  return out;
+}
+
+bool MegatronArgs::has(ModelFlag f) const { return has(flag_name(f)); }
+std::optional<std::string> MegatronArgs::value(ModelFlag f) const { return value(flag_name(f)); }
+bool MegatronArgs::enabled(ModelFlag f) const { return enabled(flag_name(f)); }
+
 MegatronArgs parse_megatron_args(std::string_view text, const std::string& source) {
-  const auto words = shell_words(text, source);
-  auto flags = flag_table();
-  auto env = env_table();
-  std::optional<MegatronArgs::Flag> cur;
-  auto flush = [&] {
-    if (cur) flags.put({normalise(cur->name), std::move(cur->values)});
-    cur.reset();
-  };
-  bool after_export = false;
-  for (const auto& w : words) {
-    if (is_separator(w)) {
-      flush();
-      after_export = false;
-      continue;
-    }
-    if (w == "export") {
-      flush();
-      after_export = true;
-      continue;
-    }
-    // `export NAME=VALUE`, or `NAME=VALUE` of a variable that decides memory (a command prefix
-    // such as `NVTE_FLASH_ATTN=0 torchrun ...`). Values are checked when the setup is built.
-    if (const auto eq = w.find('='); !is_flag(w) && eq != std::string::npos && is_env_name(w.substr(0, eq)) &&
-                                     (after_export || is_modelled_environment(w.substr(0, eq)))) {
-      flush();
-      env.put({w.substr(0, eq), w.substr(eq + 1)});
-      after_export = false;
-      continue;
-    }
-    after_export = false;
-    if (is_flag(w)) {
-      flush();
-      const auto eq = w.find('=');
-      if (eq != std::string::npos) {
-        flags.put({normalise(w.substr(2, eq - 2)), {w.substr(eq + 1)}});
-      } else {
-        cur = MegatronArgs::Flag{w.substr(2), {}};
-      }
-      continue;
-    }
-    if (cur) {
-      if (!w.empty() && w[0] == '$')
-        spdlog::warn("{}: --{} {}: shell variables are not expanded; the flag is ignored", source, cur->name, w);
-      cur->values.push_back(w);
-    }
-    // Words before the first flag (python, torchrun, pretrain_gpt.py) are not Megatron flags.
-  }
-  flush();
-  // Drop flags whose value is an unexpanded shell variable (the names are unique already).
-  MegatronArgs clean;
-  for (auto& f : std::move(flags).take()) {
-    const bool unexpanded =
-        std::any_of(f.values.begin(), f.values.end(), [](const std::string& v) { return !v.empty() && v[0] == '$'; });
-    if (!unexpanded) clean.flags_.push_back(std::move(f));
-  }
-  clean.env_ = std::move(env).take();
-  return clean;
+  return read_launch_script(text, source).args;
 }
 
 // setup_from_megatron_args is derived from the setup schema (setup_schema.cpp).
@@ -415,8 +307,9 @@ std::vector<int> parse_moe_layer_freq(const std::string& text, std::int64_t num_
     // moe_freq_type: without a list, an integer N (every N-th layer). An N beyond the layer count
     // means only layer 0 (and 18 digits fit a long).
     if (!std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); }))
-      return fail("expected an integer N (one MoE layer every N) or a Python list expression such as "
-                  "'([0]*1+[1]*3)*2'");
+      return fail(
+          "expected an integer N (one MoE layer every N) or a Python list expression such as "
+          "'([0]*1+[1]*3)*2'");
     const std::size_t digits = t.size() - std::min(t.find_first_not_of('0'), t.size());
     if (digits > 18) return fail("the interval is larger than any model's layer count");
     const long n = std::stol(t);

@@ -1,17 +1,25 @@
 // A model as Megatron-LM launch flags: the inverse of the megatron_args adapter
 // (plugins/adapters/megatron_args), flag by flag, for `mme estimate --print-megatron-args` and the
-// browser page's export. What Megatron-LM has no flag for is refused, never dropped.
+// browser page's export. What Megatron-LM has no flag for is refused, never dropped. Which flags
+// describe a block is the Megatron-LM module class the block says it models (megatron_block()).
+#include <algorithm>
+
 #include <fmt/core.h>
 
+#include "mme/engine/registry.hpp"
 #include "mme/inputs/megatron_args.hpp"
+#include "mme/inputs/megatron_flags.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/layer_model.hpp"
 #include "mme/sdk/model_spec.hpp"
 
 namespace mme {
 
 namespace {
+
+using MF = ModelFlag;
 
 std::string number(double v) { return fmt::format("{}", v); }
 
@@ -21,13 +29,19 @@ std::string number(double v) { return fmt::format("{}", v); }
 
 }  // namespace
 
-std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
+std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Registry& registry) {
   if (m.layers.empty() || static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
     not_expressible(m, "a model without its decoder layers");
   if (!(m.lm_blocks == LanguageModelBlocks{}))
     not_expressible(m, "embedding, output head or MTP blocks other than the language model's");
+  // The Megatron-LM module class a block kind models, as its layer-memory model says.
+  auto block = [&](const std::string& kind) {
+    const LayerMemoryModel* model = registry.find_layer_model(kind);
+    return model ? model->megatron_block() : MegatronBlock::kNone;
+  };
   const LayerSpec& first = m.layers.front();
   const AttentionSpec& attn = first.attention;
+  const MegatronBlock attn_block = block(attn.kind);
   const MlpSpec* dense = nullptr;
   const MlpSpec* moe = nullptr;
   std::vector<int> pattern;
@@ -35,113 +49,168 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m) {
     // One attention for every layer, one dense MLP and one MoE kind at most (--moe-layer-freq).
     if (!(l.attention == attn)) not_expressible(m, "decoder layers with different attention blocks");
     if (l.post_attention_norm || l.post_mlp_norm) not_expressible(m, "post-attention / post-MLP norms");
-    const MlpSpec*& slot = l.mlp.kind == "moe" ? moe : dense;
-    if (l.mlp.kind != "moe" && l.mlp.kind != "dense") not_expressible(m, fmt::format("MLP kind '{}'", l.mlp.kind));
+    const MegatronBlock mlp_block = block(l.mlp.kind);
+    if (mlp_block != MegatronBlock::kMlp && mlp_block != MegatronBlock::kMoeLayer)
+      not_expressible(m, fmt::format("MLP kind '{}'", l.mlp.kind));
+    const bool routed = mlp_block == MegatronBlock::kMoeLayer;
+    const MlpSpec*& slot = routed ? moe : dense;
     if (slot && !(*slot == l.mlp)) not_expressible(m, "decoder layers with different MLP widths or experts");
     slot = &l.mlp;
-    pattern.push_back(l.mlp.kind == "moe" ? 1 : 0);
+    pattern.push_back(routed ? 1 : 0);
   }
-  if (attn.kind != "gqa" && attn.kind != "mla") not_expressible(m, fmt::format("attention kind '{}'", attn.kind));
+  if (attn_block != MegatronBlock::kSelfAttention && attn_block != MegatronBlock::kMlaSelfAttention)
+    not_expressible(m, fmt::format("attention kind '{}'", attn.kind));
 
   std::vector<std::string> a;
-  auto flag = [&](const char* name) { a.push_back(std::string("--") + name); };
-  auto value = [&](const char* name, const std::string& v) {
-    flag(name);
+  auto flag = [&](MF f) { a.push_back(std::string("--") + flag_name(f)); };
+  auto value = [&](MF f, const std::string& v) {
+    flag(f);
     a.push_back(v);
   };
-  auto integer = [&](const char* name, std::int64_t v) { value(name, std::to_string(v)); };
+  auto integer = [&](MF f, std::int64_t v) { value(f, std::to_string(v)); };
 
-  integer("num-layers", m.num_layers);
-  integer("hidden-size", m.hidden_size);
-  integer("num-attention-heads", attn.num_heads);
-  if (attn.kind == "gqa") {
+  integer(MF::kNumLayers, m.num_layers);
+  integer(MF::kHiddenSize, m.hidden_size);
+  integer(MF::kNumAttentionHeads, attn.num_heads);
+  if (attn_block == MegatronBlock::kSelfAttention) {
     if (attn.num_query_groups != attn.num_heads) {
-      flag("group-query-attention");
-      integer("num-query-groups", attn.num_query_groups);
+      flag(MF::kGroupQueryAttention);
+      integer(MF::kNumQueryGroups, attn.num_query_groups);
     }
-    integer("kv-channels", attn.kv_channels);
-    if (attn.qkv_bias) flag("add-qkv-bias");
+    integer(MF::kKvChannels, attn.kv_channels);
+    if (attn.qkv_bias) flag(MF::kAddQkvBias);
   } else {
-    flag("multi-latent-attention");
-    if (attn.q_lora_rank) integer("q-lora-rank", *attn.q_lora_rank);
-    integer("kv-lora-rank", attn.kv_lora_rank);
-    integer("qk-head-dim", attn.qk_head_dim);
-    integer("qk-pos-emb-head-dim", attn.qk_pos_emb_head_dim);
-    integer("v-head-dim", attn.v_head_dim);
+    flag(MF::kMultiLatentAttention);
+    if (attn.q_lora_rank) integer(MF::kQLoraRank, *attn.q_lora_rank);
+    integer(MF::kKvLoraRank, attn.kv_lora_rank);
+    integer(MF::kQkHeadDim, attn.qk_head_dim);
+    integer(MF::kQkPosEmbHeadDim, attn.qk_pos_emb_head_dim);
+    integer(MF::kVHeadDim, attn.v_head_dim);
     if (attn.qkv_bias) not_expressible(m, "QKV biases in multi-latent attention");
   }
-  if (attn.qk_norm) flag("qk-layernorm");
+  if (attn.qk_norm) flag(MF::kQkLayernorm);
 
   // The adapter reads --ffn-hidden-size as the dense MLP's width and as the MoE blocks' nominal
   // one, which sizes nothing; an all-MoE model without one gets its experts' width (Megatron-LM
   // needs a value).
-  integer("ffn-hidden-size", dense                      ? dense->ffn_hidden_size
-                             : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
-                                                        : moe->expert_ffn_hidden_size);
+  integer(MF::kFfnHiddenSize, dense                      ? dense->ffn_hidden_size
+                              : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
+                                                         : moe->expert_ffn_hidden_size);
   if (m.gated_linear_unit) {
     if (m.activation != "silu") not_expressible(m, fmt::format("a gated MLP with activation '{}'", m.activation));
-    flag("swiglu");
+    flag(MF::kSwiglu);
   } else if (m.activation == "squared_relu") {
-    flag("squared-relu");
+    flag(MF::kSquaredRelu);
   } else if (m.activation != "gelu") {
     not_expressible(m, fmt::format("activation '{}'", m.activation));
   }
-  value("normalization", m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm");
-  if (!m.add_bias_linear) flag("disable-bias-linear");
-  value("position-embedding-type", m.position_embedding == PositionEmbedding::kRope              ? "rope"
-                                   : m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
-                                                                                                 : "none");
-  integer("max-position-embeddings", m.max_position_embeddings);
-  if (!m.tie_embeddings) flag("untie-embeddings-and-output-weights");
-  value("hidden-dropout", number(m.hidden_dropout));
-  value("attention-dropout", number(m.attention_dropout));
+  value(MF::kNormalization, m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm");
+  if (!m.add_bias_linear) flag(MF::kDisableBiasLinear);
+  value(MF::kPositionEmbeddingType, m.position_embedding == PositionEmbedding::kRope              ? "rope"
+                                    : m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
+                                                                                                  : "none");
+  integer(MF::kMaxPositionEmbeddings, m.max_position_embeddings);
+  if (!m.tie_embeddings) flag(MF::kUntieEmbeddingsAndOutputWeights);
+  value(MF::kHiddenDropout, number(m.hidden_dropout));
+  value(MF::kAttentionDropout, number(m.attention_dropout));
   // The embedding's rows as NullTokenizer gives them: --vocab-size plus its end-of-document token
   // (megatron/training/tokenizer); the user's own tokenizer replaces both flags.
-  value("tokenizer-type", "NullTokenizer");
-  integer("vocab-size", m.vocab_size - 1);
+  value(MF::kTokenizerType, "NullTokenizer");
+  integer(MF::kVocabSize, m.vocab_size - 1);
 
   if (moe) {
-    integer("num-experts", moe->num_experts);
-    integer("moe-router-topk", moe->top_k);
-    integer("moe-ffn-hidden-size", moe->expert_ffn_hidden_size);
+    integer(MF::kNumExperts, moe->num_experts);
+    integer(MF::kMoeRouterTopk, moe->top_k);
+    integer(MF::kMoeFfnHiddenSize, moe->expert_ffn_hidden_size);
     if (moe->shared_expert_ffn_hidden_size > 0)
-      integer("moe-shared-expert-intermediate-size", moe->shared_expert_ffn_hidden_size);
-    if (moe->shared_expert_gate) flag("moe-shared-expert-gate");
-    if (moe->router_expert_bias) flag("moe-router-enable-expert-bias");
-    if (moe->router_fp32) value("moe-router-dtype", "fp32");
+      integer(MF::kMoeSharedExpertIntermediateSize, moe->shared_expert_ffn_hidden_size);
+    if (moe->shared_expert_gate) flag(MF::kMoeSharedExpertGate);
+    if (moe->router_expert_bias) flag(MF::kMoeRouterEnableExpertBias);
+    if (moe->router_fp32) value(MF::kMoeRouterDtype, "fp32");
     if (dense) {
       // A Python list, as Megatron-LM's --moe-layer-freq takes it (one 0/1 per layer).
       std::string list = "[";
       for (std::size_t i = 0; i < pattern.size(); ++i) list += (i ? "," : "") + std::to_string(pattern[i]);
-      value("moe-layer-freq", list + "]");
+      value(MF::kMoeLayerFreq, list + "]");
     }
   }
-  if (m.mtp_num_layers > 0) integer("mtp-num-layers", m.mtp_num_layers);
+  if (m.mtp_num_layers > 0) integer(MF::kMtpNumLayers, m.mtp_num_layers);
   return a;
 }
 
-std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup) {
-  std::vector<std::string> out = model_to_megatron_args(model);
+namespace {
+
+// Megatron-LM's own GPU counts: torchrun's processes per node x nodes (8 per node where the
+// count allows it).
+std::vector<std::string> launcher_words(std::int64_t world_size) {
+  const std::int64_t per_node = world_size % 8 == 0 ? 8 : world_size;
+  return {
+      "torchrun",       "--nproc_per_node", std::to_string(per_node), "--nnodes", std::to_string(world_size / per_node),
+      "pretrain_gpt.py"};
+}
+
+// What no flag expresses is refused: the knobs Megatron-LM has no flag for must hold the value
+// a launch line gives them (its default).
+void check_expressible(const TrainingSetup& setup, const std::string& model_name) {
+  TrainingSetup back = setup_from_megatron_args(MegatronArgs{}, TrainingSetup{});
+  for (const SetupKnob& k : setup_knobs()) {
+    if (!k.megatron.empty() || !k.megatron_off.empty() || k.megatron_read || !k.get) continue;
+    if (k.get(setup) == k.get(back)) continue;
+    const std::string shown = k.get(setup).is_null() ? "unset" : knob_text(k, k.get(setup));
+    throw UsageError(fmt::format("{}: {} {}: Megatron-LM has no launch flag for it{}", model_name, k.id, shown,
+                                 *k.why_not ? fmt::format(" ({})", k.why_not) : ""));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
+                                              const Registry& registry) {
+  check_expressible(setup, model.name);
+  const std::vector<std::string> model_flags = model_to_megatron_args(model, registry);
   const std::vector<std::string> rest = setup_to_megatron_args(setup, true);
-  out.insert(out.end(), rest.begin(), rest.end());
+  std::vector<std::string> out, flags;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == "export" && i + 1 < rest.size()) {
+      out.insert(out.end(), {"export", rest[++i]});
+      continue;
+    }
+    flags.push_back(rest[i]);
+  }
+  const auto launcher = launcher_words(setup.parallel.world_size);
+  out.insert(out.end(), launcher.begin(), launcher.end());
+  out.insert(out.end(), model_flags.begin(), model_flags.end());
+  out.insert(out.end(), flags.begin(), flags.end());
   return out;
 }
 
 std::string megatron_args_file_text(const std::vector<std::string>& args) {
-  std::string exports, flags;
+  auto quoted = [](const std::string& v) { return shell_quote(v); };
+  // `export NAME=VALUE` lines, the launcher up to the entry script on one line, then one flag
+  // with its values per line.
+  std::string exports, head, flags;
+  bool in_head = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a.size() > 3 && a.compare(a.size() - 3, 3, ".py") == 0;
+  });
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "export" && i + 1 < args.size()) {
-      exports += "export " + shell_quote(args[++i]) + "\n";
+    const std::string& a = args[i];
+    if (a == "export" && i + 1 < args.size()) {
+      exports += "export " + quoted(args[++i]) + "\n";
       continue;
     }
-    if (args[i].rfind("--", 0) == 0) {
-      if (!flags.empty()) flags += " \\\n";
-      flags += args[i];
+    if (in_head) {
+      head += (head.empty() ? "" : " ") + quoted(a);
+      in_head = !(a.size() > 3 && a.compare(a.size() - 3, 3, ".py") == 0);
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      if (!head.empty() || !flags.empty()) flags += " \\\n";
+      flags += (head.empty() ? "" : "    ") + a;
     } else {
-      flags += " " + shell_quote(args[i]);
+      flags += " " + quoted(a);
     }
   }
-  return exports + flags + "\n";
+  return exports + head + flags + "\n";
 }
 
 }  // namespace mme

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <system_error>
 
 #include <curl/curl.h>
@@ -21,6 +20,7 @@
 #include "mme/engine/plugin_loader.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
+#include "mme/sdk/text.hpp"
 #include "mme/sdk/version.hpp"
 
 #include <dlfcn.h>
@@ -111,18 +111,6 @@ inline void curl_free(void* p) { api().free(p); }
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string trim(std::string s) {
-  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
-  s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), space));
-  s.erase(std::find_if_not(s.rbegin(), s.rend(), space).base(), s.end());
-  return s;
-}
-
 bool all_space(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
@@ -152,10 +140,7 @@ fs::path expand_home(const std::string& p) {
 
 std::vector<fs::path> split_path_list(const std::string& env) {
   std::vector<fs::path> out;
-  std::stringstream ss(env);
-  std::string item;
-  while (std::getline(ss, item, ':'))
-    if (!item.empty()) out.emplace_back(expand_home(item));
+  for (const std::string& item : split(env, ':', EmptyItems::kSkip)) out.emplace_back(expand_home(item));
   return out;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,16 +15,11 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme::setup_knobs_detail {
 
 using J = nlohmann::json;
-
-inline std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 inline J opt(const std::optional<std::int64_t>& v) { return v ? J(*v) : J(); }
 inline J opt(const std::optional<double>& v) { return v ? J(*v) : J(); }
@@ -61,13 +55,7 @@ inline std::optional<double> as_opt_double(const J& v) {
 }
 
 // Recompute modules as a list (spec files) and as text ("core_attn,mlp").
-inline J modules_list(std::uint32_t modules) {
-  J list = J::array();
-  std::stringstream ss(recompute_modules_to_string(modules));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+inline J modules_list(std::uint32_t modules) { return J(split(recompute_modules_to_string(modules), ',')); }
 inline std::uint32_t modules_of(const J& v) {
   if (v.is_string()) return parse_recompute_modules(v.get<std::string>());
   std::string text;
@@ -105,18 +93,11 @@ inline void add_environment(TrainingSetup& s, const std::string& name, const std
 inline std::optional<std::string> given(const MegatronArgs& a, const char* flag) { return a.value(flag); }
 
 inline void megatron_world_size(const MegatronArgs& a, TrainingSetup& s) {
-  const SetupKnob& k = *find_knob("num-gpus");
-  if (auto v = given(a, "world-size")) s.parallel.world_size = as_int(parse_knob_text(k, "--world-size", *v, true));
-  if (a.has("nnodes") && a.has("nproc-per-node")) {
-    SetupKnob count = k;  // torchrun's counts: at least 1 each
-    count.max = std::numeric_limits<std::int64_t>::max();
-    const std::int64_t nodes = as_int(parse_knob_text(count, "--nnodes", a.value("nnodes").value_or(""), true));
-    const std::int64_t per_node =
-        as_int(parse_knob_text(count, "--nproc-per-node", a.value("nproc-per-node").value_or(""), true));
-    if (__builtin_mul_overflow(nodes, per_node, &s.parallel.world_size) || s.parallel.world_size > kMaxWorldSize)
-      throw UsageError(fmt::format("--nnodes {} x --nproc-per-node {} is more than {} GPUs, which no real run uses",
-                                   nodes, per_node, kMaxWorldSize));
-  }
+  if (!a.world_size) return;
+  if (*a.world_size > kMaxWorldSize)
+    throw UsageError(
+        fmt::format("the launcher's {} GPUs are more than {}, which no real run uses", *a.world_size, kMaxWorldSize));
+  s.parallel.world_size = *a.world_size;
 }
 
 // Precision: fp32 unless --bf16/--fp16; --fp8-format on top of bf16 = FP8 GEMMs.
@@ -130,7 +111,6 @@ inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
       throw UsageError(fmt::format("--fp8-format: unknown value '{}' (e4m3, hybrid)", *v));
     s.precision = Precision::kFP8;
   }
-  if (a.has("fp8")) s.precision = Precision::kFP8;
 }
 
 inline void megatron_main_grads(const MegatronArgs& a, TrainingSetup& s) {

@@ -9,13 +9,7 @@ namespace {
 
 bool graphs_on(const TrainingSetup& s) { return s.cuda_graph.on(); }
 
-J graph_modules_list(std::uint32_t modules) {
-  J list = J::array();
-  std::stringstream ss(cuda_graph_modules_to_string(modules));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+J graph_modules_list(std::uint32_t modules) { return J(split(cuda_graph_modules_to_string(modules), ',')); }
 std::uint32_t graph_modules_of(const J& v) {
   if (v.is_string()) return parse_cuda_graph_modules(v.get<std::string>());
   std::string text;

@@ -12,13 +12,7 @@ constexpr const char* kNoMegatron =
 
 bool lora_on(const TrainingSetup& s) { return s.lora.on(); }
 
-J targets_list(std::uint32_t targets) {
-  J list = J::array();
-  std::stringstream ss(lora_targets_to_string(targets));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+J targets_list(std::uint32_t targets) { return J(split(lora_targets_to_string(targets), ',')); }
 std::uint32_t targets_of(const J& v) {
   if (v.is_string()) return parse_lora_targets(v.get<std::string>());
   std::string text;

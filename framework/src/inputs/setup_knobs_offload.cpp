@@ -18,13 +18,7 @@ bool offload_given(const TrainingSetup& s) {
          o.delta_bytes_across_pp_ranks != d.delta_bytes_across_pp_ranks;
 }
 
-J offload_modules_list(std::uint32_t modules) {
-  J list = J::array();
-  std::stringstream ss(offload_modules_to_string(modules));
-  std::string item;
-  while (std::getline(ss, item, ',')) list.push_back(item);
-  return list;
-}
+J offload_modules_list(std::uint32_t modules) { return J(split(offload_modules_to_string(modules), ',')); }
 std::uint32_t offload_modules_of(const J& v) {
   if (v.is_string()) return parse_offload_modules(v.get<std::string>());
   std::string text;
@@ -68,7 +62,14 @@ void add_offload_knobs(std::vector<SetupKnob>& k) {
        .help = "TE's activation offloading of the first --cpu-offloading-num-layers decoder layers",
        .doc = "Transformer Engine's activation offloading of the first `--cpu-offloading-num-layers` decoder layers "
               "(on when that count is positive; needs `--pp 1`, no recompute)",
-       .megatron = {"cpu-offloading"},
+       // arguments.py validate_args: `if args.cpu_offloading_num_layers > 0: args.cpu_offloading = True`;
+       // Megatron-LM has no flag of its own for it.
+       .megatron_read =
+           [](const MegatronArgs& a, S& s) {
+             const auto v = a.value("cpu-offloading-num-layers");
+             s.activation_offload.cpu_offloading = v && v->find_first_not_of("0") != std::string::npos;
+           },
+       .megatron_extra = {"cpu-offloading-num-layers"},
        .spec_section = "training",
        .spec_name = "cpu_offloading",
        .spec_default = "false",
@@ -76,7 +77,8 @@ void add_offload_knobs(std::vector<SetupKnob>& k) {
        .json_key = "cpu_offloading",
        .json_when = offload_given,
        .get = [](const S& s) { return J(s.activation_offload.cpu_offloading); },
-       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading = v.get<bool>(); }});
+       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading = v.get<bool>(); },
+       .why_not = "Megatron-LM has no flag: --cpu-offloading-num-layers > 0 turns it on (arguments.py)"});
   add({.id = "cpu-offloading-num-layers",
        .kind = K::kInt,
        .flag = "cpu-offloading-num-layers",
@@ -102,8 +104,6 @@ void add_offload_knobs(std::vector<SetupKnob>& k) {
        .off_help = "--cpu-offloading moves no activations (TransformerConfig.cpu_offloading_activations false)",
        .off_doc = "`--cpu-offloading` moves no activations (`cpu_offloading_activations` false; weight offloading "
                   "has no effect in TE)",
-       .megatron = {"cpu-offloading-activations"},
-       .megatron_off = {"no-cpu-offloading-activations"},
        .spec_section = "training",
        .spec_name = "cpu_offloading_activations",
        .spec_default = "true",
@@ -111,14 +111,13 @@ void add_offload_knobs(std::vector<SetupKnob>& k) {
        .json_key = "cpu_offloading_activations",
        .json_when = offload_given,
        .get = [](const S& s) { return J(s.activation_offload.cpu_offloading_activations); },
-       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading_activations = v.get<bool>(); }});
+       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading_activations = v.get<bool>(); },
+       .why_not = "no Megatron-LM flag (arguments.py lists cpu_offloading_activations among the fields without one)"});
   add({.id = "cpu-offloading-weights",
        .kind = K::kBool,
        .flag = "cpu-offloading-weights",
        .help = "TransformerConfig.cpu_offloading_weights (deprecated in TE: no effect)",
        .doc = "`cpu_offloading_weights` (deprecated in Transformer Engine: no effect on memory)",
-       .megatron = {"cpu-offloading-weights"},
-       .megatron_off = {"no-cpu-offloading-weights"},
        .spec_section = "training",
        .spec_name = "cpu_offloading_weights",
        .spec_default = "false",
@@ -126,7 +125,8 @@ void add_offload_knobs(std::vector<SetupKnob>& k) {
        .json_key = "cpu_offloading_weights",
        .json_when = offload_given,
        .get = [](const S& s) { return J(s.activation_offload.cpu_offloading_weights); },
-       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading_weights = v.get<bool>(); }});
+       .set = [](S& s, const J& v) { s.activation_offload.cpu_offloading_weights = v.get<bool>(); },
+       .why_not = "no Megatron-LM flag (arguments.py lists cpu_offloading_weights among the fields without one)"});
   add({.id = "fine-grained-activation-offloading",
        .kind = K::kBool,
        .flag = "fine-grained-activation-offloading",

@@ -118,6 +118,9 @@ void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k) {
        .doc_value = "N",
        .doc = "layers per recompute group (uniform) or recomputed layers per chunk (block)",
        .doc_default = "1",
+       // 0 is read: full block recompute of 0 layers recomputes none (resolve_setup refuses it
+       // with uniform).
+       .min = 0,
        .max = kMaxParallelSize,
        .megatron = {"recompute-num-layers"},
        .spec_section = "training",
@@ -229,6 +232,22 @@ void add_moe_knobs(std::vector<SetupKnob>& k) {
        .json_key = "moe_pad_expert_input_to_capacity",
        .get = [](const S& s) { return J(s.moe_pad_to_capacity); },
        .set = [](S& s, const J& v) { s.moe_pad_to_capacity = v.get<bool>(); }});
+  add({.id = "moe-router-force-load-balancing",
+       .kind = K::kBool,
+       .flag = "moe-router-force-load-balancing",
+       .help = "random router logits: tokens routed independently and evenly (benchmarking)",
+       .doc = "random router logits (router.py, moe_utils.py apply_random_logits): the upper bound's routing "
+              "imbalance is then the chance excess of independent per-token routing, not --moe-routing-imbalance's "
+              "default",
+       .megatron = {"moe-router-force-load-balancing"},
+       .megatron_default = J(false),
+       .spec_section = "training",
+       .spec_name = "moe_router_force_load_balancing",
+       .spec_default = "false",
+       .spec_summary = "random router logits: independent, even routing",
+       .json_key = "moe_router_force_load_balancing",
+       .get = [](const S& s) { return J(s.moe_force_load_balancing); },
+       .set = [](S& s, const J& v) { s.moe_force_load_balancing = v.get<bool>(); }});
   add({.id = "moe-routing-imbalance",
        .kind = K::kNumber,
        .flag = "moe-routing-imbalance",
@@ -485,9 +504,8 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .doc_default = "8 when TP x PP x CP and ETP x EP x PP divide it, else the smallest count they both divide (the "
                       "report says which)",
        .max = kMaxWorldSize,
-       .megatron = {"world-size"},
+       // Megatron-LM has no flag for it: the launcher's count (launch_script.hpp).
        .megatron_read = megatron_world_size,
-       .megatron_extra = {"nnodes", "nproc-per-node"},
        .spec_section = "infrastructure",
        .spec_name = "world_size",
        .spec_required = true,
@@ -496,7 +514,9 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .json_key = "num_gpus",
        .args_always = true,
        .get = [](const S& s) { return J(s.parallel.world_size); },
-       .set = [](S& s, const J& v) { s.parallel.world_size = as_int(v); }});
+       .set = [](S& s, const J& v) { s.parallel.world_size = as_int(v); },
+       .why_not = "Megatron-LM has no flag for it: the launcher's GPU count (torchrun --nproc_per_node x --nnodes, "
+                  "srun's tasks, an exported WORLD_SIZE)"});
   add({.id = "cublas-workspace-config",
        .kind = K::kString,
        .flag = "cublas-workspace-config",
@@ -594,7 +614,7 @@ void add_precision_knobs(std::vector<SetupKnob>& k) {
        .values = {"bf16", "fp16", "fp8", "fp32"},
        .megatron = {"bf16", "fp16"},
        .megatron_read = megatron_precision,
-       .megatron_extra = {"fp8"},  // and --fp8-format, the fp8-format knob's flag
+       .megatron_extra = {"fp8-format"},  // the fp8-format knob's flag turns FP8 on
        .spec_section = "precision",
        .spec_name = "params_dtype",
        .spec_values = {"bf16", "fp16", "fp32"},

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -14,6 +16,7 @@
 #include <fmt/core.h>
 
 #include "mme/inputs/megatron_args.hpp"
+#include "mme/inputs/megatron_flags.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/number_text.hpp"
 
@@ -23,7 +26,6 @@ namespace mme {
 
 using J = nlohmann::json;
 using setup_knobs_detail::env_decides_determinism;
-using setup_knobs_detail::lower;
 using setup_knobs_detail::must;
 
 namespace {
@@ -119,6 +121,7 @@ constexpr const char* kFlagOrder[] = {
     "moe-token-dispatcher",
     "moe-capacity-factor",
     "moe-pad-expert-input-to-capacity",
+    "moe-router-force-load-balancing",
     "moe-routing-imbalance",
     "moe-grouped-gemm",
     "moe-flex-dispatcher-backend",
@@ -185,8 +188,12 @@ const std::vector<const SetupKnob*>& setup_knobs_in_flag_order() {
 }
 
 const SetupKnob* find_knob(std::string_view name) {
+  // A knob's own name first: another knob may read the same Megatron-LM flag (cpu-offloading
+  // follows --cpu-offloading-num-layers).
+  for (const auto& k : setup_knobs())
+    if (name == k.id) return &k;
   for (const auto& k : setup_knobs()) {
-    if (name == k.id || (k.flag && name == k.flag) || (k.off_flag && name == k.off_flag)) return &k;
+    if ((k.flag && name == k.flag) || (k.off_flag && name == k.off_flag)) return &k;
     for (const char* a : k.aliases)
       if (name == a) return &k;
     for (const auto* list : {&k.megatron, &k.megatron_off, &k.megatron_extra})
@@ -309,6 +316,49 @@ std::optional<std::string> MmeFlags::agreed_value(const std::vector<const char*>
     first = n;
   }
   return out;
+}
+
+namespace {
+
+class ArgFlags final : public MmeFlags {
+ public:
+  explicit ArgFlags(const std::vector<std::string>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i].rfind("--", 0) != 0) throw UsageError(fmt::format("expected a flag, got '{}'", args[i]));
+      const std::string name = args[i].substr(2);
+      const SetupKnob* k = find_knob(name);
+      if (!k) throw UsageError(fmt::format("unknown setup flag --{}", name));
+      const bool is_switch = k->kind == KnobKind::kBool || (k->flag && name != k->flag && k->kind == KnobKind::kEnum &&
+                                                            std::none_of(k->aliases.begin(), k->aliases.end(),
+                                                                         [&](const char* a) { return name == a; }));
+      if (is_switch) {
+        switches_.insert(name);
+      } else {
+        if (i + 1 >= args.size()) throw UsageError(fmt::format("--{} needs a value", name));
+        values_[name].push_back(args[++i]);
+      }
+    }
+  }
+  std::optional<std::string> value(std::string_view name) const override {
+    const auto it = values_.find(std::string(name));
+    if (it == values_.end()) return std::nullopt;
+    return it->second.back();
+  }
+  bool on(std::string_view name) const override { return switches_.count(std::string(name)) > 0; }
+  std::vector<std::string> values(std::string_view name) const override {
+    const auto it = values_.find(std::string(name));
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::set<std::string> switches_;
+};
+
+}  // namespace
+
+std::unique_ptr<MmeFlags> mme_flags_from_args(const std::vector<std::string>& args) {
+  return std::make_unique<ArgFlags>(args);
 }
 
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup s) {
@@ -484,7 +534,13 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool res
     J v = k.get(s);
     // Resolved: an unset knob at the value mme gives it (sequence parallelism with TP > 1),
     // which Megatron-LM's own default may not be.
-    if (v.is_null() && resolved && k.spec_get) v = k.spec_get(s);
+    if (resolved && k.spec_get) {
+      // A knob that does not apply to this setup (--recompute-method without full recompute,
+      // which Megatron-LM refuses) is not written.
+      const J applied = k.spec_get(s);
+      if (applied.is_null() && !v.is_null()) continue;
+      if (v.is_null()) v = applied;
+    }
     if (v.is_null()) continue;
     if (k.kind == KnobKind::kBool) {
       if (v.get<bool>() && !k.megatron.empty()) flag(k.megatron.front());
@@ -492,6 +548,21 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool res
       continue;
     }
     if (k.megatron.empty()) continue;
+    if (k.kind == KnobKind::kModules) {
+      // A list flag of Megatron-LM (nargs '+': --recompute-modules core_attn mlp): one word per
+      // module, and no flag for none (argparse needs a value).
+      std::vector<std::string> items;
+      const std::string text = knob_text(k, v);
+      for (std::size_t b = 0; b < text.size();) {
+        const std::size_t e = std::min(text.find(',', b), text.size());
+        if (e > b) items.push_back(text.substr(b, e - b));
+        b = e + 1;
+      }
+      if (items.empty()) continue;
+      flag(k.megatron.front());
+      a.insert(a.end(), items.begin(), items.end());
+      continue;
+    }
     flag(k.megatron.front());
     a.push_back(knob_text(k, v));
   }
@@ -503,45 +574,6 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool res
 
 namespace {
 
-// What the megatron_args adapter reads (plugins/adapters/megatron_args).
-constexpr std::string_view kModelFlags[] = {"num-layers",
-                                            "hidden-size",
-                                            "num-attention-heads",
-                                            "group-query-attention",
-                                            "num-query-groups",
-                                            "kv-channels",
-                                            "swiglu",
-                                            "ffn-hidden-size",
-                                            "normalization",
-                                            "squared-relu",
-                                            "disable-bias-linear",
-                                            "position-embedding-type",
-                                            "use-rotary-position-embeddings",
-                                            "max-position-embeddings",
-                                            "untie-embeddings-and-output-weights",
-                                            "hidden-dropout",
-                                            "attention-dropout",
-                                            "tokenizer-type",
-                                            "vocab-size",
-                                            "tokenizer-model",
-                                            "add-qkv-bias",
-                                            "qk-layernorm",
-                                            "multi-latent-attention",
-                                            "q-lora-rank",
-                                            "kv-lora-rank",
-                                            "qk-head-dim",
-                                            "qk-pos-emb-head-dim",
-                                            "v-head-dim",
-                                            "num-experts",
-                                            "moe-router-topk",
-                                            "moe-ffn-hidden-size",
-                                            "moe-shared-expert-intermediate-size",
-                                            "moe-shared-expert-gate",
-                                            "moe-router-enable-expert-bias",
-                                            "moe-router-dtype",
-                                            "moe-layer-freq",
-                                            "mtp-num-layers"};
-
 // Flags without an effect on the memory of a training step (optimizer hyper-parameters,
 // schedules, data, checkpoints, logging, numerics), and the launcher's own.
 constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
@@ -549,7 +581,6 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "adam-eps",
                                                "apply-layernorm-1p",
                                                "auto-detect-ckpt-format",
-                                               "bias-dropout-fusion",
                                                "calculate-per-token-loss",
                                                "check-weight-hash-across-dp-replicas-interval",
                                                "clip-grad",
@@ -564,7 +595,6 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "fp8-amax-compute-algo",  // scaling numerics of the amax history
                                                "fp8-interval",           // deprecated in TE, ignored
                                                "fp8-margin",
-                                               "tp-only-amax-red",
                                                "init-method-std",
                                                "init-method-xavier-uniform",
                                                "load",
@@ -639,25 +669,13 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "min-loss-scale",
                                                "loss-scale-window",
                                                "hysteresis",
-                                               "no-async-tensor-model-parallel-allreduce",
-                                               "use-legacy-models",
-                                               "deprecated-use-mcore-models",
                                                "exit-on-missing-checkpoint",
                                                "ckpt-step",
                                                "pretrained-checkpoint",
                                                "eod-mask-loss",
                                                "reset-position-ids",
                                                "reset-attention-mask",
-                                               "micro-batch-size-schedule",
                                                "rampup-batch-size",
-                                               "dataloader-seq-length",
-                                               "node-rank",
-                                               "master-addr",
-                                               "master-port",
-                                               "rdzv-backend",
-                                               "rdzv-endpoint",
-                                               "rdzv-id",
-                                               "standalone",
                                                "num-dataset-builder-threads",
                                                "data-args-path",
                                                "per-split-data-args-path",
@@ -665,7 +683,6 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "valid-data-path",
                                                "test-data-path",
                                                "object-storage-cache-path",
-                                               "s3-cache-path",
                                                "use-torch-optimizer-for-cpu-offload",
                                                "no-pin-cpu-grads",
                                                "no-pin-cpu-params",
@@ -709,8 +726,6 @@ constexpr NotModelled kNotModelled[] = {
     {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
     {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
     {"empty-unused-memory-level", "the caching allocator's behaviour"},
-    {"fp8-dot-product-attention", "FP8 attention (its quantized Q, K, V and output)"},
-    {"fp8-multi-head-attention", "FP8 attention (its quantized Q, K, V and output)"},
     {"fp8-output-proj", "the output layer under MXFP8"},
     {"no-fp8-wgrad", "weight gradients in high precision (their bf16 saved inputs)"},
     {"fp8-quantizer-factory", "a custom FP8 recipe"},
@@ -719,7 +734,6 @@ constexpr NotModelled kNotModelled[] = {
     {"keep-fp8-transpose-cache", "Megatron-FSDP's kept FP8 transposes"},
     {"use-flash-attn", "the deprecated flash-attention switch (give --attention-backend flash)"},
     {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
-    {"use-packed-sequence", "packed sequences"},
     {"distribute-saved-activations", "saved activations distributed over TP"},
     {"spec", "a custom layer spec"},
     {"hybrid-override-pattern", "hybrid Mamba models"},
@@ -736,9 +750,6 @@ constexpr NotModelled kNotModelled[] = {
     {"img-h", "vision models"},
     {"img-w", "vision models"},
     {"patch-dim", "vision models"},
-    {"disable-vision-class-token", "vision models"},
-    {"export-kd-teacher-load", "knowledge distillation (a teacher model)"},
-    {"export-kd-cfg", "knowledge distillation (a teacher model)"},
     {"perform-rl-step", "RL loops (a generation engine next to training)"},
     {"inference-max-seq-length", "inference"},
     {"moe-pad-experts-for-cuda-graph-inference", "inference"},
@@ -747,13 +758,21 @@ constexpr NotModelled kNotModelledPrefixes[] = {
     {"rl-", "RL loops (a generation engine next to training)"},
     {"grpo-", "RL loops (a generation engine next to training)"},
     {"inference-", "inference"},
-    {"export-", "model export and distillation"},
 };
 
 }  // namespace
 
 const std::vector<std::string_view>& megatron_model_flags() {
-  static const std::vector<std::string_view> v(std::begin(kModelFlags), std::end(kModelFlags));
+  static const std::vector<std::string_view> v = [] {
+    std::vector<std::string_view> out;
+    for (const auto& m : model_flags()) out.push_back(m.name);
+    return out;
+  }();
+  return v;
+}
+
+const std::vector<std::string_view>& megatron_no_effect_flags() {
+  static const std::vector<std::string_view> v(std::begin(kNoEffectFlags), std::end(kNoEffectFlags));
   return v;
 }
 
@@ -768,7 +787,8 @@ const std::vector<std::string_view>& megatron_not_modelled_flags() {
 
 MegatronFlagReview review_megatron_flags(const MegatronArgs& args) {
   static const std::set<std::string_view> known = [] {
-    std::set<std::string_view> k(std::begin(kModelFlags), std::end(kModelFlags));
+    std::set<std::string_view> k;
+    for (const auto& m : model_flags()) k.insert(m.name);
     k.insert(std::begin(kNoEffectFlags), std::end(kNoEffectFlags));
     for (const auto& knob : setup_knobs())
       for (const auto* list : {&knob.megatron, &knob.megatron_off, &knob.megatron_extra})

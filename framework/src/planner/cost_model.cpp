@@ -1,14 +1,18 @@
-// The planner's speed proxy (docs/planner.md, "The speed proxy"): per layer kind and
-// micro-batch a roofline of its GEMMs and attention core and its TP/EP/CP traffic, per pipeline
-// rank the sum over its layers, then the pipeline bubble and the data-parallel
-// synchronisation of a step. Its figures come from the block models of the engine's layer table
-// (EngineTables), decoder layers and the blocks around them alike: their costs per micro-batch
-// under the slice's layout (LayerMemoryModel::costs: FLOPs, weight bytes, collective bytes) and
-// their parameters; the element sizes are the engine's (element_bytes).
+// The planner's step-time model (docs/planner.md, "The step-time model"): per layer kind and
+// micro-batch, each GEMM at the efficiency of its sharded shape and dtype, the attention core,
+// the memory-bound kernels, and the TP/CP/EP traffic that the overlaps of the setup do not hide;
+// per pipeline rank the sum over its layers and the blocks around them, then the pipeline
+// schedule, the data-parallel synchronisation and the optimizer step. Its figures come from the
+// block models of the engine's layer table (EngineTables): their GEMMs, FLOPs, saved bytes,
+// collective bytes and parameters under the slice's layout (LayerMemoryModel::costs,
+// activations, parameters); the hardware figures from the GPU profile; four efficiency constants
+// (StepTimeConstants) are calibrated on measured runs (tests/planner/calibration/calibrate_planner.cpp).
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/core.h>
 
+#include "mme/engine/setup_checks.hpp"
 #include "mme/sdk/error.hpp"
 
 #include "planner/planner_internal.hpp"
@@ -19,16 +23,47 @@ using namespace planning;
 
 namespace {
 
+// Hardware facts the model uses beyond the profile (docs/planner.md lists them):
+// - NCCL's ring all-gather / reduce-scatter reach about 80 % of one direction of NVLink
+//   (nccl-tests bus bandwidth on 8 H100s: about 360 GB/s of the 450 each way; the profiles give
+//   the bidirectional 900), and about 85 % of a 400 Gb/s NIC (40-45 of 50 GB/s).
+constexpr double kNvlinkShare = 0.4;  // of the bidirectional figure
+constexpr double kNetworkShare = 0.85;
+// - Hopper and Blackwell GEMM kernels (cuBLAS, CUTLASS) compute whole 128 x 128 (or 128 x 256)
+//   output tiles: each output dimension is rounded up to a multiple of 128.
+constexpr double kTile = 128;
+// - FlashAttention's backward runs five matmuls of the forward's size (it recomputes Q K^T)
+//   against the forward's two: 2.5x the forward FLOPs (Dao, FlashAttention-2, section 3.1).
+constexpr double kFlashBackward = 2.5;
+// - Adam's update (multi_tensor_adam, TE FusedAdam) is memory-bound: per parameter of the rank's
+//   shard it reads the gradient and reads and writes the main parameter and both moments, and
+//   writes the model's parameter (bytes from the setup's dtypes).
+
 Figures figures_of(const PlanOptions& o) {
   Figures f;
   const auto& hw = *o.gpu;
-  double tflops = hw.bf16_tflops;
-  if (o.base.precision == Precision::kFP8 && hw.fp8_tflops > 0) tflops = hw.fp8_tflops;
-  if (o.base.precision == Precision::kFP32) tflops = hw.bf16_tflops / 2;  // TF32 tensor cores
-  f.flops = std::max(tflops, 1e-3) * 1e12;
+  const StepTimeConstants& k = o.step_time;
+  const double bf16 = std::max(hw.bf16_tflops, 1e-3) * 1e12;
+  f.bf16_flops = bf16 * k.gemm_bf16;
+  f.attention_flops = bf16 * k.attention;
+  f.gemm_flops = f.bf16_flops;
+  f.gemm_in_bytes = 2;
+  if (o.base.precision == Precision::kFP8 && hw.fp8_tflops > 0) {
+    // Transformer Engine's FP8 recipes (delayed, current/tensorwise, blockwise, MXFP8) run the
+    // GEMMs of its linears on the FP8 tensor cores; NVFP4 (--fp4-format) on the FP4 ones.
+    const bool fp4 = o.base.low_precision.fp4 && hw.fp4_tflops > 0;
+    f.gemm_flops = (fp4 ? hw.fp4_tflops : hw.fp8_tflops) * 1e12 * k.gemm_fp8;
+    f.gemm_in_bytes = fp4 ? 0.5 : 1;
+  }
+  if (o.base.precision == Precision::kFP32) {
+    f.gemm_flops = f.bf16_flops = bf16 / 2 * k.gemm_bf16;  // TF32 tensor cores
+    f.gemm_in_bytes = 4;
+  }
   f.hbm = std::max(hw.hbm_bandwidth_gbps, 1e-3) * 1e9;
-  f.link = std::max(hw.link_bandwidth_gbps, 1e-3) * 1e9;
-  f.inter = std::max(o.inter_node_bandwidth_gbps, 1e-3) * 1e9;
+  f.link = std::max(hw.link_bandwidth_gbps, 1e-3) * 1e9 * kNvlinkShare;
+  f.inter = std::max(plan_inter_node_bandwidth(o), 1e-3) * 1e9 * kNetworkShare;
+  f.node = plan_gpus_per_node(o);
+  f.elementwise_passes = k.elementwise_passes;
   const ElementBytes bytes = element_bytes(o.base);
   f.act_bytes = static_cast<double>(bytes.act);
   // Weights as the GEMMs read them: the parameters' dtype, or under FP8 the 1-byte copies TE
@@ -37,20 +72,49 @@ Figures figures_of(const PlanOptions& o) {
   return f;
 }
 
-}  // namespace
+// A ceiling to whole GEMM tiles.
+double tiles(double x) { return std::ceil(x / kTile) * kTile; }
 
-namespace planning {
-
-// In floating point: GPUs (up to 2^40) x micro-batch (up to 2^24) need not fit in 64 bits.
-double nominal_sequences(const PlanOptions& o) {
-  if (o.base.global_batch_size > 0) return static_cast<double>(o.base.global_batch_size);
-  const std::int64_t largest = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  return static_cast<double>(o.num_gpus) * static_cast<double>(largest);
+// One GEMM [m, k] x [k, n] on a rank: its tile-rounded FLOPs at the rate of its dtype, or the HBM
+// traffic of its operands and output when that takes longer (a roofline).
+double gemm_pass(double m, double n, double k, double rate, double in_bytes, double out_bytes, double hbm) {
+  const double compute = 2 * tiles(m) * tiles(n) * k / rate;
+  const double traffic = ((m * k + k * n) * in_bytes + m * n * out_bytes) / hbm;
+  return std::max(compute, traffic);
 }
 
-}  // namespace planning
+// A GEMM of a block: forward [m, k] x [k, n], input gradient [m, n] x [n, k] and, unless its
+// weight is frozen (LoRA), weight gradient [k, m] x [m, n] accumulated in fp32 (main_grad,
+// gradient_accumulation_fusion). Returns {forward, backward} seconds, count times.
+std::pair<double, double> gemm_seconds(const GemmTerm& g, const Figures& f, bool frozen) {
+  const double rate = g.high_precision ? f.bf16_flops : f.gemm_flops;
+  const double in = g.high_precision ? f.act_bytes : f.gemm_in_bytes;
+  const double forward = gemm_pass(g.m, g.n, g.k, rate, in, f.act_bytes, f.hbm);
+  double backward = gemm_pass(g.m, g.k, g.n, rate, in, f.act_bytes, f.hbm);
+  if (!frozen) backward += gemm_pass(g.k, g.n, g.m, rate, in, 4, f.hbm);
+  return {g.count * forward, g.count * backward};
+}
 
-namespace {
+// Seconds of `bytes` of an expert-parallel all-to-all (token_dispatcher.py) among `ep` ranks,
+// spread evenly over the others. Expert ranks are ordered ETP fastest, then EP, so a node of
+// `node` GPUs holds node / ETP ranks of the group: their share goes over NVLink, the rest over the
+// network, in parallel. DeepEP and HybridEP (--moe-token-dispatcher-type flex) send a token once
+// to each remote node that holds one of its top-k experts and forward it inside that node over
+// NVLink (deep_ep internode dispatch): the network carries n (1 - (1 - 1/n)^k) / k of what the
+// plain all-to-all sends to n nodes.
+double all_to_all_seconds(double bytes, std::int64_t ep, std::int64_t etp, std::int64_t top_k, bool dedup,
+                          const Figures& f) {
+  if (ep <= 1 || bytes <= 0) return 0;
+  const std::int64_t in_node = std::clamp<std::int64_t>(f.node / std::max<std::int64_t>(etp, 1), 1, ep);
+  const double others = static_cast<double>(ep - 1);
+  const double intra = bytes * static_cast<double>(in_node - 1) / others;
+  double inter = bytes * static_cast<double>(ep - in_node) / others;
+  if (dedup && inter > 0 && top_k > 0) {
+    const double nodes = static_cast<double>(ep) / static_cast<double>(in_node), k = static_cast<double>(top_k);
+    inter *= std::min(1.0, nodes * (1 - std::pow(1 - 1 / nodes, k)) / k);
+  }
+  return std::max(intra / f.link, inter / f.inter);
+}
 
 BlockCosts costs_of(const LayerMemoryModel& block, const BlockContext& ctx) {
   BlockCosts c;
@@ -60,56 +124,133 @@ BlockCosts costs_of(const LayerMemoryModel& block, const BlockContext& ctx) {
 
 double forward_flops(const BlockCosts& c) { return c.gemm_flops + c.attention_flops + c.expert_flops; }
 
-double per_rank_params(const LayerMemoryModel& block, const BlockContext& ctx) {
-  BlockParams p;
-  call_plugin("layer model parameters", [&] { block.parameters(ctx, p); });
-  return static_cast<double>(sum_per_rank(p));
+// The bytes a block keeps for backward per micro-batch: what its memory-bound kernels write
+// forward and read backward (the elementwise term's measure).
+double saved_bytes(const LayerMemoryModel& block, const BlockContext& ctx) {
+  BlockActivations a;
+  call_plugin("layer model activations", [&] { block.activations(ctx, a); });
+  return static_cast<double>(sum_saved(a));
 }
 
-// Bandwidths of the slice's process groups: one node's links while the group fits in a node.
-struct GroupBandwidth {
-  double tp = 0, cp = 0, ep = 0, etp = 0;
+// A block's parameters per rank that the data-parallel collectives and the optimizer handle:
+// all of them, or under LoRA only the adapters (the base is frozen: no gradient, no state).
+struct TrainedParams {
+  double dense = 0, expert = 0;
+};
+TrainedParams trained_params(const LayerMemoryModel& block, const BlockContext& ctx) {
+  BlockParams p;
+  call_plugin("layer model parameters", [&] { block.parameters(ctx, p); });
+  TrainedParams out;
+  const bool lora = ctx.setup.lora.on();
+  for (const ParamTerm& t : p.terms) {
+    if (lora && t.group != ParamGroup::kLoraAdapter) continue;
+    (t.shard == ShardClass::kExpert ? out.expert : out.dense) += static_cast<double>(t.per_rank);
+  }
+  return out;
+}
+
+// What decides how a unit's communication overlaps (the setup's flags).
+struct UnitRules {
+  bool layer = false;          // a decoder (or MTP) layer, which recompute repeats
+  bool full_recompute = false;
+  bool attention_recompute = false;  // selective core_attn: the attention core again
+  bool moe_recompute = false;        // selective moe: the dispatch and combine again
+  bool tp_overlap = false;           // --tp-comm-overlap
+  bool ep_overlap = false;           // --overlap-moe-expert-parallel-comm
+  bool shared_overlap = false;       // --moe-shared-expert-overlap
+  bool cp_ring = false;              // --cp-comm-type p2p (or a2a+p2p)
+  bool dedup = false;                // the flex dispatcher (DeepEP, HybridEP)
+  bool frozen = false;               // LoRA: the base weights have no weight gradient
+  std::int64_t top_k = 0;
 };
 
-// Seconds of a unit of blocks for one micro-batch: the roofline of its dense and, apart, its
-// expert GEMMs over three passes (forward, and a backward of twice the work), the recompute and
-// its collectives. `layer`: a decoder (or MTP) layer, which recompute runs again in part or, under
-// full recompute, whole (its collectives included).
-LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, const Figures& f, const GroupBandwidth& bw,
-                    bool full_recompute, bool layer) {
-  double dense = 0, expert = 0, dense_bytes = 0, expert_bytes = 0, recompute = 0;
-  double tp = 0, cp = 0, ep = 0, etp = 0;
-  const bool again = full_recompute && layer;
-  for (const BlockCosts* c : blocks) {
-    dense += c->gemm_flops + c->attention_flops;
-    expert += c->expert_flops;
-    dense_bytes += c->weight_bytes;
-    expert_bytes += c->expert_weight_bytes;
-    recompute += c->recompute_flops;
-    auto passes = [&](CommGroup g) { return sum_forward_bytes(*c, g) * (again ? 2 : 1) + sum_backward_bytes(*c, g); };
-    tp += passes(CommGroup::kTensor);
-    cp += passes(CommGroup::kContext);
-    ep += passes(CommGroup::kExpert);
-    etp += passes(CommGroup::kExpertTensor);
-  }
-  auto roofline = [&](double flops, double bytes) { return std::max(flops / f.flops, bytes / f.hbm); };
+struct GroupBandwidth {
+  double tp = 0, cp = 0, etp = 0;
+  std::int64_t ep = 1, etp_size = 1;
+};
+
+// Seconds of a unit of blocks for one micro-batch on one rank: its GEMMs one by one, the
+// attention core, the memory-bound kernels over its saved bytes, recompute, and the collectives
+// the setup's overlaps leave exposed.
+LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double saved, const Figures& f,
+                    const GroupBandwidth& bw, const UnitRules& r) {
   LayerTime t;
-  t.compute = roofline(3 * dense, 3 * dense_bytes);
-  if (expert > 0 || expert_bytes > 0) t.compute += roofline(3 * expert, 3 * expert_bytes);
+  double gemm_fwd = 0, gemm_bwd = 0, dense_gemm = 0, attention_fwd = 0, rc_attention = 0, rc_gemm = 0;
+  double tp = 0, tp_fwd = 0, cp = 0, cp_fwd = 0, ep = 0, ep_fwd = 0, etp = 0, etp_fwd = 0, moe_dense_gemm = 0;
+  for (const BlockCosts* c : blocks) {
+    double block_dense = 0;
+    if (!c->gemms.empty()) {
+      for (const GemmTerm& g : c->gemms) {
+        const auto [fw, bw_] = gemm_seconds(g, f, r.frozen);
+        gemm_fwd += fw, gemm_bwd += bw_;
+        if (!g.expert) block_dense += fw + bw_;
+      }
+    } else {
+      // A block that lists no GEMM (an older plugin): its summed FLOPs at a large GEMM's rate,
+      // or its weights' reads if those take longer, three passes.
+      const double dense = std::max(c->gemm_flops / f.gemm_flops, c->weight_bytes / f.hbm);
+      const double expert = std::max(c->expert_flops / f.gemm_flops, c->expert_weight_bytes / f.hbm);
+      gemm_fwd += dense + expert, gemm_bwd += 2 * (dense + expert);
+      block_dense += 3 * dense;
+    }
+    dense_gemm += block_dense;
+    if (c->expert_flops > 0) moe_dense_gemm += block_dense;
+    attention_fwd += c->attention_flops / f.attention_flops;
+    if (r.attention_recompute) rc_attention += c->attention_flops / f.attention_flops;
+    // Selective recompute's GEMM FLOPs (mlp, moe, shared_experts, mla_up_proj) at a GEMM's rate.
+    rc_gemm += std::max(0.0, c->recompute_flops - (r.attention_recompute ? c->attention_flops : 0)) / f.gemm_flops;
+    tp_fwd += sum_forward_bytes(*c, CommGroup::kTensor);
+    tp += sum_forward_bytes(*c, CommGroup::kTensor) + sum_backward_bytes(*c, CommGroup::kTensor);
+    cp_fwd += sum_forward_bytes(*c, CommGroup::kContext);
+    cp += sum_forward_bytes(*c, CommGroup::kContext) + sum_backward_bytes(*c, CommGroup::kContext);
+    ep_fwd += sum_forward_bytes(*c, CommGroup::kExpert);
+    ep += sum_forward_bytes(*c, CommGroup::kExpert) + sum_backward_bytes(*c, CommGroup::kExpert);
+    etp_fwd += sum_forward_bytes(*c, CommGroup::kExpertTensor);
+    etp += sum_forward_bytes(*c, CommGroup::kExpertTensor) + sum_backward_bytes(*c, CommGroup::kExpertTensor);
+  }
+  t.gemm = gemm_fwd + gemm_bwd;
+  t.attention = attention_fwd * (1 + kFlashBackward);
+  // Norms, activation functions, RoPE, bias-dropout-add, FP8 casts and token permutation:
+  // memory-bound kernels that write what backward reads (and read it back), a calibrated number
+  // of passes over the saved bytes.
+  t.elementwise = f.elementwise_passes * saved / f.hbm;
+  t.compute = t.gemm + t.attention + t.elementwise;
+  t.forward = gemm_fwd + attention_fwd + t.elementwise / 3;
+  const bool again = r.full_recompute && r.layer;
   if (again)
-    t.recompute = t.compute / 3;  // one more forward pass
-  else if (layer)
-    t.recompute = recompute / f.flops;
-  t.tp = tp / bw.tp;
-  t.cp = cp / bw.cp;
-  t.ep = ep / bw.ep + etp / bw.etp;
-  t.dense_params = dense_bytes / f.weight_bytes;
-  t.expert_params = expert_bytes / f.weight_bytes;
+    t.recompute = t.forward;  // checkpointed layers run their forward again before backward
+  else if (r.layer)
+    t.recompute = rc_attention + rc_gemm;
+
+  // Tensor parallelism (tensor_parallel/mappings.py): the SP all-gathers and reduce-scatters (or
+  // all-reduces) around each block. --tp-comm-overlap (TE userbuffers) splits them into chunks
+  // pipelined with the GEMMs they feed and follow: only what outlasts those GEMMs shows.
+  double tp_s = (tp + (again ? tp_fwd : 0)) / bw.tp;
+  if (r.tp_overlap) tp_s = std::max(0.0, tp_s - dense_gemm);
+  // Context parallelism (TE attention/dot_product_attention/context_parallel.py): the p2p ring
+  // sends the next K/V chunk while the core attends to the current one; all-gather and a2a
+  // exchange before and after the core.
+  double cp_s = (cp + (again ? cp_fwd : 0)) / bw.cp;
+  if (r.cp_ring) cp_s = std::max(0.0, cp_s - t.attention);
+  // Expert parallelism: dispatch and combine (token_dispatcher.py), forward and backward, again
+  // under full or `moe` recompute; ETP's all-gather and reduce-scatter of the routed tokens.
+  const bool ep_again = again || r.moe_recompute;
+  double ep_s = all_to_all_seconds(ep + (ep_again ? ep_fwd : 0), bw.ep, bw.etp_size, r.top_k, r.dedup, f);
+  if (r.ep_overlap)
+    // combined_1f1b.py: one micro-batch's all-to-all runs under another's compute.
+    ep_s = std::max(0.0, ep_s - t.compute);
+  else if (r.shared_overlap)
+    // --moe-shared-expert-overlap: the shared experts (and router) compute during the dispatch.
+    ep_s = std::max(0.0, ep_s - moe_dense_gemm);
+  ep_s += (etp + (ep_again ? etp_fwd : 0)) / bw.etp;
+  t.tp = tp_s, t.cp = cp_s, t.ep = ep_s;
   return t;
 }
 
 void add_time(LayerTime& a, const LayerTime& b) {
-  a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.ep += b.ep, a.cp += b.cp, a.launch += b.launch;
+  a.compute += b.compute, a.gemm += b.gemm, a.attention += b.attention, a.elementwise += b.elementwise;
+  a.forward += b.forward, a.recompute += b.recompute, a.tp += b.tp, a.ep += b.ep, a.cp += b.cp;
+  a.launch += b.launch;
 }
 
 // Kernels one decoder layer launches forward, by part (an assumption: the profile has no such
@@ -162,12 +303,16 @@ double exposed_launch_seconds(double gpu_seconds, bool moe, const TrainingSetup&
 // _pre_forward_param_unshard and _pre_backward_param_unshard all-gather the weights before each
 // forward and each backward of every micro-batch (released after each: release_module_parameters),
 // where the other strategies keep them whole and gather them once a step (the optimizer's update).
-double fsdp_extra_seconds(const SliceCost& c, double shared, double micro_batches, double bandwidth) {
+// Megatron-FSDP prefetches the next unit's weights and reduces the last one's gradients while a
+// unit computes: per micro-batch only what outlasts the rank's compute of it shows.
+double fsdp_extra_seconds(const SliceCost& c, double shared, double micro_batches, double bandwidth,
+                          double compute_per_micro_batch) {
   const double m = std::max(micro_batches, 1.0);
   double bytes = 0;
   if (c.sharding == DpSharding::kOptimGrads) bytes = (m - 1) * c.grad_bytes;
   if (c.sharding == DpSharding::kOptimGradsParams) bytes = (m - 1) * c.grad_bytes + (2 * m - 1) * c.weight_bytes;
-  return shared * bytes / bandwidth;
+  const double seconds = shared * bytes / bandwidth;
+  return std::max(0.0, seconds - (m - 1) * compute_per_micro_batch);
 }
 
 // Optimizer CPU offload of a rank's optimizer shard of `params` parameters
@@ -187,14 +332,67 @@ double offload_seconds(const SliceCost& c, double params) {
 
 }  // namespace
 
+namespace planning {
+
+// In floating point: GPUs (up to 2^40) x micro-batch (up to 2^24) need not fit in 64 bits.
+double nominal_sequences(const PlanOptions& o) {
+  if (o.base.global_batch_size > 0) return static_cast<double>(o.base.global_batch_size);
+  const std::int64_t largest = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+  return static_cast<double>(o.num_gpus) * static_cast<double>(largest);
+}
+
+}  // namespace planning
+
+// megatron/training/training.py num_floating_point_operations (transformer_flops, BSHD: every
+// sequence seq_length long): per token 3 (forward, weight and input gradient) x 2 (FMA) x the
+// GEMM weights a token uses, plus the causal core attention, plus the logits of the padded
+// vocabulary for the model and each MTP depth. MTP depths count as layers of the last layer's
+// kind, with their norms and eh_proj.
+double megatron_model_flops(const ModelSpec& m, const TrainingSetup& s, double sequences) {
+  const double h = static_cast<double>(m.hidden_size), seq = static_cast<double>(s.seq_length);
+  const double mtp = static_cast<double>(m.mtp_num_layers);
+  const double ffn_factor = m.gated_linear_unit ? 3 : 2;
+  auto layer_flops = [&](const LayerSpec& l) {
+    const AttentionSpec& a = l.attention;
+    const double n = static_cast<double>(a.num_heads);
+    double attention = 0, core = 0;
+    if (a.kind == "mla") {
+      const double dq = static_cast<double>(a.qk_head_dim), dr = static_cast<double>(a.qk_pos_emb_head_dim);
+      const double dv = static_cast<double>(a.v_head_dim), kv_r = static_cast<double>(a.kv_lora_rank);
+      const double q_term = a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) * (h + n * (dq + dr) + 1)
+                                          : h * n * (dq + dr);
+      attention = 6 * (q_term + kv_r * (h + n * (dq + dv) + 1) + h * dr + n * dv * h);
+      core = 6 * (n * (dq + dr) / 2 + n * dv / 2);
+    } else {
+      const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels : m.hidden_size / a.num_heads);
+      const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
+      const double q = d * n, kv = d * groups;
+      attention = 6 * (h * (q + 2 * kv) + q * h);
+      core = 6 * q;  // / 2 (causal) x 2 (QK^T and its product with V)
+    }
+    const MlpSpec& f = l.mlp;
+    const double mlp = f.num_experts > 0
+                           ? 6 * h * ffn_factor *
+                                 (static_cast<double>(f.expert_ffn_hidden_size) * static_cast<double>(f.top_k) +
+                                  static_cast<double>(f.shared_expert_ffn_hidden_size))
+                           : 6 * h * ffn_factor * static_cast<double>(f.ffn_hidden_size);
+    return attention + mlp + core * seq;
+  };
+  double per_token = 0;
+  for (const LayerSpec& l : m.layers) per_token += layer_flops(l);
+  if (m.mtp_num_layers > 0 && !m.layers.empty())
+    per_token += mtp * (layer_flops(m.layers.back()) + 6 * (3 * h + 2 * h * h));
+  const double vocab = static_cast<double>(
+      padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, std::max<std::int64_t>(s.parallel.tp, 1)));
+  per_token += 6 * h * vocab * (mtp + 1);
+  return per_token * sequences * seq;
+}
+
 Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
     : estimator(model, registry), tables(engine_tables(estimator)) {}
 
 SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeVariant rc, const PlanKnobs& knobs,
                                     const PlanOptions& o) const {
-  const ModelSpec& m = model();
-  const EngineTables& im = tables;
-  const Figures f = figures_of(o);
   // What the block models see of this slice: the engine's block layout of its setup.
   PlanLayout pl;
   pl.tp = q.tp, pl.cp = q.cp, pl.ep = q.ep, pl.etp = q.etp;
@@ -203,54 +401,99 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   pl.knobs = knobs;
   TrainingSetup setup = setup_for(pl, o);
   setup.parallel.sequence_parallel = q.sequence_parallel;
-  const BlockLayout b = block_layout(m, setup, setup.attention_backend, 1.0);
-  const std::int64_t node = o.gpus_per_node;
+  return setup_cost(setup, q, o);
+}
+
+SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, const PlanOptions& o) const {
+  const ModelSpec& m = model();
+  const EngineTables& im = tables;
+  const Figures f = figures_of(o);
+  const RecomputeSettings& rs = setup.recompute;
+  // Transformer Engine's attention choice on this GPU, as Estimator::run makes it (flash, or the
+  // unfused fallback that saves the score matrix).
+  const BlockLayout b = block_layout(m, setup, resolve_attention(setup, o.gpu->compute_capability).backend, 1.0);
+  // The saved bytes the memory-bound kernels touch do not depend on recompute or offloading.
+  BlockLayout plain = b;
+  plain.setup.recompute = RecomputeSettings{};
+  plain.setup.activation_offload = ActivationOffloadSettings{};
+  const std::int64_t node = f.node;
   GroupBandwidth bw;
   bw.tp = q.tp <= node ? f.link : f.inter;
   bw.cp = q.tp * q.cp <= node ? f.link : f.inter;
-  bw.ep = q.etp * q.ep <= node ? f.link : f.inter;
   bw.etp = q.etp <= node ? f.link : f.inter;
-  const bool full = rc == RecomputeVariant::kFull;
+  bw.ep = q.ep;
+  bw.etp_size = q.etp;
+  UnitRules rules;
+  rules.full_recompute = rs.granularity == RecomputeGranularity::kFull;
+  rules.attention_recompute = rs.granularity == RecomputeGranularity::kSelective && rs.has(kRecomputeCoreAttn);
+  rules.moe_recompute = rs.granularity == RecomputeGranularity::kSelective && rs.has(kRecomputeMoe);
+  rules.tp_overlap = setup.comm.tp_comm_overlap && q.tp > 1;
+  rules.ep_overlap = setup.comm.ep_overlap;
+  rules.shared_overlap = setup.comm.shared_expert_overlap;
+  rules.cp_ring = setup.cp_comm_type == CpCommType::kP2P || setup.cp_comm_type == CpCommType::kA2AP2P;
+  rules.dedup = setup.dispatcher == TokenDispatcher::kFlex;
+  rules.frozen = setup.lora.on();
   auto lm_context = [&](const BlockLayout& layout, const LmBlock& block) {
     return make_context(m, layout, *block.layer, &block == &im.mtp_projection);
+  };
+  auto layer_rules = [&](const LayerSpec& spec) {
+    UnitRules r = rules;
+    r.layer = true;
+    r.top_k = spec.mlp.top_k;
+    return r;
   };
 
   SliceCost c;
   c.figures = f;
   c.types.reserve(im.types.size());
-  const bool launches = plan_counts_launches(o);
   for (const LayerType& lt : im.types) {
     const BlockContext ctx = make_context(m, b, lt.spec, false);
+    const BlockContext ctx0 = make_context(m, plain, lt.spec, false);
     const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
-    LayerTime t = unit_time({&attn, &mlp}, f, bw, full, true);
-    if (launches) t.launch = exposed_launch_seconds(t.total(), lt.moe, setup, o);
+    const double saved = saved_bytes(*lt.attention, ctx0) + saved_bytes(*lt.mlp, ctx0);
+    LayerTime t = unit_time({&attn, &mlp}, saved, f, bw, layer_rules(lt.spec));
+    t.launch = exposed_launch_seconds(t.total(), lt.moe, setup, o);
+    for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
+      const TrainedParams p = trained_params(*block, ctx);
+      t.dense_params += p.dense, t.expert_params += p.expert;
+    }
     c.types.push_back(t);
   }
-  const BlockCosts embedding = costs_of(*im.embedding.model, lm_context(b, im.embedding));
-  const BlockCosts output = costs_of(*im.output_head.model, lm_context(b, im.output_head));
-  c.embedding = unit_time({&embedding}, f, bw, full, false);
-  c.output = unit_time({&output}, f, bw, full, false);
-  c.embedding_params = per_rank_params(*im.embedding.model, lm_context(b, im.embedding));
+  const BlockContext embedding_ctx = lm_context(b, im.embedding), output_ctx = lm_context(b, im.output_head);
+  const BlockCosts embedding = costs_of(*im.embedding.model, embedding_ctx);
+  const BlockCosts output = costs_of(*im.output_head.model, output_ctx);
+  c.embedding = unit_time({&embedding}, saved_bytes(*im.embedding.model, lm_context(plain, im.embedding)), f, bw, rules);
+  c.output = unit_time({&output}, saved_bytes(*im.output_head.model, lm_context(plain, im.output_head)), f, bw, rules);
+  c.embedding_params = trained_params(*im.embedding.model, embedding_ctx).dense;
   BlockLayout staged = b;
   staged.pp = 1;
-  c.output_params_pp1 = per_rank_params(*im.output_head.model, lm_context(staged, im.output_head));
+  c.output_params_pp1 = trained_params(*im.output_head.model, lm_context(staged, im.output_head)).dense;
   staged.pp = 2;
-  c.output_params_pp = per_rank_params(*im.output_head.model, lm_context(staged, im.output_head));
+  c.output_params_pp = trained_params(*im.output_head.model, lm_context(staged, im.output_head)).dense;
   // An MTP depth: a decoder layer of the MTP kind, the projection and its own pass through the
   // output head (whose weights are the main model's).
   if (m.mtp_num_layers > 0) {
     const LayerType& lt = im.types[im.mtp_type];
     const BlockContext ctx = make_context(m, b, lt.spec, true);
+    const BlockContext ctx0 = make_context(m, plain, lt.spec, true);
     const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
-    const BlockCosts projection = costs_of(*im.mtp_projection.model, lm_context(b, im.mtp_projection));
-    c.mtp = unit_time({&attn, &mlp}, f, bw, full, true);
-    add_time(c.mtp, unit_time({&projection}, f, bw, full, false));
+    const BlockContext projection_ctx = lm_context(b, im.mtp_projection);
+    const BlockCosts projection = costs_of(*im.mtp_projection.model, projection_ctx);
+    c.mtp = unit_time({&attn, &mlp}, saved_bytes(*lt.attention, ctx0) + saved_bytes(*lt.mlp, ctx0), f, bw,
+                      layer_rules(lt.spec));
+    add_time(c.mtp, unit_time({&projection},
+                              saved_bytes(*im.mtp_projection.model, lm_context(plain, im.mtp_projection)), f, bw,
+                              rules));
     add_time(c.mtp, c.output);
-    c.mtp_projection_params = per_rank_params(*im.mtp_projection.model, lm_context(b, im.mtp_projection));
+    for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
+      const TrainedParams p = trained_params(*block, ctx);
+      c.mtp.dense_params += p.dense, c.mtp.expert_params += p.expert;
+    }
+    c.mtp_projection_params = trained_params(*im.mtp_projection.model, projection_ctx).dense;
   }
 
   // The ideal: the model's forward FLOPs per token (one sequence on one GPU, the unpadded
-  // vocabulary), three passes of it.
+  // vocabulary), three passes of it, at the dense peak of the precision.
   BlockLayout one = b;
   one.tp = one.cp = one.ep = one.etp = 1;
   one.sp = false;
@@ -275,6 +518,11 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
                                (per_token({lt.attention, lt.mlp}, lt.spec, true) +
                                 per_token({im.mtp_projection.model}, *im.mtp_projection.layer, true) + head);
   }
+  const double peak = o.base.precision == Precision::kFP8 && o.gpu->fp8_tflops > 0 ? o.gpu->fp8_tflops
+                      : o.base.precision == Precision::kFP32                       ? o.gpu->bf16_tflops / 2
+                                                                                   : o.gpu->bf16_tflops;
+  c.peak_flops = std::max(peak, 1e-3) * 1e12;
+  c.megatron_flops_per_sequence = megatron_model_flops(m, setup, 1.0);
   // The distributed optimizer's gradient reduce-scatter (the gradient buffer's dtype) and
   // parameter all-gather.
   const ElementBytes eb = element_bytes(setup);
@@ -295,8 +543,16 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
                                                                      : 2;
     c.grad_bytes = static_cast<double>(fs.grad_comm ? dtype_bytes(*fs.grad_comm) : main_grads);
   }
-  c.sync_bytes_per_param = c.grad_bytes + f.weight_bytes;
   c.weight_bytes = f.weight_bytes;
+  c.overlap_grad_reduce = setup.comm.overlap_grad_reduce;
+  c.overlap_param_gather = setup.comm.overlap_param_gather;
+  // Adam per parameter of the shard: the gradient read, the main parameter and both moments read
+  // and written, the model parameter written.
+  const OptimizerSettings& opt = setup.optimizer;
+  c.optimizer_bytes_per_param =
+      static_cast<double>(eb.grad + 2 * (dtype_bytes(opt.main_params) + dtype_bytes(opt.exp_avg) +
+                                         dtype_bytes(opt.exp_avg_sq)) +
+                          eb.param);
   c.offload_fraction = setup.optimizer.cpu_offload_fraction;
   // HybridDeviceOptimizer: the main gradient of each offloaded parameter goes to the host, its
   // updated main parameter comes back.
@@ -304,7 +560,9 @@ SliceCost Planner::Impl::slice_cost(const Slice& q, std::int64_t mbs, RecomputeV
   c.offload_overlap = setup.optimizer.overlap_cpu_d2h_h2d;
   c.host_link = o.host_link_bandwidth_gbps * 1e9;
   c.cpu_params_per_s = o.cpu_optimizer_params_per_second;
-  // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h].
+  // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h]. With the interleaved
+  // schedule the sends overlap the next chunk's compute (--overlap-p2p-communication, on by
+  // default: arguments.py turns it off without VPP).
   c.p2p_bytes = static_cast<double>(b.local_tokens.value()) * static_cast<double>(m.hidden_size) * f.act_bytes;
   return c;
 }
@@ -323,49 +581,62 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   const std::int64_t N = o.num_gpus;
   const double dcp = static_cast<double>(l.dp * l.cp);
   const double edp = static_cast<double>(N / (l.etp * l.ep * l.pp));
-  const double bw_dp = N / l.pp <= o.gpus_per_node ? f.link : f.inter;
+  const double bw_dp = N / l.pp <= f.node ? f.link : f.inter;
+  const double p = static_cast<double>(l.pp), v = static_cast<double>(l.vpp);
+  // Each virtual chunk sends its output forward and receives the gradient back: 2 v transfers
+  // per micro-batch; neighbouring stages are N / PP ranks apart, in one node only if N fits.
+  // Blocking under 1F1B; under the interleaved schedule they overlap the next chunk's compute.
+  const double p2p = l.pp > 1 ? 2 * v * c.p2p_bytes / (N <= f.node ? f.link : f.inter) : 0;
 
   const double sequences = nominal_sequences(o);
   const double micro_batches = sequences / (static_cast<double>(l.micro_batch_size) * static_cast<double>(l.dp));
-  double worst = -1, worst_dp = 0, worst_fsdp = 0, worst_offload = 0;
+  double worst = -1, worst_dp = 0, worst_fsdp = 0, worst_offload = 0, worst_optimizer = 0, pp_exposed = 0;
   std::size_t worst_rank = 0;
   for (std::size_t r = 0; r < np; ++r) {
     const std::int32_t* cr = counts + r * nt;
-    double t = 0, dense = 0, expert = 0;
+    double t = 0, forward = 0, dense = 0, expert = 0;
     for (std::size_t i = 0; i < nt; ++i) {
       const double n = cr[i];
       t += n * c.types[i].total();
+      forward += n * c.types[i].forward;
       dense += n * c.types[i].dense_params;
       expert += n * c.types[i].expert_params;
     }
     const std::size_t ri = split * np + r;
-    if (r == 0) t += c.embedding.total();  // the first stage's first chunk runs the embedding
+    if (r == 0) t += c.embedding.total(), forward += c.embedding.forward;  // the first chunk runs the embedding
     if (ps.loss[ri]) {
-      t += c.output.total();
+      t += c.output.total(), forward += c.output.forward;
       dense += loss_params;
     }
     if (ps.embed[ri]) dense += embedding_params;
     if (ps.mtp[ri] > 0) {
-      t += ps.mtp[ri] * c.mtp.total();
+      t += ps.mtp[ri] * c.mtp.total(), forward += ps.mtp[ri] * c.mtp.forward;
       dense += ps.mtp[ri] * mtp_params;
       expert += ps.mtp[ri] * c.mtp.expert_params;
     }
-    if (t > worst) {
-      worst = t;
+    const double sends = l.vpp > 1 ? std::max(0.0, p2p - t / v) : p2p;
+    if (t + sends > worst) {
+      worst = t + sends;
       worst_rank = r;
+      pp_exposed = sends;
     }
     const double shared = (dcp - 1) / dcp * dense + (edp - 1) / edp * expert;
-    const double sync = shared * c.sync_bytes_per_param / bw_dp;
-    worst_dp = std::max(worst_dp, sync);
-    worst_fsdp = std::max(worst_fsdp, fsdp_extra_seconds(c, shared, micro_batches, bw_dp));
-    worst_offload = std::max(worst_offload, offload_seconds(c, dense / dcp + expert / edp));
+    // The distributed optimizer (distributed/param_and_grad_buffer.py): the gradients'
+    // reduce-scatter after the last micro-batch's backward, the parameters' all-gather before the
+    // next step's first forward. --overlap-grad-reduce launches each bucket's reduce-scatter as its
+    // gradients are ready during that backward, --overlap-param-gather each bucket's all-gather
+    // ahead of the forward that needs it: only what outlasts that pass shows.
+    double reduce = shared * c.grad_bytes / bw_dp, gather = shared * c.weight_bytes / bw_dp;
+    if (c.overlap_grad_reduce) reduce = std::max(0.0, reduce - (t - forward));
+    if (c.overlap_param_gather) gather = std::max(0.0, gather - forward);
+    worst_dp = std::max(worst_dp, reduce + gather);
+    worst_fsdp = std::max(worst_fsdp, fsdp_extra_seconds(c, shared, micro_batches, bw_dp, t));
+    const double shard = dense / dcp + expert / edp;
+    worst_offload = std::max(worst_offload, offload_seconds(c, shard));
+    worst_optimizer = std::max(worst_optimizer, (1 - c.offload_fraction) * shard * c.optimizer_bytes_per_param / f.hbm);
   }
   PlanScore s;
-  const double p = static_cast<double>(l.pp), v = static_cast<double>(l.vpp);
-  // Each virtual chunk sends its output forward and receives the gradient back: 2 v transfers
-  // per micro-batch; neighbouring stages are N / PP ranks apart, in one node only if N fits.
-  if (l.pp > 1) s.pp_seconds = 2 * v * c.p2p_bytes / (N <= o.gpus_per_node ? f.link : f.inter);
-  worst += s.pp_seconds;
+  s.pp_seconds = pp_exposed;
   s.micro_batches = micro_batches;
   s.bubble = (p - 1) / (s.micro_batches * v + p - 1);
   s.stage_seconds = worst;
@@ -375,6 +646,9 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
     const std::size_t ri = split * np + worst_rank;
     auto add = [&s](const LayerTime& lt, double n) {
       s.compute_seconds += n * lt.compute;
+      s.gemm_seconds += n * lt.gemm;
+      s.attention_seconds += n * lt.attention;
+      s.elementwise_seconds += n * lt.elementwise;
       s.recompute_seconds += n * lt.recompute;
       s.tp_seconds += n * lt.tp;
       s.ep_seconds += n * lt.ep;
@@ -386,18 +660,52 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
     if (ps.loss[ri]) add(c.output, 1);
     if (ps.mtp[ri] > 0) add(c.mtp, ps.mtp[ri]);
   }
+  // 1F1B and the interleaved schedule (pipeline_parallel/schedules.py): m micro-batches through
+  // the slowest rank, plus the warm-up and cool-down of (p - 1) / v of its micro-batch time.
   const double slots = s.micro_batches + (p - 1) / v;
   s.dp_seconds = worst_dp;
   s.fsdp_seconds = worst_fsdp;
   s.offload_seconds = worst_offload;
-  s.step_seconds = slots * worst + worst_dp + worst_fsdp + worst_offload;
-  // The same work with no bubble, recompute, communication or memory-bound GEMM.
-  s.ideal_seconds =
-      sequences * static_cast<double>(o.base.seq_length) * c.ideal_flops_per_token / (static_cast<double>(N) * f.flops);
-  s.score = s.step_seconds > 0 ? s.ideal_seconds / s.step_seconds : 0;
+  s.optimizer_seconds = worst_optimizer;
+  s.step_seconds = slots * worst + worst_dp + worst_fsdp + worst_offload + worst_optimizer;
+  // The same work with no bubble, recompute, communication or inefficiency.
+  s.ideal_seconds = sequences * static_cast<double>(o.base.seq_length) * c.ideal_flops_per_token /
+                    (static_cast<double>(N) * c.peak_flops);
+  s.score = s.step_seconds > 0 ? std::min(1.0, s.ideal_seconds / s.step_seconds) : 0;
+  const double gpu_seconds = s.step_seconds * static_cast<double>(N);
+  if (gpu_seconds > 0) {
+    s.tokens_per_second_per_gpu = sequences * static_cast<double>(o.base.seq_length) / gpu_seconds;
+    // The slice's setup has the plan's TP, whose padded vocabulary Megatron's figure counts.
+    s.model_tflops_per_gpu = sequences * c.megatron_flops_per_sequence / gpu_seconds / 1e12;
+  }
   s.communication_seconds =
       slots * (s.tp_seconds + s.ep_seconds + s.cp_seconds + s.pp_seconds) + s.dp_seconds + s.fsdp_seconds;
   return s;
+}
+
+PlanScore Planner::score_setup(const TrainingSetup& s, const PlanOptions& options) const {
+  const auto& im = *impl_;
+  PlanOptions o = options;
+  const TrainingSetup r = resolve_setup(s);
+  o.base = r;
+  o.num_gpus = r.parallel.world_size;
+  o.micro_batch_sizes = {r.micro_batch_size};
+  im.check_options(o);
+  // The setup's own pipeline partition as the one split of its PP size.
+  PpSplits ps;
+  ps.pp = r.parallel.pp;
+  Split split;
+  split.vpp = r.parallel.vpp;
+  ps.splits.push_back(split);
+  im.count_layers(ps, {partition_pipeline(im.model().num_layers, im.model().mtp_num_layers, r.parallel, r.pipeline)});
+  Slice q;
+  q.tp = r.parallel.tp, q.cp = r.parallel.cp, q.ep = r.parallel.ep, q.etp = effective_etp(r.parallel);
+  q.sequence_parallel = sequence_parallel_on(r.parallel);
+  PlanLayout l;
+  l.tp = q.tp, l.cp = q.cp, l.ep = q.ep, l.etp = q.etp, l.pp = r.parallel.pp, l.vpp = r.parallel.vpp;
+  l.dp = r.parallel.dp;
+  l.micro_batch_size = r.micro_batch_size;
+  return im.score_of(im.setup_cost(r, q, o), ps, 0, l, o);
 }
 
 PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
@@ -409,7 +717,8 @@ PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
   const PpSplits ps = im.build_splits(l.pp, fixed);
   for (std::size_t si = 0; si < ps.splits.size(); ++si) {
     const Split& s = ps.splits[si];
-    if (s.first == l.first_stage_layers && s.last == l.last_stage_layers && s.middle == l.middle_stage_layers) {
+    if (s.first == l.first_stage_layers && s.last == l.last_stage_layers && s.middle == l.middle_stage_layers &&
+        s.vpp == l.vpp && s.chunks == l.chunk_split) {
       Slice q;
       q.tp = l.tp;
       q.cp = l.cp;
@@ -421,6 +730,46 @@ PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
   }
   throw UsageError(fmt::format("PP {} with stages {}/{}/{} and VPP {} is not a split the planner makes", l.pp,
                                l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers, l.vpp));
+}
+
+const char* to_string(StepBound b) {
+  switch (b) {
+    case StepBound::kCompute: return "compute";
+    case StepBound::kBubble: return "pipeline bubble";
+    case StepBound::kTensorParallel: return "TP collectives";
+    case StepBound::kExpertParallel: return "EP all-to-all";
+    case StepBound::kContextParallel: return "CP exchange";
+    case StepBound::kPipelineSends: return "pipeline sends";
+    case StepBound::kDataParallel: return "DP traffic";
+    case StepBound::kRecompute: return "recompute";
+    case StepBound::kLaunches: return "kernel launches";
+    case StepBound::kFsdp: return "Megatron-FSDP traffic";
+    case StepBound::kOffload: return "optimizer offload";
+  }
+  return "?";
+}
+
+std::pair<StepBound, double> step_bound(const PlanScore& s) {
+  if (!(s.step_seconds > 0)) return {StepBound::kCompute, 0};
+  const double slots = s.micro_batches + (s.bubble > 0 ? s.bubble / (1 - s.bubble) * s.micro_batches : 0);
+  const std::pair<StepBound, double> parts[] = {
+      {StepBound::kBubble, (slots - s.micro_batches) * s.stage_seconds},
+      {StepBound::kTensorParallel, slots * s.tp_seconds},
+      {StepBound::kExpertParallel, slots * s.ep_seconds},
+      {StepBound::kContextParallel, slots * s.cp_seconds},
+      {StepBound::kPipelineSends, slots * s.pp_seconds},
+      {StepBound::kDataParallel, s.dp_seconds},
+      {StepBound::kRecompute, slots * s.recompute_seconds},
+      {StepBound::kLaunches, slots * s.launch_seconds},
+      {StepBound::kFsdp, s.fsdp_seconds},
+      {StepBound::kOffload, s.offload_seconds},
+  };
+  std::pair<StepBound, double> best{StepBound::kCompute, 0};
+  for (const auto& [b, seconds] : parts)
+    if (seconds > best.second) best = {b, seconds};
+  const double share = best.second / s.step_seconds;
+  if (share < 0.05) return {StepBound::kCompute, slots * s.compute_seconds / s.step_seconds};
+  return {best.first, share};
 }
 
 }  // namespace mme

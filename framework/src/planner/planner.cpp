@@ -132,8 +132,29 @@ std::vector<PlanKnobs> plan_knob_combinations(const PlanOptions& o) {
   return out;
 }
 
-bool plan_counts_launches(const PlanOptions& o) {
-  return std::any_of(o.cuda_graphs.begin(), o.cuda_graphs.end(), [](const CudaGraphChoice& g) { return g.on; });
+// The figures the step-time model assumes when neither the options nor the GPU profile give them.
+constexpr std::int64_t kAssumedGpusPerNode = 8;
+constexpr double kAssumedInterNodeGbps = 50;  // one 400 Gb/s NIC per GPU
+
+std::int64_t plan_gpus_per_node(const PlanOptions& o) {
+  if (o.gpus_per_node > 0) return o.gpus_per_node;
+  if (o.gpu && o.gpu->gpus_per_node > 0) return o.gpu->gpus_per_node;
+  return kAssumedGpusPerNode;
+}
+
+double plan_inter_node_bandwidth(const PlanOptions& o) {
+  if (o.inter_node_bandwidth_gbps > 0) return o.inter_node_bandwidth_gbps;
+  if (o.gpu && o.gpu->inter_node_bandwidth_gbps > 0) return o.gpu->inter_node_bandwidth_gbps;
+  return kAssumedInterNodeGbps;
+}
+
+std::vector<std::string> plan_assumed_figures(const PlanOptions& o) {
+  std::vector<std::string> out;
+  if (o.gpus_per_node <= 0 && !(o.gpu && o.gpu->gpus_per_node > 0))
+    out.push_back(fmt::format("{} GPUs per NVLink domain (--gpus-per-node)", kAssumedGpusPerNode));
+  if (o.inter_node_bandwidth_gbps <= 0 && !(o.gpu && o.gpu->inter_node_bandwidth_gbps > 0))
+    out.push_back(fmt::format("{:g} GB/s per GPU between nodes (--inter-node-bandwidth)", kAssumedInterNodeGbps));
+  return out;
 }
 
 std::vector<std::string> setup_to_args(const TrainingSetup& s) { return setup_to_mme_args(s); }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "mme/engine/pipeline.hpp"
 #include "mme/planner/planner.hpp"
 
 #include "engine/estimator_internal.hpp"
@@ -41,10 +42,15 @@ struct EngineResult {
 EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options);
 
 // A (split, VPP) of one PP size, with the decoder layers of each type per pipeline rank.
+// first/middle/last: the decoder layers of the first, each middle and the last pipeline stage;
+// with `chunks` (VPP > 1) the first and last virtual chunks hold first_chunk and last_chunk
+// layers and every other chunk chunk_layers (PlanLayout::chunk_split).
 struct Split {
   std::int64_t first = 0, middle = 0, last = 0;
   bool even = true;
   std::int64_t vpp = 1;
+  bool chunks = false;
+  std::int64_t first_chunk = 0, chunk_layers = 0, last_chunk = 0;
 };
 
 struct PpSplits {
@@ -77,26 +83,39 @@ struct Space {
   std::vector<PpSplits> pp_splits;
   std::vector<Slice> slices;
   std::uint64_t total = 0;
+  // What PlanOptions::max_candidates left out (PlanResult's fields of the same names).
+  std::uint64_t skipped_candidates = 0, skipped_slices = 0;
+  std::string first_skipped;
 };
 
-// Per-slice figures of the speed proxy: seconds per layer of each type and micro-batch.
+// Per-slice figures of the step-time model: seconds per layer of each type and micro-batch.
 struct LayerTime {
-  double compute = 0, recompute = 0, tp = 0, ep = 0, cp = 0;
-  double launch = 0;                           // kernel launches the GPU work does not hide
-  double dense_params = 0, expert_params = 0;  // per rank, the layer's blocks
+  double compute = 0;                                 // gemm + attention + elementwise, forward and backward
+  double gemm = 0, attention = 0, elementwise = 0;    // its parts
+  double forward = 0;                                 // of compute, the forward pass
+  double recompute = 0, tp = 0, ep = 0, cp = 0;       // the exposed communication
+  double launch = 0;                                  // kernel launches the GPU work does not hide
+  double dense_params = 0, expert_params = 0;         // per rank, the layer's trained parameters
   double total() const { return compute + recompute + tp + ep + cp + launch; }
 };
 
 struct Figures {
-  double flops = 0;  // FLOP/s
-  double hbm = 0;    // bytes/s
-  double link = 0, inter = 0;
+  double gemm_flops = 0;       // FLOP/s of a large GEMM of a TE linear under the precision
+  double bf16_flops = 0;       // ... in BF16 (the output layer, the router)
+  double attention_flops = 0;  // FLOP/s of flash attention
+  double gemm_in_bytes = 2;    // a TE GEMM's input element (FP8: 1)
+  double hbm = 0;              // bytes/s
+  double link = 0, inter = 0;  // bytes/s a collective reaches within the NVLink domain and beyond
+  std::int64_t node = 8;       // GPUs of one NVLink domain
+  double elementwise_passes = 0;
   double act_bytes = 2, weight_bytes = 2;
 };
 
 struct SliceCost {
   Figures figures;
   double ideal_flops_per_token = 0;  // the whole model, forward and backward
+  double peak_flops = 0;             // the dense peak of the precision (the ideal's rate)
+  double megatron_flops_per_sequence = 0;  // megatron_model_flops of one sequence at the slice's TP
   std::vector<LayerTime> types;
   LayerTime embedding;  // the embedding (first rank)
   LayerTime output;     // final norm, output layer and loss (last rank)
@@ -105,8 +124,9 @@ struct SliceCost {
   // embedding's, the output head's with PP 1 and with PP > 1 (a tied output layer is a copy of
   // its own only on a later stage), and one MTP depth's projection.
   double embedding_params = 0, output_params_pp1 = 0, output_params_pp = 0, mtp_projection_params = 0;
-  double sync_bytes_per_param = 0;
   double p2p_bytes = 0;  // one activation (or its gradient) sent to the next pipeline stage
+  bool overlap_grad_reduce = false, overlap_param_gather = false;
+  double optimizer_bytes_per_param = 0;  // HBM bytes of the optimizer's update per shard parameter
   // The knobs as the candidate's setup has them (cost_model.cpp, "the knobs").
   DpSharding sharding = DpSharding::kDistributedOptimizer;
   double grad_bytes = 4, weight_bytes = 2;  // a gradient and a weight as the DP collectives send them
@@ -116,8 +136,11 @@ struct SliceCost {
   double host_link = 0, cpu_params_per_s = 0;
 };
 
-// The PP size, VPP size and first/last-stage flags of a layout (search_space.cpp).
-void apply_pipeline(TrainingSetup& s, const PlanLayout& l);
+// The PP size, VPP size and first/last-stage flags (or the chunk split: account-for flags or a
+// layout string) of a layout, for a model of `mtp_layers` MTP depths (search_space.cpp).
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers);
+// A split's fields in a layout.
+void apply_split(PlanLayout& l, const Split& s);
 // The searched memory-for-time knobs of a candidate (search_space.cpp).
 void apply_knobs(TrainingSetup& s, const PlanKnobs& k);
 // The sequences per step the speed proxy assumes (cost_model.cpp; plan_global_batch).
@@ -137,15 +160,22 @@ struct Planner::Impl {
   TrainingSetup setup_for(const PlanLayout& l, const PlanOptions& o) const;
   void check_options(const PlanOptions& o) const;
   planning::PpSplits build_splits(std::int64_t pp, const PlanOptions& o) const;
-  bool blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const;
+  // The decoder layers of each type, the loss, embedding and MTP per pipeline rank of each split
+  // (parts[i]: the engine's partition of split i).
+  void count_layers(planning::PpSplits& out, const std::vector<PipelinePartition>& parts) const;
+  bool blocks_accept(const TrainingSetup& setup, AttentionBackend attention, std::string& refusal) const;
   planning::Space build_space(const PlanOptions& o, bool allow_empty) const;
   // cost_model.cpp
   planning::SliceCost slice_cost(const planning::Slice& q, std::int64_t mbs, RecomputeVariant rc,
                                  const PlanKnobs& knobs, const PlanOptions& o) const;
+  // The same for a whole setup (its recompute, overlaps and knobs as they are).
+  planning::SliceCost setup_cost(const TrainingSetup& setup, const planning::Slice& q, const PlanOptions& o) const;
   PlanScore score_of(const planning::SliceCost& c, const planning::PpSplits& ps, std::size_t split, const PlanLayout& l,
                      const PlanOptions& o) const;
   // search.cpp
-  std::vector<std::uint8_t> probe_base(const PlanOptions& o, std::string& refusal) const;
+  // `slices`: the space's, whose sizes the probe's layouts take (PP 1).
+  std::vector<std::uint8_t> probe_base(const PlanOptions& o, std::string& refusal,
+                                       const std::vector<planning::Slice>& slices) const;
   PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;
   class SliceJudge;  // one worker's judge of slices
 };

@@ -302,7 +302,7 @@ bool Planner::Impl::SliceJudge::could_enter(const Plan& p) const {
 std::optional<EngineResult> Planner::Impl::SliceJudge::estimate(std::size_t k) {
   const auto [mi, ri] = order_[k];
   TrainingSetup& work = works_[index(mi, ri)];
-  apply_pipeline(work, l_);
+  apply_pipeline(work, l_, im_.model().mtp_num_layers);
   l_.micro_batch_size = o_.micro_batch_sizes[mi];
   l_.recompute = o_.recompute[ri];
   ++st_.estimated;
@@ -396,11 +396,10 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
     const std::size_t inner = order_.size(), group = nk_ * inner;
     for (split_ = 0; split_ < splits_->splits.size(); ++split_, ordinal_ += group) {
       const Split& s = splits_->splits[split_];
-      l_.vpp = s.vpp;
-      l_.first_stage_layers = s.first;
-      l_.middle_stage_layers = s.middle;
-      l_.last_stage_layers = s.last;
-      l_.even_split = s.even;
+      apply_split(l_, s);
+      // Ctrl-C (PlanOptions::cancel): the workers stop within a layout's variants.
+      if (o_.cancel && o_.cancel->load(std::memory_order_relaxed)) stop_ = true;
+      if (stop_) break;
       st_.evaluated += group;
       for (kc_ = 0; kc_ < nk_ && !stop_; ++kc_) {
         l_.knobs = knobs_[kc_];
@@ -420,11 +419,13 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
 }
 
 // Rejects, before anything is enumerated, base flags that make every layout invalid: the
-// engine is asked about the simplest layout with each knob combination and recompute variant.
+// engine is asked about the first slices' sizes with PP 1 (up to 16, until one is accepted), with
+// each knob combination and recompute variant.
 // Without searched knobs any rejection is fatal (the base flags cannot work with that variant);
 // with them only a rejection of every pair is, and the rejected pairs are counted invalid.
 // Returns [combination][recompute]: whether the engine accepts the pair.
-std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::string& refusal) const {
+std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::string& refusal,
+                                                    const std::vector<Slice>& slices) const {
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   const bool searched = knobs.size() > 1 || knobs.front() != PlanKnobs{};
   std::vector<std::uint8_t> valid(knobs.size() * o.recompute.size(), 0);
@@ -432,25 +433,38 @@ std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::s
   EstimateOptions eo;
   eo.compute_capability = o.gpu->compute_capability;
   eo.components = false;
+  eo.device_memory = false;  // the planner judges fits on the allocated bound (docs/planner.md)
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp).
   for (std::size_t kc = 0; kc < knobs.size(); ++kc) {
     for (std::size_t ri = 0; ri < o.recompute.size(); ++ri) {
       const RecomputeVariant rc = o.recompute[ri];
-      PlanLayout l;
-      l.micro_batch_size = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-      l.recompute = rc;
-      l.pp = 1;
-      l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = model().num_layers;
-      l.knobs = knobs[kc];
-      TrainingSetup s = setup_for(l, o);
-      s.global_batch_size = 0;
-      try {
-        (void)engine_estimate(estimator, s, eo);
-        valid[kc * o.recompute.size() + ri] = 1;
-      } catch (const LayoutError& e) {
+      // The first slices' sizes with PP 1, until one is accepted (a refusal of a few slices' sizes
+      // is theirs; the same refusal of the first 16 is the flags').
+      std::optional<std::string> refused;
+      for (std::size_t si = 0; si < std::min<std::size_t>(slices.size(), 16); ++si) {
+        const Slice& first = slices[si];
+        PlanLayout l;
+        l.tp = first.tp, l.cp = first.cp, l.ep = first.ep, l.etp = first.etp;
+        l.micro_batch_size = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+        l.recompute = rc;
+        l.pp = 1;
+        l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = model().num_layers;
+        l.knobs = knobs[kc];
+        TrainingSetup s = setup_for(l, o);
+        s.global_batch_size = 0;
+        try {
+          (void)engine_estimate(estimator, s, eo);
+          valid[kc * o.recompute.size() + ri] = 1;
+          refused.reset();
+          break;
+        } catch (const LayoutError& e) {
+          if (!refused) refused = e.what();
+        }
+      }
+      if (refused) {
         const std::string message =
             fmt::format("no layout can work with these flags{}: {}",
-                        o.recompute.size() > 1 ? fmt::format(" ({} recompute)", to_string(rc)) : "", e.what());
+                        o.recompute.size() > 1 ? fmt::format(" ({} recompute)", to_string(rc)) : "", *refused);
         if (!searched) throw LayoutError(message);
         if (!first_error) first_error = message;
       }
@@ -465,12 +479,15 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   const auto start = Clock::now();
   const Space space = build_space(o, stop_at_first_fit);
   PlanResult result;
+  result.skipped_candidates = space.skipped_candidates;
+  result.skipped_slices = space.skipped_slices;
+  result.first_skipped = space.first_skipped;
   const HardwareProfile& hw = *o.gpu;
   const std::int64_t usable = usable_memory_bytes(hw, o.headroom_fraction);  // as `mme estimate` judges a fit
   result.usable_bytes = usable;
   if (space.total == 0) return result;
   std::string refusal;  // the engine's reason for the first refused (knobs, recompute) pair
-  const std::vector<std::uint8_t> valid = probe_base(o, refusal);
+  const std::vector<std::uint8_t> valid = probe_base(o, refusal, space.slices);
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
 
   unsigned threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -479,7 +496,8 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   EstimateOptions eo;
   eo.compute_capability = hw.compute_capability;
   eo.components = false;
-  eo.bound_terms = false;  // the plans show no bound terms
+  eo.device_memory = false;  // no allocator replay per layout: fits on the allocated bound (docs/planner.md)
+  eo.bound_terms = false;    // the plans show no bound terms
   // Fits are judged on the upper bound, as `mme estimate` judges them (fit.hpp). A layout whose
   // point estimate already exceeds the GPU cannot fit on its bound either: the engine skips the
   // bound's second pass for it.
@@ -510,6 +528,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
     tick = [&] { o.progress(done.load(), space.total, std::chrono::duration<double>(Clock::now() - start).count()); };
   ordered_parallel_map<Rows>(space.slices.size(), {threads, 4 * static_cast<std::size_t>(threads)}, stop, work, emit,
                              tick);
+  if (o.cancel && o.cancel->load()) throw InterruptedError("plan: interrupted");
 
   std::vector<Plan> all;
   std::uint64_t error_ordinal = UINT64_MAX;

@@ -11,6 +11,7 @@
 #include "mme/engine/pipeline.hpp"
 #include "mme/sdk/error.hpp"
 
+#include "engine/communication_buffers.hpp"
 #include "planner/planner_internal.hpp"
 
 namespace mme {
@@ -41,7 +42,11 @@ std::vector<std::int64_t> divisors_of(std::int64_t n, std::int64_t limit) {
   return small;
 }
 
-std::int64_t max_tp_of(const PlanOptions& o) { return o.max_tp > 0 ? o.max_tp : o.gpus_per_node; }
+// TP (and ETP) stays within an NVLink domain, and at most 8 without --max-tp: on an NVL72 rack
+// wider TP groups are possible but not what recipes use, and each would multiply the search.
+std::int64_t max_tp_of(const PlanOptions& o) {
+  return o.max_tp > 0 ? o.max_tp : std::min<std::int64_t>(8, plan_gpus_per_node(o));
+}
 
 // a x b x c, or nullopt when it does not fit in 64 bits (then it divides no GPU count).
 std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_t c) {
@@ -54,12 +59,41 @@ std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_
 
 namespace planning {
 
-// The PP size, VPP size and first/last-stage flags of a layout.
-void apply_pipeline(TrainingSetup& s, const PlanLayout& l) {
+std::string chunk_layout_string(std::int64_t chunks, std::int64_t first, std::int64_t middle, std::int64_t last,
+                                std::int64_t mtp) {
+  // pipeline_parallel_layer_layout.py: stages in virtual-stage order (vpp_rank x PP + pp_rank),
+  // separated by '|'; E the embedding, t a decoder layer, m an MTP layer, L the loss.
+  auto layers = [](std::int64_t n) { return n == 0 ? std::string() : n == 1 ? std::string("t") : fmt::format("t*{}", n); };
+  std::string out = "E" + layers(first) + "|";
+  if (chunks > 3)
+    out += fmt::format("({}|)*{}", layers(middle), chunks - 2);
+  else if (chunks == 3)
+    out += layers(middle) + "|";
+  out += layers(last);
+  for (std::int64_t i = 0; i < mtp; ++i) out += "m";
+  return out + "L";
+}
+
+// The PP size, VPP size and first/last-stage flags (or chunk split) of a layout.
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers) {
   s.parallel.pp = l.pp;
   s.parallel.vpp = l.vpp;
   s.pipeline.first_stage_layers.reset();
   s.pipeline.last_stage_layers.reset();
+  s.pipeline.account_for_embedding = s.pipeline.account_for_loss = false;
+  s.pipeline.layout.clear();
+  if (l.chunk_split) {
+    // The account-for flags say "one layer lighter" (transformer_block.py get_num_layers_to_build:
+    // the embedding and the loss count as a layer each); anything else, and MTP, a layout string.
+    const std::int64_t m = l.chunk_layers, f = l.first_chunk_layers, z = l.last_chunk_layers;
+    if (mtp_layers == 0 && (f == m - 1 || f == m) && (z == m - 1 || z == m)) {
+      s.pipeline.account_for_embedding = f == m - 1;
+      s.pipeline.account_for_loss = z == m - 1;
+    } else {
+      s.pipeline.layout = chunk_layout_string(l.pp * l.vpp, f, m, z, mtp_layers);
+    }
+    return;
+  }
   if (l.pp > 1 && !l.even_split) {
     if (l.pp == 2 || l.first_stage_layers != l.middle_stage_layers)
       s.pipeline.first_stage_layers = l.first_stage_layers;
@@ -94,6 +128,19 @@ void apply_knobs(TrainingSetup& s, const PlanKnobs& k) {
   }
 }
 
+// The split of a layout.
+void apply_split(PlanLayout& l, const Split& s) {
+  l.vpp = s.vpp;
+  l.first_stage_layers = s.first;
+  l.middle_stage_layers = s.middle;
+  l.last_stage_layers = s.last;
+  l.even_split = s.even;
+  l.chunk_split = s.chunks;
+  l.first_chunk_layers = s.first_chunk;
+  l.chunk_layers = s.chunk_layers;
+  l.last_chunk_layers = s.last_chunk;
+}
+
 }  // namespace planning
 
 TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o) const {
@@ -106,7 +153,7 @@ TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o
   p.world_size = o.num_gpus;
   p.sequence_parallel.reset();  // on with TP > 1
   s.pipeline = PipelineSplit{};
-  apply_pipeline(s, l);
+  apply_pipeline(s, l, model().mtp_num_layers);
   s.micro_batch_size = l.micro_batch_size;
   const std::uint32_t modules = o.base.recompute.modules;
   s.recompute = RecomputeSettings{};
@@ -123,6 +170,14 @@ TrainingSetup Planner::Impl::setup_for(const PlanLayout& l, const PlanOptions& o
       break;
   }
   s.optimizer.distributed = true;
+  if (o.recipe_overlaps) {
+    // What Megatron-Bridge's performance recipes set (CommOverlapConfig): the distributed
+    // optimizer's bucketed gradient reduce-scatter and parameter all-gather overlapped with
+    // backward and forward, and TE's userbuffer overlap of the SP collectives with the GEMMs.
+    s.comm.overlap_grad_reduce = true;
+    s.comm.overlap_param_gather = true;
+    if (l.tp > 1 && s.transformer_engine) s.comm.tp_comm_overlap = true;
+  }
   apply_knobs(s, l.knobs);
   return s;
 }
@@ -134,7 +189,12 @@ void Planner::Impl::check_options(const PlanOptions& o) const {
   for (auto b : o.micro_batch_sizes)
     if (b <= 0) throw UsageError(fmt::format("--micro-batch-size: expected positive sizes, got {}", b));
   if (o.recompute.empty()) throw UsageError("--recompute: give at least one variant");
-  if (o.gpus_per_node <= 0) throw UsageError("--gpus-per-node must be positive");
+  if (o.gpus_per_node < 0) throw UsageError("--gpus-per-node must be positive");
+  if (!(o.inter_node_bandwidth_gbps >= 0)) throw UsageError("--inter-node-bandwidth must be positive");
+  for (double k : {o.step_time.gemm_bf16, o.step_time.gemm_fp8, o.step_time.attention})
+    if (!(k > 0 && k <= 1)) throw UsageError("the step-time model's efficiencies must be in (0, 1]");
+  if (!(o.step_time.elementwise_passes >= 0 && o.step_time.elementwise_passes < 1e6))
+    throw UsageError("the step-time model's elementwise passes must not be negative");
   if (o.max_tp < 0) throw UsageError("--max-tp must be positive");
   if (!(o.headroom_fraction >= 0 && o.headroom_fraction < 1))
     throw UsageError("--headroom must be in [0, 1)");  // NaN too
@@ -184,7 +244,62 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
       out.splits.push_back(s);
     }
   }
-  // Layers of each type per pipeline rank, as the engine partitions them.
+  // Interleaved schedules whose layers do not split evenly over the PP x VPP virtual chunks (or
+  // whose first and last chunks carry the embedding, the loss and MTP): every chunk holds c
+  // layers but the first and the last, which hold f and l with f + (C - 2) c + l = L,
+  // max(1, c - 3) <= f, l <= c, not both c (that is the even split above), and c from ceil(L / C)
+  // up. Megatron-Bridge's recipes lighten those two chunks by the embedding and the loss
+  // (--account-for-*-in-pipeline-split: Qwen3-235B-A22B's 94 layers over 32 chunks, Llama-3.1-405B's
+  // 126 over 64) or by a layout string (DeepSeek-V3's "Et*4|(t*4|)*14tmL"); the blocks around the
+  // layers weigh at most about three layers, so no chunk is lightened by more.
+  if (p > 1) {
+    for (std::int64_t v = 2; v <= L; ++v) {
+      if (o.vpp && *o.vpp != v) continue;
+      std::int64_t chunks = 0;
+      if (__builtin_mul_overflow(p, v, &chunks) || chunks > L + 2) break;
+      for (std::int64_t c = (L + chunks - 1) / chunks; chunks > 2 && c * (chunks - 2) <= L - 2; ++c) {
+        const std::int64_t ends = L - (chunks - 2) * c;
+        const std::int64_t low = std::max<std::int64_t>(1, c - 3);
+        if (ends > 2 * c || ends < 2 * low) continue;
+        for (std::int64_t f = std::min(c, ends - low); f >= std::max(low, ends - c); --f) {
+          const std::int64_t l = ends - f;
+          if (f == c && l == c) continue;
+          Split s;
+          s.vpp = v;
+          s.chunks = true;
+          s.even = false;
+          s.first_chunk = f, s.chunk_layers = c, s.last_chunk = l;
+          s.first = f + (v - 1) * c, s.middle = v * c, s.last = l + (v - 1) * c;
+          out.splits.push_back(s);
+        }
+      }
+    }
+  }
+  // Layers of each type per pipeline rank, as the engine partitions them. A chunk split the
+  // engine's partition refuses (a rule of pipeline_parallel_layer_layout.py) is left out.
+  std::vector<PipelinePartition> parts;
+  std::erase_if(out.splits, [&](const Split& s) {
+    PlanLayout l;
+    l.pp = p;
+    apply_split(l, s);
+    const TrainingSetup setup = setup_for(l, o);
+    ParallelLayout par;
+    par.pp = p;
+    par.vpp = s.vpp;
+    try {
+      parts.push_back(partition_pipeline(L, m.mtp_num_layers, par, setup.pipeline));
+    } catch (const LayoutError&) {
+      if (!s.chunks) throw;
+      return true;
+    }
+    return false;
+  });
+  count_layers(out, parts);
+  return out;
+}
+
+void Planner::Impl::count_layers(PpSplits& out, const std::vector<PipelinePartition>& parts) const {
+  const std::int64_t p = out.pp;
   const std::size_t nt = tables.types.size();
   const auto np = static_cast<std::size_t>(p);
   out.counts.assign(out.splits.size() * np * nt, 0);
@@ -193,18 +308,7 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
   out.mtp.assign(out.splits.size() * np, 0);
   for (std::size_t si = 0; si < out.splits.size(); ++si) {
     const Split& s = out.splits[si];
-    PlanLayout l;
-    l.pp = p;
-    l.vpp = s.vpp;
-    l.first_stage_layers = s.first;
-    l.middle_stage_layers = s.middle;
-    l.last_stage_layers = s.last;
-    l.even_split = s.even;
-    const TrainingSetup setup = setup_for(l, o);
-    ParallelLayout par;
-    par.pp = p;
-    par.vpp = s.vpp;
-    const PipelinePartition part = partition_pipeline(L, m.mtp_num_layers, par, setup.pipeline);
+    const PipelinePartition& part = parts[si];
     for (std::int64_t r = 0; r < p; ++r) {
       for (std::int64_t v = 0; v < s.vpp; ++v) {
         const ChunkLayout& c = part.at(r, v);
@@ -217,19 +321,30 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
       }
     }
   }
-  return out;
 }
 
 // Whether the block models accept a layout's TP, CP, EP and ETP (heads, query groups, widths,
 // CP under the attention backend), asked with the block contexts the engine builds for it. A
-// setup the engine rejects as a whole (a base flag) is left to probe_base, which names the flag.
-bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention) const {
+// setup the engine rejects for its sizes (EP not dividing the experts, DeepEP with TP x EP = 1, ...)
+// is refused too, its reason kept in `refusal` (the first one): when every slice is refused that
+// way, the base flags are what no layout can work with, and the error says why.
+bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention,
+                                  std::string& refusal) const {
   TrainingSetup resolved;
   try {
     resolved = resolve_pass_setup(model(), setup);
   } catch (const Error& e) {
-    if (e.code() != ExitCode::kBadLayout && e.code() != ExitCode::kBadModel) throw;
-    return true;
+    if (e.code() == ExitCode::kBadModel) return true;  // the model's problem: probe_base names it
+    if (e.code() != ExitCode::kBadLayout) throw;
+    if (refusal.empty()) refusal = e.what();
+    return false;
+  }
+  try {
+    // The dispatcher's and the overlaps' rules on the sizes (DeepEP needs ETP x EP > 1, ...).
+    check_communication_model(model(), resolved);
+  } catch (const LayoutError& e) {
+    if (refusal.empty()) refusal = e.what();
+    return false;
   }
   try {
     validate_blocks(tables, block_layout(model(), resolved, attention, 1.0));
@@ -257,10 +372,15 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   std::vector<std::int64_t> cps;
   for (auto c : fixed_or(o.cp, divisors_of(N, seq)))
     if (seq % c == 0 && (c == 1 || seq % (2 * c) == 0)) cps.push_back(c);
-  std::vector<std::int64_t> eps;
-  // EP > 1 only with routed experts; which sizes split them is the MoE blocks' to say (below).
-  for (auto e : fixed_or(o.ep, divisors_of(N, N)))
-    if (tables.any_moe || e == 1) eps.push_back(e);
+  // EP > 1 only with routed experts, and only sizes that divide both the GPU count and every MoE
+  // layer's expert count (moe_layer.py: num_local_experts = num_moe_experts / EP): at a highly
+  // composite GPU count every other divisor would be a slice of invalid candidates. The MoE
+  // blocks check the rest (below).
+  std::int64_t experts = 0;
+  for (const LayerSpec& l : m.layers)
+    if (l.mlp.num_experts > 0) experts = std::gcd(experts, l.mlp.num_experts);
+  const std::vector<std::int64_t> eps =
+      fixed_or(o.ep, tables.any_moe && experts > 0 ? divisors_of(std::gcd(N, experts), N) : std::vector<std::int64_t>{1});
   const std::vector<std::int64_t> etps_all = fixed_or(o.etp, divisors_of(N, max_tp));
   const std::vector<std::int64_t> pps_all = fixed_or(o.pp, divisors_of(N, L));
 
@@ -279,7 +399,10 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   // backend, the implementation and the environment: the same for every layout).
   const AttentionBackend attention = resolve_attention(o.base, o.gpu->compute_capability).backend;
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
+  const std::uint64_t budget = o.max_candidates;
+  std::string refusal;  // the engine's reason for the first slice it refuses as a whole
   for (auto tp : tps) {
+    if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw InterruptedError("plan: interrupted");
     for (auto cp : cps) {
       PlanLayout pl;
       pl.tp = tp;
@@ -321,9 +444,16 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
             q.pps.push_back(std::move(spp));
           }
           if (q.pps.empty()) continue;
+          // The work bound: once a slice would pass it, it and every later one are skipped (and
+          // counted, without asking the blocks).
+          if (budget > 0 && (sp.skipped_slices > 0 || sp.total + q.count > budget)) {
+            if (sp.skipped_slices++ == 0) sp.first_skipped = fmt::format("TP {}, CP {}, EP {}, ETP {}", tp, cp, ep, etp);
+            sp.skipped_candidates += q.count;
+            continue;
+          }
           probe.parallel.ep = ep;
           probe.parallel.etp = etp;
-          if (!blocks_accept(probe, attention)) continue;
+          if (!blocks_accept(probe, attention, refusal)) continue;
           q.first_ordinal = sp.total;
           sp.total += q.count;
           sp.slices.push_back(std::move(q));
@@ -332,6 +462,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
     }
   }
 
+  if (sp.total == 0 && !allow_empty && !refusal.empty())
+    throw LayoutError(fmt::format("no layout can work with these flags: {}", refusal));
   if (sp.total == 0 && !allow_empty)
     throw LayoutError(fmt::format(
         "no layout of {} GPUs suits {}: TP (at most {}) must divide the attention heads and query groups, "
@@ -358,11 +490,7 @@ void Planner::enumerate(const PlanOptions& o, const std::function<void(const Pla
       l.pp = ps.pp;
       l.dp = o.num_gpus / (sl.tp * sl.cp * ps.pp);
       for (const Split& s : ps.splits) {
-        l.vpp = s.vpp;
-        l.first_stage_layers = s.first;
-        l.middle_stage_layers = s.middle;
-        l.last_stage_layers = s.last;
-        l.even_split = s.even;
+        apply_split(l, s);
         for (const PlanKnobs& k : knobs) {
           l.knobs = k;
           for (auto mi : spp.mbs) {

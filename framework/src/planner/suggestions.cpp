@@ -115,4 +115,75 @@ std::vector<PlanSuggestion> Planner::suggest(const PlanOptions& o) const {
   return out;
 }
 
+GpuCountResult Planner::gpu_counts(const PlanOptions& options, std::size_t counts, std::int64_t max_gpus) const {
+  const auto& im = *impl_;
+  PlanOptions o = options;
+  o.num_gpus = 1;
+  im.check_options(o);
+  PlanOptions quiet = o;
+  quiet.on_valid = nullptr;
+  quiet.progress = nullptr;
+  quiet.base.global_batch_size = 0;  // a fit does not depend on the batch
+  // The cheapest variants fit whenever any does (as suggest() searches them).
+  quiet.micro_batch_sizes = {*std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end())};
+  quiet.recompute = {*std::max_element(o.recompute.begin(), o.recompute.end())};
+  quiet.top_k = 1;
+  GpuCountResult out;
+  auto fits = [&](std::int64_t n) {
+    out.tried.push_back(n);
+    PlanOptions c = quiet;
+    c.num_gpus = n;
+    try {
+      return im.search(c, true).fitting > 0;
+    } catch (const LayoutError&) {
+      return false;
+    }
+  };
+  std::int64_t low = 0, high = 0;
+  for (std::int64_t n = 1; n <= max_gpus; n *= 2) {
+    if (fits(n)) {
+      high = n;
+      break;
+    }
+    low = n;
+  }
+  if (high == 0) return out;
+  // Between the last power of two that does not fit and the first that does, the smallest
+  // multiple of a node that fits (a fit grows with the GPU count: more ways to shard).
+  const std::int64_t step = std::min<std::int64_t>(8, plan_gpus_per_node(o));
+  if (high > 2 * step) {
+    std::int64_t lo = low / step, hi = high / step;  // in nodes: lo does not fit, hi does
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (fits(mid * step))
+        hi = mid;
+      else
+        lo = mid;
+    }
+    high = hi * step;
+  }
+  out.smallest = high;
+  const std::int64_t largest = high << (counts > 0 ? counts - 1 : 0);
+  out.global_batch_assumed = o.base.global_batch_size <= 0;
+  if (out.global_batch_assumed) {
+    const std::int64_t mbs = *std::max_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
+    o.base.global_batch_size = largest * mbs;
+  }
+  out.global_batch = static_cast<double>(o.base.global_batch_size);
+  for (std::size_t i = 0; i < counts; ++i) {
+    PlanOptions c = o;
+    c.num_gpus = high << i;
+    if (c.num_gpus > max_gpus) break;
+    GpuCountPlan g;
+    g.num_gpus = c.num_gpus;
+    try {
+      g.result = im.search(c, false);
+    } catch (const LayoutError&) {
+      continue;  // no layout of this count divides the batch
+    }
+    out.counts.push_back(std::move(g));
+  }
+  return out;
+}
+
 }  // namespace mme

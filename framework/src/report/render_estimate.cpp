@@ -195,6 +195,17 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
         {"activation_gb", gib(s.activation_bytes)},
         {"total_gb", gib(s.total_bytes)},
     });
+    if (s.device_bytes > 0) {
+      // The device total (docs/memory-model.md, "Reserved memory and the device total").
+      auto& js = stages.back();
+      nlohmann::json dev = nlohmann::json::object();
+      for (const auto& c : s.device_components) dev[c.name] = c.bytes;
+      js["reserved_bytes"] = s.reserved_bytes;
+      js["outside_pytorch_bytes"] = s.outside_pytorch_bytes;
+      js["device_bytes"] = s.device_bytes;
+      js["device_upper_bytes"] = s.device_upper_bytes;
+      js["device_components"] = dev;
+    }
     if (s.cuda_graph_capture_bytes > 0) {
       // With CUDA graphs only (docs/memory-model.md, "CUDA graphs").
       auto& js = stages.back();
@@ -214,10 +225,22 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
                {"upper_gb", gib(est.upper_bytes())},
                {"upper_pp_rank", est.stages.at(est.upper_stage).pp_rank},
                {"bound_terms", est.bound_terms}};
+  if (peak.device_bytes > 0) {
+    // The allocated peak's stage: its reserved memory and device total; and the stage whose device
+    // bound is largest, on which the fit is judged.
+    const auto& dev = est.stages.at(est.device_stage);
+    j["peak"]["reserved_bytes"] = peak.reserved_bytes;
+    j["peak"]["outside_pytorch_bytes"] = peak.outside_pytorch_bytes;
+    j["peak"]["device_bytes"] = peak.device_bytes;
+    j["peak"]["device_upper_bytes"] = dev.device_upper_bytes;
+    j["peak"]["device_pp_rank"] = dev.pp_rank;
+    j["peak"]["allocator_config"] = est.allocator_config;
+  }
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : fits)
     fj.push_back({{"hardware", f.hardware->name},
                   {"judged_on", f.on_bound ? "upper_bound" : "estimate"},
+                  {"rule", f.on_device ? "device_total" : "fixed_reserve"},
                   {"needed_bytes", f.needed_bytes},
                   {"capacity_bytes", f.capacity_bytes},
                   {"usable_bytes", f.usable_bytes},
@@ -325,6 +348,10 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     out << fmt::format("    - Activations: {:.2f} GiB\n", gib(st.activation_bytes));
     out << fmt::format("    - Other (framework buffers): {:.2f} GiB\n", gib(st.other_bytes));
     out << fmt::format("    - Total: {:.2f} GiB\n", gib(st.total_bytes));
+    if (st.device_bytes > 0)
+      out << fmt::format(
+          "    - Reserved by PyTorch: {:.2f} GiB; device total {:.2f} GiB ({:.2f} GiB outside PyTorch)\n",
+          gib(st.reserved_bytes), gib(st.device_bytes), gib(st.outside_pytorch_bytes));
     if (options.bars)
       out << "    " << stacked_bar(st, scale, marker_on_scale ? marker : nullptr, options.colour)
           << fmt::format(" {:.2f} GiB\n", gib(st.total_bytes));
@@ -339,6 +366,8 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
         return a.category != b.category ? a.category < b.category : a.bytes > b.bytes;
       });
       for (const auto& c : comps) out << fmt::format("      {:<58} {:>12}\n", c.name, format_bytes(c.bytes));
+      for (const auto& c : st.device_components)
+        out << fmt::format("      {:<58} {:>12}\n", c.name.substr(0, 58), format_bytes(c.bytes));
     }
   }
   if (options.bars) out << "\n" << bar_legend(marker, marker_on_scale, scale, options.colour);
@@ -350,9 +379,27 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
                      est.stages.at(est.upper_stage).pp_rank,
                      est.bound_terms.empty() ? ": nothing uncertain found, the bound is the estimate" : "");
   for (const auto& t : est.bound_terms) out << "  + " << t << "\n";
-  if (!fits.empty())
-    out << (fits.front().on_bound ? "Fit judged on the upper bound (--fit-on estimate for the point estimate)\n"
-                                  : "Fit judged on the point estimate (--fit-on estimate)\n");
+  if (peak.device_bytes > 0) {
+    const auto& dev = est.stages.at(est.device_stage);
+    out << fmt::format("Reserved by PyTorch: {:.2f} GiB (pipeline stage {}; caching allocator{})\n",
+                       gib(peak.reserved_bytes), peak.pp_rank,
+                       est.allocator_config.empty() ? "" : ", PYTORCH_CUDA_ALLOC_CONF=" + est.allocator_config);
+    out << fmt::format(
+        "Device total: {:.2f} GiB (reserved + {:.2f} GiB outside PyTorch: CUDA context, NCCL{}); "
+        "upper bound {:.2f} GiB (pipeline stage {})\n",
+        gib(peak.device_bytes), gib(peak.outside_pytorch_bytes),
+        peak.outside_pytorch_bytes > 0 && dev.outside_allocator_bytes > 0 ? ", TE userbuffers" : "",
+        gib(dev.device_upper_bytes), dev.pp_rank);
+  }
+  if (!fits.empty()) {
+    const char* what = fits.front().on_device ? "the device total's upper bound" : "the upper bound";
+    if (!fits.front().on_bound) what = fits.front().on_device ? "the device total" : "the point estimate";
+    out << fmt::format("Fit judged on {}{}\n", what,
+                       fits.front().on_device
+                           ? " against the capacity (--headroom / --overhead-per-gpu: the fixed reserve)"
+                       : fits.front().on_bound ? " (--fit-on estimate for the point estimate)"
+                                               : " (--fit-on estimate)");
+  }
   std::string fit_names, miss_names;
   for (const auto& f : fits) {
     if (f.fits)
@@ -365,6 +412,7 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   // What each GPU leaves for the estimate: its memory less the CUDA context / NCCL reserve
   // (--overhead-per-gpu) and the headroom share (--headroom).
   auto usable_text = [](const FitVerdict& f) {
+    if (f.on_device) return fmt::format("{:.2f} GiB capacity", gib(f.capacity_bytes));
     return fmt::format("{:.2f} GiB usable of {:.2f}, {:.2f} GiB reserved + {:g} % headroom", gib(f.usable_bytes),
                        gib(f.capacity_bytes), gib(f.reserved_bytes), f.headroom_fraction * 100);
   };
@@ -379,7 +427,10 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
     else
       out << fmt::format("{} Exceeds every known GPU ({})\n", bad, miss_names);
     out << fmt::format("  {:.2f} GiB needed per GPU ({}); usable memory of each GPU:\n", gib(fits.front().needed_bytes),
-                       fits.front().on_bound ? "the upper bound" : "the point estimate");
+                       fits.front().on_device
+                           ? (fits.front().on_bound ? "the device total's upper bound" : "the device total")
+                       : fits.front().on_bound ? "the upper bound"
+                                               : "the point estimate");
     std::size_t width = 0;
     for (const auto& f : fits) width = std::max(width, f.hardware->name.size());
     for (const auto& f : fits)

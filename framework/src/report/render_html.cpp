@@ -11,6 +11,7 @@
 
 #include <mme/report/render_estimate.hpp>
 #include <mme/report/render_html.hpp>
+#include <mme/report/render_plan.hpp>
 #include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
@@ -289,6 +290,7 @@ td code { white-space: nowrap; }
 tr.plan td { border-bottom: none; padding-bottom: 0; }
 td.cmd { white-space: normal; text-align: left; padding-top: 1px; }
 td.cmd code, .verdict code { white-space: normal; color: #333; }
+td.cmd .why { color: #555; font-size: 90%; }
 code .a { white-space: nowrap; }
 details { margin-top: 8px; }
 summary { cursor: pointer; color: #333; }
@@ -377,11 +379,15 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      "smaller micro-batch";
   }
   o += fmt::format(
-      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}</p>\n",
+      "<p class=\"verdict {}\">Peak <b>{} GiB</b> per GPU (pipeline stage {}), upper bound {} GiB{}{}{}</p>\n",
       fits.empty() ? "none"
       : good       ? "fits"
                    : "miss",
-      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()), verdict.empty() ? "" : " · ", verdict);
+      gib2(peak.total_bytes), peak.pp_rank, gib2(est.upper_bytes()),
+      peak.device_bytes > 0
+          ? fmt::format(" · reserved {} GiB, device total {} GiB", gib2(peak.reserved_bytes), gib2(peak.device_bytes))
+          : "",
+      verdict.empty() ? "" : " · ", verdict);
 
   SvgOptions so;
   so.chosen_gpu = options.chosen_gpu;
@@ -393,7 +399,10 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
   o += "<h2 id=\"stages\">Memory per pipeline stage (GiB)</h2>\n<div class=\"card\"><table class=\"stages\">\n<tr>"
        "<th class=\"l\">stage</th><th>layers</th><th>parameters</th><th>in flight</th>";
   for (const auto& st : styles) o += fmt::format("<th>{}{}</th>", swatch(st.hex), st.label);
-  o += "<th>total</th></tr>\n";
+  o += "<th>total</th>";
+  const bool device = peak.device_bytes > 0;
+  if (device) o += "<th>reserved</th><th>device</th>";
+  o += "</tr>\n";
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     const auto& st = est.stages[i];
     o += fmt::format("<tr{}><td class=\"l\">{}{}</td><td>{}{}</td><td>{:.2f}B</td><td>{}</td>",
@@ -401,7 +410,13 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
                      st.layers, st.mtp_layers ? fmt::format(" + {} MTP", st.mtp_layers) : "",
                      static_cast<double>(st.parameters) / 1e9, st.inflight_microbatches);
     for (const auto b : category_bytes(st)) o += fmt::format("<td title=\"{} bytes\">{}</td>", b, gib2(b));
-    o += fmt::format("<td title=\"{} bytes\">{}</td></tr>\n", st.total_bytes, gib2(st.total_bytes));
+    o += fmt::format("<td title=\"{} bytes\">{}</td>", st.total_bytes, gib2(st.total_bytes));
+    if (device)
+      o += fmt::format(
+          "<td title=\"{} bytes: the caching allocator's segments\">{}</td><td title=\"{} bytes: reserved + CUDA "
+          "context, NCCL, TE userbuffers\">{}</td>",
+          st.reserved_bytes, gib2(st.reserved_bytes), st.device_bytes, gib2(st.device_bytes));
+    o += "</tr>\n";
   }
   o += "</table></div>\n";
 
@@ -414,19 +429,24 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
         "<th class=\"l\">verdict</th></tr>\n",
         fits.front().on_bound ? "bound" : "peak");
     for (const auto& f : fits) {
-      const std::int64_t kept = f.capacity_bytes - f.hardware->reserved_bytes - f.usable_bytes;
+      const std::int64_t kept = f.on_device ? 0 : f.capacity_bytes - f.reserved_bytes - f.usable_bytes;
       o += fmt::format(
           "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td class=\"l\">{}</td></tr>\n",
-          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.hardware->reserved_bytes), gib2(kept),
-          gib2(f.usable_bytes), gib2(f.needed_bytes),
+          esc(f.hardware->name), gib2(f.capacity_bytes), gib2(f.reserved_bytes), gib2(kept), gib2(f.usable_bytes),
+          gib2(f.needed_bytes),
           f.fits ? fmt::format("<span class=\"ok\">✓ fits</span>, {} GiB to spare", gib2(f.headroom_bytes))
                  : fmt::format("<span class=\"bad\">✗ {} GiB short</span>", gib2(-f.headroom_bytes)));
     }
-    o += fmt::format(
-        "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
-        "of capacity, for allocator fragmentation)</p></div>\n",
-        options.headroom_fraction * 100);
+    o += fits.front().on_device
+             ? std::string(
+                   "</table><p class=\"sub\">needed = the device total: PyTorch's reserved segments (the caching "
+                   "allocator replayed) + the CUDA context, NCCL communicators and TE userbuffers; usable = the "
+                   "capacity</p></div>\n")
+             : fmt::format(
+                   "</table><p class=\"sub\">usable = capacity − reserved (CUDA context, NCCL) − headroom ({:g}% "
+                   "of capacity, for allocator fragmentation)</p></div>\n",
+                   options.headroom_fraction * 100);
   }
 
   // Configuration summary.
@@ -547,12 +567,6 @@ std::string command_html(const std::string& model, const std::vector<std::string
     out += " <span class=\"a\">" + esc(group) + "</span>";
   }
   return out + "</code>";
-}
-
-std::string split_text(const PlanLayout& l) {
-  if (l.pp == 1 || l.even_split) return "even";
-  if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
-  return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);
 }
 
 std::string cell_gib(std::int64_t bytes) {
@@ -700,7 +714,8 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
         "<h2 id=\"plans\">Top {} by {}</h2>\n<div class=\"card\"><table class=\"plans\">\n<tr>"
         "<th>#</th><th>TP</th><th>PP</th><th>VPP</th><th>EP</th><th>ETP</th><th>CP</th><th>DP</th>"
         "<th>MBS</th><th class=\"l\">recompute</th><th class=\"l\">split</th><th>peak GiB</th>"
-        "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>score</th></tr>\n",
+        "<th class=\"l\">of usable</th><th>free GiB</th><th>bubble</th><th>step s</th><th>tokens/s/GPU</th>"
+        "<th>TFLOP/s/GPU</th></tr>\n",
         result.plans.size(), to_string(options.sort));
     std::size_t rank = 0;
     for (const auto& pl : result.plans) {
@@ -708,11 +723,12 @@ std::string render_plan_html(const ModelSpec& model, const Planner& planner, con
       o += fmt::format(
           "<tr class=\"plan\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>"
-          "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3f}</td></tr>\n"
-          "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"15\">{}</td></tr>\n",
-          ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), split_text(l),
-          gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes), 100 * pl.score.bubble,
-          pl.score.score, command_html(model.name, planner.args_for(l, options)));
+          "<td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.3g}</td><td>{:.0f}</td><td>{:.0f}</td></tr>\n"
+          "<tr class=\"cmd\"><td></td><td class=\"cmd\" colspan=\"17\">{}<br><span class=\"why\">{}</span></td></tr>\n",
+          ++rank, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute),
+          plan_split_text(l), gib2(pl.peak_bytes), meter(pl.peak_bytes, usable), gib2(pl.headroom_bytes),
+          100 * pl.score.bubble, pl.score.step_seconds, pl.score.tokens_per_second_per_gpu,
+          pl.score.model_tflops_per_gpu, command_html(model.name, planner.args_for(l, options)), esc(why_line(pl)));
     }
     o += "</table></div>\n";
   }

@@ -2,9 +2,9 @@
 // prints and what every input (mme flags, Megatron-LM flags, spec files) accepts.
 #include "mme/sdk/enum_names.hpp"
 
-#include <cctype>
 #include <string>
 
+#include "mme/sdk/text.hpp"
 #include "mme/sdk/training_setup.hpp"
 
 namespace mme {
@@ -68,12 +68,6 @@ constexpr EnumName kFp8FormatArr[] = {{"e4m3", static_cast<int>(Fp8Format::kE4M3
                                       {"hybrid", static_cast<int>(Fp8Format::kHybrid)}};
 constexpr EnumName kLoraDropoutPositionArr[] = {{"pre", static_cast<int>(LoraDropoutPosition::kPre)},
                                                 {"post", static_cast<int>(LoraDropoutPosition::kPost)}};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 

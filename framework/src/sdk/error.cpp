@@ -32,6 +32,7 @@ ConfigError::~ConfigError() = default;
 LayoutError::~LayoutError() = default;
 PluginError::~PluginError() = default;
 NotFoundError::~NotFoundError() = default;
+InterruptedError::~InterruptedError() = default;
 
 void rethrow_as_sdk_error(const Error& e) {
   const std::string message = e.what();
@@ -41,6 +42,7 @@ void rethrow_as_sdk_error(const Error& e) {
     case ExitCode::kBadLayout: throw LayoutError(message);
     case ExitCode::kPlugin: throw PluginError(message);
     case ExitCode::kNotFound: throw NotFoundError(message);
+    case ExitCode::kInterrupted: throw InterruptedError(message);
     default: throw Error(e.code(), message);
   }
 }

@@ -1,5 +1,6 @@
 #include "mme/sdk/input_text.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -40,7 +41,7 @@ void check_json_nesting(std::string_view text, const std::string& source, std::s
         fmt::format("{}: JSON nested more than {} levels deep; {} nests a few", source, kMaxNestingDepth, what));
 }
 
-std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::string_view what) {
+std::ifstream open_text_file(const fs::path& path, std::uintmax_t max_bytes, std::string_view what) {
   const std::string name = printable(path.string());
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -54,8 +55,16 @@ std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::
     throw ConfigError(fmt::format("{}: {} bytes is more than the {} bytes {} may have", name, size, max_bytes, what));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw NotFoundError(fmt::format("{}: cannot open the file: {}", name, std::strerror(errno)));
+  return in;
+}
+
+std::string read_text_file(const fs::path& path, std::uintmax_t max_bytes, std::string_view what) {
+  std::ifstream in = open_text_file(path, max_bytes, what);
+  const std::string name = printable(path.string());
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
   std::string text;
-  text.reserve(static_cast<std::size_t>(ec ? 0 : size));
+  text.reserve(static_cast<std::size_t>(ec ? 0 : std::min(size, max_bytes)));
   char buf[65536];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     text.append(buf, static_cast<std::size_t>(in.gcount()));

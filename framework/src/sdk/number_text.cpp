@@ -1,6 +1,5 @@
 #include "mme/sdk/number_text.hpp"
 
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -8,7 +7,6 @@
 #include <limits>
 #include <string>
 #include <system_error>
-#include <version>
 
 namespace mme {
 
@@ -16,7 +14,6 @@ namespace {
 
 bool digit(char c) { return c >= '0' && c <= '9'; }
 
-#if defined(__cpp_lib_to_chars)
 // Whether a decimal text that std::from_chars found out of range is too large (else too
 // small): the position of its first significant digit against the point, plus its exponent.
 bool overflows(std::string_view t) {
@@ -51,7 +48,6 @@ bool overflows(std::string_view t) {
   }
   return magnitude + exponent > 0;
 }
-#endif
 
 }  // namespace
 
@@ -65,25 +61,27 @@ std::optional<double> parse_decimal(std::string_view text) {
   // After the sign: a digit, a point or a letter of inf / nan (from_chars would take a second sign).
   if (t.empty() || t.front() == '+' || t.front() == '-') return std::nullopt;
   double v = 0;
-#if defined(__cpp_lib_to_chars)
+#if defined(__EMSCRIPTEN__)
+  // The page's libc++ has no floating-point std::from_chars. strtod reads the same grammar once
+  // the texts it takes and from_chars does not are refused first: leading blanks, hexadecimal
+  // ("0x1p3"); the page never calls setlocale, so its decimal point is always '.'.
+  const char first = t.front();
+  if (!(digit(first) || first == '.' || first == 'i' || first == 'I' || first == 'n' || first == 'N'))
+    return std::nullopt;
+  if (t.find_first_of("xX") != std::string_view::npos) return std::nullopt;
+  const std::string copy(t);
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size()) return std::nullopt;
+  if (errno == ERANGE && (std::isinf(v) || v == 0.0)) v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
+#else
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::general);
   if (end != t.data() + t.size()) return std::nullopt;
   if (ec == std::errc::result_out_of_range)
     v = overflows(t) ? std::numeric_limits<double>::infinity() : 0.0;
   else if (ec != std::errc())
     return std::nullopt;
-#else
-  // A standard library without floating-point from_chars (emscripten's libc++ in the browser
-  // build): strtod of musl, which reads '.' whatever the locale, once the text is known to be
-  // what from_chars takes (no hexadecimal, no space; the rest is strtod's own grammar).
-  if (!(digit(t.front()) || t.front() == '.' || std::isalpha(static_cast<unsigned char>(t.front()))) ||
-      (t.size() > 1 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')))
-    return std::nullopt;
-  const std::string copy(t);
-  char* end = nullptr;
-  errno = 0;
-  v = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size()) return std::nullopt;
 #endif
   return negative ? -v : v;
 }

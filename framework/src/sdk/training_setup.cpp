@@ -11,6 +11,7 @@
 #include "mme/sdk/enum_names.hpp"
 #include "mme/sdk/error.hpp"
 #include "mme/sdk/model_spec.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme {
 
@@ -65,9 +66,19 @@ void apply_deterministic_mode(TrainingSetup& s) {
   if (s.cublas_workspace_config.empty()) s.cublas_workspace_config = ":4096:8";
 }
 
+namespace {
+// The variables the device total reads (framework/src/engine/device_memory.cpp): PyTorch's caching
+// allocator (PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_NO_CUDA_MEMORY_CACHING) and
+// NCCL's buffer size.
+bool is_allocator_environment(const std::string& name) {
+  return name == "PYTORCH_ALLOC_CONF" || name == "PYTORCH_CUDA_ALLOC_CONF" ||
+         name == "PYTORCH_NO_CUDA_MEMORY_CACHING" || name == "NCCL_BUFFSIZE";
+}
+}  // namespace
+
 bool is_modelled_environment(const std::string& name) {
   return name == "CUBLAS_WORKSPACE_CONFIG" || name == "NVTE_FLASH_ATTN" || name == "NVTE_FUSED_ATTN" ||
-         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO" || name == "NVTE_CPU_OFFLOAD_V1";
+         name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO" || name == "NVTE_CPU_OFFLOAD_V1" || is_allocator_environment(name);
 }
 
 bool apply_environment(TrainingSetup& s, const std::string& name, const std::string& value) {
@@ -81,6 +92,10 @@ bool apply_environment(TrainingSetup& s, const std::string& name, const std::str
     env.fused_enabled = env_switch(name, value);
   } else if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
     env.deterministic = !env_switch(name, value);
+  } else if (is_allocator_environment(name)) {
+    // PyTorch's caching allocator (PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF,
+    // PYTORCH_NO_CUDA_MEMORY_CACHING) and NCCL's buffer size: the engine's device total reads them
+    // (framework/src/engine/device_memory.cpp), which checks their values.
   } else if (name == "NVTE_CPU_OFFLOAD_V1") {
     // cpu_offload.py: NVTE_CPU_OFFLOAD_V1 = os.environ.get("NVTE_CPU_OFFLOAD_V1", "0") == "1".
     s.activation_offload.te_offload_v1 = value == "1";
@@ -345,11 +360,8 @@ std::int64_t parse_cublas_workspace_config(const std::string& text) {
   // aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: ":4096:8" = 8 chunks of
   // 4096 KiB; several pairs add up.
   std::int64_t total = 0;
-  std::stringstream ss(text);
-  std::string item;
   std::vector<std::int64_t> nums;
-  while (std::getline(ss, item, ':')) {
-    if (item.empty()) continue;
+  for (const std::string& item : split(text, ':', EmptyItems::kSkip)) {
     try {
       std::size_t pos = 0;
       const long long v = std::stoll(item, &pos);

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <istream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/core.h>
 
@@ -32,6 +34,12 @@ double ValidationCase::baseline_error() const {
 }
 double ValidationCase::seed_error() const {
   return measured_peak_gib > 0 ? (seed_tool_gib - measured_peak_gib) / measured_peak_gib : 0.0;
+}
+double ValidationCase::reserved_error() const {
+  return measured_reserved_gib > 0 ? (estimated_reserved_gib - measured_reserved_gib) / measured_reserved_gib : 0.0;
+}
+double ValidationCase::reserved_gap_error_gib() const {
+  return (estimated_reserved_gib - estimated_peak_gib) - (measured_reserved_gib - measured_peak_gib);
 }
 double ValidationCase::static_error() const {
   return measured_static_gib > 0 ? (estimated_static_gib - measured_static_gib) / measured_static_gib : 0.0;
@@ -295,10 +303,36 @@ std::vector<std::string> split_shell_words(std::string_view text, const std::str
   return words;
 }
 
+double measured_reserved_from_notes(std::string_view notes, const std::string& where) {
+  // The notes' own wording (bench/accuracy/simumax_b200.md): "max_reserved 72586 MB = 70.88 GiB".
+  constexpr std::string_view kKey = "max_reserved ";
+  const std::size_t at = notes.find(kKey);
+  if (at == std::string_view::npos) return 0.0;
+  std::size_t i = at + kKey.size(), digits = 0;
+  const std::size_t start = i;
+  while (i < notes.size() && (std::isdigit(static_cast<unsigned char>(notes[i])) || notes[i] == '.')) ++i, ++digits;
+  const std::string_view number = notes.substr(start, digits);
+  double mib = 0;
+  bool ok = digits > 0 && notes.substr(i, 3) == " MB";
+  if (ok) {
+    try {
+      std::size_t used = 0;
+      mib = std::stod(std::string(number), &used);
+      ok = used == number.size() && std::isfinite(mib) && mib > 0;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok) throw ConfigError(fmt::format("{}: notes: 'max_reserved' is not followed by a number of MB", where));
+  return mib / 1024.0;
+}
+
 namespace {
 // The estimate of one stage into the case.
 void take_stage(ValidationCase& c, const StageEstimate& stage) {
   c.stage = stage.pp_rank;
+  c.estimated_reserved_gib = to_gib(stage.reserved_bytes);
+  c.estimated_device_gib = to_gib(stage.device_bytes);
   c.estimated_peak_gib = to_gib(stage.total_bytes);
   c.estimated_static_gib = to_gib(stage.static_bytes);
   c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
@@ -373,6 +407,21 @@ ValidationCase validate_row(const CsvRow& row, const Registry& registry, std::si
   return c;
 }
 
+namespace {
+// "pp_rank=N" in a real-runs row's rank_note: the figure is that stage's (N a small integer).
+std::optional<std::int64_t> stated_pp_rank(std::string_view note) {
+  constexpr std::string_view key = "pp_rank=";
+  const auto at = note.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::int64_t v = 0;
+  std::size_t i = at + key.size(), digits = 0;
+  for (; i < note.size() && note[i] >= '0' && note[i] <= '9' && digits < 6; ++i, ++digits) v = v * 10 + (note[i] - '0');
+  if (digits == 0 || (i < note.size() && note[i] >= '0' && note[i] <= '9'))
+    throw ConfigError(fmt::format("rank_note '{}': pp_rank= needs a stage number", note));
+  return v;
+}
+}  // namespace
+
 ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& estimate_args, std::size_t line) {
   ValidationCase c;
   c.format = CsvFormat::kRealRuns;
@@ -396,11 +445,24 @@ ValidationCase validate_real_run_row(const CsvRow& row, const ArgsEstimator& est
     return c;
   }
   try {
+    c.measured_reserved_gib = measured_reserved_from_notes(get(row, "notes"), where);
+  } catch (const ConfigError& e) {
+    c.status = "refused";
+    c.reason = printable(line_prefix(line) + e.what());
+    return c;
+  }
+  try {
     const auto args = split_shell_words(c.mme_args, where + ": mme_args");
     if (args.empty()) throw ConfigError(fmt::format("{}: mme_args is empty", where));
     if (!estimate_args) throw ConfigError(fmt::format("{}: no estimator for mme_args was given", where));
     const ArgsEstimate r = estimate_args(args);
-    take_stage(c, r.estimate.peak());  // the rank is not stated: compare with the peak stage
+    // A rank_note "pp_rank=N" names the pipeline stage the figure was measured on; otherwise the
+    // rank is not stated: compare with the peak stage.
+    const std::optional<std::int64_t> pp_rank = stated_pp_rank(c.rank_note);
+    if (pp_rank && *pp_rank >= static_cast<std::int64_t>(r.estimate.stages.size()))
+      throw ConfigError(fmt::format("{}: rank_note names pp_rank={}, but the layout has {} pipeline stages", where,
+                                    *pp_rank, r.estimate.stages.size()));
+    take_stage(c, pp_rank ? r.estimate.stages[static_cast<std::size_t>(*pp_rank)] : r.estimate.peak());
     c.world_size = r.estimate.setup.parallel.world_size;
     c.megatron_theoretical_gib = to_gib(megatron_theoretical_memory(r.model, r.estimate.setup));
     c.seed_tool_gib = to_gib(seed_tool_peak(r.model, r.estimate.setup));
@@ -473,6 +535,7 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
   ValidationSummary s;
   s.total = cases.size();
   std::vector<double> peak, stat, large, baseline, seed;
+  std::vector<double> reserved, gap_measured, gap_estimated, gap_error;
   struct Bucket {
     const char* label;
     double min, max;
@@ -499,10 +562,37 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     const std::size_t bucket = c.measured_peak_gib < 5.0 ? 0 : c.measured_peak_gib <= 40.0 ? 1 : 2;
     buckets[bucket].errs.push_back(c.peak_error());
     ++s.bound.count;
-    if (c.within_bound()) ++s.bound.covered;
+    if (c.within_bound()) {
+      ++s.bound.covered;
+    } else {
+      ++s.bound.exceeded;
+      s.bound.max_excess =
+          std::max(s.bound.max_excess, (c.measured_peak_gib - c.estimated_upper_gib) / c.measured_peak_gib);
+    }
     baseline.push_back(c.baseline_error());
     seed.push_back(c.seed_error());
     if (c.measured_peak_gib >= 5.0) large.push_back(c.peak_error());
+    if (c.reserved_compared()) {
+      reserved.push_back(c.reserved_error());
+      if (c.estimated_reserved_gib < c.measured_reserved_gib) ++s.reserved.under;
+      gap_measured.push_back(c.measured_reserved_gib - c.measured_peak_gib);
+      gap_estimated.push_back(c.estimated_reserved_gib - c.estimated_peak_gib);
+      gap_error.push_back(c.reserved_gap_error_gib());
+    }
+  }
+  s.reserved.count = reserved.size();
+  s.reserved.error = stats(reserved);
+  if (!reserved.empty()) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return quantile(v, 0.5);
+    };
+    s.reserved.signed_median = median(reserved);
+    s.reserved.gap_measured_median_gib = median(gap_measured);
+    s.reserved.gap_estimated_median_gib = median(gap_estimated);
+    const ErrorStats g = stats(gap_error);
+    s.reserved.gap_error_median_gib = g.median;
+    s.reserved.gap_error_max_gib = g.max;
   }
   s.peak = stats(peak);
   s.static_mem = stats(stat);

@@ -1,12 +1,11 @@
 #include "hf_common.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <set>
 
 #include <fmt/core.h>
 
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/text.hpp>
 
 namespace mme::plugins::hf {
 
@@ -95,9 +94,7 @@ std::string read_activation(ConfigReader& r, std::initializer_list<std::string_v
       break;
     }
   }
-  std::transform(act.begin(), act.end(), act.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return act;
+  return lower(act);
 }
 
 bool is_swiglu_activation(std::string_view activation) { return activation == "silu" || activation == "swish"; }

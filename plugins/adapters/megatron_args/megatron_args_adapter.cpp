@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/megatron_flags.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/number_text.hpp>
@@ -10,6 +12,8 @@
 namespace mme::plugins {
 
 namespace {
+
+using MF = ModelFlag;
 
 // Reads one integer flag with ConfigError naming the flag.
 std::int64_t size_flag(const MegatronArgs& a, const std::string& source, const char* flag, std::int64_t fallback,
@@ -26,8 +30,14 @@ std::int64_t size_flag(const MegatronArgs& a, const std::string& source, const c
   return *n;
 }
 
+std::int64_t size_flag(const MegatronArgs& a, const std::string& source, MF flag, std::int64_t fallback,
+                       std::int64_t min = 1, std::int64_t max = ConfigReader::kMaxDimension) {
+  return size_flag(a, source, flag_name(flag), fallback, min, max);
+}
+
 // A rate in [0, 1): NaN is none (it once passed `d < 0 || d >= 1` and was estimated as no dropout).
-double rate_flag(const MegatronArgs& a, const std::string& source, const char* flag, double fallback) {
+double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double fallback) {
+  const char* flag = flag_name(f);
   const auto v = a.value(flag);
   if (!v) return fallback;
   const auto d = parse_decimal(*v);  // the same under every locale (number_text.hpp)
@@ -45,8 +55,9 @@ int MegatronArgsAdapter::match(const nlohmann::json& config) const {
 ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   const MegatronArgs a = MegatronArgs::from_config(input.config);
   const std::string& src = input.source;
-  for (const char* required : {"num-layers", "hidden-size", "num-attention-heads"})
-    if (!a.has(required)) throw ConfigError(fmt::format("{}: --{} is required to describe the model", src, required));
+  for (const MF required : {MF::kNumLayers, MF::kHiddenSize, MF::kNumAttentionHeads})
+    if (!a.has(required))
+      throw ConfigError(fmt::format("{}: --{} is required to describe the model", src, flag_name(required)));
 
   ModelSpec m;
   m.name = input.name;
@@ -55,35 +66,37 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   m.adapter = std::string(name());
   m.source = src;
   // Bounded before the per-layer list below is built.
-  m.num_layers = size_flag(a, src, "num-layers", 0, 1, ConfigReader::kMaxLayers);
-  m.hidden_size = size_flag(a, src, "hidden-size", 0);
-  const std::int64_t heads = size_flag(a, src, "num-attention-heads", 0);
-  const std::int64_t groups = a.enabled("group-query-attention") ? size_flag(a, src, "num-query-groups", 1) : heads;
+  m.num_layers = size_flag(a, src, MF::kNumLayers, 0, 1, ConfigReader::kMaxLayers);
+  m.hidden_size = size_flag(a, src, MF::kHiddenSize, 0);
+  const std::int64_t heads = size_flag(a, src, MF::kNumAttentionHeads, 0);
+  const std::int64_t groups = a.enabled(MF::kGroupQueryAttention) ? size_flag(a, src, MF::kNumQueryGroups, 1) : heads;
   // arguments.py: without --kv-channels, `assert args.hidden_size % args.num_attention_heads == 0`
   // (the rule HF configs without head_dim and spec files follow too).
-  if (!a.has("kv-channels") && m.hidden_size % heads != 0)
+  if (!a.has(MF::kKvChannels) && m.hidden_size % heads != 0)
     throw ConfigError(
-        fmt::format("{}: --num-attention-heads {} does not divide --hidden-size {} and there is no "
-                    "--kv-channels (Megatron-LM asserts hidden_size % num_attention_heads == 0)",
-                    src, heads, m.hidden_size));
-  const std::int64_t kv_channels = size_flag(a, src, "kv-channels", m.hidden_size / heads);
-  const bool swiglu = a.enabled("swiglu");
+        fmt::format("{}: --{} {} does not divide --{} {} and there is no --{} (Megatron-LM asserts "
+                    "hidden_size % num_attention_heads == 0)",
+                    src, flag_name(MF::kNumAttentionHeads), heads, flag_name(MF::kHiddenSize), m.hidden_size,
+                    flag_name(MF::kKvChannels)));
+  const std::int64_t kv_channels = size_flag(a, src, MF::kKvChannels, m.hidden_size / heads);
+  const bool swiglu = a.enabled(MF::kSwiglu);
   // arguments.py: ffn_hidden_size defaults to 4h, or int(4h * 2/3 / 64) * 64 with SwiGLU.
   const std::int64_t default_ffn = swiglu ? (4 * m.hidden_size * 2 / 3) / 64 * 64 : 4 * m.hidden_size;
-  const std::int64_t ffn = size_flag(a, src, "ffn-hidden-size", default_ffn);
+  const std::int64_t ffn = size_flag(a, src, MF::kFfnHiddenSize, default_ffn);
 
-  const std::string norm = a.value("normalization").value_or("LayerNorm");
+  const std::string norm = a.value(MF::kNormalization).value_or("LayerNorm");
   if (norm == "RMSNorm")
     m.normalization = Normalization::kRMSNorm;
   else if (norm == "LayerNorm")
     m.normalization = Normalization::kLayerNorm;
   else
-    throw ConfigError(fmt::format("{}: --normalization: unknown value '{}' (LayerNorm, RMSNorm)", src, norm));
+    throw ConfigError(
+        fmt::format("{}: --{}: unknown value '{}' (LayerNorm, RMSNorm)", src, flag_name(MF::kNormalization), norm));
   m.gated_linear_unit = swiglu;
-  m.activation = swiglu ? "silu" : (a.enabled("squared-relu") ? "squared_relu" : "gelu");
-  m.add_bias_linear = !a.enabled("disable-bias-linear");
-  const std::string pos = a.value("position-embedding-type")
-                              .value_or(a.enabled("use-rotary-position-embeddings") ? "rope" : "learned_absolute");
+  m.activation = swiglu ? "silu" : (a.enabled(MF::kSquaredRelu) ? "squared_relu" : "gelu");
+  m.add_bias_linear = !a.enabled(MF::kDisableBiasLinear);
+  const std::string pos = a.value(MF::kPositionEmbeddingType)
+                              .value_or(a.enabled(MF::kUseRotaryPositionEmbeddings) ? "rope" : "learned_absolute");
   if (pos == "rope" || pos == "yarn" || pos == "mrope")
     m.position_embedding = PositionEmbedding::kRope;
   else if (pos == "learned_absolute")
@@ -91,49 +104,50 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   else if (pos == "none" || pos == "relative")
     m.position_embedding = PositionEmbedding::kNone;
   else
-    throw ConfigError(fmt::format(
-        "{}: --position-embedding-type: unknown value '{}' (learned_absolute, rope, yarn, mrope, relative, none)", src,
-        pos));
-  const std::int64_t seq = size_flag(a, src, "seq-length", 4096);
-  m.max_position_embeddings = size_flag(a, src, "max-position-embeddings", seq);
-  m.tie_embeddings = !a.enabled("untie-embeddings-and-output-weights");
-  m.hidden_dropout = rate_flag(a, src, "hidden-dropout", 0.1);
-  m.attention_dropout = rate_flag(a, src, "attention-dropout", 0.1);
+    throw ConfigError(fmt::format("{}: --{}: unknown value '{}' (learned_absolute, rope, yarn, mrope, relative, none)",
+                                  src, flag_name(MF::kPositionEmbeddingType), pos));
+  // --seq-length is the setup's: the default of --max-position-embeddings.
+  const std::int64_t seq = size_flag(a, src, find_knob("seq-length")->megatron.front(), 4096);
+  m.max_position_embeddings = size_flag(a, src, MF::kMaxPositionEmbeddings, seq);
+  m.tie_embeddings = !a.enabled(MF::kUntieEmbeddingsAndOutputWeights);
+  m.hidden_dropout = rate_flag(a, src, MF::kHiddenDropout, 0.1);
+  m.attention_dropout = rate_flag(a, src, MF::kAttentionDropout, 0.1);
 
   // Vocabulary: the tokenizer decides (megatron/training/tokenizer). NullTokenizer adds an EOD
   // token to --vocab-size; GPT2BPETokenizer has 50257 entries.
-  const std::string tokenizer = a.value("tokenizer-type").value_or("GPT2BPETokenizer");
-  if (a.has("vocab-size")) {
-    m.vocab_size = size_flag(a, src, "vocab-size", 0) + (tokenizer == "NullTokenizer" ? 1 : 0);
+  const std::string tokenizer = a.value(MF::kTokenizerType).value_or("GPT2BPETokenizer");
+  if (a.has(MF::kVocabSize)) {
+    m.vocab_size = size_flag(a, src, MF::kVocabSize, 0) + (tokenizer == "NullTokenizer" ? 1 : 0);
   } else if (tokenizer == "GPT2BPETokenizer") {
     m.vocab_size = 50257;
   } else if (tokenizer == "TikTokenizer") {
     m.vocab_size = 131072;  // tiktoken's default vocabulary in Megatron-LM (2^17)
   } else {
     m.vocab_size = 50257;
-    const auto model = a.value("tokenizer-model");
-    m.warnings.push_back(fmt::format(
-        "the vocabulary size of tokenizer {}{} is not known without --vocab-size; assuming 50257", tokenizer,
-        tokenizer == "HuggingFaceTokenizer" && model
-            ? fmt::format(" (--tokenizer-model {}: no config.json with a vocab_size among the bundled models, "
-                          "the Hugging Face cache and local folders)",
-                          *model)
-            : std::string()));
+    const auto model = a.value(MF::kTokenizerModel);
+    m.warnings.push_back(
+        fmt::format("the vocabulary size of tokenizer {}{} is not known without --{}; assuming 50257", tokenizer,
+                    tokenizer == "HuggingFaceTokenizer" && model
+                        ? fmt::format(" (--{} {}: no config.json with a vocab_size among the bundled models, "
+                                      "the Hugging Face cache and local folders)",
+                                      flag_name(MF::kTokenizerModel), *model)
+                        : std::string(),
+                    flag_name(MF::kVocabSize)));
   }
 
   AttentionSpec attn;
   attn.num_heads = heads;
   attn.num_query_groups = groups;
   attn.kv_channels = kv_channels;
-  attn.qkv_bias = a.enabled("add-qkv-bias");
-  attn.qk_norm = a.enabled("qk-layernorm");
-  if (a.enabled("multi-latent-attention")) {
+  attn.qkv_bias = a.enabled(MF::kAddQkvBias);
+  attn.qk_norm = a.enabled(MF::kQkLayernorm);
+  if (a.enabled(MF::kMultiLatentAttention)) {
     attn.kind = "mla";
-    if (a.has("q-lora-rank")) attn.q_lora_rank = size_flag(a, src, "q-lora-rank", 0);
-    attn.kv_lora_rank = size_flag(a, src, "kv-lora-rank", 32);
-    attn.qk_head_dim = size_flag(a, src, "qk-head-dim", 128);
-    attn.qk_pos_emb_head_dim = size_flag(a, src, "qk-pos-emb-head-dim", 64);
-    attn.v_head_dim = size_flag(a, src, "v-head-dim", 128);
+    if (a.has(MF::kQLoraRank)) attn.q_lora_rank = size_flag(a, src, MF::kQLoraRank, 0);
+    attn.kv_lora_rank = size_flag(a, src, MF::kKvLoraRank, 32);
+    attn.qk_head_dim = size_flag(a, src, MF::kQkHeadDim, 128);
+    attn.qk_pos_emb_head_dim = size_flag(a, src, MF::kQkPosEmbHeadDim, 64);
+    attn.v_head_dim = size_flag(a, src, MF::kVHeadDim, 128);
     attn.num_query_groups = heads;
   }
 
@@ -141,26 +155,27 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   dense.kind = "dense";
   dense.ffn_hidden_size = ffn;
   MlpSpec moe;
-  const std::int64_t experts = size_flag(a, src, "num-experts", 0, 0);
+  const std::int64_t experts = size_flag(a, src, MF::kNumExperts, 0, 0);
   if (experts > 0) {
     moe.kind = "moe";
     moe.ffn_hidden_size = ffn;  // --ffn-hidden-size stays the model's nominal MLP width
     moe.num_experts = experts;
-    moe.top_k = size_flag(a, src, "moe-router-topk", 2);
-    moe.expert_ffn_hidden_size = size_flag(a, src, "moe-ffn-hidden-size", ffn);
-    moe.shared_expert_ffn_hidden_size = size_flag(a, src, "moe-shared-expert-intermediate-size", 0, 0);
-    moe.shared_expert_gate = a.enabled("moe-shared-expert-gate");
-    moe.router_expert_bias = a.enabled("moe-router-enable-expert-bias");
+    moe.top_k = size_flag(a, src, MF::kMoeRouterTopk, 2);
+    moe.expert_ffn_hidden_size = size_flag(a, src, MF::kMoeFfnHiddenSize, ffn);
+    moe.shared_expert_ffn_hidden_size = size_flag(a, src, MF::kMoeSharedExpertIntermediateSize, 0, 0);
+    moe.shared_expert_gate = a.enabled(MF::kMoeSharedExpertGate);
+    moe.router_expert_bias = a.enabled(MF::kMoeRouterEnableExpertBias);
     // arguments.py: --moe-router-dtype choices fp32, fp64 (unset: the training dtype).
-    const std::string router = a.value("moe-router-dtype").value_or("");
+    const std::string router = a.value(MF::kMoeRouterDtype).value_or("");
     if (!router.empty() && router != "fp32" && router != "fp64")
-      throw ConfigError(fmt::format("{}: --moe-router-dtype: unknown value '{}' (fp32, fp64)", src, router));
+      throw ConfigError(
+          fmt::format("{}: --{}: unknown value '{}' (fp32, fp64)", src, flag_name(MF::kMoeRouterDtype), router));
     moe.router_fp32 = router == "fp32";
   }
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
-  if (experts > 0 && a.has("moe-layer-freq")) {
+  if (experts > 0 && a.has(MF::kMoeLayerFreq)) {
     try {
-      pattern = parse_moe_layer_freq(*a.value("moe-layer-freq"), m.num_layers);
+      pattern = parse_moe_layer_freq(*a.value(MF::kMoeLayerFreq), m.num_layers);
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("{}: {}", src, e.what()));
     }
@@ -171,7 +186,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     layer.mlp = pattern[static_cast<std::size_t>(i)] ? moe : dense;
     m.layers.push_back(layer);
   }
-  m.mtp_num_layers = size_flag(a, src, "mtp-num-layers", 0, 0, ConfigReader::kMaxLayers);
+  m.mtp_num_layers = size_flag(a, src, MF::kMtpNumLayers, 0, 0, ConfigReader::kMaxLayers);
   for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
   return m;
 }

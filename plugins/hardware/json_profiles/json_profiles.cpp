@@ -12,13 +12,14 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
 #include <mme/sdk/json_text.hpp>
 #include <mme/sdk/load_settings.hpp>
+#include <mme/sdk/text.hpp>
 #include <mme/sdk/units.hpp>
 
 namespace fs = std::filesystem;
@@ -35,7 +36,7 @@ const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k = {"name", "memory_gib", "aliases", "reserved_gib"};
     for (const auto& f : kThroughputFigures) k.emplace_back(f.key);  // hardware_profile.hpp
-    k.insert(k.end(), {"vendor", "architecture", "compute_capability", "source"});
+    k.insert(k.end(), {"vendor", "architecture", "compute_capability", "source", "gpus_per_node"});
     return k;
   }();
   return keys;
@@ -51,12 +52,6 @@ int compute_capability_of(const std::string& architecture) {
   for (const auto& [name, cc] : kKnown)
     if (architecture == name) return cc;
   return 0;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
 }
 
 std::string type_name(const json& v) {
@@ -77,7 +72,8 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     const std::string& key = item.key();
     if (!key.empty() && (key.front() == '_' || key.front() == '$')) continue;  // comments, $schema
     if (std::find(known_keys().begin(), known_keys().end(), key) == known_keys().end())
-      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key, join(known_keys())));
+      fail(fmt::format("unknown key '{}' (known: {}; keys starting with '_' are ignored)", key,
+                       fmt::join(known_keys(), ", ")));
   }
 
   HardwareProfile h;
@@ -133,6 +129,11 @@ HardwareProfile parse_one(const json& p, const std::string& where, const std::st
     if (const std::string why = throughput_problem(f, d, true); !why.empty()) fail(label + why);
     h.*f.member = d;
   }
+  // GPUs of one NVLink domain: a whole number, at most kMaxGpusPerNode (the largest parallel size).
+  const double node = number("gpus_per_node", 0, false, static_cast<double>(kMaxGpusPerNode));
+  if (node != std::floor(node))
+    fail(fmt::format("{}'gpus_per_node' must be a whole number, got {}", label, json_text(p["gpus_per_node"])));
+  h.gpus_per_node = static_cast<std::int64_t>(node);
   h.vendor = printable(string_or("vendor", ""));
   h.architecture = printable(string_or("architecture", ""));
   // compute_capability as nvidia-smi prints it (9.0, 8.9, 10.0); 0 for a device that is not CUDA.
@@ -177,14 +178,7 @@ std::vector<std::pair<std::string, std::string>> names_of(const HardwareProfile&
   return out;
 }
 
-std::vector<std::string> split_list(std::string_view list) {
-  std::vector<std::string> out;
-  std::stringstream ss{std::string(list)};
-  std::string item;
-  while (std::getline(ss, item, ':'))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+std::vector<std::string> split_list(std::string_view list) { return split(list, ':', EmptyItems::kSkip); }
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);

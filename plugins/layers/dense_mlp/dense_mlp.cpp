@@ -3,14 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void DenseMlpModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  require_layer_field(model, index, "ffn_hidden_size", layer.mlp.ffn_hidden_size, ConfigReader::kMaxDimension);
+  require_layer_field(model, index, "ffn_hidden_size", layer.mlp.ffn_hidden_size, limits::kMaxDimension);
 }
 
 void DenseMlpModel::validate(const BlockContext& ctx) const {
@@ -30,6 +30,9 @@ void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const 
     add_param(out, "linear_fc1_bias", ParamGroup::kDenseMlp, ShardClass::kTensorParallel, fc1_width, t);
   // linear_fc2: row-parallel [f -> h]; its bias is not split.
   add_param(out, "linear_fc2", ParamGroup::kDenseMlp, ShardClass::kTensorParallel, f * h, t);
+  // The TE linears' weights per rank: linear_fc1 [fc1 / t, h], linear_fc2 [h, f / t].
+  add_gemm_weight(out, ParamGroup::kDenseMlp, fc1_width / t, h);
+  add_gemm_weight(out, ParamGroup::kDenseMlp, h, f / t);
   if (m.add_bias_linear) add_param(out, "linear_fc2_bias", ParamGroup::kDenseMlp, ShardClass::kReplicated, h, 1);
   if (ctx.layer.post_mlp_norm)
     add_param(out, "post_mlp_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
@@ -95,6 +98,10 @@ void DenseMlpModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // `mlp` recompute (transformer_layer.py, checkpointing self.mlp) runs fc1 and fc2 again.
   if (ctx.setup.recompute.has(kRecomputeMlp)) out.recompute_flops += out.gemm_flops;
   add_tp_block_collectives(ctx, out, "mlp_tp");
+  // linear_fc1 [h -> (2) f] column-parallel, linear_fc2 [f -> h] row-parallel.
+  const double h = static_cast<double>(ctx.model.hidden_size), f = static_cast<double>(ctx.layer.mlp.ffn_hidden_size);
+  add_gemm(ctx, out, "linear_fc1", h, (ctx.model.gated_linear_unit ? 2 : 1) * f, GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_fc2", f, h, GemmSplit::kRow);
 }
 
 void register_dense_mlp(Registrar& registry) { registry.add_layer_model(std::make_shared<DenseMlpModel>()); }

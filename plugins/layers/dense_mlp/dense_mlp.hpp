@@ -12,6 +12,7 @@ class DenseMlpModel final : public LayerMemoryModel {
  public:
   std::string_view kind() const override { return "dense"; }
   BlockRole role() const override { return BlockRole::kMlp; }
+  MegatronBlock megatron_block() const override { return MegatronBlock::kMlp; }
   std::string_view description() const override {
     return "dense MLP block (pre-MLP norm, fc1, gated or plain activation, fc2)";
   }

@@ -6,14 +6,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void GqaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, ConfigReader::kMaxDimension);
+  require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, limits::kMaxDimension);
 }
 
 void GqaAttentionModel::validate(const BlockContext& ctx) const {
@@ -55,6 +55,9 @@ void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
   if (a.qk_norm) add_param(out, "qk_norm", ParamGroup::kNorms, ShardClass::kReplicated, 2 * norm_weight_count(m, d), 1);
   // linear_proj: row-parallel [n d -> h]; its bias is not split.
   add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, q * h, t);
+  // The two TE linears' weights per rank: linear_qkv [(n + 2g) d / t, h], linear_proj [h, n d / t].
+  add_gemm_weight(out, ParamGroup::kAttention, (q + 2 * kv) / t, h);
+  add_gemm_weight(out, ParamGroup::kAttention, h, q / t);
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
   if (ctx.layer.post_attention_norm)
     add_param(out, "post_attention_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
@@ -151,6 +154,10 @@ void GqaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
   add_attention_core_costs(ctx, static_cast<double>(a.num_heads) * 2 * d, groups * 2 * d, out);
   add_tp_block_collectives(ctx, out, "attention_tp");
+  // linear_qkv [h -> (n + 2g) d] column-parallel, linear_proj [n d -> h] row-parallel.
+  const double h = static_cast<double>(ctx.model.hidden_size), q = static_cast<double>(a.num_heads) * d;
+  add_gemm(ctx, out, "linear_qkv", h, q + 2 * groups * d, GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_proj", q, h, GemmSplit::kRow);
 }
 
 void register_gqa(Registrar& registry) { registry.add_layer_model(std::make_shared<GqaAttentionModel>()); }

@@ -13,6 +13,7 @@ class GqaAttentionModel final : public LayerMemoryModel {
  public:
   std::string_view kind() const override { return "gqa"; }
   BlockRole role() const override { return BlockRole::kAttention; }
+  MegatronBlock megatron_block() const override { return MegatronBlock::kSelfAttention; }
   std::string_view description() const override {
     return "multi-head / grouped-query attention block (input norm, QKV, core attention, output projection)";
   }

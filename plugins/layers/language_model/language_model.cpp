@@ -112,6 +112,16 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
     // logits exist twice next to the bf16 ones.
     transient = std::max(transient, (ab + 4) * T * vl);
   }
+  if (!frozen) {
+    // The output layer's backward (tensor_parallel/layers.py
+    // LinearWithGradAccumulationAndAsyncCommunication.backward): autograd has cast the loss's
+    // fp32 gradient to the logits' dtype and freed it (the saved fp32 tensor above); the layer
+    // holds that gradient, its input's gradient [T, h] and a weight gradient [V/TP, h] in the
+    // activation dtype, a new tensor in every backward (the placeholder of gradient
+    // accumulation fusion, torch.empty in core_r0.14, or the real gradient without it).
+    const CheckedInt held = ab * T * vl + ab * vl * h + ab * T * h, freed = CheckedInt(4) * T * vl;
+    if (held > freed) transient = std::max(transient, held - freed);
+  }
   out.transient = transient.value();
   // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into the
   // persistent global memory buffer (parallel_state.get_global_memory_buffer).
@@ -133,6 +143,9 @@ void OutputHeadModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double h = static_cast<double>(ctx.model.hidden_size), vl = static_cast<double>(ctx.vocab_local);
   out.gemm_flops = 2 * static_cast<double>(ctx.tokens) * h * vl;
   out.weight_bytes = static_cast<double>(ctx.weight_bytes) * h * vl;
+  // Megatron-LM's own ColumnParallelLinear (gpt_model.py output_layer), not a TE linear: in the
+  // parameters' dtype under FP8 recipes too.
+  out.gemms.push({"output_layer", static_cast<double>(ctx.tokens), vl, h, 1, false, true});
   // Column-parallel: the SP input all-gathered (backward: its gradient reduce-scattered), or,
   // without SP, the input's gradient all-reduced in backward.
   const double pass = ring_bytes(hidden_bytes(ctx), ctx.tp);
@@ -156,6 +169,7 @@ void MtpProjectionModel::parameters(const BlockContext& ctx, BlockParams& out) c
   add_param(out, "hnorm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   // ... eh_proj, a column-parallel [2h -> h] (no bias) ...
   add_param(out, "eh_proj", ParamGroup::kMtp, ShardClass::kTensorParallel, CheckedInt(2) * h * h, ctx.tp);
+  add_gemm_weight(out, ParamGroup::kMtp, h / ctx.tp, CheckedInt(2) * h);
   // ... and the depth's own final layernorm.
   add_param(out, "final_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
 }
@@ -174,6 +188,7 @@ void MtpProjectionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // eh_proj [T, 2h] x [2h, h/TP].
   out.gemm_flops = 2 * static_cast<double>(ctx.tokens) * 2 * h * h / tp;
   out.weight_bytes = static_cast<double>(ctx.weight_bytes) * 2 * h * h / tp;
+  add_gemm(ctx, out, "eh_proj", 2 * h, h, GemmSplit::kColumn);
   // The re-embedding's TP reduction; eh_proj's input [T, 2h] all-gathered under SP (backward:
   // reduce-scatter; without SP the input gradient's all-reduce), and its [T, h/TP] output
   // gathered over TP (gather_from_tensor_model_parallel_region; backward: a split).

@@ -3,14 +3,14 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
-  constexpr std::int64_t kDim = ConfigReader::kMaxDimension;
+  constexpr std::int64_t kDim = limits::kMaxDimension;
   const auto& a = layer.attention;
   if (a.q_lora_rank) require_layer_field(model, index, "q_lora_rank", *a.q_lora_rank, kDim);
   require_layer_field(model, index, "kv_lora_rank", a.kv_lora_rank, kDim);
@@ -28,6 +28,13 @@ void MlaAttentionModel::validate(const BlockContext& ctx) const {
                     a.num_heads, ctx.tp, a.num_heads, divisors_text(a.num_heads)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+  // LoRA (Megatron-Bridge) wraps linear_qkv, linear_proj, linear_fc1 and linear_fc2, the linears
+  // block_helpers.hpp's adapters model; MLA's are others: refused rather than estimated without
+  // adapters.
+  if (ctx.setup.lora.on())
+    throw LayoutError(
+        "LoRA on multi-latent attention is not modelled (its linears are linear_q_proj, linear_kv_down_proj, ...; "
+        "mme models the adapters of linear_qkv, linear_proj, linear_fc1 and linear_fc2)");
 }
 
 void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
@@ -41,23 +48,29 @@ void MlaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
     const CheckedInt q_r = *a.q_lora_rank;
     // linear_q_down_proj [h -> q_r]: TE parallel_mode='duplicated', the same on every TP rank.
     add_param(out, "linear_q_down_proj", ParamGroup::kAttention, ShardClass::kReplicated, h * q_r, 1);
+    add_gemm_weight(out, ParamGroup::kAttention, q_r, h);
     // q latent norm, fused into linear_q_up_proj.
     add_param(out, "q_latent_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, q_r), 1);
     // linear_q_up_proj: column-parallel [q_r -> n (d_qk + d_rope)].
     add_param(out, "linear_q_up_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, q_r * n * dq, t);
+    add_gemm_weight(out, ParamGroup::kAttention, n * dq / t, q_r);
   } else {
     // linear_q_proj: column-parallel [h -> n (d_qk + d_rope)] (q_lora_rank null, DeepSeek-V2-Lite).
     add_param(out, "linear_q_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, h * n * dq, t);
+    add_gemm_weight(out, ParamGroup::kAttention, n * dq / t, h);
   }
   // linear_kv_down_proj [h -> kv_r + d_rope]: duplicated over TP.
   add_param(out, "linear_kv_down_proj", ParamGroup::kAttention, ShardClass::kReplicated,
             h * (kv_r + a.qk_pos_emb_head_dim), 1);
+  add_gemm_weight(out, ParamGroup::kAttention, kv_r + a.qk_pos_emb_head_dim, h);
   add_param(out, "kv_latent_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, kv_r), 1);
   // linear_kv_up_proj: column-parallel [kv_r -> n (d_qk + d_v)].
   add_param(out, "linear_kv_up_proj", ParamGroup::kAttention, ShardClass::kTensorParallel,
             kv_r * n * (CheckedInt(a.qk_head_dim) + a.v_head_dim), t);
+  add_gemm_weight(out, ParamGroup::kAttention, n * (CheckedInt(a.qk_head_dim) + a.v_head_dim) / t, kv_r);
   // linear_proj: row-parallel [n d_v -> h].
   add_param(out, "linear_proj", ParamGroup::kAttention, ShardClass::kTensorParallel, n * a.v_head_dim * h, t);
+  add_gemm_weight(out, ParamGroup::kAttention, h, n * a.v_head_dim / t);
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
 }
 
@@ -147,6 +160,22 @@ void MlaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // projections again in backward.
   if (ctx.setup.recompute.has(kRecomputeMlaUpProj)) out.recompute_flops += out.gemm_flops;
   add_tp_block_collectives(ctx, out, "attention_tp");
+  // The projections of parameters(), one GEMM each.
+  const double h = static_cast<double>(ctx.model.hidden_size), n = static_cast<double>(a.num_heads);
+  const double dq = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
+  const double kv_r = static_cast<double>(a.kv_lora_rank);
+  if (a.q_lora_rank) {
+    const double q_r = static_cast<double>(*a.q_lora_rank);
+    add_gemm(ctx, out, "linear_q_down_proj", h, q_r, GemmSplit::kReplicated);
+    add_gemm(ctx, out, "linear_q_up_proj", q_r, n * dq, GemmSplit::kColumn);
+  } else {
+    add_gemm(ctx, out, "linear_q_proj", h, n * dq, GemmSplit::kColumn);
+  }
+  add_gemm(ctx, out, "linear_kv_down_proj", h, kv_r + static_cast<double>(a.qk_pos_emb_head_dim),
+           GemmSplit::kReplicated);
+  add_gemm(ctx, out, "linear_kv_up_proj", kv_r, n * static_cast<double>(a.qk_head_dim + a.v_head_dim),
+           GemmSplit::kColumn);
+  add_gemm(ctx, out, "linear_proj", n * static_cast<double>(a.v_head_dim), h, GemmSplit::kRow);
 }
 
 void register_mla(Registrar& registry) { registry.add_layer_model(std::make_shared<MlaAttentionModel>()); }

@@ -13,6 +13,7 @@ class MlaAttentionModel final : public LayerMemoryModel {
  public:
   std::string_view kind() const override { return "mla"; }
   BlockRole role() const override { return BlockRole::kAttention; }
+  MegatronBlock megatron_block() const override { return MegatronBlock::kMlaSelfAttention; }
   std::string_view description() const override {
     return "multi-latent attention block (q/kv down-projections, latent norms, up-projections, core attention)";
   }

@@ -5,21 +5,21 @@
 #include <fmt/core.h>
 
 #include <mme/sdk/block_helpers.hpp>
-#include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/limits.hpp>
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
 
 void MoeModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
   const auto& f = layer.mlp;
-  require_layer_field(model, index, "num_experts", f.num_experts, ConfigReader::kMaxCount);
-  require_layer_field(model, index, "moe_router_topk", f.top_k, ConfigReader::kMaxCount);
+  require_layer_field(model, index, "num_experts", f.num_experts, limits::kMaxCount);
+  require_layer_field(model, index, "moe_router_topk", f.top_k, limits::kMaxCount);
   if (f.top_k > f.num_experts)
     throw ConfigError(fmt::format("{}: layer {}: moe_router_topk = {} exceeds num_experts = {}", model.name, index,
                                   f.top_k, f.num_experts));
-  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, ConfigReader::kMaxDimension);
-  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > ConfigReader::kMaxDimension)
+  require_layer_field(model, index, "moe_ffn_hidden_size", f.expert_ffn_hidden_size, limits::kMaxDimension);
+  if (f.shared_expert_ffn_hidden_size < 0 || f.shared_expert_ffn_hidden_size > limits::kMaxDimension)
     throw ConfigError(fmt::format("{}: layer {}: shared expert size out of range", model.name, index));
 }
 
@@ -95,9 +95,14 @@ void MoeModel::parameters(const BlockContext& ctx, BlockParams& out) const {
   const CheckedInt local = (E / ctx.ep) * per_expert / ctx.etp;
   out.terms.push({"routed_experts", ParamGroup::kRoutedExperts, ShardClass::kExpert, (E * per_expert).value(),
                   local.value(), (per_expert * f.top_k).value()});
+  // TEGroupedLinear's per-expert weights: fc1 [g F / ETP, h], fc2 [h, F / ETP].
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, g * F / ctx.etp, h);
+  add_gemm_weight(out, ParamGroup::kRoutedExperts, h, F / ctx.etp);
   if (S > 0) {
     // Shared experts: an ordinary TP-sharded MLP of width S (shared_experts.py).
     add_param(out, "shared_experts", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, h * g * S + S * h, t);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, g * S / t, h);
+    add_gemm_weight(out, ParamGroup::kSharedExperts, h, S / t);
     if (m.add_bias_linear) {
       add_param(out, "shared_experts_fc1_bias", ParamGroup::kSharedExperts, ShardClass::kTensorParallel, g * S, t);
       add_param(out, "shared_experts_fc2_bias", ParamGroup::kSharedExperts, ShardClass::kReplicated, h, 1);
@@ -268,6 +273,19 @@ void MoeModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double etp = 2 * static_cast<double>(ctx.etp - 1) * routed;
   add_collective(out, "moe_dispatch_combine", CommGroup::kExpert, ep, ep);
   add_collective(out, "moe_expert_tp_gather", CommGroup::kExpertTensor, etp, etp);
+  // The router [h -> E] (router.py, in the input's dtype), the shared experts' fc1/fc2
+  // (shared_experts.py, TP-sharded) and the local experts' grouped fc1 [h -> (2) F] and fc2 [F -> h].
+  const auto& f = ctx.layer.mlp;
+  const double h = static_cast<double>(ctx.model.hidden_size), g = ctx.model.gated_linear_unit ? 2 : 1;
+  add_gemm(ctx, out, "router", h, static_cast<double>(f.num_experts), GemmSplit::kReplicated, true);
+  if (f.shared_expert_ffn_hidden_size > 0) {
+    const double S = static_cast<double>(f.shared_expert_ffn_hidden_size);
+    add_gemm(ctx, out, "shared_experts_fc1", h, g * S, GemmSplit::kColumn);
+    add_gemm(ctx, out, "shared_experts_fc2", S, h, GemmSplit::kRow);
+  }
+  const double F = static_cast<double>(f.expert_ffn_hidden_size);
+  add_expert_gemm(ctx, out, "experts_fc1", h, g * F, true);
+  add_expert_gemm(ctx, out, "experts_fc2", F, h, false);
 }
 
 void register_moe(Registrar& registry) { registry.add_layer_model(std::make_shared<MoeModel>()); }

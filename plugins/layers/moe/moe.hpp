@@ -13,6 +13,7 @@ class MoeModel final : public LayerMemoryModel {
  public:
   std::string_view kind() const override { return "moe"; }
   BlockRole role() const override { return BlockRole::kMlp; }
+  MegatronBlock megatron_block() const override { return MegatronBlock::kMoeLayer; }
   std::string_view description() const override {
     return "mixture-of-experts block (router, token dispatcher, routed and shared experts)";
   }

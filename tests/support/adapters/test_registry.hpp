@@ -12,9 +12,9 @@
 
 namespace mme::test {
 
-// Adapters by plugin name: "deepseek", "moonlight_kimi", "qwen", "generic_hf".
+// The built-in adapters (the plugins named adapter_*), without the prefix: "deepseek", "qwen", ...
 const std::vector<std::string>& all_adapter_names();
-// A registry with the four layer models and the named adapters (all of them by default).
+// A registry with the built-in layer models and the named adapters (all of them by default).
 std::unique_ptr<Registry> make_registry(const std::vector<std::string>& adapters = all_adapter_names());
 const Registry& full_registry();
 

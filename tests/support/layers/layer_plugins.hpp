@@ -1,5 +1,6 @@
-// The built-in layer-memory plugins (plugins/layers/*), registered from their static archives
-// without dlopen: what a test's registry needs before it builds an Estimator or a Planner.
+// The built-in layer-memory plugins (every plugin named layer_*: plugins/layers/*), registered
+// from their static archives without dlopen: what a test's registry needs before it builds an
+// Estimator or a Planner.
 #pragma once
 
 #include <mme/engine/registry.hpp>

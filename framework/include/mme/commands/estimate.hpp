@@ -49,6 +49,17 @@ class SetupFlags final : public MmeFlags {
   std::map<std::string, std::vector<std::string>, std::less<>> lists_;
 };
 
+// How a launch script (--megatron-args-file, --megatron-args) is read without running it
+// (docs/cli.md, "Launch scripts"; mme/inputs/launch_script.hpp). Each applies to a launch script
+// only: given without one, a UsageError naming the flag.
+struct ScriptInput {
+  std::vector<std::string> set;          // --set NAME=VALUE: the environment it starts with
+  std::vector<std::string> args;         // --script-arg VALUE: $1, $2, ...
+  std::vector<std::string> sources;      // --script-source FILE: what `source` may read
+  std::vector<std::string> extra_flags;  // --extra-megatron-flag NAME: the entry script's own flags
+  bool assume_gpt_entry = false;         // --assume-gpt-entry
+};
+
 // Where the model (and a base setup) comes from: exactly one of MODEL, Megatron-LM flags (text or
 // a file, not both) or a spec file's model section (docs/cli.md, "Model sources").
 struct ModelInput {
@@ -57,11 +68,14 @@ struct ModelInput {
   std::optional<std::string> megatron_args_file;  // --megatron-args-file
   std::optional<std::string> spec_file;           // --config (its model section unless MODEL is given)
   std::string revision;                           // --revision (empty: main)
+  ScriptInput script;                             // how the launch script is read
 };
 
 // How a fit is judged (--fit-on, --headroom, --overhead-per-gpu).
+// Without --headroom and --overhead-per-gpu (headroom kHeadroomUnset, reserved -1): the device
+// total against the capacity (fit.hpp).
 struct FitRule {
-  double headroom = kDefaultHeadroom;
+  double headroom = kHeadroomUnset;
   bool on_bound = true;        // the upper bound (default) or the point estimate
   std::int64_t reserved = -1;  // bytes each GPU keeps; -1: each profile's own reserve
 };

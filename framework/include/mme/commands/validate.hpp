@@ -26,7 +26,7 @@ struct ValidateResult {
   std::vector<ValidationCase> cases;
   // --from-log: the log, its memory lines, the run's estimate and the per-rank comparison.
   std::optional<std::string> log;
-  std::vector<MemoryReport> reports;
+  MemoryLog memory;
   Estimate estimate;
   std::vector<RankComparison> ranks;
 };

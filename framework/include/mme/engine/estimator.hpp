@@ -80,8 +80,25 @@ struct StageEstimate {
   // What activation offloading can keep on the GPU beyond the estimate (a second layer's
   // offloaded tensors, activation_offload.cpp); part of the upper bound only.
   std::int64_t offload_slack_bytes = 0;
+  // The output layer's weight-gradient placeholder [V/TP, h] if Megatron-LM keeps it: newer
+  // releases take it from TE's cache (tensor_parallel/layers.py get_dummy_wgrad), core_r0.14 made
+  // a new one in every backward (the estimate's transient). Upper bound only, on the loss stage.
+  std::int64_t cached_output_wgrad_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
+  // The device total (device_memory.cpp, docs/memory-model.md "Reserved memory and the device
+  // total"; all 0 when EstimateOptions::device_memory is off). reserved_bytes: the peak of the
+  // caching allocator's segments over the replayed training iterations
+  // (torch.cuda.max_memory_reserved; >= total_bytes); outside_pytorch_bytes: what the process
+  // holds outside PyTorch's allocator (CUDA context, NCCL communicators, TE userbuffers, named in
+  // device_components); device_bytes = reserved + outside; device_upper_bytes: the same for the
+  // upper bound (what the bound adds beyond the estimate, the allocator's rounding excepted, on
+  // top of device_bytes). The fit is judged on these (fit.hpp).
+  std::int64_t reserved_bytes = 0;
+  std::int64_t outside_pytorch_bytes = 0;
+  std::int64_t device_bytes = 0;
+  std::int64_t device_upper_bytes = 0;
+  std::vector<Component> device_components;
 };
 
 // One distinct decoder-layer kind under the layout (DeepSeek-V3: dense-MLA, MoE-MLA, and the
@@ -128,6 +145,11 @@ struct Estimate {
   // uncertain was found; the bound equals the estimate).
   std::vector<std::string> bound_terms;
 
+  std::size_t device_stage = 0;  // the stage with the largest device_upper_bytes (device_memory on)
+  // The caching allocator's configuration the reserved memory was replayed with, as given
+  // (PYTORCH_CUDA_ALLOC_CONF; empty: PyTorch's defaults).
+  std::string allocator_config;
+
   const StageEstimate& peak() const { return stages.at(peak_stage); }
   std::int64_t upper_bytes() const { return stages.at(upper_stage).upper_bytes; }
 };
@@ -140,6 +162,9 @@ struct EstimateOptions {
   bool layer_breakdown = false;  // also fill Estimate::layer_kinds (needs components)
   bool upper_bound = true;       // also evaluate the upper bound (a second pass where something is uncertain)
   bool bound_terms = true;       // word Estimate::bound_terms (the planner, which shows none, turns this off)
+  // Replay the caching allocator for the reserved memory and add what lies outside PyTorch (the
+  // device total, StageEstimate::reserved_bytes ...); the planner turns this off.
+  bool device_memory = true;
   // Skip the bound's second pass when the point estimate's peak already exceeds this (the bound
   // is then at least the estimate plus the allocator term, and above the caller's limit anyway).
   std::int64_t bound_pass_up_to_bytes = std::numeric_limits<std::int64_t>::max();
@@ -179,10 +204,6 @@ class Estimator {
 
  private:
   ParamCount count_parameters_uncached() const;
-  // One evaluation: the blocks see `attention` as the backend and `imbalance` as the routed-token
-  // factor of the busiest expert rank; `choice` is TE's attention choice for `setup`.
-  Estimate run_pass(const TrainingSetup& setup, const EstimateOptions& options, const AttentionChoice& choice,
-                    AttentionBackend attention, double imbalance) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   // The planner (libmme) evaluates layouts with the same tables.

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -181,6 +182,9 @@ nlohmann::json knob_spec_value(const SetupKnob& knob, const TrainingSetup& setup
 
 // mme flags -> setup, on top of `base` (defaults, a spec, or Megatron-LM flags). Throws UsageError.
 TrainingSetup setup_from_mme_flags(const MmeFlags& flags, TrainingSetup base);
+// An mme command line of setup flags ("--tp", "4", "--sequence-parallel", ...) as MmeFlags: a
+// flag the schema does not know, or a value flag without its value, is a UsageError.
+std::unique_ptr<MmeFlags> mme_flags_from_args(const std::vector<std::string>& args);
 // setup -> the `mme estimate` flags that give it: the layout, and every knob that differs
 // from TrainingSetup's defaults (what Planner prints).
 std::vector<std::string> setup_to_mme_args(const TrainingSetup& setup);
@@ -201,8 +205,11 @@ struct MegatronFlagReview {
   std::vector<std::string> unknown;       // "--some-flag", in the order given
 };
 MegatronFlagReview review_megatron_flags(const MegatronArgs& args);
-// The Megatron-LM flags the megatron_args adapter reads to describe the model.
+// The Megatron-LM flags the megatron_args adapter reads to describe the model (megatron_flags.hpp's table).
 const std::vector<std::string_view>& megatron_model_flags();
+// The Megatron-LM flags without an effect on the memory of a training step (silent in the review;
+// flags of the prefixes log-, wandb-, ckpt-, lr-, eval-, data- ... as well).
+const std::vector<std::string_view>& megatron_no_effect_flags();
 // The Megatron-LM flags with a memory effect mme does not model (review_megatron_flags names
 // them in the assumptions; flags of the prefixes rl-, grpo-, inference-, export- as well).
 const std::vector<std::string_view>& megatron_not_modelled_flags();

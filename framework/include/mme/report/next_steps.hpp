@@ -1,11 +1,14 @@
-// The "next steps" of `mme estimate` when the layout fits none of the judged GPUs: the smallest
-// changes to the layout that would make it fit (the CLI prints them, `--json` has them as
-// next_steps; the browser page shows them too). Moved from cli/cmd_estimate.cpp unchanged.
+// The "next steps" of `mme estimate` when the layout fits none of the judged GPUs: the changes
+// that would make it fit, those that cost nothing first, then the others by what they cost per
+// GiB they save in the planner's step-time model (the CLI prints them, `--json` has them as
+// next_steps; the browser page shows them too).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <mme/engine/registry.hpp>
 #include <mme/sdk/hardware_profile.hpp>
@@ -20,13 +23,26 @@ struct NextStep {
   std::string change;
   std::int64_t needed_bytes = 0;
   std::string fits_on;
+  // Costs nothing in step time by construction (sequence parallelism, the distributed optimizer,
+  // the --account-for-*-in-pipeline-split splits).
+  bool free = false;
+  // The predicted step time after the change over the one before (planner/cost_model.cpp on the
+  // GPU it fits; 1.12: 12 % slower); 0 when the model cannot price it.
+  double step_ratio = 0;
 };
 
-// The smallest changes that make the estimate fit one of `gpus`, in the order of what they
-// cost the step time (the seed README's ranking: recompute, EP, PP, TP, micro-batch), each
-// tried from the current layout and never one the layout already has. Pairs with full recompute
-// when no single change fits; `mme plan` when nothing tried fits. `gpu` (the --gpu one, or null)
-// sets the compute capability of the estimates; `model_name` is the name the hint to `mme plan` uses.
+// The line `mme estimate` prints for a step, and its JSON (next_steps items).
+std::string next_step_text(const NextStep& s, bool on_bound);
+nlohmann::json next_step_json(const NextStep& s);
+
+// The changes that make the estimate fit one of `gpus`, each tried from the current layout and
+// never one the layout already has: first the free ones (--sequence-parallel with TP > 1, the
+// distributed optimizer, --account-for-embedding/loss-in-pipeline-split with PP > 1), then the
+// others (selective recompute, Megatron-FSDP's sharding, optimizer offload, EP, PP, TP, full
+// recompute, a smaller micro-batch) by their predicted step-time cost per GiB saved; at most
+// four. Pairs with full recompute when no single change fits; `mme plan` when nothing tried fits.
+// `gpu` (the --gpu one, or null) sets the compute capability of the estimates; `model_name` is
+// the name the hint to `mme plan` uses.
 std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& base, const HardwareProfile* gpu,
                                  const std::string& model_name, const Registry& registry,
                                  const std::vector<const HardwareProfile*>& gpus, double headroom, bool on_bound,

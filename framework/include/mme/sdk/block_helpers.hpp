@@ -103,6 +103,14 @@ inline void add_param(BlockParams& out, std::string_view name, ParamGroup group,
       {name, group, shard, total.value(), (total / divisor).value(), active < 0 ? total.value() : active.value()});
 }
 
+// A Transformer Engine linear of the block whose weight one rank holds as [rows, cols]
+// (BlockParams::gemm_weights): listed once per distinct shape.
+inline void add_gemm_weight(BlockParams& out, ParamGroup group, CheckedInt rows, CheckedInt cols) {
+  for (const auto& w : out.gemm_weights)
+    if (w.rows == rows.value() && w.cols == cols.value() && w.group == group) return;
+  out.gemm_weights.push({group, rows.value(), cols.value()});
+}
+
 inline void add_act(BlockActivations& out, std::string_view name, CheckedInt bytes) {
   if (bytes != 0) out.saved.push({name, bytes.value()});
 }
@@ -244,6 +252,40 @@ inline double ring_bytes(double bytes, std::int64_t n) {
   return n > 1 ? bytes * static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
 }
 
+// How a block's weight [in -> out] is split over tensor parallelism (add_gemm).
+enum class GemmSplit : std::uint8_t {
+  kColumn,      // ColumnParallelLinear: out / TP (its SP input all-gathered first: the full T tokens)
+  kRow,         // RowParallelLinear: in / TP (its output reduce-scattered after)
+  kReplicated,  // the same on every TP rank (TE parallel_mode='duplicated', the router)
+};
+
+// One forward GEMM of a block on this rank (BlockCosts::gemms): the weight [in -> out] over the
+// micro-batch's tokens on the CP rank, split as `split` says.
+inline void add_gemm(const BlockContext& ctx, BlockCosts& out, std::string_view name, double in, double out_features,
+                     GemmSplit split, bool high_precision = false) {
+  const auto tp = static_cast<double>(ctx.tp);
+  const double n = split == GemmSplit::kColumn ? out_features / tp : out_features;
+  const double k = split == GemmSplit::kRow ? in / tp : in;
+  out.gemms.push({name, static_cast<double>(ctx.tokens), n, k, 1, false, high_precision});
+}
+
+// A routed expert's forward GEMM (experts.py TEGroupedMLP: one grouped GEMM over the E / EP local
+// experts), its weight [in -> out] split over ETP (fc1 column-wise, fc2 row-wise). Routing spreads
+// the top-k copies of the tokens of the EP x ETP ranks that exchange them (T / TP each) evenly over
+// the E experts (balanced routing: what forced balancing gives), so each local expert sees
+// T EP ETP k / (TP E) tokens, and the rank's FLOPs are those of expert_flops.
+inline void add_expert_gemm(const BlockContext& ctx, BlockCosts& out, std::string_view name, double in,
+                            double out_features, bool column) {
+  const auto& f = ctx.layer.mlp;
+  if (f.num_experts <= 0) return;
+  const auto etp = static_cast<double>(ctx.etp), experts = static_cast<double>(f.num_experts);
+  const double tokens = static_cast<double>(ctx.tokens) / static_cast<double>(ctx.tp) * static_cast<double>(ctx.ep) *
+                        etp * static_cast<double>(f.top_k) / experts;
+  const double n = column ? out_features / etp : out_features;
+  const double k = column ? in : in / etp;
+  out.gemms.push({name, tokens, n, k, experts / static_cast<double>(ctx.ep), true, false});
+}
+
 inline void add_collective(BlockCosts& out, std::string_view name, CommGroup group, double forward, double backward) {
   if (forward > 0 || backward > 0) out.collectives.push({name, group, forward, backward});
 }
@@ -270,8 +312,28 @@ inline void add_attention_core_costs(const BlockContext& ctx, double width, doub
   if (ctx.setup.recompute.has(kRecomputeCoreAttn))
     out.recompute_flops += width * static_cast<double>(ctx.setup.seq_length) * tokens / tp;
   if (ctx.cp > 1) {
-    const double ring = static_cast<double>(ctx.cp - 1) * tokens * (kv_width / tp) * static_cast<double>(ctx.act_bytes);
-    add_collective(out, "context_parallel_kv_ring", CommGroup::kContext, ring, 2 * ring);
+    const double ab = static_cast<double>(ctx.act_bytes), cp = static_cast<double>(ctx.cp);
+    const double ring = (cp - 1) * tokens * (kv_width / tp) * ab;
+    switch (ctx.setup.cp_comm_type) {
+      case CpCommType::kAllGather:
+        // AttnFuncWithCPAndKVAllGather: K and V all-gathered forward, their gradients
+        // reduce-scattered backward.
+        add_collective(out, "context_parallel_kv_all_gather", CommGroup::kContext, ring, ring);
+        break;
+      case CpCommType::kA2A: {
+        // AttnFuncWithCPAndQKVOA2A (Ulysses): Q, K and V all-to-all from sequence to head shards
+        // before the core and O back after it, forward; their gradients backward. Q and O are
+        // `width` together.
+        const double a2a = (cp - 1) / cp * tokens * ((width + kv_width) / tp) * ab;
+        add_collective(out, "context_parallel_qkvo_all_to_all", CommGroup::kContext, a2a, a2a);
+        break;
+      }
+      default:
+        // p2p (and a2a+p2p's ring part): AttnFuncWithCPAndKVP2P passes K and V around the ring
+        // forward, K, V and their gradients backward.
+        add_collective(out, "context_parallel_kv_ring", CommGroup::kContext, ring, 2 * ring);
+        break;
+    }
   }
 }
 

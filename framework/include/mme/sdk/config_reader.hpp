@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mme/sdk/limits.hpp"
+
 namespace mme {
 
 class ConfigReader {
@@ -43,16 +45,10 @@ class ConfigReader {
   const std::string& source() const { return source_; }
   const std::vector<std::string>& keys_read() const { return keys_read_; }
 
-  // Largest size accepted for any dimension; bigger values are refused, since no real model
-  // has them and products of them would overflow 64-bit byte counts.
-  static constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;  // 16,777,216
-  static constexpr std::int64_t kMaxCount = std::int64_t{1} << 20;      // experts, router top-k
-  // Largest number of decoder layers (and of MTP layers) accepted: 512, four times the
-  // deepest real models (Llama 3.1 405B has 126 layers, the bundled models at most 94). The
-  // planner's search grows with the square of the layer count (1 024 layers already take half
-  // a minute on 1 024 GPUs), so deeper models are refused where they enter, with
-  // too_many_layers() as the message.
-  static constexpr std::int64_t kMaxLayers = 512;
+  // The bounds of every size read (limits.hpp, which says why).
+  static constexpr std::int64_t kMaxDimension = limits::kMaxDimension;
+  static constexpr std::int64_t kMaxCount = limits::kMaxCount;
+  static constexpr std::int64_t kMaxLayers = limits::kMaxLayers;
 
  private:
   const nlohmann::json* get(std::string_view key);

@@ -18,6 +18,7 @@ enum class ExitCode : int {
   kBadLayout = 4,  // the parallel layout is invalid for this model
   kPlugin = 5,     // plugin problem that stops the command (e.g. no adapter for a model)
   kNotFound = 6,   // model or file not found, download failed
+  kInterrupted = 130,  // stopped by the user (Ctrl-C): 128 + SIGINT, as shells report it
 };
 
 // The longest error message: a message quotes input (a model id, a path, a value) and input may
@@ -87,6 +88,16 @@ class NotFoundError : public Error {
   NotFoundError(const NotFoundError&) = default;
   NotFoundError& operator=(const NotFoundError&) = default;
   ~NotFoundError() override;
+};
+
+// Work stopped on the user's request (a cancellation flag set by a Ctrl-C handler, or Python's
+// KeyboardInterrupt).
+class InterruptedError : public Error {
+ public:
+  explicit InterruptedError(const std::string& message) : Error(ExitCode::kInterrupted, message) {}
+  InterruptedError(const InterruptedError&) = default;
+  InterruptedError& operator=(const InterruptedError&) = default;
+  ~InterruptedError() override;
 };
 
 [[noreturn]] void rethrow_as_sdk_error(const Error& e);

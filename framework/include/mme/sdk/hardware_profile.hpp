@@ -1,4 +1,4 @@
-// HardwareProfile: what the fit verdict and a later time model need to know about one GPU.
+// HardwareProfile: what the fit verdict and the planner's step-time model need to know about one GPU.
 // Plugins register profiles as values (a "tiny plugin"), the json_profiles plugin reads them
 // from files, so a new GPU needs no compiler.
 #pragma once
@@ -26,6 +26,13 @@ struct HardwareProfile {
   // and Transformer Engine choose workspace sizes and attention kernels by. 0 = not a CUDA
   // device (ROCm), which takes the defaults of CUDA GPUs before Hopper.
   int compute_capability = 0;
+  // Plugin API 6 (the planner's step-time model, docs/planner.md). 0 = unknown: the planner
+  // then assumes the figure its PlanOptions give (and says so).
+  double fp4_tflops = 0;                 // dense NVFP4/MXFP4 TFLOP/s, 0 = not supported
+  double inter_node_bandwidth_gbps = 0;  // scale-out network per GPU, GB/s (one 400 Gb/s NIC: 50)
+  // GPUs one NVLink domain joins: 8 on an HGX/DGX board, 72 on an NVL72 rack (GB200, GB300).
+  // Groups within it use link_bandwidth_gbps, groups beyond it inter_node_bandwidth_gbps.
+  std::int64_t gpus_per_node = 0;
 };
 
 // The throughput figures of a profile, each once: what a hardware file's key is, its unit, and
@@ -48,7 +55,12 @@ inline constexpr ThroughputFigure kThroughputFigures[] = {
     {"bf16_tflops", "TFLOP/s", &HardwareProfile::bf16_tflops, false},
     {"fp8_tflops", "TFLOP/s", &HardwareProfile::fp8_tflops, true},
     {"link_bandwidth_gbps", "GB/s", &HardwareProfile::link_bandwidth_gbps, false},
+    // Plugin API 6 (the planner's step-time model).
+    {"fp4_tflops", "TFLOP/s", &HardwareProfile::fp4_tflops, true},
+    {"inter_node_bandwidth_gbps", "GB/s", &HardwareProfile::inter_node_bandwidth_gbps, false},
 };
+// The largest NVLink domain a profile may give (gpus_per_node): the largest parallel size.
+inline constexpr std::int64_t kMaxGpusPerNode = std::int64_t{1} << 20;
 // Why `value`, given for `figure`, is no figure a profile may hold ("'bf16_tflops' 0 is less
 // than 1 TFLOP/s, ..."); empty when it is one. `given`: written out (a hardware file's key),
 // where 0 is refused unless the figure allows it; otherwise 0 is "not given".

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,9 @@ void check_json_nesting(std::string_view text, const std::string& source, std::s
 // file that cannot be opened; ConfigError for a file larger than `max_bytes` (also one that
 // grows while it is read). `what` names the kind of file in the messages ("a CSV of cases").
 std::string read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what);
+// The same checks, the file opened to be read as a stream (a training log is never held whole);
+// the reader checks that it does not grow beyond `max_bytes`.
+std::ifstream open_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what);
 
 // `text` with every control character replaced, so a string from input (a hub repository's
 // model_type, a GPU name from a hardware file) cannot write escape sequences to a terminal:

@@ -24,6 +24,17 @@ enum class BlockRole {
 };
 const char* to_string(BlockRole r);
 
+// The Megatron-LM module class a decoder block models: what selects the launch flags that
+// describe it when a model is written back as flags (`mme estimate --print-megatron-args`). The
+// host asks the block (LayerMemoryModel::megatron_block()) instead of naming block kinds.
+enum class MegatronBlock : std::uint8_t {
+  kNone,              // no Megatron-LM module class: a model with this block has no launch flags
+  kSelfAttention,     // megatron/core/transformer/attention.py SelfAttention (MHA, GQA, MQA)
+  kMlaSelfAttention,  // megatron/core/transformer/multi_latent_attention.py MLASelfAttention
+  kMlp,               // megatron/core/transformer/mlp.py MLP
+  kMoeLayer,          // megatron/core/transformer/moe/moe_layer.py MoELayer
+};
+
 // How the distributed optimizer and the parallel layout treat a parameter.
 enum class ShardClass : std::uint8_t {
   kTensorParallel,  // split over TP (column/row-parallel linears, vocab rows)
@@ -73,8 +84,21 @@ struct ActTerm {
   std::uint32_t graph_scope = 0;
 };
 
+// A trainable linear's weight as one rank holds it, [rows, cols] (a GroupedLinear's: one
+// expert's). With gradient accumulation fusion the weight gradient goes straight into main_grad
+// and the linear hands autograd a placeholder of the weight's shape instead: Transformer
+// Engine's linears take it from a cache keyed by shape and dtype (module/base.py
+// get_dummy_wgrad), so equal shapes share one tensor, kept from the first backward on.
+struct GemmWeight {
+  ParamGroup group = ParamGroup::kAttention;
+  std::int64_t rows = 0, cols = 0;
+};
+
 struct BlockParams {
   TermList<ParamTerm, 16> terms;
+  // The block's Transformer Engine linears, one entry per distinct per-rank weight shape
+  // (add_gemm_weight); Megatron's own linears (the output layer) are not listed.
+  TermList<GemmWeight, 8> gemm_weights;
 };
 
 struct BlockActivations {
@@ -110,6 +134,21 @@ struct CollectiveTerm {
   double backward_bytes = 0;
 };
 
+// One GEMM of a block's forward pass as one rank runs it (plugin API 6): [m, k] x [k, n], `count`
+// times per micro-batch (a grouped GEMM of routed experts: once per local expert, m the tokens
+// routed to one expert). The backward pass runs two GEMMs of the same volume (the input gradient
+// [m, n] x [n, k] and the weight gradient [k, m] x [m, n]). The planner's step-time model prices
+// each at an efficiency that depends on its shape and dtype (docs/planner.md).
+struct GemmTerm {
+  std::string_view name;  // a string literal of the reporting plugin
+  double m = 0, n = 0, k = 0;
+  double count = 1;
+  bool expert = false;  // a routed expert's GEMM (EP x ETP sharded)
+  // Not a Transformer Engine linear: it runs in the parameters' dtype even under FP8/FP4 recipes
+  // (Megatron-LM's own ColumnParallelLinear of the output layer, the router).
+  bool high_precision = false;
+};
+
 // What one micro-batch costs a rank in the block, the figures of a roofline (the planner's speed
 // proxy). FLOPs and bytes are doubles: a layer's FLOPs per micro-batch can pass 2^63.
 struct BlockCosts {
@@ -124,6 +163,9 @@ struct BlockCosts {
   // Full recompute repeats the whole forward pass: the caller's to add.
   double recompute_flops = 0;
   TermList<CollectiveTerm, 8> collectives;
+  // Plugin API 6: the forward GEMMs one by one (their FLOPs are part of gemm_flops and
+  // expert_flops). A block that leaves the list empty is priced from the sums above.
+  TermList<GemmTerm, 12> gemms;
 };
 
 // Everything a block model may read. The engine computes the derived figures once.
@@ -156,12 +198,16 @@ class LayerMemoryModel {
   // (require_layer_field). The host runs it for every layer when a model is loaded and when an
   // Estimator is built; validate_model_spec checks only what every block kind shares.
   virtual void validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const = 0;
-  // Throws LayoutError when the layout cannot split this block (e.g. heads % TP != 0).
+  // Throws LayoutError when the layout cannot split this block (e.g. heads % TP != 0) or the
+  // setup asks for what the block does not model (LoRA adapters on linears it does not have).
   virtual void validate(const BlockContext& ctx) const = 0;
   virtual void parameters(const BlockContext& ctx, BlockParams& out) const = 0;
   virtual void activations(const BlockContext& ctx, BlockActivations& out) const = 0;
   // The block's costs for one micro-batch under the layout (see BlockCosts).
   virtual void costs(const BlockContext& ctx, BlockCosts& out) const = 0;
+  // The Megatron-LM module class this block models (plugin API 6); kNone, the default, for a
+  // block no Megatron-LM flag selects: exporting a model that uses it as flags is refused.
+  virtual MegatronBlock megatron_block() const { return MegatronBlock::kNone; }
 };
 
 // Sum helpers.

@@ -303,8 +303,11 @@ struct TrainingSetup {
   // DotProductAttention, no Transformer Engine workspaces).
   bool transformer_engine = true;
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
-  std::optional<double> moe_capacity_factor;   // --moe-expert-capacity-factor (unset: dropless)
-  bool moe_pad_to_capacity = false;            // --moe-pad-expert-input-to-capacity
+  std::optional<double> moe_capacity_factor;  // --moe-expert-capacity-factor (unset: dropless)
+  bool moe_pad_to_capacity = false;           // --moe-pad-expert-input-to-capacity
+  // --moe-router-force-load-balancing: the router replaces its logits by random ones
+  // (moe_utils.py apply_random_logits), so each token's experts are drawn uniformly.
+  bool moe_force_load_balancing = false;
   bool moe_grouped_gemm = true;                // --moe-grouped-gemm (TEGroupedMLP); off: SequentialMLP
   bool cross_entropy_fusion = false;           // --cross-entropy-loss-fusion
   CpCommType cp_comm_type = CpCommType::kP2P;  // --cp-comm-type (Megatron-LM's default: p2p)
@@ -340,7 +343,9 @@ AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capabi
 
 // Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
 // line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,
-// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO, NVTE_CPU_OFFLOAD_V1 decide memory and are recorded in
+// NVTE_FUSED_ATTN, NVTE_ALLOW_NONDETERMINISTIC_ALGO, NVTE_CPU_OFFLOAD_V1, and for the device total
+// PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_NO_CUDA_MEMORY_CACHING and NCCL_BUFFSIZE
+// (checked by the engine, framework/src/engine/device_memory.cpp) decide memory and are recorded in
 // environment_used; any other name changes nothing and returns false. Throws UsageError for a
 // value the variable cannot take.
 bool apply_environment(TrainingSetup& setup, const std::string& name, const std::string& value);

@@ -28,7 +28,13 @@
 // 5: ActTerm gains graph_scope (the partial CUDA-graph scopes that capture a term); TrainingSetup
 //    gains cuda_graph (CudaGraphSettings), low_precision (FP8/FP4 recipes) and the bias-activation,
 //    RoPE and bias-dropout fusion switches.
-#define MME_PLUGIN_API_VERSION 5
+// 6: LayerMemoryModel::megatron_block (the Megatron-LM module class a block models, kNone by
+//    default), which the host asks instead of naming block kinds; BlockParams gains gemm_weights
+//    (the per-rank shapes of a block's Transformer Engine linears, whose cached placeholder weight
+//    gradients the engine counts); HardwareProfile gains fp4_tflops, inter_node_bandwidth_gbps and
+//    gpus_per_node; BlockCosts gains gemms (each forward GEMM's shape on a rank) and
+//    elementwise_bytes (the planner's step-time model).
+#define MME_PLUGIN_API_VERSION 6
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

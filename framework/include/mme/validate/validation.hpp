@@ -8,20 +8,26 @@
 // And a user's own training log: Megatron-LM's memory report lines, per rank.
 #pragma once
 
-#include <bitset>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mme/engine/estimator.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/sdk/model_spec.hpp"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
 
 namespace mme {
 
@@ -49,6 +55,17 @@ struct ValidationCase {
   double seed_tool_gib = 0;             // the seed Python tool's formulas, for comparison
   std::int64_t world_size = 0;
   int compute_capability = 90;  // of the row's platform (A100 80, H100 90, GB200 100)
+  // PyTorch's reserved memory: measured (torch.cuda.max_memory_reserved; 0 = not measured: a
+  // real-runs row's notes carry it as "max_reserved N MB", MB = 2^20 bytes) and the compared
+  // stage's StageEstimate::reserved_bytes (0 when the estimate has no device total).
+  double measured_reserved_gib = 0, estimated_reserved_gib = 0;
+  double estimated_device_gib = 0;  // the compared stage's device total
+
+  bool reserved_compared() const { return measured_reserved_gib > 0 && estimated_reserved_gib > 0; }
+  double reserved_error() const;  // (estimated - measured) / measured reserved, signed
+  // The allocator's share on its own: (estimated reserved - estimated peak) minus (measured
+  // reserved - measured peak), in GiB, so the allocated estimate's own error does not count.
+  double reserved_gap_error_gib() const;
 
   double peak_error() const;  // (estimated - measured) / measured, signed
   double static_error() const;
@@ -85,6 +102,22 @@ struct SignedStats {
 struct BoundStats {
   std::size_t count = 0, covered = 0;
   double share = 0;  // covered / count
+  // The rows whose measured peak exceeds the bound (count - covered), and by how much at most,
+  // (measured - bound) / measured (0 when none does).
+  std::size_t exceeded = 0;
+  double max_excess = 0;
+};
+
+// The reserved memory on the rows that measured it (ValidationCase::reserved_compared).
+struct ReservedStats {
+  std::size_t count = 0;
+  ErrorStats error;          // |estimated - measured| / measured reserved
+  double signed_median = 0;  // (estimated - measured) / measured
+  std::size_t under = 0;     // rows whose estimate is below the measured reserved
+  // reserved - peak (what the caching allocator keeps beyond the blocks handed out), in GiB:
+  // medians of the measured and estimated figures and of |estimated - measured|.
+  double gap_measured_median_gib = 0, gap_estimated_median_gib = 0, gap_error_median_gib = 0;
+  double gap_error_max_gib = 0;
 };
 
 struct ValidationSummary {
@@ -95,7 +128,13 @@ struct ValidationSummary {
   std::vector<SizeBucket> by_size;          // < 5 GiB, 5-40 GiB, > 40 GiB
   SignedStats signed_peak;
   BoundStats bound;
+  ReservedStats reserved;
 };
+
+// A real-runs row's measured reserved memory from its notes: "max_reserved N MB" (N a number of
+// MiB, as Megatron-LM's report_memory prints it), in GiB; 0 when the notes name none. ConfigError
+// when "max_reserved" is not followed by a number and " MB".
+double measured_reserved_from_notes(std::string_view notes, const std::string& where);
 
 // What a real-runs row's mme_args estimate to: the model and the estimate, exactly as
 // `mme estimate ARGS` would (the CLI supplies the option parsing).
@@ -105,28 +144,19 @@ struct ArgsEstimate {
 };
 using ArgsEstimator = std::function<ArgsEstimate(const std::vector<std::string>& args)>;
 
-// The row filter of `validate --golden/--case`: a regular expression in the ECMAScript syntax,
-// searched for in a field (unanchored unless ^ / $ say otherwise), matched in linear time.
-// Supported: literals, '.', [...] classes with ranges and negation, \d \w \s (and \D \W \S),
-// \t \n \xHH, escaped punctuation, ( ) and (?: ), '|', '*', '+', '?', {n}, {n,}, {n,m} (counts at
-// most 1000), a lazy '?' after a quantifier, and the anchors ^ $. Refused with a UsageError:
-// back-references, lookaround, \b, patterns over 256 characters or of more than 20 000 states.
+// The row filter of `validate --golden/--case`: a regular expression in RE2's syntax (which for
+// such filters is ECMAScript's: literals, '.', [...] classes, \d \w \s, \xHH, ( ) and (?: ), '|',
+// repeats with counts up to 1000, lazy '?', the anchors ^ $ and \b), searched for in a field's
+// bytes (unanchored unless ^ / $ say otherwise) in time linear in the field, whatever the pattern
+// (RE2 runs automata, never a backtracking search). Refused with a UsageError: back-references,
+// lookaround, patterns over 256 characters or whose automaton needs more than 1 MiB.
 class RowFilter {
  public:
   RowFilter(std::string_view flag, std::string_view pattern);
   bool search(std::string_view text) const;
 
  private:
-  enum class Op : unsigned char { kByte, kAny, kClass, kSplit, kJmp, kBol, kEol, kMatch };
-  struct Inst {
-    Op op;
-    unsigned char c;
-    int x, y;  // kJmp: x; kSplit: x (preferred), y
-    int cls;   // kClass: the index in classes_
-  };
-  struct Parser;
-  std::vector<Inst> program_;
-  std::vector<std::bitset<256>> classes_;
+  std::shared_ptr<const re2::RE2> re_;
 };
 
 struct ValidationOptions {
@@ -180,22 +210,65 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases);
 
 // ---- A training log: Megatron-LM's memory report lines -------------------------------------
 
-// One memory line of a log. report_memory (megatron/training/utils): "[Rank N] (after N
-// iterations) memory (MB) | allocated: X | max allocated: Y | reserved: Z | max reserved: W";
-// the TensorBoard/W&B scalars written with --log-memory-to-tensorboard as text,
-// "mem-max-allocated-bytes: V" or "mem-max-allocated-bytes V" (and mem-allocated-bytes).
+// One memory line of a log:
+//  - report_memory (megatron/training/utils/common_utils.py), values in MB (2^20 bytes):
+//    "[Rank N] (after K iterations) memory (MB) | allocated: X | max allocated: Y | reserved: Z |
+//    max reserved: W"; reports around a checkpoint save ("(before save_checkpoint ...)") are
+//    read but are no training step;
+//  - training_log's TensorBoard scalars written as text (--log-memory-to-tensorboard), in bytes:
+//    "mem-max-allocated-bytes: V" / "mem-max-allocated-bytes V" / "'mem-allocated-bytes': V",
+//    and mem-reserved-bytes;
+//  - Megatron-Bridge's figures in GB (1e9 bytes): mem-max-allocated-gigabytes,
+//    mem-allocated-gigabytes, mem-reserved-gigabytes (or mem_allocated_gb, ...).
+// A scalar line's iteration is the "iteration K" on it.
 struct MemoryReport {
-  std::optional<std::int64_t> rank;  // [Rank N]; none on scalar lines (the last rank logs them)
-  std::optional<double> max_allocated_bytes, allocated_bytes;
-  std::size_t line = 0;  // 1-based line number
-  bool scalar = false;   // a mem-*-bytes scalar line, not a report_memory line
+  std::optional<std::int64_t> rank;       // [Rank N]; none on scalar lines (the last rank logs them)
+  std::optional<std::int64_t> iteration;  // "(after K iterations)", "iteration K"
+  std::optional<double> max_allocated_bytes, allocated_bytes, reserved_bytes, max_reserved_bytes;
+  std::size_t line = 0;     // 1-based line number
+  const char* format = "";  // "report_memory", "scalar" or "bridge"
+  bool training = true;     // false: a report around a checkpoint save
 };
 
-// Parses the memory lines of a log; other lines are ignored. ConfigError on a memory line with
-// a value that is not a non-negative number, or when no memory line is found (the message says
-// what was looked for). `source` names the log in errors.
-std::vector<MemoryReport> parse_memory_log(std::istream& in, const std::string& source);
-std::vector<MemoryReport> read_memory_log(const std::filesystem::path& path);  // + NotFoundError
+// One line: the report it holds, nullopt for a line that holds none (`refused` empty) or a memory
+// line whose figures are not a measurement (`refused` says why: not a number, 0 or negative,
+// beyond any GPU, a current figure above its peak or allocated above reserved).
+std::optional<MemoryReport> parse_memory_line(std::string_view line, std::size_t lineno, std::string& refused);
+
+// One rank's figures: the reports after its first iteration (where later ones are logged).
+struct RankMemory {
+  std::optional<std::int64_t> rank;  // none: lines without a rank
+  std::size_t reports = 0;           // training reports of the rank
+  std::size_t used = 0;              // of them, the ones the figures come from
+  std::size_t first_line = 0;
+  std::optional<std::int64_t> first_iteration;  // the first iteration logged, left out when later ones exist
+  bool steady = false;  // the figures come from after the first iteration (false: only it was logged)
+  std::optional<double> max_allocated_bytes, max_reserved_bytes;  // the largest
+  std::optional<double> allocated_bytes, reserved_bytes;          // the last logged
+};
+
+struct RefusedMeasurement {
+  std::size_t line = 0;
+  std::optional<std::int64_t> rank;
+  std::string reason;
+};
+
+inline constexpr std::size_t kMaxRefusedListed = 100;                   // listed; all are counted
+inline constexpr std::size_t kMaxLogLineBytes = std::size_t{64} << 10;  // a longer line is read up to this
+
+struct MemoryLog {
+  std::vector<RankMemory> ranks;            // by rank, the rank-less last
+  std::vector<RefusedMeasurement> refused;  // the first kMaxRefusedListed
+  std::size_t refused_count = 0;
+  std::size_t lines = 0, memory_lines = 0, long_lines = 0;
+};
+
+// Reads a log line by line in bounded memory (docs/reliability.md): the memory lines, per rank;
+// refused measurements are listed and counted, never compared. ConfigError when no memory line
+// is found (the message says what was looked for) or every one is refused, or the stream holds
+// more than `max_bytes`. `source` names the log in errors.
+MemoryLog parse_memory_log(std::istream& in, const std::string& source, std::uintmax_t max_bytes = kMaxLogBytes);
+MemoryLog read_memory_log(const std::filesystem::path& path);  // + NotFoundError
 
 // Megatron-LM's default rank order (tp-cp-ep-dp-pp, pipeline outermost): pipeline rank =
 // rank / (world_size / pp). ConfigError if the rank is outside [0, world_size).
@@ -205,18 +278,33 @@ std::int64_t pipeline_stage_of_rank(std::int64_t rank, std::int64_t world_size, 
 struct RankComparison {
   std::optional<std::int64_t> rank;  // none: lines without a rank, compared with the last stage
   std::int64_t stage = 0;
-  std::size_t reports = 0;                       // memory lines of this rank
-  double measured_max_allocated_gib = 0;         // the maximum over the log
-  std::optional<double> measured_allocated_gib;  // the last "allocated" value logged, if any
+  std::size_t reports = 0, used = 0;  // RankMemory's
+  bool steady = true;
+  std::optional<std::int64_t> first_iteration;
+  double measured_max_allocated_gib = 0;  // the largest, after the first iteration
+  std::optional<double> measured_allocated_gib, measured_reserved_gib, measured_max_reserved_gib;
   double estimated_peak_gib = 0, estimated_upper_gib = 0, estimated_static_gib = 0;
-  double peak_error() const;  // (estimated - measured) / measured, signed
+  // The estimate's reserved memory of the stage, when the estimate predicts one (ReservedEstimate).
+  std::optional<double> estimated_reserved_gib;
+  double peak_error() const;                   // (estimated - measured) / measured, signed
+  std::optional<double> static_error() const;  // the static estimate against the allocated figure
+  // The reserved estimate against the max reserved (else reserved) figure; nullopt without both.
+  std::optional<double> reserved_error() const;
   bool within_bound() const { return measured_max_allocated_gib <= estimated_upper_gib; }
 };
 
-// Groups the reports by rank (ascending, the rank-less group last) and compares each with its
-// stage of `estimate`. Reports without a max-allocated value are ignored; ConfigError if none
-// has one, or a rank lies beyond the world size.
-std::vector<RankComparison> compare_memory_log(const std::vector<MemoryReport>& reports, const Estimate& estimate,
-                                               const std::string& source);
+// The reserved bytes an estimate predicts for a stage, where it predicts them.
+using ReservedEstimate = std::function<std::optional<std::int64_t>(const StageEstimate&)>;
+
+// Compares each rank with its stage of `estimate` (ranks without a max-allocated figure are
+// left out). ConfigError if none has one, or a rank lies beyond the world size.
+std::vector<RankComparison> compare_memory_log(const MemoryLog& log, const Estimate& estimate,
+                                               const std::string& source, const ReservedEstimate& reserved = {});
+
+// `mme validate --from-log`'s document (format "log", schema/validate.schema.json) and text report.
+nlohmann::json log_comparison_json(const std::string& log_path, const MemoryLog& log,
+                                   const std::vector<RankComparison>& ranks, const Estimate& estimate);
+void render_log_comparison(std::ostream& out, const std::string& log_path, const MemoryLog& log,
+                           const std::vector<RankComparison>& ranks, const Estimate& estimate);
 
 }  // namespace mme

@@ -1,7 +1,6 @@
 // The fields of spec files: the model section's table, the other sections from the setup
 // schema's knobs (setup_schema.cpp), and the checks of a value against its field.
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -362,12 +361,6 @@ std::string type_text(const FieldDef& f) {
 
 }  // namespace
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // How a value reads in a message.
 std::string describe(const J& v) {
   if (v.is_array()) return "a list";
@@ -475,11 +468,7 @@ J check_value(const FieldDef& f, const J& v, const std::function<void(const std:
         fail(e.what());
       }
       if (modules == 0 && !(f.knob && f.knob->modules_may_be_empty)) fail("expected at least one module");
-      J list = J::array();
-      std::stringstream ss(f.knob ? knob_modules_text(*f.knob, modules) : recompute_modules_to_string(modules));
-      std::string item;
-      while (std::getline(ss, item, ',')) list.push_back(item);
-      return list;
+      return J(split(f.knob ? knob_modules_text(*f.knob, modules) : recompute_modules_to_string(modules), ','));
     }
     case Ty::kLayerFreq:
       if (v.is_number_integer()) {

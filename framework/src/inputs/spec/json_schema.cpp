@@ -11,7 +11,6 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -69,7 +68,7 @@ std::vector<std::string> accepted_spellings(const FieldDef& f) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& c : candidates) {
-    if (!seen.insert(spec_detail::lower(c)).second) continue;
+    if (!seen.insert(lower(c)).second) continue;
     try {
       (void)spec_detail::check_value(f, J(c), [](const std::string& what) { throw std::invalid_argument(what); });
       out.push_back(c);
@@ -81,11 +80,8 @@ std::vector<std::string> accepted_spellings(const FieldDef& f) {
 
 // The module names of a kModules field (the recompute modules unless its knob says otherwise).
 std::vector<std::string> module_names(const SetupKnob* k) {
-  std::vector<std::string> out;
   const std::uint32_t all = std::numeric_limits<std::uint32_t>::max();
-  std::stringstream ss(k ? knob_modules_text(*k, all) : recompute_modules_to_string(all));
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
+  std::vector<std::string> out = split(k ? knob_modules_text(*k, all) : recompute_modules_to_string(all), ',');
   if (k && k->modules_may_be_empty) out.emplace_back("full");  // CUDA graphs: `full`, the whole layer
   return out;
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mme/inputs/setup_schema.hpp"
+#include "mme/sdk/text.hpp"
 #include "mme/sdk/training_setup.hpp"
 
 namespace mme::spec_detail {
@@ -75,7 +76,6 @@ const std::vector<std::string>& sections();  // in file order
 const FieldDef* find_def(std::string_view section, std::string_view name);
 const FieldDef& def(std::string_view key);  // "section.field"; std::logic_error if unknown
 
-std::string lower(std::string_view s);
 // How a value reads in a message.
 std::string describe(const J& v);
 std::string number_text(double d);

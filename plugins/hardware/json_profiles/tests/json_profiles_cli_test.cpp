@@ -153,13 +153,17 @@ TEST(HardwareJsonCli, EstimateJudgesTheFitOnJsonProfilesAndAcceptsThemAsGpu) {
   ASSERT_NE(mini, nullptr);
   EXPECT_EQ((*x1)["capacity_bytes"], 96LL << 30);
   EXPECT_EQ((*x1)["fits"], true);
-  // Qwen3-0.6B with the default layout needs more than an 8 GiB card keeps free.
-  const std::int64_t peak = j["peak"]["total_bytes"];
-  EXPECT_EQ((*mini)["fits"], peak <= (*mini)["usable_bytes"].get<std::int64_t>());
-  EXPECT_LT((*mini)["usable_bytes"].get<std::int64_t>(), 7LL << 30);  // 8 GiB - 1 GiB reserved - 5% headroom
+  // By default the device total (reserved + outside PyTorch) is judged against the whole card.
+  EXPECT_EQ((*mini)["rule"], "device_total");
+  EXPECT_EQ((*mini)["usable_bytes"], 8LL << 30);
+  EXPECT_EQ((*mini)["fits"], (*mini)["needed_bytes"].get<std::int64_t>() <= (8LL << 30));
+  EXPECT_EQ((*mini)["needed_bytes"], j["peak"]["device_upper_bytes"]);
 
-  const RunResult one =
-      run_mme({"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file}, kCleanEnv);
+  // --headroom restores the fixed rule: the profile's reserve (2 GiB on the X1) and the headroom
+  // come off the capacity.
+  const RunResult one = run_mme(
+      {"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file, "--headroom", "0.05"},
+      kCleanEnv);
   ASSERT_EQ(one.exit_code, 0) << describe(one);
   const json fits = parse_stdout(one)["fits"];
   ASSERT_EQ(fits.size(), 1u);

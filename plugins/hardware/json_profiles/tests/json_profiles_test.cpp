@@ -60,7 +60,8 @@ TEST(JsonProfiles, ReadsEveryFieldOfOneProfile) {
   const Loaded l = load_text(dir, R"({
     "name": "ACME-X1", "memory_gib": 96, "aliases": ["x1", "acme x1"], "reserved_gib": 1.5,
     "hbm_bandwidth_gbps": 3600, "bf16_tflops": 900, "fp8_tflops": 1800.5, "link_bandwidth_gbps": 800,
-    "vendor": "ACME", "architecture": "hopper", "source": "ACME datasheet", "_comment": "ignored"})");
+    "vendor": "ACME", "architecture": "hopper", "source": "ACME datasheet", "_comment": "ignored",
+    "fp4_tflops": 3600, "inter_node_bandwidth_gbps": 100, "gpus_per_node": 72})");
   ASSERT_TRUE(l.warnings.empty()) << l.warnings.front();
   ASSERT_EQ(l.profiles.size(), 1u);
   const HardwareProfile& h = l.profiles[0];
@@ -72,6 +73,9 @@ TEST(JsonProfiles, ReadsEveryFieldOfOneProfile) {
   EXPECT_EQ(h.bf16_tflops, 900);
   EXPECT_EQ(h.fp8_tflops, 1800.5);
   EXPECT_EQ(h.link_bandwidth_gbps, 800);
+  EXPECT_EQ(h.fp4_tflops, 3600);
+  EXPECT_EQ(h.inter_node_bandwidth_gbps, 100);
+  EXPECT_EQ(h.gpus_per_node, 72);
   EXPECT_EQ(h.vendor, "ACME");
   EXPECT_EQ(h.architecture, "hopper");
   EXPECT_EQ(h.source, "ACME datasheet");
@@ -88,6 +92,8 @@ TEST(JsonProfiles, OnlyNameAndMemoryAreRequired) {
   EXPECT_TRUE(h.aliases.empty());
   EXPECT_EQ(h.hbm_bandwidth_gbps, 0);  // left out: unknown
   EXPECT_EQ(h.fp8_tflops, 0);
+  EXPECT_EQ(h.gpus_per_node, 0);  // unknown: the planner assumes its default
+  EXPECT_EQ(h.inter_node_bandwidth_gbps, 0);
   EXPECT_EQ(h.vendor, "");
   EXPECT_EQ(h.source, (dir.path() / "gpu.json").string());  // where the figures came from
 }
@@ -180,6 +186,10 @@ TEST(JsonProfiles, EveryBadFileCostsOneWarningAndIsSkipped) {
       {R"({"name": "X", "memory_gib": 80, "compute_capability": 100})", "'compute_capability' 100 is more than 99.9"},
       {R"({"name": "X", "memory_gib": 80, "compute_capability": "9.0"})", "'compute_capability' must be a number"},
       {R"({"name": "X", "memory_gb": 80})", "unknown key 'memory_gb'"},
+      {R"({"name": "X", "memory_gib": 80, "gpus_per_node": 7.5})", "'gpus_per_node' must be a whole number, got 7.5"},
+      {R"({"name": "X", "memory_gib": 80, "gpus_per_node": -8})", "'gpus_per_node' must not be negative"},
+      {R"({"name": "X", "memory_gib": 80, "inter_node_bandwidth_gbps": "50"})",
+       "'inter_node_bandwidth_gbps' must be a number"},
       {R"([])", "the array holds no profiles"},
       {R"(42)", "expected a profile object or an array of them, got a number"},
       {R"([{"name": "X", "memory_gib": 80}, "Y"])", "profile 2: expected a profile object, got a string"},

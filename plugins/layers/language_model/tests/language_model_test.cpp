@@ -139,6 +139,20 @@ TEST(OutputHeadBlock, LossTensorsBuffersAndDeferredGradients) {
   EXPECT_EQ(f.transient, 308'281'344);  // (2 + 4) B x 4096 x 12544
 }
 
+// The output layer's backward (layers.py LinearWithGradAccumulationAndAsyncCommunication): the
+// fp32 loss gradient (the saved 4 B x T x V/TP) is freed once autograd has cast it to bf16; the
+// layer then holds that bf16 gradient, a new [V/TP, h] weight gradient and the [T, h] input
+// gradient. With h = 1024 (above) that is less than the cast's moment; with h = 16384 it is more:
+// 2 x 4096 x 12544 + 2 x 12544 x 16384 + 2 x 4096 x 16384 - 4 x 4096 x 12544
+// = 102,760,448 + 411,041,792 + 134,217,728 - 205,520,896 = 442,499,072 bytes over the saved ones.
+TEST(OutputHeadBlock, TheOutputLayersWeightGradientInItsBackward) {
+  Case c;
+  c.model.hidden_size = 16384;
+  BlockActivations a;
+  OutputHeadModel().activations(c.context(), a);
+  EXPECT_EQ(a.transient, 442'499'072);
+}
+
 TEST(OutputHeadBlock, OutputGemmAndItsInputGather) {
   Case c;
   BlockContext ctx = c.context();

@@ -1,0 +1,152 @@
+// The megatron_args adapter and its inverse, model_to_megatron_args: flags -> ModelSpec -> flags
+// gives the model's flags back, and the inverse picks each block's flags by the Megatron-LM module
+// class the block's layer model names (LayerMemoryModel::megatron_block()), never by its kind.
+// The expected flags are the input flags themselves, written out in the order the export writes
+// them (megatron_export.cpp), with its defaults made explicit.
+#include "megatron_args_adapter.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <mme/engine/registry.hpp>
+#include <mme/inputs/megatron_args.hpp>
+#include <mme/sdk/error.hpp>
+#include <mme/sdk/layer_model.hpp>
+
+#include "layer_plugins.hpp"
+
+namespace mme::plugins {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A block that stands in for another: every call goes to `inner`, only the kind differs and,
+// where `block` says so, the Megatron-LM module class it names.
+class Renamed final : public LayerMemoryModel {
+ public:
+  Renamed(const LayerMemoryModel& inner, std::string_view kind, MegatronBlock block)
+      : inner_(inner), kind_(kind), block_(block) {}
+  std::string_view kind() const override { return kind_; }
+  BlockRole role() const override { return inner_.role(); }
+  std::string_view description() const override { return "test block"; }
+  void validate_spec(const ModelSpec& m, const LayerSpec& l, std::size_t i) const override {
+    inner_.validate_spec(m, l, i);
+  }
+  void validate(const BlockContext& ctx) const override { inner_.validate(ctx); }
+  void parameters(const BlockContext& ctx, BlockParams& out) const override { inner_.parameters(ctx, out); }
+  void activations(const BlockContext& ctx, BlockActivations& out) const override { inner_.activations(ctx, out); }
+  void costs(const BlockContext& ctx, BlockCosts& out) const override { inner_.costs(ctx, out); }
+  MegatronBlock megatron_block() const override { return block_; }
+
+ private:
+  const LayerMemoryModel& inner_;
+  std::string_view kind_;
+  MegatronBlock block_;
+};
+
+const Registry& registry() {
+  static const Registry* r = [] {
+    auto* out = new Registry;
+    test::register_layer_plugins(*out);
+    out->register_plugin("adapter_megatron_args", "test", "", register_megatron_args);
+    const LayerMemoryModel& gqa = *out->find_layer_model("gqa");
+    const LayerMemoryModel& moe = *out->find_layer_model("moe");
+    out->register_plugin("test_blocks", "test", "", [&](Registrar& reg) {
+      reg.add_layer_model(std::make_shared<Renamed>(gqa, "my_attention", MegatronBlock::kSelfAttention));
+      reg.add_layer_model(std::make_shared<Renamed>(moe, "my_experts", MegatronBlock::kMoeLayer));
+      reg.add_layer_model(std::make_shared<Renamed>(gqa, "opaque_attention", MegatronBlock::kNone));
+    });
+    return out;
+  }();
+  return *r;
+}
+
+// 4 layers, GQA 16 heads in 4 groups, MoE on layers 1 and 3 (8 experts, top-2).
+const std::vector<std::string> kFlags = {"--num-layers",
+                                         "4",
+                                         "--hidden-size",
+                                         "1024",
+                                         "--num-attention-heads",
+                                         "16",
+                                         "--group-query-attention",
+                                         "--num-query-groups",
+                                         "4",
+                                         "--kv-channels",
+                                         "64",
+                                         "--ffn-hidden-size",
+                                         "4096",
+                                         "--swiglu",
+                                         "--normalization",
+                                         "RMSNorm",
+                                         "--disable-bias-linear",
+                                         "--position-embedding-type",
+                                         "rope",
+                                         "--max-position-embeddings",
+                                         "4096",
+                                         "--untie-embeddings-and-output-weights",
+                                         "--hidden-dropout",
+                                         "0",
+                                         "--attention-dropout",
+                                         "0",
+                                         "--tokenizer-type",
+                                         "NullTokenizer",
+                                         "--vocab-size",
+                                         "32000",
+                                         "--num-experts",
+                                         "8",
+                                         "--moe-router-topk",
+                                         "2",
+                                         "--moe-ffn-hidden-size",
+                                         "512",
+                                         "--moe-layer-freq",
+                                         "[0,1,0,1]"};
+
+ModelSpec model_of(const std::vector<std::string>& flags) {
+  std::string line;
+  for (const auto& f : flags) line += (line.empty() ? "" : " ") + f;
+  const nlohmann::json config = parse_megatron_args(line, "test flags").to_config();
+  const auto* adapter = registry().find_adapter("megatron_args");
+  EXPECT_NE(adapter, nullptr);
+  return adapter->adapt({config, "test-model", "test flags"});
+}
+
+TEST(MegatronArgsAdapter, FlagsReadBackAsTheSameFlags) {
+  const ModelSpec m = model_of(kFlags);
+  ASSERT_EQ(m.layers.size(), 4u);
+  EXPECT_EQ(m.layers[0].attention.kind, "gqa");
+  EXPECT_EQ(m.layers[1].mlp.kind, "moe");
+  EXPECT_EQ(model_to_megatron_args(m, registry()), kFlags);
+}
+
+TEST(MegatronArgsAdapter, TheExportAsksTheBlockNotItsKind) {
+  // Blocks of other kinds that model the same Megatron-LM classes give the same flags.
+  ModelSpec m = model_of(kFlags);
+  for (LayerSpec& l : m.layers) {
+    l.attention.kind = "my_attention";
+    if (l.mlp.kind == "moe") l.mlp.kind = "my_experts";
+  }
+  EXPECT_EQ(model_to_megatron_args(m, registry()), kFlags);
+}
+
+TEST(MegatronArgsAdapter, ABlockOfNoMegatronClassIsRefused) {
+  ModelSpec m = model_of(kFlags);
+  for (LayerSpec& l : m.layers) l.attention.kind = "opaque_attention";
+  try {
+    model_to_megatron_args(m, registry());
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("attention kind 'opaque_attention'"));
+    EXPECT_THAT(e.what(), HasSubstr("Megatron-LM has no launch flag for it"));
+  }
+  // A kind no plugin provides is refused the same way.
+  m = model_of(kFlags);
+  m.layers[2].mlp.kind = "no_such_mlp";
+  EXPECT_THROW(model_to_megatron_args(m, registry()), UsageError);
+}
+
+}  // namespace
+}  // namespace mme::plugins

@@ -1,0 +1,72 @@
+// The GQA block (MHA, GQA, MQA) called directly with hand-made contexts. Every expected value is
+// worked out by hand in the comment beside it: FLOPs are 2 per weight a token uses and token of
+// the rank's TP share, the causal attention core heads x (d_qk + d_v) x s per query, bytes are
+// what one rank sends.
+#include "gqa.hpp"
+
+#include <gtest/gtest.h>
+
+#include "block_case.hpp"
+
+namespace mme::plugins {
+namespace {
+
+using test::bytes_of;
+
+// Llama-3-8B's attention: 32 heads of 128, 8 query groups.
+test::BlockCase llama_attention() {
+  test::BlockCase b;
+  b.layer.attention.kind = "gqa";
+  b.layer.attention.num_heads = 32;
+  b.layer.attention.num_query_groups = 8;
+  b.layer.attention.kv_channels = 128;
+  return b;
+}
+
+TEST(GqaBlock, Costs) {
+  test::BlockCase b = llama_attention();
+  BlockCosts c;
+  GqaAttentionModel().costs(b.context(2), c);
+  // QKV 4096 x (4096 + 2 x 1024) = 25,165,824 and proj 4096 x 4096 = 16,777,216 weights:
+  // 2 x 41,943,040 x 4096 / 2 tokens per rank.
+  EXPECT_DOUBLE_EQ(c.gemm_flops, 171'798'691'840.0);
+  // 8192 (32 x 2 x 128) x 4096 keys x 4096 queries / TP 2.
+  EXPECT_DOUBLE_EQ(c.attention_flops, 68'719'476'736.0);
+  EXPECT_EQ(c.expert_flops, 0);
+  // bf16: 2 B x 41,943,040 / 2 (TP), plus the replicated 4096-element input norm.
+  EXPECT_DOUBLE_EQ(c.weight_bytes, 41'951'232.0);
+  // Two ring passes of [4096, 4096] bf16 (32 MiB) over TP 2, half of it each: 32 MiB each way.
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kTensor, true), 33'554'432.0);
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kTensor, false), 33'554'432.0);
+  EXPECT_EQ(c.recompute_flops, 0);  // no recompute asked for
+}
+
+TEST(GqaBlock, ContextParallelRingAndCoreAttentionRecompute) {
+  test::BlockCase b = llama_attention();
+  b.setup.recompute.granularity = RecomputeGranularity::kSelective;
+  b.setup.recompute.modules = kRecomputeCoreAttn;
+  BlockCosts c;
+  GqaAttentionModel().costs(b.context(2, 2), c);
+  // 2048 queries per CP rank: 8192 x 4096 x 2048 / 2, run once more by core_attn recompute.
+  EXPECT_DOUBLE_EQ(c.attention_flops, 34'359'738'368.0);
+  EXPECT_DOUBLE_EQ(c.recompute_flops, 34'359'738'368.0);
+  // K and V of 8 groups x 128 (2048 per token, 1024 per TP rank), 2048 tokens, bf16, passed
+  // on once (CP - 1 = 1) forward and twice backward.
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kContext, true), 4'194'304.0);
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kContext, false), 8'388'608.0);
+}
+
+TEST(GqaBlock, ChecksItsOwnFields) {
+  test::BlockCase b = llama_attention();
+  EXPECT_EQ(b.spec_error(GqaAttentionModel()), "(no error)");
+  b.layer.attention.kv_channels = 0;
+  EXPECT_EQ(b.spec_error(GqaAttentionModel()), "block-test: layer 1 kv_channels must be positive, got 0");
+}
+
+TEST(GqaBlock, ModelsMegatronSelfAttention) {
+  // What the Megatron-LM flag export asks (megatron_export.cpp): --num-query-groups, --kv-channels.
+  EXPECT_EQ(GqaAttentionModel().megatron_block(), MegatronBlock::kSelfAttention);
+}
+
+}  // namespace
+}  // namespace mme::plugins
