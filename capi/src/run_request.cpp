@@ -311,7 +311,7 @@ void run_estimate(Request& q, J& response) {
   r.judge = !dump_config && !print_megatron;
   const commands::EstimateResult result = commands::estimate(r, q.context);
   if (print_megatron) {
-    response["result"] = megatron_launch_args(result.model, result.estimate.setup);
+    response["result"] = megatron_launch_args(result.model, result.estimate.setup, *result.registry);
     return;
   }
   if (dump_config) {
