@@ -69,10 +69,10 @@ def _results(tmp_path) -> tuple[dict, dict, dict]:
     (tmp_path / "no-dropout.yaml").write_text(SPEC.format(dropout="0.0"))
     (tmp_path / "cases.csv").write_text(CSV)
     out = []
-    for argv, command in ((["--config", str(tmp_path / "spec.yaml")], "estimate"),
-                          (["--config", str(tmp_path / "no-dropout.yaml")], "estimate"),
-                          ([str(tmp_path / "cases.csv")], "validate")):
-        r = mme.run_request({"command": command, "argv": argv})
+    for args, command in (({"config": str(tmp_path / "spec.yaml")}, "estimate"),
+                          ({"config": str(tmp_path / "no-dropout.yaml")}, "estimate"),
+                          ({"cases": str(tmp_path / "cases.csv")}, "validate")):
+        r = mme.run_request({"command": command, "args": args})
         assert r["ok"], r
         out.append(r["result"])
     return out[0], out[1], out[2]
