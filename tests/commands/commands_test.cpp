@@ -1,11 +1,11 @@
 // The command layer in process (framework/include/mme/commands/): what the page offers
 // (layout_choices) against what commands::estimate accepts, value by value, and two threads
 // whose requests carry different hardware files, each seeing only its own GPU.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include <mme/commands/estimate.hpp>
 #include <mme/commands/layout_choices.hpp>
@@ -117,6 +117,29 @@ TEST(commands, ConcurrentRequestsKeepTheirOwnHardwareFiles) {
   first.join();
   second.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(commands, LaunchScriptOptionsReachEveryFrontEndThroughTheRequest) {
+  // A launch script whose TP and node count come from the environment: --set in the request's
+  // ScriptInput decides them, as on the command line (TP 2, 2 nodes x 4 GPUs = 8).
+  commands::EstimateRequest r;
+  r.input.megatron_args =
+      "TP=${TP:-1}\n"
+      "torchrun --nproc_per_node 4 --nnodes ${NODES:-1} pretrain_gpt.py --num-layers 2 --hidden-size 256 "
+      "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 "
+      "--tensor-model-parallel-size $TP\n";
+  r.input.script.set = {"TP=2", "NODES=2"};
+  r.judge = false;
+  const commands::EstimateResult e = commands::estimate(r, context());
+  EXPECT_EQ(e.estimate.setup.parallel.tp, 2);
+  EXPECT_EQ(e.estimate.setup.parallel.world_size, 8);
+  // A --set that is no NAME=VALUE, and the script options without a script: one UsageError each.
+  r.input.script.set = {"TP"};
+  EXPECT_THROW((void)commands::estimate(r, context()), UsageError);
+  commands::EstimateRequest bare;
+  bare.input.model = "Qwen/Qwen3-0.6B";
+  bare.input.script.assume_gpt_entry = true;
+  EXPECT_THROW((void)commands::estimate(bare, context()), UsageError);
 }
 
 }  // namespace
