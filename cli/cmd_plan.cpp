@@ -161,11 +161,11 @@ std::string knob_figures_line(const PlanOptions& o) {
   std::string out;
   if (k.offload)
     out += fmt::format("; host link {:g} GB/s per GPU, CPU optimizer {:g} parameters/s per GPU",
-                       o.host_link_bandwidth_gbps, o.cpu_optimizer_params_per_second);
+                       plan_host_link_bandwidth(o), o.cpu_optimizer_params_per_second);
   if (k.graphs)
     out += fmt::format("; kernel launch {:g} us, graph launch {:g} us (host time, hidden when the GPU is busier)",
                        o.kernel_launch_us, o.graph_launch_us);
-  if (k.sharding) out += "; Megatron-FSDP traffic not overlapped with compute";
+  if (k.sharding) out += "; Megatron-FSDP traffic hidden under the other micro-batches' compute";
   return out.empty() ? "" : "Cost figures assumed: " + out.substr(2) + " (docs/planner.md)\n";
 }
 

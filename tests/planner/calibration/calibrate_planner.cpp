@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     if (parts) {
       // What each prediction is made of: per micro-batch on the slowest rank, and per step.
       std::cout << "\n| row | m | bubble | stage s | GEMM | attention | memory-bound | recompute | TP | EP | CP | PP | "
-                   "launch | DP s | optimizer s | FSDP s | offload s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+                   "launch | act. offload | DP s | optimizer s | FSDP s | offload s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
       for (const auto* set : {&train, &holdout})
         for (const PreparedRow& p : *set) {
           PlanOptions o = p.setup.options;
@@ -168,10 +168,10 @@ int main(int argc, char** argv) {
           const PlanScore s = p.planner->score(p.setup.layout, o);
           std::cout << fmt::format(
               "| {} | {:.0f} | {:.1f} % | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | "
-              "{:.4f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n",
+              "{:.4f} | {:.4f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n",
               p.row->row, s.micro_batches, 100 * s.bubble, s.stage_seconds, s.gemm_seconds, s.attention_seconds,
               s.elementwise_seconds, s.recompute_seconds, s.tp_seconds, s.ep_seconds, s.cp_seconds, s.pp_seconds,
-              s.launch_seconds, s.dp_seconds, s.optimizer_seconds, s.fsdp_seconds, s.offload_seconds);
+              s.launch_seconds, s.activation_offload_seconds, s.dp_seconds, s.optimizer_seconds, s.fsdp_seconds, s.offload_seconds);
         }
     }
     for (const ThroughputRow& r : rows)
