@@ -109,11 +109,11 @@ std::string knob_figures_line(const PlanOptions& o) {
   std::string out;
   if (!o.optimizer_offload_fractions.empty())
     out += fmt::format("; host link {:g} GB/s per GPU, CPU optimizer {:g} parameters/s per GPU",
-                       o.host_link_bandwidth_gbps, o.cpu_optimizer_params_per_second);
+                       plan_host_link_bandwidth(o), o.cpu_optimizer_params_per_second);
   if (!o.cuda_graphs.empty())
     out += fmt::format("; kernel launch {:g} us, graph launch {:g} us (host time, hidden when the GPU is busier)",
                        o.kernel_launch_us, o.graph_launch_us);
-  if (!o.dp_sharding.empty()) out += "; Megatron-FSDP traffic not overlapped with compute";
+  if (!o.dp_sharding.empty()) out += "; Megatron-FSDP traffic hidden under the other micro-batches' compute";
   return out.empty() ? "" : "Cost figures assumed: " + out.substr(2) + " (docs/planner.md)\n";
 }
 

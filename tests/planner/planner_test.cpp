@@ -35,7 +35,13 @@ std::string key_of(const Estimate& e) {
   std::string k = fmt::format("tp{} pp{} vpp{} ep{} etp{} cp{} dp{} sp{} mbs{} rc{} stages", p.tp, p.pp, p.vpp, p.ep,
                               effective_etp(p), p.cp, p.dp, sequence_parallel_on(p), s.micro_batch_size,
                               to_string(s.recompute.granularity));
-  for (const auto& st : e.stages) k += fmt::format(" {}", st.layers);
+  for (const auto& st : e.stages) {
+    k += fmt::format(" {}", st.layers);
+    // With VPP, each chunk's layers: a chunk split has the even split's stage totals.
+    if (p.vpp > 1)
+      for (const auto& c : st.chunks) k += fmt::format("{}{}", &c == &st.chunks.front() ? "(" : ",", c.num_layers);
+    if (p.vpp > 1) k += ")";
+  }
   return k;
 }
 
@@ -238,6 +244,9 @@ TEST(planner, TopPlansDropNearDuplicates) {
   const Planner planner(bundled("meta-llama/Meta-Llama-3-70B"), registry());
   PlanOptions o = options_for(64);
   o.top_k = 40;
+  // Without the recipes' overlaps the best plans include near-duplicates (with them, the best
+  // are chunk splits of distinct VPP sizes).
+  o.recipe_overlaps = false;
   std::vector<Plan> fitting;
   PlanOptions streamed = o;
   streamed.on_valid = [&](const Plan& p) {
@@ -354,8 +363,9 @@ TEST(planner, PeakGrowsWithTheMicroBatch) {
       planner.enumerate(o, [&](const PlanLayout& l) {
         const std::int64_t peak = planner.estimator().run(planner.setup_for(l, o), hopper()).peak().total_bytes;
         const std::string k =
-            fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.first_stage_layers,
-                        l.last_stage_layers, l.even_split, to_string(l.recompute));
+            fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
+                        l.first_stage_layers, l.last_stage_layers, l.even_split, to_string(l.recompute),
+                        l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers);
         auto [it, inserted] = previous.emplace(k, peak);
         if (!inserted) {
           EXPECT_LE(it->second, peak) << k << " micro-batch " << l.micro_batch_size;
@@ -456,7 +466,6 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   EXPECT_DOUBLE_EQ(base.bubble, 3.0 / (16.0 + 3.0));
   EXPECT_GT(base.score, 0.0);
   EXPECT_LE(base.score, 1.0);
-  EXPECT_GT(base.tp_seconds, 0.0);
   EXPECT_EQ(base.ep_seconds, 0.0);  // a dense model
   EXPECT_EQ(base.cp_seconds, 0.0);
   // The schedule's m + (p - 1) / v slots of the slowest rank, then what the step adds once.
@@ -495,6 +504,9 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   PlanOptions plain = o;  // without --tp-comm-overlap, which hides it under the GEMMs
   plain.recipe_overlaps = false;
   const PlanScore w = planner.score(wide, plain), b = planner.score(l, plain);
+  // TP 2's collectives show without --tp-comm-overlap, less of them with it.
+  EXPECT_GT(b.tp_seconds, 0.0);
+  EXPECT_LT(base.tp_seconds, b.tp_seconds);
   EXPECT_GT(w.tp_seconds / w.compute_seconds, b.tp_seconds / b.compute_seconds);
   // The overlap hides part of it: what outlasts the GEMMs it is pipelined with.
   EXPECT_LT(planner.score(wide, o).tp_seconds, w.tp_seconds);
@@ -505,6 +517,58 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   nopp.dp = 32;
   nopp.first_stage_layers = nopp.middle_stage_layers = nopp.last_stage_layers = 36;
   EXPECT_EQ(planner.score(nopp, o).bubble, 0.0);
+}
+
+// Full recompute by the block method checkpoints the first --recompute-num-layers layers of each
+// virtual chunk (transformer_block.py _checkpointed_forward): 0 recomputes nothing, so it costs
+// no extra forward; all 9 layers of a stage cost what the uniform method costs; 3 of 9 a third of
+// that recompute. Activation offloading (TE cpu_offload) adds the host copies its layers' compute
+// does not hide, on the offloaded layers only.
+TEST(planner, BlockRecomputeAndOffloadCostOnlyTheirLayers) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());  // 36 layers
+  PlanOptions o = options_for(64);
+  o.recipe_overlaps = false;
+  TrainingSetup s = o.base;
+  s.parallel.tp = 2;
+  s.parallel.pp = 4;
+  s.parallel.world_size = 64;
+  s.micro_batch_size = 2;
+  s.global_batch_size = 256;
+  const PlanScore none = planner.score_setup(s, o);
+  EXPECT_EQ(none.recompute_seconds, 0.0);
+  TrainingSetup full = s;
+  full.recompute.granularity = RecomputeGranularity::kFull;
+  const PlanScore uniform = planner.score_setup(full, o);
+  ASSERT_GT(uniform.recompute_seconds, 0.0);
+  full.recompute.method = RecomputeMethod::kBlock;
+  full.recompute.num_layers = 0;
+  const PlanScore zero = planner.score_setup(full, o);
+  EXPECT_EQ(zero.recompute_seconds, 0.0);
+  EXPECT_NEAR(zero.step_seconds, none.step_seconds, 1e-12 * none.step_seconds);
+  full.recompute.num_layers = 9;
+  EXPECT_NEAR(planner.score_setup(full, o).step_seconds, uniform.step_seconds, 1e-12 * uniform.step_seconds);
+  full.recompute.num_layers = 3;
+  EXPECT_NEAR(planner.score_setup(full, o).recompute_seconds, uniform.recompute_seconds / 3,
+              1e-9 * uniform.recompute_seconds);
+
+  // TE's offload needs PP 1 (transformer_config.py): TP 8, 36 layers on each rank, a slow host
+  // link (1 GB/s) so the copies outlast the compute.
+  TrainingSetup off = s;
+  off.parallel.tp = 8;
+  off.parallel.pp = 1;
+  off.micro_batch_size = 1;
+  o.host_link_bandwidth_gbps = 1;
+  const PlanScore kept = planner.score_setup(off, o);
+  EXPECT_EQ(kept.activation_offload_seconds, 0.0);
+  off.activation_offload.cpu_offloading = true;
+  off.activation_offload.cpu_offloading_num_layers = 12;
+  const PlanScore twelve = planner.score_setup(off, o);
+  EXPECT_GT(twelve.activation_offload_seconds, 0.0);
+  off.activation_offload.cpu_offloading_num_layers = 24;
+  EXPECT_NEAR(planner.score_setup(off, o).activation_offload_seconds, 2 * twelve.activation_offload_seconds,
+              1e-9 * twelve.activation_offload_seconds);
+  EXPECT_NEAR(twelve.stage_seconds - kept.stage_seconds, twelve.activation_offload_seconds,
+              1e-9 * twelve.stage_seconds);
 }
 
 TEST(planner, ExpertParallelTrafficLeavesTheNode) {

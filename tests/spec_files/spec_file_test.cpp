@@ -450,8 +450,8 @@ TEST(spec_file, RecomputeRules) {
             "spec.yaml:15: training.recompute_modules: only used with recompute_granularity: selective (it is full)");
   EXPECT_EQ(error_of<ConfigError>(
                 [&] { (void)yaml(training("  recompute_granularity: full\n  recompute_num_layers: 0\n")); }),
-            "spec.yaml:15: training.recompute_num_layers: must be at least 1 with recompute_granularity: full "
-            "(Megatron-LM refuses 0)");
+            "spec.yaml:15: training.recompute_num_layers: 0 with recompute_granularity: full needs "
+            "recompute_method: block (no layer recomputed); Megatron-LM's uniform recompute never advances with 0");
   // The guide lists recompute_num_layers: 0 as the default: harmless without full recompute.
   EXPECT_EQ(yaml(training("  recompute_num_layers: 0\n")).setup.recompute.num_layers, 1);
   const SpecFile full =

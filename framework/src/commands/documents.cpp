@@ -127,6 +127,7 @@ J hardware_document(const HardwareResult& result) {
                  {"fp4_tflops", h.fp4_tflops},
                  {"inter_node_bandwidth_gbps", h.inter_node_bandwidth_gbps},
                  {"gpus_per_node", h.gpus_per_node},
+                 {"host_link_bandwidth_gbps", h.host_link_bandwidth_gbps},
                  {"source", h.source},
                  {"plugin", r->plugin}});
   }

@@ -85,14 +85,42 @@ double gemm_pass(double m, double n, double k, double rate, double in_bytes, dou
 
 // A GEMM of a block: forward [m, k] x [k, n], input gradient [m, n] x [n, k] and, unless its
 // weight is frozen (LoRA), weight gradient [k, m] x [m, n] accumulated in fp32 (main_grad,
-// gradient_accumulation_fusion). Returns {forward, backward} seconds, count times.
-std::pair<double, double> gemm_seconds(const GemmTerm& g, const Figures& f, bool frozen) {
+// gradient_accumulation_fusion). Seconds of each pass, count times.
+struct GemmPasses {
+  double forward = 0, dgrad = 0, wgrad = 0;
+};
+GemmPasses gemm_seconds(const GemmTerm& g, const Figures& f, bool frozen) {
   const double rate = g.high_precision ? f.bf16_flops : f.gemm_flops;
   const double in = g.high_precision ? f.act_bytes : f.gemm_in_bytes;
-  const double forward = gemm_pass(g.m, g.n, g.k, rate, in, f.act_bytes, f.hbm);
-  double backward = gemm_pass(g.m, g.k, g.n, rate, in, f.act_bytes, f.hbm);
-  if (!frozen) backward += gemm_pass(g.k, g.n, g.m, rate, in, 4, f.hbm);
-  return {g.count * forward, g.count * backward};
+  GemmPasses p;
+  p.forward = g.count * gemm_pass(g.m, g.n, g.k, rate, in, f.act_bytes, f.hbm);
+  p.dgrad = g.count * gemm_pass(g.m, g.k, g.n, rate, in, f.act_bytes, f.hbm);
+  if (!frozen) p.wgrad = g.count * gemm_pass(g.k, g.n, g.m, rate, in, 4, f.hbm);
+  return p;
+}
+
+// Transformer Engine's userbuffer overlap of the SP collectives (--tp-comm-overlap;
+// transformer_engine/pytorch/module/base.py initialize_ub, its default methods) around one block
+// of column-parallel GEMMs (QKV, FC1: their input all-gathered) and row-parallel ones (proj, FC2:
+// their output reduce-scattered), `ag` and `rs` seconds of each collective per pass:
+// - forward: the all-gather by ring exchange, chunk by chunk under the column GEMM; the
+//   reduce-scatter pipelined with the row GEMM in 4 splits (the last split's shows), its
+//   communication kernels on 16 SMs the GEMM then lacks;
+// - backward: the output gradient's all-gather by ring exchange under the row GEMM's dgrad; the
+//   input gradient's reduce-scatter in bulk (16 SMs) beside the column GEMM's wgrad (its dgrad
+//   when the weight is frozen), and the column GEMMs run without those SMs.
+// Only what outlasts its GEMM, and the SMs' share of the GEMMs beside them, shows.
+constexpr double kUbSplits = 4;
+// 16 of H100's 132 SMs (Blackwell's 148: 0.11).
+constexpr double kUbSmShare = 16.0 / 132.0;
+double tp_overlap_seconds(double ag, double rs, double ag_b, double rs_b, const GemmPasses& column,
+                          const GemmPasses& row) {
+  const double pipelined = 0.75 * std::max(0.0, rs - row.forward) + rs / kUbSplits;
+  const double beside = column.wgrad > 0 ? column.wgrad : column.dgrad;
+  const double exposed = std::max(0.0, ag - column.forward) + pipelined + std::max(0.0, ag_b - row.dgrad) +
+                         std::max(0.0, rs_b - beside);
+  const double sm_margin = (row.forward + column.dgrad + column.wgrad) * kUbSmShare / (1 - kUbSmShare);
+  return exposed + sm_margin;
 }
 
 // Seconds of `bytes` of an expert-parallel all-to-all (token_dispatcher.py) among `ep` ranks,
@@ -175,15 +203,36 @@ struct GroupBandwidth {
 LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double saved, const Figures& f,
                     const GroupBandwidth& bw, const UnitRules& r) {
   LayerTime t;
-  double gemm_fwd = 0, gemm_bwd = 0, dense_gemm = 0, attention_fwd = 0, rc_attention = 0, rc_gemm = 0;
+  double gemm_fwd = 0, gemm_bwd = 0, attention_fwd = 0, rc_attention = 0, rc_gemm = 0;
   double tp = 0, tp_fwd = 0, cp = 0, cp_fwd = 0, ep = 0, ep_fwd = 0, etp = 0, etp_fwd = 0, moe_dense_gemm = 0;
+  double tp_overlapped = 0, tp_overlapped_fwd = 0;  // --tp-comm-overlap: what shows, all passes / forward
   for (const BlockCosts* c : blocks) {
     double block_dense = 0;
+    const double tp_f = sum_forward_bytes(*c, CommGroup::kTensor) / bw.tp;
+    const double tp_b = sum_backward_bytes(*c, CommGroup::kTensor) / bw.tp;
     if (!c->gemms.empty()) {
+      GemmPasses column, row;  // the block's TP-split GEMMs (not the experts', not the replicated)
       for (const GemmTerm& g : c->gemms) {
-        const auto [fw, bw_] = gemm_seconds(g, f, r.frozen);
-        gemm_fwd += fw, gemm_bwd += bw_;
-        if (!g.expert) block_dense += fw + bw_;
+        const GemmPasses p = gemm_seconds(g, f, r.frozen);
+        gemm_fwd += p.forward, gemm_bwd += p.dgrad + p.wgrad;
+        if (g.expert) continue;
+        block_dense += p.forward + p.dgrad + p.wgrad;
+        if (g.split == GemmSplit::kReplicated) continue;
+        GemmPasses& side = g.split == GemmSplit::kRow ? row : column;
+        side.forward += p.forward, side.dgrad += p.dgrad, side.wgrad += p.wgrad;
+      }
+      if (r.tp_overlap && (tp_f > 0 || tp_b > 0)) {
+        if (column.forward > 0 && row.forward > 0) {
+          // Half of each pass's bytes before the column GEMMs, half after the row GEMMs.
+          tp_overlapped += tp_overlap_seconds(tp_f / 2, tp_f / 2, tp_b / 2, tp_b / 2, column, row);
+          tp_overlapped_fwd += std::max(0.0, tp_f / 2 - column.forward) + 0.75 * std::max(0.0, tp_f / 2 - row.forward) +
+                               tp_f / 2 / kUbSplits;
+        } else {
+          // One kind of GEMM (the output layer): its collectives beside it.
+          const double fw = std::max(0.0, tp_f - column.forward - row.forward);
+          tp_overlapped += fw + std::max(0.0, tp_b - column.dgrad - column.wgrad - row.dgrad - row.wgrad);
+          tp_overlapped_fwd += fw;
+        }
       }
     } else {
       // A block that lists no GEMM (an older plugin): its summed FLOPs at a large GEMM's rate,
@@ -192,8 +241,11 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double save
       const double expert = std::max(c->expert_flops / f.gemm_flops, c->expert_weight_bytes / f.hbm);
       gemm_fwd += dense + expert, gemm_bwd += 2 * (dense + expert);
       block_dense += 3 * dense;
+      if (r.tp_overlap) {
+        tp_overlapped += std::max(0.0, tp_f + tp_b - block_dense);
+        tp_overlapped_fwd += std::max(0.0, tp_f - dense);
+      }
     }
-    dense_gemm += block_dense;
     if (c->expert_flops > 0) moe_dense_gemm += block_dense;
     attention_fwd += c->attention_flops / f.attention_flops;
     if (r.attention_recompute) rc_attention += c->attention_flops / f.attention_flops;
@@ -223,10 +275,9 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double save
     t.recompute = rc_attention + rc_gemm;
 
   // Tensor parallelism (tensor_parallel/mappings.py): the SP all-gathers and reduce-scatters (or
-  // all-reduces) around each block. --tp-comm-overlap (TE userbuffers) splits them into chunks
-  // pipelined with the GEMMs they feed and follow: only what outlasts those GEMMs shows.
-  double tp_s = (tp + (again ? tp_fwd : 0)) / bw.tp;
-  if (r.tp_overlap) tp_s = std::max(0.0, tp_s - dense_gemm);
+  // all-reduces) around each block, exposed; under --tp-comm-overlap what tp_overlap_seconds
+  // leaves of them.
+  const double tp_s = r.tp_overlap ? tp_overlapped + (again ? tp_overlapped_fwd : 0) : (tp + (again ? tp_fwd : 0)) / bw.tp;
   // Context parallelism (TE attention/dot_product_attention/context_parallel.py): the p2p ring
   // sends the next K/V chunk while the core attends to the current one; all-gather and a2a
   // exchange before and after the core.
@@ -328,6 +379,34 @@ double offload_seconds(const SliceCost& c, double params) {
   const double copies = offloaded * c.offload_bytes_per_param / c.host_link;
   const double step = offloaded / c.cpu_params_per_s;
   return c.offload_overlap ? std::max(copies, step) : copies + step;
+}
+
+// A rank's share of layers that the block method does not recompute (types_plain) and that it
+// offloads, from its layer count n: min(n, VPP x k) of them recomputed, min(n, offload_layers)
+// offloaded (or the fine-grained share of every layer).
+struct RankShares {
+  double plain = 0, offload = 0;
+};
+RankShares rank_shares(const SliceCost& c, const std::int32_t* counts, std::size_t nt, double vpp) {
+  RankShares g;
+  if (c.full_recompute_layers < 0 && c.offload_layers <= 0 && c.offload_share <= 0) return g;
+  double layers = 0;
+  for (std::size_t i = 0; i < nt; ++i) layers += counts[i];
+  if (layers <= 0) return g;
+  if (c.full_recompute_layers >= 0)
+    g.plain = 1 - std::min(layers, vpp * static_cast<double>(c.full_recompute_layers)) / layers;
+  g.offload = c.offload_share > 0 ? c.offload_share : std::min(layers, c.offload_layers) / layers;
+  return g;
+}
+
+// Activation offloading (transformer_engine/pytorch/cpu_offload.py, the offload handler's
+// double buffer): a layer's saved tensors go to the host on a side stream while the next layer
+// runs forward, and come back while the layer after it runs backward. Per offloaded layer and
+// micro-batch, what of each copy outlasts the compute it overlaps shows.
+double offload_transfer_seconds(double saved, const LayerTime& t, double host_link) {
+  const double copy = saved / host_link;
+  const double backward = t.compute - t.forward + t.recompute;
+  return std::max(0.0, copy - t.forward) + std::max(0.0, copy - backward);
 }
 
 }  // namespace
@@ -446,6 +525,22 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   SliceCost c;
   c.figures = f;
   c.types.reserve(im.types.size());
+  // Full recompute by the block method checkpoints the first --recompute-num-layers layers of
+  // each virtual chunk (transformer_block.py _checkpointed_forward; 0: none): the rest run as
+  // without recompute (types_plain).
+  const bool block_full = rules.full_recompute && rs.method == RecomputeMethod::kBlock;
+  TrainingSetup no_full = setup;
+  no_full.recompute = RecomputeSettings{};
+  if (block_full) c.full_recompute_layers = rs.num_layers;
+  // Activation offloading (TE cpu_offload.py: the saved tensors of the first
+  // --cpu-offloading-num-layers layers; the fine-grained offload: a share of every layer's).
+  const ActivationOffloadSettings& ao = setup.activation_offload;
+  if (ao.fine_grained)
+    c.offload_share = std::clamp(ao.fraction, 0.0, 1.0);
+  else if (ao.cpu_offloading && ao.cpu_offloading_activations)
+    c.offload_layers = static_cast<double>(ao.cpu_offloading_num_layers);
+  const bool offloads = c.offload_share > 0 || c.offload_layers > 0;
+  const double host = plan_host_link_bandwidth(o) * 1e9;
   for (const LayerType& lt : im.types) {
     const BlockContext ctx = make_context(m, b, lt.spec, false);
     const BlockContext ctx0 = make_context(m, plain, lt.spec, false);
@@ -457,7 +552,17 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
       const TrainedParams p = trained_params(*block, ctx);
       t.dense_params += p.dense, t.expert_params += p.expert;
     }
+    if (offloads) t.offload = offload_transfer_seconds(saved, t, host);
     c.types.push_back(t);
+    if (block_full) {
+      // The same layer kind where the block method checkpoints nothing.
+      UnitRules r = layer_rules(lt.spec);
+      r.full_recompute = false;
+      LayerTime u = unit_time({&attn, &mlp}, saved, f, bw, r);
+      u.launch = exposed_launch_seconds(u.total(), lt.moe, no_full, o);
+      u.dense_params = t.dense_params, u.expert_params = t.expert_params, u.offload = t.offload;
+      c.types_plain.push_back(u);
+    }
   }
   const BlockContext embedding_ctx = lm_context(b, im.embedding), output_ctx = lm_context(b, im.output_head);
   const BlockCosts embedding = costs_of(*im.embedding.model, embedding_ctx);
@@ -557,7 +662,7 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   // updated main parameter comes back.
   c.offload_bytes_per_param = static_cast<double>(eb.grad + dtype_bytes(setup.optimizer.main_params));
   c.offload_overlap = setup.optimizer.overlap_cpu_d2h_h2d;
-  c.host_link = o.host_link_bandwidth_gbps * 1e9;
+  c.host_link = host;
   c.cpu_params_per_s = o.cpu_optimizer_params_per_second;
   // p2p_communication.py: [s / CP (/ TP with sequence parallelism), b, h]. With the interleaved
   // schedule the sends overlap the next chunk's compute (--overlap-p2p-communication, on by
@@ -594,12 +699,16 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
   for (std::size_t r = 0; r < np; ++r) {
     const std::int32_t* cr = counts + r * nt;
     double t = 0, forward = 0, dense = 0, expert = 0;
+    const RankShares g = rank_shares(c, cr, nt, v);
     for (std::size_t i = 0; i < nt; ++i) {
       const double n = cr[i];
-      t += n * c.types[i].total();
-      forward += n * c.types[i].forward;
-      dense += n * c.types[i].dense_params;
-      expert += n * c.types[i].expert_params;
+      const LayerTime& lt = c.types[i];
+      t += n * lt.total();
+      if (g.plain > 0) t += n * g.plain * (c.types_plain[i].total() - lt.total());
+      t += n * g.offload * lt.offload;
+      forward += n * lt.forward;
+      dense += n * lt.dense_params;
+      expert += n * lt.expert_params;
     }
     const std::size_t ri = split * np + r;
     if (r == 0) t += c.embedding.total(), forward += c.embedding.forward;  // the first chunk runs the embedding
@@ -654,7 +763,12 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
       s.cp_seconds += n * lt.cp;
       s.launch_seconds += n * lt.launch;
     };
-    for (std::size_t i = 0; i < nt; ++i) add(c.types[i], cr[i]);
+    const RankShares g = rank_shares(c, cr, nt, v);
+    for (std::size_t i = 0; i < nt; ++i) {
+      add(c.types[i], cr[i] * (1 - g.plain));
+      if (g.plain > 0) add(c.types_plain[i], cr[i] * g.plain);
+      s.activation_offload_seconds += cr[i] * g.offload * c.types[i].offload;
+    }
     if (worst_rank == 0) add(c.embedding, 1);
     if (ps.loss[ri]) add(c.output, 1);
     if (ps.mtp[ri] > 0) add(c.mtp, ps.mtp[ri]);
@@ -761,7 +875,7 @@ std::pair<StepBound, double> step_bound(const PlanScore& s) {
       {StepBound::kRecompute, slots * s.recompute_seconds},
       {StepBound::kLaunches, slots * s.launch_seconds},
       {StepBound::kFsdp, s.fsdp_seconds},
-      {StepBound::kOffload, s.offload_seconds},
+      {StepBound::kOffload, s.offload_seconds + slots * s.activation_offload_seconds},
   };
   std::pair<StepBound, double> best{StepBound::kCompute, 0};
   for (const auto& [b, seconds] : parts)

@@ -148,6 +148,17 @@ double plan_inter_node_bandwidth(const PlanOptions& o) {
   return kAssumedInterNodeGbps;
 }
 
+// cudaMemcpyAsync between pinned host memory and the GPU reaches about 50 of PCIe 5.0 x16's 64 GB/s
+// a direction (nvbandwidth host_to_device on H100).
+constexpr double kHostLinkShare = 50.0 / 64.0;
+constexpr double kAssumedHostLinkGbps = 50;
+
+double plan_host_link_bandwidth(const PlanOptions& o) {
+  if (o.host_link_bandwidth_gbps > 0) return o.host_link_bandwidth_gbps;
+  if (o.gpu && o.gpu->host_link_bandwidth_gbps > 0) return o.gpu->host_link_bandwidth_gbps * kHostLinkShare;
+  return kAssumedHostLinkGbps;
+}
+
 std::vector<std::string> plan_assumed_figures(const PlanOptions& o) {
   std::vector<std::string> out;
   if (o.gpus_per_node <= 0 && !(o.gpu && o.gpu->gpus_per_node > 0))

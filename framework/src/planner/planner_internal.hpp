@@ -90,12 +90,15 @@ struct Space {
 
 // Per-slice figures of the step-time model: seconds per layer of each type and micro-batch.
 struct LayerTime {
-  double compute = 0;                               // gemm + attention + elementwise, forward and backward
-  double gemm = 0, attention = 0, elementwise = 0;  // its parts
-  double forward = 0;                               // of compute, the forward pass
-  double recompute = 0, tp = 0, ep = 0, cp = 0;     // the exposed communication
-  double launch = 0;                                // kernel launches the GPU work does not hide
-  double dense_params = 0, expert_params = 0;       // per rank, the layer's trained parameters
+  double compute = 0;                                 // gemm + attention + elementwise, forward and backward
+  double gemm = 0, attention = 0, elementwise = 0;    // its parts
+  double forward = 0;                                 // of compute, the forward pass
+  double recompute = 0, tp = 0, ep = 0, cp = 0;       // the exposed communication
+  double launch = 0;                                  // kernel launches the GPU work does not hide
+  double dense_params = 0, expert_params = 0;         // per rank, the layer's trained parameters
+  // What offloading the layer's activations adds (exposed transfers; not in total(): only the
+  // offloaded layers of a rank pay it, SliceCost::offload_layers).
+  double offload = 0;
   double total() const { return compute + recompute + tp + ep + cp + launch; }
 };
 
@@ -113,10 +116,20 @@ struct Figures {
 
 struct SliceCost {
   Figures figures;
-  double ideal_flops_per_token = 0;        // the whole model, forward and backward
-  double peak_flops = 0;                   // the dense peak of the precision (the ideal's rate)
+  double ideal_flops_per_token = 0;  // the whole model, forward and backward
+  double peak_flops = 0;             // the dense peak of the precision (the ideal's rate)
   double megatron_flops_per_sequence = 0;  // megatron_model_flops of one sequence at the slice's TP
   std::vector<LayerTime> types;
+  // Full recompute of the block method (recompute.py / transformer_block.py: the first
+  // full_recompute_layers layers of each virtual chunk, 0 recomputes none): types_plain are the
+  // layer kinds without it, and a rank with n layers recomputes min(n, VPP x full_recompute_layers)
+  // of them. -1: every layer (the uniform method) or no full recompute.
+  std::int64_t full_recompute_layers = -1;
+  std::vector<LayerTime> types_plain;
+  // Activation offloading (TE cpu_offload): a rank offloads min(n, offload_layers) of its n
+  // layers, each paying LayerTime::offload; offload_share instead for the fine-grained offload
+  // (a share of every layer). 0: none.
+  double offload_layers = 0, offload_share = 0;
   LayerTime embedding;  // the embedding (first rank)
   LayerTime output;     // final norm, output layer and loss (last rank)
   LayerTime mtp;        // one MTP depth: its transformer layer, projection and output head

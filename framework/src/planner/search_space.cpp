@@ -206,7 +206,7 @@ void Planner::Impl::check_options(const PlanOptions& o) const {
   for (double f : o.optimizer_offload_fractions)
     if (!(f >= 0 && f <= 1))
       throw UsageError(fmt::format("--optimizer-offload-fraction: expected fractions in [0, 1], got {}", f));
-  if (!(o.host_link_bandwidth_gbps > 0) || !(o.cpu_optimizer_params_per_second > 0) || !(o.kernel_launch_us >= 0) ||
+  if (!(o.host_link_bandwidth_gbps >= 0) || !(o.cpu_optimizer_params_per_second > 0) || !(o.kernel_launch_us >= 0) ||
       !(o.graph_launch_us >= 0))
     throw UsageError("the host bandwidth and CPU optimizer rate must be positive, the launch times not negative");
 }

@@ -35,6 +35,7 @@ nlohmann::json score_json(const PlanScore& s) {
           {"dp_seconds", s.dp_seconds},
           {"optimizer_seconds", s.optimizer_seconds},
           {"launch_seconds", s.launch_seconds},
+          {"activation_offload_seconds", s.activation_offload_seconds},
           {"fsdp_seconds", s.fsdp_seconds},
           {"offload_seconds", s.offload_seconds},
           {"communication_seconds", s.communication_seconds}};
@@ -131,7 +132,7 @@ nlohmann::json plan_result_to_json(const ModelSpec& model, const Planner& planne
                     {"first", r.first_skipped},
                     {"max_candidates", o.max_candidates}};
   if (knobs_searched(o))
-    j["cost_figures"] = {{"host_link_bandwidth_gbps", o.host_link_bandwidth_gbps},
+    j["cost_figures"] = {{"host_link_bandwidth_gbps", plan_host_link_bandwidth(o)},
                          {"cpu_optimizer_params_per_second", o.cpu_optimizer_params_per_second},
                          {"kernel_launch_us", o.kernel_launch_us},
                          {"graph_launch_us", o.graph_launch_us}};

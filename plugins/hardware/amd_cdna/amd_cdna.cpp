@@ -26,6 +26,7 @@ void register_amd_cdna(Registrar& r) {
                          "AMD Instinct MI300X data sheet, 2023"};
   mi300x.inter_node_bandwidth_gbps = 50;
   mi300x.gpus_per_node = 8;
+  mi300x.host_link_bandwidth_gbps = 64;  // PCIe 5.0 x16, a direction
   r.add_hardware(mi300x);
 }
 

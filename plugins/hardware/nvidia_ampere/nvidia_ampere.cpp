@@ -8,11 +8,12 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 // (~0.5 GiB): memory the process holds outside PyTorch's allocator (docs/memory-model.md).
 constexpr std::int64_t kReserved = 1024 * kMiB;
 
-// NVIDIA DGX A100 datasheet: 8 GPUs on NVLink, one 200 Gb/s HDR ConnectX-6 per GPU (25 GB/s)
-// (plugin API 6).
+// NVIDIA DGX A100 datasheet: 8 GPUs on NVLink, one 200 Gb/s HDR ConnectX-6 per GPU (25 GB/s);
+// the A100 datasheet: PCIe 4.0 x16 to the host, 32 GB/s a direction (plugin API 6).
 HardwareProfile dgx_a100(HardwareProfile h) {
   h.inter_node_bandwidth_gbps = 25;
   h.gpus_per_node = 8;
+  h.host_link_bandwidth_gbps = 32;
   return h;
 }
 }  // namespace

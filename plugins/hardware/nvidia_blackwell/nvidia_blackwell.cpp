@@ -9,11 +9,17 @@ constexpr std::int64_t kReserved = 1024 * kMiB;  // CUDA context + NCCL buffers
 // datasheets do not give.
 constexpr std::int64_t marketed_gb(std::int64_t gb) { return gb * 1'000'000'000 / kMiB * kMiB; }
 
-// Dense FP4 TFLOP/s, the scale-out network per GPU and the NVLink domain (plugin API 6).
+// The host link, one direction: PCIe 5.0 x16 (the DGX B200 and B300 hosts are PCIe 5.0 Xeons)
+// or the NVLink-C2C of a Grace superchip (GB200, GB300: 900 GB/s both ways).
+constexpr double kPcie5 = 64, kNvlinkC2c = 450;
+
+// Dense FP4 TFLOP/s, the scale-out network per GPU, the NVLink domain and the host link (plugin
+// API 6).
 HardwareProfile blackwell(HardwareProfile h, double fp4_tflops, double inter_node_gbps, std::int64_t gpus_per_node) {
   h.fp4_tflops = fp4_tflops;
   h.inter_node_bandwidth_gbps = inter_node_gbps;
   h.gpus_per_node = gpus_per_node;
+  h.host_link_bandwidth_gbps = gpus_per_node > 8 ? kNvlinkC2c : kPcie5;  // the NVL72 racks are Grace's
   return h;
 }
 }  // namespace

@@ -7,10 +7,14 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 // CUDA context (~0.5 GiB) plus NCCL communicator buffers (~0.5 GiB), outside PyTorch's allocator.
 constexpr std::int64_t kReserved = 1024 * kMiB;
 
-// The scale-out network and the NVLink domain (plugin API 6).
+// PCIe 5.0 x16 to the host: 64 GB/s a direction (the datasheets' 128 GB/s both ways).
+constexpr double kPcie5 = 64;
+
+// The scale-out network, the NVLink domain and the host link (plugin API 6).
 HardwareProfile networked(HardwareProfile h, double inter_node_gbps, std::int64_t gpus_per_node) {
   h.inter_node_bandwidth_gbps = inter_node_gbps;
   h.gpus_per_node = gpus_per_node;
+  h.host_link_bandwidth_gbps = kPcie5;
   return h;
 }
 }  // namespace
@@ -34,18 +38,20 @@ void register_nvidia_hopper(Registrar& r) {
                            50, 8));
   // H100 PCIe: HBM2e 2.0 TB/s, BF16 dense 756 TFLOPS, FP8 1,513, NVLink bridge 600 GB/s. The
   // bridge joins pairs of cards; the servers' networks vary (no figure: the planner's default).
-  r.add_hardware({"H100-PCIe-80GB",
-                  "NVIDIA",
-                  "hopper",
-                  {"H100-PCIe", "h100-pcie-80gb"},
-                  81559 * kMiB,
-                  kReserved,
-                  2000,
-                  756,
-                  1513,
-                  600,
-                  "NVIDIA H100 Tensor Core GPU datasheet, 2023",
-                  90});
+  HardwareProfile pcie{"H100-PCIe-80GB",
+                       "NVIDIA",
+                       "hopper",
+                       {"H100-PCIe", "h100-pcie-80gb"},
+                       81559 * kMiB,
+                       kReserved,
+                       2000,
+                       756,
+                       1513,
+                       600,
+                       "NVIDIA H100 Tensor Core GPU datasheet, 2023",
+                       90};
+  pcie.host_link_bandwidth_gbps = kPcie5;  // a PCIe 5.0 card
+  r.add_hardware(pcie);
   // H800 SXM5 (export variant): as H100 SXM with NVLink limited to 400 GB/s, in 8-GPU HGX boards
   // with a 400 Gb/s NIC per GPU.
   r.add_hardware(networked({"H800-SXM-80GB",

@@ -144,7 +144,9 @@ RowSetup row_setup(const ThroughputRow& row, const Registry& registry, const std
   if (!o.gpu) throw ConfigError(fmt::format("row {}: unknown GPU '{}'", row.row, gpu));
   o.micro_batch_sizes = {setup.micro_batch_size};
   // Megatron-LM refuses full recompute with per-layer CUDA graphs (transformer_config.py).
-  if (setup.cuda_graph.on()) o.recompute = {RecomputeVariant::kNone, RecomputeVariant::kSelective};
+  // and with --overlap-moe-expert-parallel-comm (transformer_config.py).
+  if (setup.cuda_graph.on() || setup.comm.ep_overlap)
+    o.recompute = {RecomputeVariant::kNone, RecomputeVariant::kSelective};
   // and activation offloading with recompute (the engine, as TE's cpu_offload refuses it).
   if (setup.activation_offload.cpu_offloading) o.recompute = {RecomputeVariant::kNone};
   o.threads = 2;

@@ -131,6 +131,9 @@ struct PlanScore {
   // Per micro-batch on the slowest rank: kernel-launch time the GPU work does not hide (counted
   // only when the search compares CUDA graphs; graphed scopes launch one graph per pass).
   double launch_seconds = 0;
+  // Per micro-batch on the slowest rank: the activation offload's host transfers that its
+  // layers' compute does not hide (TE cpu_offload: D2H forward, H2D before backward).
+  double activation_offload_seconds = 0;
   // Per step, beyond the distributed optimizer's sync: Megatron-FSDP's per-micro-batch gradient
   // reduce-scatters (optim_grads) and parameter all-gathers (optim_grads_params).
   double fsdp_seconds = 0;
@@ -213,12 +216,12 @@ struct PlanOptions {
   std::vector<DpSharding> dp_sharding;
   std::vector<double> optimizer_offload_fractions;
   std::vector<CudaGraphChoice> cuda_graphs;
-  // Figures the GPU profile lacks, for the knobs' cost terms (docs/planner.md, "The knobs"):
-  // host-device copies per GPU (PCIe 5.0 x16: 64 GB/s a direction, about 50 achieved with
-  // pinned memory), the CPU optimizer's parameter updates per second per GPU rank (torch Adam on
+  // Figures for the offloads' and the knobs' cost terms (docs/planner.md, "The knobs"):
+  // host-device copies per GPU, GB/s a direction (0: plan_host_link_bandwidth, from the profile),
+  // the CPU optimizer's parameter updates per second per GPU rank (torch Adam on
   // the host's cores shared by its GPUs), the host time of one eagerly launched kernel (PyTorch
   // dispatch + cudaLaunchKernel) and of one graph replay (cudaGraphLaunch).
-  double host_link_bandwidth_gbps = 50.0;
+  double host_link_bandwidth_gbps = 0;
   double cpu_optimizer_params_per_second = 5e8;
   double kernel_launch_us = 5.0;
   double graph_launch_us = 10.0;
@@ -269,6 +272,9 @@ std::vector<PlanKnobs> plan_knob_combinations(const PlanOptions& o);
 std::int64_t plan_gpus_per_node(const PlanOptions& o);
 double plan_inter_node_bandwidth(const PlanOptions& o);
 std::vector<std::string> plan_assumed_figures(const PlanOptions& o);
+// The host-device copies' bandwidth (GB/s a direction per GPU): the option when set, else what
+// pinned-memory copies reach of the profile's host link (about 50 of PCIe 5.0 x16's 64), else 50.
+double plan_host_link_bandwidth(const PlanOptions& o);
 
 // The global batch (sequences per step) the speed proxy assumes: --global-batch-size, else the
 // GPU count x the largest micro-batch size searched (a floating-point count: it can pass 2^63).

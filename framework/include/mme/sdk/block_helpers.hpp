@@ -252,21 +252,17 @@ inline double ring_bytes(double bytes, std::int64_t n) {
   return n > 1 ? bytes * static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
 }
 
-// How a block's weight [in -> out] is split over tensor parallelism (add_gemm).
-enum class GemmSplit : std::uint8_t {
-  kColumn,      // ColumnParallelLinear: out / TP (its SP input all-gathered first: the full T tokens)
-  kRow,         // RowParallelLinear: in / TP (its output reduce-scattered after)
-  kReplicated,  // the same on every TP rank (TE parallel_mode='duplicated', the router)
-};
-
 // One forward GEMM of a block on this rank (BlockCosts::gemms): the weight [in -> out] over the
-// micro-batch's tokens on the CP rank, split as `split` says.
+// micro-batch's tokens on the CP rank, split as `split` says. A replicated weight (the router,
+// MLA's down projections) reads the block's input as it comes, split over TP under sequence
+// parallelism (the rank's local tokens).
 inline void add_gemm(const BlockContext& ctx, BlockCosts& out, std::string_view name, double in, double out_features,
                      GemmSplit split, bool high_precision = false) {
   const auto tp = static_cast<double>(ctx.tp);
   const double n = split == GemmSplit::kColumn ? out_features / tp : out_features;
   const double k = split == GemmSplit::kRow ? in / tp : in;
-  out.gemms.push({name, static_cast<double>(ctx.tokens), n, k, 1, false, high_precision});
+  const auto m = static_cast<double>(split == GemmSplit::kReplicated ? ctx.local_tokens : ctx.tokens);
+  out.gemms.push({name, m, n, k, 1, false, high_precision, split});
 }
 
 // A routed expert's forward GEMM (experts.py TEGroupedMLP: one grouped GEMM over the E / EP local

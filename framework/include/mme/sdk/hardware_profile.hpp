@@ -33,6 +33,9 @@ struct HardwareProfile {
   // GPUs one NVLink domain joins: 8 on an HGX/DGX board, 72 on an NVL72 rack (GB200, GB300).
   // Groups within it use link_bandwidth_gbps, groups beyond it inter_node_bandwidth_gbps.
   std::int64_t gpus_per_node = 0;
+  // Host (CPU) to GPU, one direction, GB/s: PCIe 5.0 x16 64, NVLink-C2C of a Grace superchip
+  // 450 (the offloads' copies).
+  double host_link_bandwidth_gbps = 0;
 };
 
 // The throughput figures of a profile, each once: what a hardware file's key is, its unit, and
@@ -58,6 +61,7 @@ inline constexpr ThroughputFigure kThroughputFigures[] = {
     // Plugin API 6 (the planner's step-time model).
     {"fp4_tflops", "TFLOP/s", &HardwareProfile::fp4_tflops, true},
     {"inter_node_bandwidth_gbps", "GB/s", &HardwareProfile::inter_node_bandwidth_gbps, false},
+    {"host_link_bandwidth_gbps", "GB/s", &HardwareProfile::host_link_bandwidth_gbps, false},
 };
 // The largest NVLink domain a profile may give (gpus_per_node): the largest parallel size.
 inline constexpr std::int64_t kMaxGpusPerNode = std::int64_t{1} << 20;

@@ -134,6 +134,14 @@ struct CollectiveTerm {
   double backward_bytes = 0;
 };
 
+// How a block's weight [in -> out] is split over tensor parallelism (GemmTerm, add_gemm): what
+// the SP collectives around the block overlap with under --tp-comm-overlap.
+enum class GemmSplit : std::uint8_t {
+  kColumn,      // ColumnParallelLinear: out / TP (its SP input all-gathered first: the full T tokens)
+  kRow,         // RowParallelLinear: in / TP (its output reduce-scattered after)
+  kReplicated,  // the same on every TP rank (TE parallel_mode='duplicated', the router)
+};
+
 // One GEMM of a block's forward pass as one rank runs it (plugin API 6): [m, k] x [k, n], `count`
 // times per micro-batch (a grouped GEMM of routed experts: once per local expert, m the tokens
 // routed to one expert). The backward pass runs two GEMMs of the same volume (the input gradient
@@ -147,6 +155,7 @@ struct GemmTerm {
   // Not a Transformer Engine linear: it runs in the parameters' dtype even under FP8/FP4 recipes
   // (Megatron-LM's own ColumnParallelLinear of the output layer, the router).
   bool high_precision = false;
+  GemmSplit split = GemmSplit::kColumn;
 };
 
 // What one micro-batch costs a rank in the block, the figures of a roofline (the planner's speed

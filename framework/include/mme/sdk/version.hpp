@@ -31,8 +31,8 @@
 // 6: LayerMemoryModel::megatron_block (the Megatron-LM module class a block models, kNone by
 //    default), which the host asks instead of naming block kinds; BlockParams gains gemm_weights
 //    (the per-rank shapes of a block's Transformer Engine linears, whose cached placeholder weight
-//    gradients the engine counts); HardwareProfile gains fp4_tflops, inter_node_bandwidth_gbps and
-//    gpus_per_node; BlockCosts gains gemms (each forward GEMM's shape on a rank) and
+//    gradients the engine counts); HardwareProfile gains fp4_tflops, inter_node_bandwidth_gbps,
+//    gpus_per_node and host_link_bandwidth_gbps; BlockCosts gains gemms (each forward GEMM's shape on a rank) and
 //    elementwise_bytes (the planner's step-time model).
 #define MME_PLUGIN_API_VERSION 6
 

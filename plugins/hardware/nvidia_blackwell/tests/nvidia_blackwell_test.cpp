@@ -13,7 +13,9 @@ TEST(NvidiaBlackwell, TheB200OfTheDatasheet) {
   test::expect_datasheet(*r, {"B200-180GB", 183359, 8000, 2250, 4500, 1800});
   test::expect_family(*r, "NVIDIA", "blackwell");
   test::expect_aliases(*r, {{"B200", "B200-180GB"}, {"b200_180gb", "B200-180GB"}});
-  EXPECT_EQ(r->find_hardware("B300"), nullptr);
+  // B300, GB200 and GB300 are profiles of their own (tests/hardware/hardware_test.cpp), never B200.
+  EXPECT_EQ(r->find_hardware("B300")->name, "B300-288GB");
+  EXPECT_EQ(r->find_hardware("B200")->name, "B200-180GB");
 }
 
 }  // namespace
