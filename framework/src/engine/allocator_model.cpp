@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/number_text.hpp"
 
 namespace mme {
 
@@ -66,9 +67,10 @@ AllocatorConfig parse_alloc_conf(std::string_view text) {
       c.roundup_power2_divisions = n;
     } else if (key == "garbage_collection_threshold") {
       // parseGarbageCollectionThreshold: 0 < t < 1.
-      double t = 0;
-      const auto [end2, ec] = std::from_chars(value.data(), value.data() + value.size(), t);
-      if (ec != std::errc() || end2 != value.data() + value.size() || !(t > 0.0) || !(t < 1.0))
+      // The same under every locale and in the page (number_text.hpp).
+      const std::optional<double> parsed = parse_decimal(value);
+      const double t = parsed.value_or(0.0);
+      if (!parsed || !(t > 0.0) || !(t < 1.0))
         throw UsageError(fmt::format(
             "PYTORCH_CUDA_ALLOC_CONF: garbage_collection_threshold '{}' must be a number between 0 and 1", value));
       c.garbage_collection_threshold = t;
