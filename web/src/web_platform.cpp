@@ -3,7 +3,7 @@
 //     on disk; the bundled models are /models, the command layer's context says so),
 //     plugin_search_path() (no folder: the page names none) and load_plugins() (never reached:
 //     no folder to load from);
-//   framework/src/inputs/spec/parser.cpp (yaml-cpp): parse_yaml. A spec file's YAML is not read
+//   framework/src/inputs/spec/parser_yaml.cpp (yaml-cpp): parse_yaml. A spec file's YAML is not read
 //     in the page (the page writes spec files, through spec/writer.cpp, and reads none).
 #include <filesystem>
 #include <string>

@@ -1,5 +1,5 @@
 // The parts of spec files (mme/inputs/spec_file.hpp) that the files of this folder share:
-// the line-tracking document (parser.cpp), the field table and the value checks (fields.cpp),
+// the line-tracking document (parser.cpp, parser_yaml.cpp), the field table and the value checks (fields.cpp),
 // the did-you-mean of unknown names (matcher.cpp). Private to mme::inputs.
 #pragma once
 
@@ -37,6 +37,14 @@ struct Node {
   double f = 0;
   std::vector<Node> children;  // list items, or map members (each with its key)
 };
+
+// A scalar of that kind with its text as written (the typed value is set by the caller).
+inline Node make_scalar(Node::Kind kind, std::string text) {
+  Node n;
+  n.kind = kind;
+  n.text = std::move(text);
+  return n;
+}
 
 // Plain YAML scalars are typed by the YAML 1.2 core schema (true/false, null/~, integers,
 // floats); quoted ones are strings.
