@@ -323,8 +323,15 @@ int print_every_gpu(const Registry& registry, const ModelSpec& model, const Plan
     go.gpu = g;
     go.top_k = 1;
     const std::int64_t usable = usable_memory_bytes(*g, o.headroom_fraction);
-    const Key key{usable,          g->compute_capability, g->bf16_tflops, g->fp8_tflops,   g->fp4_tflops,
-                  g->hbm_bandwidth_gbps, g->link_bandwidth_gbps, plan_inter_node_bandwidth(go), plan_gpus_per_node(go)};
+    const Key key{usable,
+                  g->compute_capability,
+                  g->bf16_tflops,
+                  g->fp8_tflops,
+                  g->fp4_tflops,
+                  g->hbm_bandwidth_gbps,
+                  g->link_bandwidth_gbps,
+                  plan_inter_node_bandwidth(go),
+                  plan_gpus_per_node(go)};
     if (last_key != key) {
       const PlanResult gr = planner.run(go);
       if (gr.valid == 0)
@@ -375,8 +382,9 @@ int print_gpu_counts(const ModelSpec& model, const Planner& planner, PlanOptions
   }
   std::string tried;
   for (const std::int64_t n : g.tried) tried += (tried.empty() ? "" : ", ") + std::to_string(n);
-  std::cout << fmt::format("mme plan: {} on {}: how many GPUs? ({:g}% headroom; --num-gpus N ranks every layout of one count)\n",
-                           model.name, o.gpu->name, o.headroom_fraction * 100);
+  std::cout << fmt::format(
+      "mme plan: {} on {}: how many GPUs? ({:g}% headroom; --num-gpus N ranks every layout of one count)\n", model.name,
+      o.gpu->name, o.headroom_fraction * 100);
   std::cout << fmt::format("The smallest count with a fitting layout: {} GPUs (tried {})\n", g.smallest, tried);
   std::cout << (g.global_batch_assumed
                     ? fmt::format("Global batch: {:.0f} sequences for every count, assumed (the largest count x the "
@@ -611,12 +619,13 @@ int run_plan(const std::vector<std::string>& args) {
                  "model_tflops_per_gpu,args\n";
     o.on_valid = [&, knobs](const Plan& p) {
       const auto& l = p.layout;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n",
-                               p.ordinal, l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size,
-                               to_string(l.recompute), l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers,
-                               knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes, p.fits ? "true" : "false",
-                               p.score.score, p.score.bubble, p.score.step_seconds, p.score.tokens_per_second_per_gpu,
-                               p.score.model_tflops_per_gpu, csv_field(shell_command(planner.args_for(l, o))));
+      std::cout << fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{},{}{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n", p.ordinal, l.tp,
+          l.pp, l.vpp, l.ep, l.etp, l.cp, l.dp, l.micro_batch_size, to_string(l.recompute), l.first_stage_layers,
+          l.middle_stage_layers, l.last_stage_layers, knobs.row(l, ",", true), p.peak_bytes, p.headroom_bytes,
+          p.fits ? "true" : "false", p.score.score, p.score.bubble, p.score.step_seconds,
+          p.score.tokens_per_second_per_gpu, p.score.model_tflops_per_gpu,
+          csv_field(shell_command(planner.args_for(l, o))));
     };
   }
   FitMap fit_map;  // --html: every valid layout, which the planner then estimates in full

@@ -28,7 +28,6 @@ namespace {
 using ::testing::HasSubstr;
 using J = nlohmann::json;
 
-
 std::string joined(const std::vector<std::string>& words) { return fmt::format("{}", fmt::join(words, " ")); }
 
 // Each knob at a value other than its default, with what the readers ask for around it
@@ -372,7 +371,9 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   auto megatron = [](const std::string& text) {
     return setup_from_megatron_args(parse_megatron_args(text, "test"), TrainingSetup{});
   };
-  auto mme = [](const std::vector<std::string>& args) { return setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{}); };
+  auto mme = [](const std::vector<std::string>& args) {
+    return setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{});
+  };
   // Megatron-LM's flags of the uneven split (num_layers_in_first_pipeline_stage is the name of
   // TransformerConfig's field, which arguments.py sets from --decoder-first-pipeline-num-layers).
   EXPECT_EQ(megatron("--decoder-first-pipeline-num-layers 3").pipeline.first_stage_layers, 3);

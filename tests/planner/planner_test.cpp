@@ -174,57 +174,57 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
               for (std::int64_t first = -1; first <= L; ++first)
                 for (std::int64_t last = -1; last <= L; ++last)
                   for (int account = 0; account < 4; ++account) {
-                  const bool emb = account & 1, loss = account & 2;
-                  if ((emb || loss) && (first >= 0 || last >= 0)) continue;
-                  TrainingSetup s = o.base;
-                  s.parallel = ParallelLayout{};
-                  s.parallel.tp = tp;
-                  s.parallel.cp = cp;
-                  s.parallel.pp = pp;
-                  s.parallel.ep = ep;
-                  s.parallel.etp = etp;
-                  s.parallel.vpp = vpp;
-                  s.parallel.world_size = N;
-                  if (first >= 0) s.pipeline.first_stage_layers = first;
-                  if (last >= 0) s.pipeline.last_stage_layers = last;
-                  s.pipeline.account_for_embedding = emb;
-                  s.pipeline.account_for_loss = loss;
-                  ++engine_calls;
-                  try {
-                    (void)engine.run(s, eo);
-                  } catch (const LayoutError&) {
-                    continue;  // micro-batch 1 is the easiest to accept: larger ones only add constraints
-                  }
-                  for (std::int64_t mbs : {1, 2, 4}) {
-                    for (auto g :
-                         {RecomputeGranularity::kNone, RecomputeGranularity::kSelective, RecomputeGranularity::kFull}) {
-                      TrainingSetup v = s;
-                      v.micro_batch_size = mbs;
-                      v.recompute.granularity = g;
-                      Estimate est;
-                      try {
-                        est = engine.run(v, eo);
-                      } catch (const LayoutError&) {
-                        continue;
+                    const bool emb = account & 1, loss = account & 2;
+                    if ((emb || loss) && (first >= 0 || last >= 0)) continue;
+                    TrainingSetup s = o.base;
+                    s.parallel = ParallelLayout{};
+                    s.parallel.tp = tp;
+                    s.parallel.cp = cp;
+                    s.parallel.pp = pp;
+                    s.parallel.ep = ep;
+                    s.parallel.etp = etp;
+                    s.parallel.vpp = vpp;
+                    s.parallel.world_size = N;
+                    if (first >= 0) s.pipeline.first_stage_layers = first;
+                    if (last >= 0) s.pipeline.last_stage_layers = last;
+                    s.pipeline.account_for_embedding = emb;
+                    s.pipeline.account_for_loss = loss;
+                    ++engine_calls;
+                    try {
+                      (void)engine.run(s, eo);
+                    } catch (const LayoutError&) {
+                      continue;  // micro-batch 1 is the easiest to accept: larger ones only add constraints
+                    }
+                    for (std::int64_t mbs : {1, 2, 4}) {
+                      for (auto g : {RecomputeGranularity::kNone, RecomputeGranularity::kSelective,
+                                     RecomputeGranularity::kFull}) {
+                        TrainingSetup v = s;
+                        v.micro_batch_size = mbs;
+                        v.recompute.granularity = g;
+                        Estimate est;
+                        try {
+                          est = engine.run(v, eo);
+                        } catch (const LayoutError&) {
+                          continue;
+                        }
+                        const auto& st = est.stages;
+                        const auto p = static_cast<std::int64_t>(st.size());
+                        bool in_scope = tp <= 2 && etp <= 2;
+                        for (const auto& x : st) in_scope = in_scope && x.layers >= 1;
+                        if (vpp > 1 && (emb || loss)) {
+                          // (L + 1 per switch) / (PP x VPP) layers per chunk, one fewer in the first
+                          // (embedding) and the last (loss) chunk.
+                          const std::int64_t chunk = (L + emb + loss) / (pp * vpp);
+                          in_scope = in_scope && chunk - emb >= 1 && chunk - loss >= 1;
+                        }
+                        if (p >= 3) {
+                          const std::int64_t cap = std::max(st[1].layers, (L + p - 1) / p);
+                          in_scope = in_scope && st.front().layers <= cap && st.back().layers <= cap;
+                        }
+                        if (in_scope) expected.insert(key_of(est));
                       }
-                      const auto& st = est.stages;
-                      const auto p = static_cast<std::int64_t>(st.size());
-                      bool in_scope = tp <= 2 && etp <= 2;
-                      for (const auto& x : st) in_scope = in_scope && x.layers >= 1;
-                      if (vpp > 1 && (emb || loss)) {
-                        // (L + 1 per switch) / (PP x VPP) layers per chunk, one fewer in the first
-                        // (embedding) and the last (loss) chunk.
-                        const std::int64_t chunk = (L + emb + loss) / (pp * vpp);
-                        in_scope = in_scope && chunk - emb >= 1 && chunk - loss >= 1;
-                      }
-                      if (p >= 3) {
-                        const std::int64_t cap = std::max(st[1].layers, (L + p - 1) / p);
-                        in_scope = in_scope && st.front().layers <= cap && st.back().layers <= cap;
-                      }
-                      if (in_scope) expected.insert(key_of(est));
                     }
                   }
-                }
 
   std::set<std::string> planned;
   planner.enumerate(o, [&](const PlanLayout& l) {
@@ -476,10 +476,10 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
               1e-12 * base.compute_seconds);
   // Megatron-Bridge's figures: tokens over GPU-seconds, and Megatron-LM's model FLOPs over them.
   EXPECT_NEAR(base.tokens_per_second_per_gpu, 256.0 * 4096 / (base.step_seconds * 64), 1e-9);
-  EXPECT_NEAR(base.model_tflops_per_gpu,
-              megatron_model_flops(planner.estimator().model(), planner.setup_for(l, o), 256) /
-                  (base.step_seconds * 64) / 1e12,
-              1e-9);
+  EXPECT_NEAR(
+      base.model_tflops_per_gpu,
+      megatron_model_flops(planner.estimator().model(), planner.setup_for(l, o), 256) / (base.step_seconds * 64) / 1e12,
+      1e-9);
 
   PlanLayout v = l;
   v.vpp = 3;
@@ -662,7 +662,7 @@ TEST(planner, FixedSizesRestrictTheSearch) {
 // 32: Kimi-K2 at 735,134,400 GPUs judged 67.5 M layouts, 89 % of them invalid, in 4 minutes).
 TEST(planner, OnlyExpertParallelSizesThatDivideTheExpertsAreSearched) {
   const Planner planner(bundled("Qwen/Qwen3-30B-A3B"), registry());  // 128 experts
-  PlanOptions o = options_for(720);                                   // 2^4 x 3^2 x 5: gcd 16
+  PlanOptions o = options_for(720);                                  // 2^4 x 3^2 x 5: gcd 16
   o.tp = 1, o.pp = 1, o.cp = 1;
   o.recompute = {RecomputeVariant::kFull};
   o.micro_batch_sizes = {1};

@@ -117,8 +117,8 @@ double tp_overlap_seconds(double ag, double rs, double ag_b, double rs_b, const 
                           const GemmPasses& row) {
   const double pipelined = 0.75 * std::max(0.0, rs - row.forward) + rs / kUbSplits;
   const double beside = column.wgrad > 0 ? column.wgrad : column.dgrad;
-  const double exposed = std::max(0.0, ag - column.forward) + pipelined + std::max(0.0, ag_b - row.dgrad) +
-                         std::max(0.0, rs_b - beside);
+  const double exposed =
+      std::max(0.0, ag - column.forward) + pipelined + std::max(0.0, ag_b - row.dgrad) + std::max(0.0, rs_b - beside);
   const double sm_margin = (row.forward + column.dgrad + column.wgrad) * kUbSmShare / (1 - kUbSmShare);
   return exposed + sm_margin;
 }
@@ -179,7 +179,7 @@ TrainedParams trained_params(const LayerMemoryModel& block, const BlockContext& 
 
 // What decides how a unit's communication overlaps (the setup's flags).
 struct UnitRules {
-  bool layer = false;          // a decoder (or MTP) layer, which recompute repeats
+  bool layer = false;  // a decoder (or MTP) layer, which recompute repeats
   bool full_recompute = false;
   bool attention_recompute = false;  // selective core_attn: the attention core again
   bool moe_recompute = false;        // selective moe: the dispatch and combine again
@@ -277,7 +277,8 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double save
   // Tensor parallelism (tensor_parallel/mappings.py): the SP all-gathers and reduce-scatters (or
   // all-reduces) around each block, exposed; under --tp-comm-overlap what tp_overlap_seconds
   // leaves of them.
-  const double tp_s = r.tp_overlap ? tp_overlapped + (again ? tp_overlapped_fwd : 0) : (tp + (again ? tp_fwd : 0)) / bw.tp;
+  const double tp_s =
+      r.tp_overlap ? tp_overlapped + (again ? tp_overlapped_fwd : 0) : (tp + (again ? tp_fwd : 0)) / bw.tp;
   // Context parallelism (TE attention/dot_product_attention/context_parallel.py): the p2p ring
   // sends the next K/V chunk while the core attends to the current one; all-gather and a2a
   // exchange before and after the core.
@@ -438,8 +439,8 @@ double megatron_model_flops(const ModelSpec& m, const TrainingSetup& s, double s
     if (a.kind == "mla") {
       const double dq = static_cast<double>(a.qk_head_dim), dr = static_cast<double>(a.qk_pos_emb_head_dim);
       const double dv = static_cast<double>(a.v_head_dim), kv_r = static_cast<double>(a.kv_lora_rank);
-      const double q_term = a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) * (h + n * (dq + dr) + 1)
-                                          : h * n * (dq + dr);
+      const double q_term =
+          a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) * (h + n * (dq + dr) + 1) : h * n * (dq + dr);
       attention = 6 * (q_term + kv_r * (h + n * (dq + dv) + 1) + h * dr + n * dv * h);
       core = 6 * (n * (dq + dr) / 2 + n * dv / 2);
     } else {
@@ -567,7 +568,8 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   const BlockContext embedding_ctx = lm_context(b, im.embedding), output_ctx = lm_context(b, im.output_head);
   const BlockCosts embedding = costs_of(*im.embedding.model, embedding_ctx);
   const BlockCosts output = costs_of(*im.output_head.model, output_ctx);
-  c.embedding = unit_time({&embedding}, saved_bytes(*im.embedding.model, lm_context(plain, im.embedding)), f, bw, rules);
+  c.embedding =
+      unit_time({&embedding}, saved_bytes(*im.embedding.model, lm_context(plain, im.embedding)), f, bw, rules);
   c.output = unit_time({&output}, saved_bytes(*im.output_head.model, lm_context(plain, im.output_head)), f, bw, rules);
   c.embedding_params = trained_params(*im.embedding.model, embedding_ctx).dense;
   BlockLayout staged = b;
@@ -586,9 +588,9 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
     const BlockCosts projection = costs_of(*im.mtp_projection.model, projection_ctx);
     c.mtp = unit_time({&attn, &mlp}, saved_bytes(*lt.attention, ctx0) + saved_bytes(*lt.mlp, ctx0), f, bw,
                       layer_rules(lt.spec));
-    add_time(c.mtp, unit_time({&projection},
-                              saved_bytes(*im.mtp_projection.model, lm_context(plain, im.mtp_projection)), f, bw,
-                              rules));
+    add_time(c.mtp,
+             unit_time({&projection}, saved_bytes(*im.mtp_projection.model, lm_context(plain, im.mtp_projection)), f,
+                       bw, rules));
     add_time(c.mtp, c.output);
     for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
       const TrainedParams p = trained_params(*block, ctx);
@@ -654,10 +656,8 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   // Adam per parameter of the shard: the gradient read, the main parameter and both moments read
   // and written, the model parameter written.
   const OptimizerSettings& opt = setup.optimizer;
-  c.optimizer_bytes_per_param =
-      static_cast<double>(eb.grad + 2 * (dtype_bytes(opt.main_params) + dtype_bytes(opt.exp_avg) +
-                                         dtype_bytes(opt.exp_avg_sq)) +
-                          eb.param);
+  c.optimizer_bytes_per_param = static_cast<double>(
+      eb.grad + 2 * (dtype_bytes(opt.main_params) + dtype_bytes(opt.exp_avg) + dtype_bytes(opt.exp_avg_sq)) + eb.param);
   c.offload_fraction = setup.optimizer.cpu_offload_fraction;
   // HybridDeviceOptimizer: the main gradient of each offloaded parameter goes to the host, its
   // updated main parameter comes back.

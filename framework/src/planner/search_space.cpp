@@ -63,7 +63,9 @@ std::string chunk_layout_string(std::int64_t chunks, std::int64_t first, std::in
                                 std::int64_t mtp) {
   // pipeline_parallel_layer_layout.py: stages in virtual-stage order (vpp_rank x PP + pp_rank),
   // separated by '|'; E the embedding, t a decoder layer, m an MTP layer, L the loss.
-  auto layers = [](std::int64_t n) { return n == 0 ? std::string() : n == 1 ? std::string("t") : fmt::format("t*{}", n); };
+  auto layers = [](std::int64_t n) {
+    return n == 0 ? std::string() : n == 1 ? std::string("t") : fmt::format("t*{}", n);
+  };
   std::string out = "E" + layers(first) + "|";
   if (chunks > 3)
     out += fmt::format("({}|)*{}", layers(middle), chunks - 2);
@@ -328,8 +330,7 @@ void Planner::Impl::count_layers(PpSplits& out, const std::vector<PipelinePartit
 // setup the engine rejects for its sizes (EP not dividing the experts, DeepEP with TP x EP = 1, ...)
 // is refused too, its reason kept in `refusal` (the first one): when every slice is refused that
 // way, the base flags are what no layout can work with, and the error says why.
-bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention,
-                                  std::string& refusal) const {
+bool Planner::Impl::blocks_accept(const TrainingSetup& setup, AttentionBackend attention, std::string& refusal) const {
   TrainingSetup resolved;
   try {
     resolved = resolve_pass_setup(model(), setup);
@@ -379,8 +380,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   std::int64_t experts = 0;
   for (const LayerSpec& l : m.layers)
     if (l.mlp.num_experts > 0) experts = std::gcd(experts, l.mlp.num_experts);
-  const std::vector<std::int64_t> eps =
-      fixed_or(o.ep, tables.any_moe && experts > 0 ? divisors_of(std::gcd(N, experts), N) : std::vector<std::int64_t>{1});
+  const std::vector<std::int64_t> eps = fixed_or(
+      o.ep, tables.any_moe && experts > 0 ? divisors_of(std::gcd(N, experts), N) : std::vector<std::int64_t>{1});
   const std::vector<std::int64_t> etps_all = fixed_or(o.etp, divisors_of(N, max_tp));
   const std::vector<std::int64_t> pps_all = fixed_or(o.pp, divisors_of(N, L));
 
@@ -447,7 +448,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
           // The work bound: once a slice would pass it, it and every later one are skipped (and
           // counted, without asking the blocks).
           if (budget > 0 && (sp.skipped_slices > 0 || sp.total + q.count > budget)) {
-            if (sp.skipped_slices++ == 0) sp.first_skipped = fmt::format("TP {}, CP {}, EP {}, ETP {}", tp, cp, ep, etp);
+            if (sp.skipped_slices++ == 0)
+              sp.first_skipped = fmt::format("TP {}, CP {}, EP {}, ETP {}", tp, cp, ep, etp);
             sp.skipped_candidates += q.count;
             continue;
           }

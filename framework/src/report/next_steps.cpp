@@ -68,11 +68,10 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
   if (bp.tp > 1 && !sequence_parallel_on(bp))
     singles.push_back({"--sequence-parallel", [](TrainingSetup& s) { s.parallel.sequence_parallel = true; }, true});
   if (!base.optimizer.distributed)
-    singles.push_back(
-        {"--use-distributed-optimizer", [](TrainingSetup& s) { s.optimizer.distributed = true; }, true});
+    singles.push_back({"--use-distributed-optimizer", [](TrainingSetup& s) { s.optimizer.distributed = true; }, true});
   const PipelineSplit& ps = base.pipeline;
-  if (bp.pp > 1 && ps.layout.empty() && !ps.first_stage_layers && !ps.last_stage_layers &&
-      !ps.account_for_embedding && !ps.account_for_loss)
+  if (bp.pp > 1 && ps.layout.empty() && !ps.first_stage_layers && !ps.last_stage_layers && !ps.account_for_embedding &&
+      !ps.account_for_loss)
     singles.push_back({"--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
                        [](TrainingSetup& s) {
                          s.pipeline.account_for_embedding = true;
@@ -84,13 +83,14 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
     singles.push_back({"--recompute-granularity selective",
                        [](TrainingSetup& s) { s.recompute.granularity = RecomputeGranularity::kSelective; }});
   if (base.fsdp.kind == FsdpKind::kNone && bp.world_size > bp.tp * bp.pp * bp.cp)
-    singles.push_back({"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", [](TrainingSetup& s) {
-                         s.fsdp.kind = FsdpKind::kMegatron;
-                         s.fsdp.strategy = FsdpSharding::kOptimGradsParams;
-                       }});
+    singles.push_back(
+        {"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", [](TrainingSetup& s) {
+           s.fsdp.kind = FsdpKind::kMegatron;
+           s.fsdp.strategy = FsdpSharding::kOptimGradsParams;
+         }});
   if (base.optimizer.cpu_offload_fraction < 1 && base.fsdp.kind == FsdpKind::kNone)
-    singles.push_back({"--optimizer-cpu-offload-fraction 1",
-                       [](TrainingSetup& s) { s.optimizer.cpu_offload_fraction = 1; }});
+    singles.push_back(
+        {"--optimizer-cpu-offload-fraction 1", [](TrainingSetup& s) { s.optimizer.cpu_offload_fraction = 1; }});
   if (experts > 0 && bp.ep * 2 <= experts && experts % (bp.ep * 2) == 0)
     singles.push_back({fmt::format("--ep {}", bp.ep * 2), [](TrainingSetup& s) { s.parallel.ep *= 2; }});
   if (base.recompute.granularity != RecomputeGranularity::kFull)

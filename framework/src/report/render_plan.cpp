@@ -71,8 +71,8 @@ std::string why_line(const Plan& p) {
   } else {
     what = fmt::format("bounded by {} ({:.0f} % of the step)", to_string(bound), 100 * share);
   }
-  return fmt::format("{}; {} GiB {}", what, fmt::format("{:.1f}", to_gib(p.headroom_bytes < 0 ? -p.headroom_bytes
-                                                                                                : p.headroom_bytes)),
+  return fmt::format("{}; {} GiB {}", what,
+                     fmt::format("{:.1f}", to_gib(p.headroom_bytes < 0 ? -p.headroom_bytes : p.headroom_bytes)),
                      p.headroom_bytes < 0 ? "short" : "free");
 }
 

@@ -448,8 +448,8 @@ nlohmann::json log_comparison_json(const std::string& log_path, const MemoryLog&
   for (const auto& r : ranks) {
     covered += r.within_bound() ? 1 : 0;
     if (!r.within_bound() && r.measured_max_allocated_gib > 0)
-      max_excess = std::max(max_excess,
-                            (r.measured_max_allocated_gib - r.estimated_upper_gib) / r.measured_max_allocated_gib);
+      max_excess =
+          std::max(max_excess, (r.measured_max_allocated_gib - r.estimated_upper_gib) / r.measured_max_allocated_gib);
     list.push_back({{"rank", r.rank ? J(*r.rank) : J(nullptr)},
                     {"stage", r.stage},
                     {"reports", r.reports},

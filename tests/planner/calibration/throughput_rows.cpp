@@ -61,8 +61,8 @@ std::vector<CsvRow> read_csv_file(const std::filesystem::path& path) {
   const auto& header = records.front();
   for (std::size_t r = 1; r < records.size(); ++r) {
     if (records[r].size() != header.size())
-      throw ConfigError(fmt::format("{}: line {} has {} fields, the header {}", path.string(), r + 1,
-                                    records[r].size(), header.size()));
+      throw ConfigError(fmt::format("{}: line {} has {} fields, the header {}", path.string(), r + 1, records[r].size(),
+                                    header.size()));
     CsvRow row;
     for (std::size_t c = 0; c < header.size(); ++c)
       if (!records[r][c].empty()) row[header[c]] = records[r][c];
@@ -161,7 +161,7 @@ RowSetup row_setup(const ThroughputRow& row, const Registry& registry, const std
   l.micro_batch_size = setup.micro_batch_size;
   l.recompute = setup.recompute.granularity == RecomputeGranularity::kSelective ? RecomputeVariant::kSelective
                 : setup.recompute.granularity == RecomputeGranularity::kFull    ? RecomputeVariant::kFull
-                                                                                 : RecomputeVariant::kNone;
+                                                                                : RecomputeVariant::kNone;
   const std::int64_t L = out.model.num_layers;
   if (row.split == "even") {
     l.even_split = true;

@@ -19,12 +19,12 @@
 namespace mme::calibration {
 
 struct ThroughputRow {
-  int row = 0;               // 1-based data row of throughput_runs.csv
-  std::string label;         // the model as the table names it ("Llama3-70B SFT")
-  std::string gpu_label;     // the table's GPU ("H100")
-  std::string source;        // mme's MODEL: a bundled id or a path from the source folder; empty: not modelled
-  std::string status;        // "fit", "holdout" or "not modelled: why"
-  std::string split;         // the measured split: "even" or "cF/C/L" (a chunk split)
+  int row = 0;                    // 1-based data row of throughput_runs.csv
+  std::string label;              // the model as the table names it ("Llama3-70B SFT")
+  std::string gpu_label;          // the table's GPU ("H100")
+  std::string source;             // mme's MODEL: a bundled id or a path from the source folder; empty: not modelled
+  std::string status;             // "fit", "holdout" or "not modelled: why"
+  std::string split;              // the measured split: "even" or "cF/C/L" (a chunk split)
   std::vector<std::string> args;  // `mme estimate` flags: the layout and the setup
   std::string assumptions;
   double measured_step_seconds = 0, measured_tokens_per_gpu = 0, measured_tflops_per_gpu = 0;

@@ -96,8 +96,8 @@ struct PlanLayout {
 // of Megatron-LM it models.
 struct StepTimeConstants {
   double gemm_bf16 = 0.72;  // a large BF16 (FP16) GEMM's share of the dense BF16 peak
-  double gemm_fp8 = 0.781;   // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
-  double attention = 0.5;  // flash attention's share of the dense BF16 peak, forward and backward
+  double gemm_fp8 = 0.781;  // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
+  double attention = 0.5;   // flash attention's share of the dense BF16 peak, forward and backward
   // HBM passes of a layer's memory-bound kernels (norms, activations, RoPE, dropout, casts,
   // token permutation) over the activations it saves for backward, forward and backward together.
   double elementwise_passes = 29.18;
@@ -148,8 +148,17 @@ struct PlanScore {
 // rank"): the largest of the bubble, TP, EP, CP, PP, DP, recompute, launches, Megatron-FSDP and
 // offload, over the whole step; kCompute when none of them takes 5 % of the step.
 enum class StepBound : std::uint8_t {
-  kCompute, kBubble, kTensorParallel, kExpertParallel, kContextParallel, kPipelineSends, kDataParallel,
-  kRecompute, kLaunches, kFsdp, kOffload
+  kCompute,
+  kBubble,
+  kTensorParallel,
+  kExpertParallel,
+  kContextParallel,
+  kPipelineSends,
+  kDataParallel,
+  kRecompute,
+  kLaunches,
+  kFsdp,
+  kOffload
 };
 const char* to_string(StepBound b);
 // The bound and its share of the step (0 for kCompute: the compute's share instead).

@@ -12,12 +12,12 @@ namespace mme {
 
 enum class ExitCode : int {
   kOk = 0,
-  kInternal = 1,   // a bug: an unexpected exception
-  kUsage = 2,      // bad command line
-  kBadModel = 3,   // model/config could not be read or makes no sense
-  kBadLayout = 4,  // the parallel layout is invalid for this model
-  kPlugin = 5,     // plugin problem that stops the command (e.g. no adapter for a model)
-  kNotFound = 6,   // model or file not found, download failed
+  kInternal = 1,       // a bug: an unexpected exception
+  kUsage = 2,          // bad command line
+  kBadModel = 3,       // model/config could not be read or makes no sense
+  kBadLayout = 4,      // the parallel layout is invalid for this model
+  kPlugin = 5,         // plugin problem that stops the command (e.g. no adapter for a model)
+  kNotFound = 6,       // model or file not found, download failed
   kInterrupted = 130,  // stopped by the user (Ctrl-C): 128 + SIGINT, as shells report it
 };
 

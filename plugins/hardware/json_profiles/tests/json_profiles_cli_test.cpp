@@ -161,9 +161,9 @@ TEST(HardwareJsonCli, EstimateJudgesTheFitOnJsonProfilesAndAcceptsThemAsGpu) {
 
   // --headroom restores the fixed rule: the profile's reserve (2 GiB on the X1) and the headroom
   // come off the capacity.
-  const RunResult one = run_mme(
-      {"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file, "--headroom", "0.05"},
-      kCleanEnv);
+  const RunResult one =
+      run_mme({"estimate", "Qwen/Qwen3-0.6B", "--json", "--gpu", "x1", "--hardware-file", file, "--headroom", "0.05"},
+              kCleanEnv);
   ASSERT_EQ(one.exit_code, 0) << describe(one);
   const json fits = parse_stdout(one)["fits"];
   ASSERT_EQ(fits.size(), 1u);
