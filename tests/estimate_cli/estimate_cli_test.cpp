@@ -149,14 +149,12 @@ TEST(EstimateCli, FullBlockRecomputeOfZeroLayersRecomputesNothing) {
       "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 2 "
       "--global-batch-size 16 --bf16 --use-distributed-optimizer --pipeline-model-parallel-size 2 ";
   const auto none = run_mme({"estimate", "--megatron-args", base, "--num-gpus", "8", "--json"});
-  const auto zero =
-      run_mme({"estimate", "--megatron-args",
-               base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0", "--num-gpus",
-               "8", "--json"});
-  const auto one =
-      run_mme({"estimate", "--megatron-args",
-               base + "--recompute-granularity full --recompute-method block --recompute-num-layers 1", "--num-gpus",
-               "8", "--json"});
+  const auto zero = run_mme({"estimate", "--megatron-args",
+                             base + "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
+                             "--num-gpus", "8", "--json"});
+  const auto one = run_mme({"estimate", "--megatron-args",
+                            base + "--recompute-granularity full --recompute-method block --recompute-num-layers 1",
+                            "--num-gpus", "8", "--json"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
   ASSERT_EQ(zero.exit_code, 0) << zero.err;
   ASSERT_EQ(one.exit_code, 0) << one.err;

@@ -254,10 +254,13 @@ TEST(plan_cli, NothingFitsSaysTheSmallestChange) {
   EXPECT_EQ(s["change"].get<std::string>().rfind("--num-gpus ", 0), 0u);
   std::vector<std::string> args{"estimate", "deepseek-ai/DeepSeek-V3"};
   for (const auto& a : s["args"]) args.push_back(a.get<std::string>());
-  args.push_back("--json");
+  // The planner judges by the fixed rule (docs/planner.md), as estimate does with --headroom
+  // (without it, by the device total): the planner's default headroom.
+  args.insert(args.end(), {"--headroom", "5%", "--json"});
   const RunResult e = run_mme(args);
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto est = nlohmann::json::parse(e.out);
+  EXPECT_EQ(est["fits"][0]["rule"], "fixed_reserve");
   EXPECT_TRUE(est["fits"][0]["fits"].get<bool>());
   EXPECT_EQ(est["peak"]["total_bytes"], s["peak_bytes"]);
 }

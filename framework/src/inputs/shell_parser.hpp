@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "mme/sdk/error.hpp"
+
 #include "shell_syntax.hpp"
 
 namespace mme::shell {

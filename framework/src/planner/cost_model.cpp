@@ -117,8 +117,8 @@ double tp_overlap_seconds(double ag, double rs, double ag_b, double rs_b, const 
                           const GemmPasses& row) {
   const double pipelined = 0.75 * std::max(0.0, rs - row.forward) + rs / kUbSplits;
   const double beside = column.wgrad > 0 ? column.wgrad : column.dgrad;
-  const double exposed = std::max(0.0, ag - column.forward) + pipelined + std::max(0.0, ag_b - row.dgrad) +
-                         std::max(0.0, rs_b - beside);
+  const double exposed =
+      std::max(0.0, ag - column.forward) + pipelined + std::max(0.0, ag_b - row.dgrad) + std::max(0.0, rs_b - beside);
   const double sm_margin = (row.forward + column.dgrad + column.wgrad) * kUbSmShare / (1 - kUbSmShare);
   return exposed + sm_margin;
 }
@@ -277,7 +277,8 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double save
   // Tensor parallelism (tensor_parallel/mappings.py): the SP all-gathers and reduce-scatters (or
   // all-reduces) around each block, exposed; under --tp-comm-overlap what tp_overlap_seconds
   // leaves of them.
-  const double tp_s = r.tp_overlap ? tp_overlapped + (again ? tp_overlapped_fwd : 0) : (tp + (again ? tp_fwd : 0)) / bw.tp;
+  const double tp_s =
+      r.tp_overlap ? tp_overlapped + (again ? tp_overlapped_fwd : 0) : (tp + (again ? tp_fwd : 0)) / bw.tp;
   // Context parallelism (TE attention/dot_product_attention/context_parallel.py): the p2p ring
   // sends the next K/V chunk while the core attends to the current one; all-gather and a2a
   // exchange before and after the core.

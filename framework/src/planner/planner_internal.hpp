@@ -90,12 +90,12 @@ struct Space {
 
 // Per-slice figures of the step-time model: seconds per layer of each type and micro-batch.
 struct LayerTime {
-  double compute = 0;                                 // gemm + attention + elementwise, forward and backward
-  double gemm = 0, attention = 0, elementwise = 0;    // its parts
-  double forward = 0;                                 // of compute, the forward pass
-  double recompute = 0, tp = 0, ep = 0, cp = 0;       // the exposed communication
-  double launch = 0;                                  // kernel launches the GPU work does not hide
-  double dense_params = 0, expert_params = 0;         // per rank, the layer's trained parameters
+  double compute = 0;                               // gemm + attention + elementwise, forward and backward
+  double gemm = 0, attention = 0, elementwise = 0;  // its parts
+  double forward = 0;                               // of compute, the forward pass
+  double recompute = 0, tp = 0, ep = 0, cp = 0;     // the exposed communication
+  double launch = 0;                                // kernel launches the GPU work does not hide
+  double dense_params = 0, expert_params = 0;       // per rank, the layer's trained parameters
   // What offloading the layer's activations adds (exposed transfers; not in total(): only the
   // offloaded layers of a rank pay it, SliceCost::offload_layers).
   double offload = 0;
@@ -116,8 +116,8 @@ struct Figures {
 
 struct SliceCost {
   Figures figures;
-  double ideal_flops_per_token = 0;  // the whole model, forward and backward
-  double peak_flops = 0;             // the dense peak of the precision (the ideal's rate)
+  double ideal_flops_per_token = 0;        // the whole model, forward and backward
+  double peak_flops = 0;                   // the dense peak of the precision (the ideal's rate)
   double megatron_flops_per_sequence = 0;  // megatron_model_flops of one sequence at the slice's TP
   std::vector<LayerTime> types;
   // Full recompute of the block method (recompute.py / transformer_block.py: the first

@@ -88,8 +88,9 @@ double median(std::vector<double> v) {
 
 std::string layout_text(const PlanLayout& l) {
   return fmt::format("TP{} PP{} VPP{} EP{} ETP{} CP{}{}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
-                     l.chunk_split ? fmt::format(" c{}/{}/{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers)
-                                   : std::string());
+                     l.chunk_split
+                         ? fmt::format(" c{}/{}/{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers)
+                         : std::string());
 }
 
 }  // namespace
@@ -124,19 +125,20 @@ int main(int argc, char** argv) {
     const std::vector<PreparedRow> train = prepare_rows(rows, registry, source, "fit");
     const std::vector<PreparedRow> holdout = prepare_rows(rows, registry, source, "holdout");
     StepTimeConstants k;
-    std::cout << fmt::format("defaults: gemm_bf16 {:.3f}, gemm_fp8 {:.3f}, attention {:.3f}, elementwise_passes {:.3f}; "
-                             "objective {:.5f} on {} fit rows\n",
-                             k.gemm_bf16, k.gemm_fp8, k.attention, k.elementwise_passes, fit_objective(train, k),
-                             train.size());
+    std::cout << fmt::format(
+        "defaults: gemm_bf16 {:.3f}, gemm_fp8 {:.3f}, attention {:.3f}, elementwise_passes {:.3f}; "
+        "objective {:.5f} on {} fit rows\n",
+        k.gemm_bf16, k.gemm_fp8, k.attention, k.elementwise_passes, fit_objective(train, k), train.size());
     if (fit) {
       k = fit_constants(train, k);
-      std::cout << fmt::format("fitted:   gemm_bf16 {:.3f}, gemm_fp8 {:.3f}, attention {:.3f}, elementwise_passes {:.3f}; "
-                               "objective {:.5f}\n",
-                               k.gemm_bf16, k.gemm_fp8, k.attention, k.elementwise_passes, fit_objective(train, k));
+      std::cout << fmt::format(
+          "fitted:   gemm_bf16 {:.3f}, gemm_fp8 {:.3f}, attention {:.3f}, elementwise_passes {:.3f}; "
+          "objective {:.5f}\n",
+          k.gemm_bf16, k.gemm_fp8, k.attention, k.elementwise_passes, fit_objective(train, k));
     }
     std::cout << "\n| row | model | GPUs | layout | set | measured s | predicted s | residual | "
-              << (ranks ? "rank / fitting | top | free GiB | rank / valid | top |" : "") << "\n|---|---|---|---|---|---|---|---|"
-              << (ranks ? "---|---|---|---|---|" : "") << "\n";
+              << (ranks ? "rank / fitting | top | free GiB | rank / valid | top |" : "")
+              << "\n|---|---|---|---|---|---|---|---|" << (ranks ? "---|---|---|---|---|" : "") << "\n";
     std::map<std::string, std::vector<double>> residuals;
     for (const auto* set : {&train, &holdout}) {
       for (const PreparedRow& p : *set) {
@@ -146,7 +148,9 @@ int main(int argc, char** argv) {
         std::string rank_cells;
         if (ranks) {
           const Rank r = rank_of(p, k);
-          auto pct = [](std::size_t a, std::size_t b) { return 100.0 * static_cast<double>(a) / static_cast<double>(b); };
+          auto pct = [](std::size_t a, std::size_t b) {
+            return 100.0 * static_cast<double>(a) / static_cast<double>(b);
+          };
           rank_cells = (r.fits ? fmt::format(" {} / {} | {:.0f} % |", r.rank, r.count, pct(r.rank, r.count))
                                : fmt::format(" does not fit ({} fitting) | |", r.count)) +
                        fmt::format(" {:.1f} | {} / {} | {:.0f} % |", r.headroom_gib, r.rank_valid, r.count_valid,
@@ -160,23 +164,26 @@ int main(int argc, char** argv) {
     if (parts) {
       // What each prediction is made of: per micro-batch on the slowest rank, and per step.
       std::cout << "\n| row | m | bubble | stage s | GEMM | attention | memory-bound | recompute | TP | EP | CP | PP | "
-                   "launch | act. offload | DP s | optimizer s | FSDP s | offload s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+                   "launch | act. offload | DP s | optimizer s | FSDP s | offload s "
+                   "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
       for (const auto* set : {&train, &holdout})
         for (const PreparedRow& p : *set) {
           PlanOptions o = p.setup.options;
           o.step_time = k;
           const PlanScore s = p.planner->score(p.setup.layout, o);
           std::cout << fmt::format(
-              "| {} | {:.0f} | {:.1f} % | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | "
+              "| {} | {:.0f} | {:.1f} % | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | "
+              "{:.4f} | "
               "{:.4f} | {:.4f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n",
               p.row->row, s.micro_batches, 100 * s.bubble, s.stage_seconds, s.gemm_seconds, s.attention_seconds,
               s.elementwise_seconds, s.recompute_seconds, s.tp_seconds, s.ep_seconds, s.cp_seconds, s.pp_seconds,
-              s.launch_seconds, s.activation_offload_seconds, s.dp_seconds, s.optimizer_seconds, s.fsdp_seconds, s.offload_seconds);
+              s.launch_seconds, s.activation_offload_seconds, s.dp_seconds, s.optimizer_seconds, s.fsdp_seconds,
+              s.offload_seconds);
         }
     }
     for (const ThroughputRow& r : rows)
-      if (!r.modelled()) std::cout << fmt::format("| {} | {} | | | {} | | | | {}\n", r.row, r.label, r.status,
-                                                  ranks ? "| | | | |" : "");
+      if (!r.modelled())
+        std::cout << fmt::format("| {} | {} | | | {} | | | | {}\n", r.row, r.label, r.status, ranks ? "| | | | |" : "");
     for (const auto& [set, v] : residuals)
       std::cout << fmt::format("\n{}: median |residual| {:.1f} %, largest {:.1f} % ({} rows)", set, 100 * median(v),
                                100 * *std::max_element(v.begin(), v.end()), v.size());

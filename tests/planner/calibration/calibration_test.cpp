@@ -61,14 +61,15 @@ TEST(Calibration, TheTableAndItsMappingAgree) {
 }
 
 // Each fitted constant 5 % up or down makes the fit worse: the defaults are the fit's minimum
-// (to the rounding of the constants written into planner.hpp).
+// (to the rounding of the constants written into planner.hpp). The fit (fit_constants) moves
+// gemm_fp8 and elementwise_passes only; attention and gemm_bf16 are set from measurements
+// elsewhere (docs/planner.md: the rows cannot tell attention from the memory-bound passes).
 TEST(Calibration, TheDefaultsAreTheFitsMinimum) {
   const std::vector<PreparedRow> train = prepare_rows(rows(), registry(), test::source_dir(), "fit");
   ASSERT_EQ(train.size(), 9u);
   const StepTimeConstants k;
   const double at = fit_objective(train, k);
-  for (double StepTimeConstants::*field :
-       {&StepTimeConstants::gemm_fp8, &StepTimeConstants::attention, &StepTimeConstants::elementwise_passes}) {
+  for (double StepTimeConstants::*field : {&StepTimeConstants::gemm_fp8, &StepTimeConstants::elementwise_passes}) {
     for (double factor : {0.95, 1.05}) {
       StepTimeConstants moved = k;
       moved.*field *= factor;
