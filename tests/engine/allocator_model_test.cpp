@@ -160,6 +160,45 @@ TEST(AllocatorModel, WithoutCachingReservedIsWhatIsAllocated) {
   EXPECT_EQ(a.peak_reserved(), 3 * MiB + 1000);
 }
 
+// The replay stops repeating a period when the digest recurs: it names where the blocks lie and
+// which are free, whatever the order of the calls that put them there, and nothing else.
+TEST(AllocatorModel, DigestNamesTheLayoutOfBlocksNotTheHistory) {
+  for (const bool expandable : {false, true}) {
+    AllocatorConfig c;
+    c.expandable_segments = expandable;
+    CachingAllocatorModel a(c), b(c);
+    const std::uint64_t empty = a.state_digest();
+    EXPECT_EQ(empty, b.state_digest());
+    // Three 4 MiB blocks in one 20 MiB segment (expandable: one mapped range), freed in two orders.
+    const int a1 = a.malloc(4 * MiB), a2 = a.malloc(4 * MiB), a3 = a.malloc(4 * MiB);
+    const int b1 = b.malloc(4 * MiB), b2 = b.malloc(4 * MiB), b3 = b.malloc(4 * MiB);
+    EXPECT_EQ(a.state_digest(), b.state_digest());
+    EXPECT_NE(a.state_digest(), empty);
+    a.free(a1), a.free(a2), a.free(a3);
+    b.free(b3), b.free(b1), b.free(b2);
+    // All merged back into one free block: the same layout, reached differently.
+    EXPECT_EQ(a.state_digest(), b.state_digest());
+    // Live or free at the same place differs, as does the same size at another place.
+    const int x = a.malloc(4 * MiB);
+    const std::uint64_t first_live = a.state_digest();
+    a.free(x);
+    const int y1 = a.malloc(4 * MiB), y2 = a.malloc(4 * MiB);
+    a.free(y1);
+    EXPECT_NE(a.state_digest(), first_live);  // the live 4 MiB block is the second one now
+    a.free(y2);
+    EXPECT_EQ(a.state_digest(), b.state_digest());
+  }
+  // Without caching a tensor is a segment of its own, given back when freed.
+  AllocatorConfig none;
+  none.caching = false;
+  CachingAllocatorModel n(none);
+  const std::uint64_t before = n.state_digest();
+  const int h = n.malloc(3 * MiB);
+  EXPECT_NE(n.state_digest(), before);
+  n.free(h);
+  EXPECT_EQ(n.reserved(), 0);
+}
+
 TEST(AllocatorModel, ReadsPytorchCudaAllocConfAsPytorchDoes) {
   const AllocatorConfig c = parse_alloc_conf(
       "expandable_segments:True, garbage_collection_threshold:0.6,"

@@ -135,6 +135,28 @@ CachingAllocatorModel::Key CachingAllocatorModel::key(int b) const {
   return {blocks_[static_cast<std::size_t>(b)].size, address(b), b};
 }
 
+namespace {
+
+// splitmix64's finalizer: spreads a value over 64 bits, so sums of hashes rarely collide.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::uint64_t CachingAllocatorModel::block_hash(int b) const {
+  const Block& blk = blocks_[static_cast<std::size_t>(b)];
+  return mix64(mix64(static_cast<std::uint64_t>(address(b))) ^
+               (static_cast<std::uint64_t>(blk.size) * 2 + (blk.free ? 1 : 0)));
+}
+
+std::uint64_t CachingAllocatorModel::segment_hash(int seg, std::int64_t size) {
+  return mix64(mix64(~static_cast<std::uint64_t>(seg)) + static_cast<std::uint64_t>(size));
+}
+
 int CachingAllocatorModel::new_block() {
   if (!recycled_.empty()) {
     const int b = recycled_.back();
@@ -154,11 +176,11 @@ int CachingAllocatorModel::take_free_block(bool small, std::int64_t size) {
   auto& p = pool(small);
   const auto it = p.lower_bound(Key{size, std::numeric_limits<std::int64_t>::min(), -1});
   if (it == p.end()) return -1;
-  const std::int64_t found = std::get<0>(*it);
+  const std::int64_t found = it->size;
   const std::int64_t limit = config_.max_split_size;
   if (size < limit && found >= limit) return -1;                      // no oversized block for a small request
   if (size >= limit && found >= size + kAllocLargeBuffer) return -1;  // an oversized one only within 20 MiB
-  const int b = std::get<2>(*it);
+  const int b = it->block;
   p.erase(it);
   return b;
 }
@@ -176,6 +198,7 @@ int CachingAllocatorModel::new_segment(bool small, std::int64_t segment_size) {
   blk.size = segment_size;
   segments_.back().first = segments_.back().last = b;
   reserved_ += segment_size;
+  digest_ += segment_hash(seg, segment_size) + block_hash(b);
   return b;
 }
 
@@ -191,6 +214,7 @@ int CachingAllocatorModel::grow_expandable(bool small, std::int64_t size) {
     s.expandable = true;
     segments_.push_back(s);
     seg = static_cast<int>(segments_.size() - 1);
+    digest_ += segment_hash(seg, 0);
   }
   Segment& s = segments_[static_cast<std::size_t>(seg)];
   const int tail = s.last;
@@ -200,9 +224,12 @@ int CachingAllocatorModel::grow_expandable(bool small, std::int64_t size) {
   const std::int64_t old_size = s.size;
   s.size += map;
   reserved_ += map;
+  digest_ += segment_hash(seg, s.size) - segment_hash(seg, old_size);
   if (tail_free) {
     pool(small).erase(key(tail));
+    digest_ -= block_hash(tail);
     blocks_[static_cast<std::size_t>(tail)].size += map;
+    digest_ += block_hash(tail);
     return tail;
   }
   const int b = new_block();
@@ -214,12 +241,14 @@ int CachingAllocatorModel::grow_expandable(bool small, std::int64_t size) {
   if (tail >= 0) blocks_[static_cast<std::size_t>(tail)].next = b;
   if (s.first < 0) s.first = b;
   s.last = b;
+  digest_ += block_hash(b);
   return b;
 }
 
 void CachingAllocatorModel::split(int b, std::int64_t size, bool small) {
   // malloc: the request keeps the block's start, the remainder becomes a cached block after it.
   const int r = new_block();
+  digest_ -= block_hash(b);
   Block& blk = blocks_[static_cast<std::size_t>(b)];
   Block& rem = blocks_[static_cast<std::size_t>(r)];
   rem.segment = blk.segment;
@@ -232,6 +261,7 @@ void CachingAllocatorModel::split(int b, std::int64_t size, bool small) {
   blk.size = size;
   Segment& s = segments_[static_cast<std::size_t>(blk.segment)];
   if (s.last == b) s.last = r;
+  digest_ += block_hash(b) + block_hash(r);
   pool(small).insert(key(r));
 }
 
@@ -240,7 +270,9 @@ int CachingAllocatorModel::malloc(std::int64_t bytes) {
   if (!config_.caching) {
     // PYTORCH_NO_CUDA_MEMORY_CACHING: cudaMalloc and cudaFree for each tensor, nothing cached.
     const int b = new_segment(false, bytes);
+    digest_ -= block_hash(b);
     blocks_[static_cast<std::size_t>(b)].free = false;
+    digest_ += block_hash(b);
     blocks_[static_cast<std::size_t>(b)].requested = bytes;
     allocated_ += bytes;
     requested_ += bytes;
@@ -259,8 +291,10 @@ int CachingAllocatorModel::malloc(std::int64_t bytes) {
                             ? remaining >= kAllocMinBlockSize
                             : size < config_.max_split_size && remaining > kAllocSmallSize;
   if (do_split) split(b, size, small);
+  digest_ -= block_hash(b);
   Block& blk = blocks_[static_cast<std::size_t>(b)];
   blk.free = false;
+  digest_ += block_hash(b);
   blk.requested = bytes;
   allocated_ += blk.size;
   requested_ += bytes;
@@ -274,6 +308,7 @@ void CachingAllocatorModel::merge_into(int b, int other) {
   Block& o = blocks_[static_cast<std::size_t>(other)];
   const bool small = segments_[static_cast<std::size_t>(blk.segment)].small;
   pool(small).erase(key(other));
+  digest_ -= block_hash(b) + block_hash(other);
   Segment& s = segments_[static_cast<std::size_t>(blk.segment)];
   if (o.next == b) {  // other lies before b
     blk.offset = o.offset;
@@ -288,23 +323,28 @@ void CachingAllocatorModel::merge_into(int b, int other) {
   blk.size += o.size;
   o.live = false;
   recycled_.push_back(other);
+  digest_ += block_hash(b);
 }
 
 void CachingAllocatorModel::free(int handle) {
   if (handle < 0) return;
   Block& blk = blocks_[static_cast<std::size_t>(handle)];
   if (!blk.live || blk.free) return;
+  digest_ -= block_hash(handle);
   blk.free = true;
   requested_ -= blk.requested;
   if (!config_.caching) {
     allocated_ -= blk.size;
     reserved_ -= blk.size;
-    segments_[static_cast<std::size_t>(blk.segment)].size = 0;
+    Segment& seg = segments_[static_cast<std::size_t>(blk.segment)];
+    digest_ += segment_hash(blk.segment, 0) - segment_hash(blk.segment, seg.size);
+    seg.size = 0;
     blk.live = false;
     recycled_.push_back(handle);
     return;
   }
   allocated_ -= blk.size;
+  digest_ += block_hash(handle);
   // free_block: merge with free neighbours of the same segment, then cache the block. Cached
   // segments are never given back here (only empty_cache() or an out-of-memory retry does).
   for (const int nb : {blk.prev, blk.next}) {
@@ -323,26 +363,6 @@ void CachingAllocatorModel::note_peaks() {
 std::size_t CachingAllocatorModel::segments() const {
   return static_cast<std::size_t>(
       std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.size > 0; }));
-}
-
-std::uint64_t CachingAllocatorModel::state_digest() const {
-  // FNV-1a over every segment's blocks in address order.
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ULL;
-    }
-  };
-  for (const Segment& s : segments_) {
-    mix(static_cast<std::uint64_t>(s.size));
-    for (int b = s.first; b >= 0; b = blocks_[static_cast<std::size_t>(b)].next) {
-      const Block& blk = blocks_[static_cast<std::size_t>(b)];
-      mix(static_cast<std::uint64_t>(blk.offset));
-      mix(static_cast<std::uint64_t>(blk.size) * 2 + (blk.free ? 1 : 0));
-    }
-  }
-  return h;
 }
 
 }  // namespace mme

@@ -10,7 +10,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 namespace mme {
@@ -63,8 +62,9 @@ class CachingAllocatorModel {
   std::int64_t peak_requested() const { return peak_requested_; }
   std::size_t segments() const;  // segments (expandable: mapped pages count as one per pool)
   // A digest of where every block lies: two allocators with the same digest serve the same
-  // sequence alike (the replay stops repeating an identical period on it).
-  std::uint64_t state_digest() const;
+  // sequence alike (the replay stops repeating an identical period on it). Kept up to date with
+  // each change (a sum of the blocks' and segments' hashes), so reading it costs nothing.
+  std::uint64_t state_digest() const { return digest_; }
 
  private:
   struct Block {
@@ -77,8 +77,17 @@ class CachingAllocatorModel {
     bool small = false, expandable = false;
     int first = -1, last = -1;  // blocks in address order
   };
-  using Key = std::tuple<std::int64_t, std::int64_t, int>;  // size, address, block (BlockComparatorSize)
+  // A cached block in its pool, ordered as BlockComparatorSize orders them: size, then address
+  // (unique), the block's slot alongside.
+  struct Key {
+    std::int64_t size = 0, address = 0;
+    int block = -1;
+    bool operator<(const Key& o) const { return size != o.size ? size < o.size : address < o.address; }
+  };
   std::set<Key>& pool(bool small) { return small ? small_pool_ : large_pool_; }
+  // The digest's terms: one per block (where it lies, its size, whether free) and per segment size.
+  std::uint64_t block_hash(int b) const;
+  static std::uint64_t segment_hash(int seg, std::int64_t size);
   Key key(int b) const;
   std::int64_t address(int b) const;
   int new_block();
@@ -97,6 +106,7 @@ class CachingAllocatorModel {
   std::set<Key> small_pool_, large_pool_;
   std::int64_t reserved_ = 0, allocated_ = 0, requested_ = 0;
   std::int64_t peak_reserved_ = 0, peak_allocated_ = 0, peak_requested_ = 0;
+  std::uint64_t digest_ = 0;
 };
 
 }  // namespace mme

@@ -72,7 +72,11 @@ class StageReplay {
   StageReplay(const Pass& ps, const StageEstimate& st, const AllocatorConfig& config)
       : ps_(ps), st_(st), alloc_(config) {}
 
-  // Replays the run for data-parallel shard (dense_rank, expert_rank); returns the allocator.
+  // Replays the model's construction, the same on every data-parallel rank; a copy of the
+  // replay then goes on for one rank.
+  void build();
+  // Replays the rest of the run for data-parallel shard (dense_rank, expert_rank); returns the
+  // allocator.
   const CachingAllocatorModel& run(std::int64_t dense_rank, std::int64_t expert_rank);
 
  private:
@@ -378,7 +382,7 @@ void StageReplay::iteration(bool first) {
   }
 }
 
-const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int64_t expert_rank) {
+void StageReplay::build() {
   params_ = param_tensors();
   layers_.clear();
   scale_.clear();
@@ -386,6 +390,9 @@ const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int6
   for (std::int64_t vr = 0; vr < ps_.stages.v; ++vr) scale_.push_back(activation_scale(vr));
   in_flight_.assign(static_cast<std::size_t>(ps_.stages.v), {});
   build_model();
+}
+
+const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int64_t expert_rank) {
   build_optimizer(dense_rank, expert_rank);
   // The first forward pass creates the workspaces that live for the run: TE's cuBLAS workspace
   // (module/base.py get_workspace), PyTorch's cuBLAS and cuBLASLt workspaces
@@ -479,9 +486,11 @@ void add_device_memory(const Pass& ps, StageEstimate& st) {
   const std::int64_t ranks = std::max(ps.parameters.dense_shards, ps.parameters.expert_shards);
   const std::int64_t samples = std::min<std::int64_t>(ranks, 4);
   std::int64_t reserved = 0, requested = 0;
+  StageReplay built(ps, st, config);
+  built.build();
   for (std::int64_t k = 0; k < samples; ++k) {
     auto pick = [&](std::int64_t n) { return samples > 1 ? k * (n - 1) / (samples - 1) : 0; };
-    StageReplay replay(ps, st, config);
+    StageReplay replay = built;
     const CachingAllocatorModel& a = replay.run(pick(ps.parameters.dense_shards), pick(ps.parameters.expert_shards));
     if (a.peak_reserved() > reserved) reserved = a.peak_reserved(), requested = a.peak_requested();
   }
