@@ -38,11 +38,13 @@ inline PlanOptions options_for(std::int64_t gpus) {
   return o;
 }
 
-// What the planner asks the engine on Hopper: no component lists.
+// What the planner asks the engine on Hopper: no component lists, no device total (the planner
+// judges by the fixed rule and never replays the allocator).
 inline EstimateOptions hopper() {
   EstimateOptions eo;
   eo.compute_capability = 90;
   eo.components = false;
+  eo.device_memory = false;
   return eo;
 }
 
