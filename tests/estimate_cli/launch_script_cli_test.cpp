@@ -109,6 +109,22 @@ TEST(LaunchScriptCli, WarningsReachTheJsonDocument) {
   EXPECT_THAT(json_of(none)["warnings"].dump(), HasSubstr("does not say how many GPUs"));
 }
 
+// A launch whose GPU count its own layout does not divide (Megatron-LM's example scripts default
+// to one node): the error says the count is the launch's, from where, and how to give another.
+TEST(LaunchScriptCli, ALaunchCountTheLayoutDoesNotDivideSaysWhereItCameFrom) {
+  const Script s("NUM_NODES=${NUM_NODES:-1}\ntorchrun --nproc_per_node 4 --nnodes $NUM_NODES pretrain_gpt.py " +
+                 kModel + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4\n");
+  const auto r = run_mme({"estimate", "--megatron-args-file", s.path});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("the launch runs 4 GPUs (torchrun --nproc_per_node 4"));
+  EXPECT_THAT(r.err, HasSubstr("need a multiple of 8"));
+  EXPECT_THAT(r.err, HasSubstr("--set NAME=VALUE"));
+  // Two nodes: 8 GPUs, DP 1.
+  const auto two = json_of(run_mme({"estimate", "--megatron-args-file", s.path, "--set", "NUM_NODES=2", "--json"}));
+  EXPECT_EQ(two["setup"]["num_gpus"], 8);
+}
+
 TEST(LaunchScriptCli, RefusalsAreOneErrorLine) {
   auto refused = [](const std::vector<std::string>& args) {
     const auto r = run_mme(args);

@@ -199,6 +199,7 @@ ReadInputs read_model_source(const ModelInput& input, const SetupFlags& flags, c
     r.assumptions = launch.assumptions;
     r.warnings = launch.warnings;
     r.launch_gpus_unknown = launch.world_size_unknown;
+    r.launch_gpus_from = launch.world_size_from;
     if (!launch.entry.empty() && !launch.args.world_size && launch.world_size_unknown.empty())
       r.launch_gpus_unsaid = launch.where;
     megatron = std::move(launch.args);
@@ -245,6 +246,18 @@ void read_request_setup(const SetupFlags& flags, ReadInputs& r) {
   if (megatron && !gpus_flag && !r.launch_gpus_unsaid.empty())
     r.warnings.push_back(fmt::format("{}: the launch does not say how many GPUs it runs on (--num-gpus N gives it)",
                                      r.launch_gpus_unsaid));
+  // The launch's GPU count that its own layout does not divide: Megatron-LM would stop at
+  // initialize_model_parallel too; say where the count came from and how to give another.
+  if (megatron && !gpus_flag && megatron->world_size) {
+    const std::int64_t multiple = cli::layout_gpu_multiple(r.setup.parallel);
+    if (multiple > 0 && *megatron->world_size % multiple != 0)
+      throw LayoutError(printable(fmt::format(
+          "{}: the launch runs {} GPUs{}, which its layout does not divide (TP x PP x CP and ETP x EP x PP need a "
+          "multiple of {}); Megatron-LM would stop there too. Give the count with --num-gpus N, or the script's "
+          "variables with --set NAME=VALUE",
+          r.megatron_source, *megatron->world_size,
+          r.launch_gpus_from.empty() ? "" : fmt::format(" ({})", r.launch_gpus_from), multiple)));
+  }
   const bool world_given = gpus_flag || spec || (megatron && megatron->world_size);
   if (!world_given) {
     r.setup.parallel.world_size = default_world_size(r.setup.parallel);

@@ -27,6 +27,7 @@ struct ReadInputs {
   bool gpus_defaulted = false;
   std::string launch_gpus_unknown;  // why the launcher's GPU count is not known ("" if it is or is not said)
   std::string launch_gpus_unsaid;   // where the launch that says no GPU count is ("" if it says one)
+  std::string launch_gpus_from;     // how the launch says its GPU count ("torchrun --nproc_per_node 8 x --nnodes 1")
   // What reading the launch assumed (defaults of unset variables) and the Megatron-LM flags with
   // a memory effect mme does not model, one line each, for the report's assumptions; and what
   // may change the estimate (flags mme does not know the effect of): warnings, also in the JSON
