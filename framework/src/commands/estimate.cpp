@@ -419,7 +419,8 @@ EstimateResult estimate(const EstimateRequest& request, const Context& context) 
     if (request.next_steps && !out.fits.empty() &&
         std::none_of(out.fits.begin(), out.fits.end(), [](const FitVerdict& v) { return v.fits; }))
       out.next_steps = cli::next_steps(out.model, inputs.setup, out.gpu, read.model_name.value_or(out.model.name),
-                                       registry, out.judged, f.headroom, f.on_bound, f.reserved);
+                                       registry, out.judged, f.headroom, f.on_bound, f.reserved,
+                                       out.fits.front().needed_bytes);
   }
   if (html_file) {
     cli::HtmlOptions ho;

@@ -490,7 +490,7 @@ void add_device_memory(const Pass& ps, StageEstimate& st) {
   built.build();
   for (std::int64_t k = 0; k < samples; ++k) {
     auto pick = [&](std::int64_t n) { return samples > 1 ? k * (n - 1) / (samples - 1) : 0; };
-    StageReplay replay = built;
+    StageReplay replay = k + 1 < samples ? StageReplay(built) : std::move(built);  // the last one takes it
     const CachingAllocatorModel& a = replay.run(pick(ps.parameters.dense_shards), pick(ps.parameters.expert_shards));
     if (a.peak_reserved() > reserved) reserved = a.peak_reserved(), requested = a.peak_requested();
   }

@@ -60,7 +60,7 @@ nlohmann::json next_step_json(const NextStep& s) {
 std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& base, const HardwareProfile* gpu,
                                  const std::string& model_name, const Registry& registry,
                                  const std::vector<const HardwareProfile*>& gpus, double headroom, bool on_bound,
-                                 std::int64_t reserved) {
+                                 std::int64_t reserved, std::optional<std::int64_t> base_needed) {
   const auto& bp = base.parallel;
   std::int64_t experts = 0;
   for (const auto& l : model.layers) experts = std::max(experts, l.mlp.num_experts);
@@ -149,10 +149,13 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
     NextStep step;
     double cost_per_gib = 0;  // (ratio - 1) per GiB saved; free ones first
   };
-  std::int64_t base_needed = 0;
-  try {
-    base_needed = judge_fit(estimator.run(base, eo), *gpus.front(), headroom, on_bound, reserved).needed_bytes;
-  } catch (const Error&) {
+  // judge_fit's device rule: no headroom or reserved bytes given, and the estimate replays the allocator.
+  const bool device_rule = headroom < 0 && reserved < 0 && eo.device_memory;
+  if (!base_needed) {
+    try {
+      base_needed = judge_fit(estimator.run(base, eo), *gpus.front(), headroom, on_bound, reserved).needed_bytes;
+    } catch (const Error&) {
+    }
   }
   // Runs one candidate; the GPU count grows to the smallest multiple the new layout allows.
   auto attempt = [&](const Change& c, std::vector<Tried>& out) {
@@ -169,7 +172,19 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
       text += fmt::format(" --num-gpus {}", world);
     }
     try {
-      const Estimate e = estimator.run(s, eo);
+      // The allocator replay (the device total) costs milliseconds where the rest costs
+      // microseconds, so a candidate is first estimated without it. Under the headroom rule the
+      // verdict does not read the device total at all; under the device rule the device total is
+      // at least the point estimate's peak (device_memory.cpp add_device_memory: the reserved
+      // bytes are at least the stage's total), so a peak above every GPU's capacity cannot fit.
+      EstimateOptions lean = eo;
+      lean.device_memory = false;
+      Estimate e = estimator.run(s, lean);
+      if (device_rule) {
+        const std::int64_t floor = e.peak().total_bytes;
+        if (std::none_of(gpus.begin(), gpus.end(), [&](const auto* g) { return floor <= g->memory_bytes; })) return;
+        e = estimator.run(s, eo);
+      }
       for (const auto* g : gpus) {
         const FitVerdict v = judge_fit(e, *g, headroom, on_bound, reserved);
         if (!v.fits) continue;
@@ -179,7 +194,7 @@ std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& ba
           if (!base_step.count(g)) base_step[g] = step_seconds(base, *g);
           const double before = base_step[g], after = step_seconds(s, *g);
           if (before > 0 && after > 0) t.step.step_ratio = after / before;
-          const double saved = std::max(1.0, to_gib(base_needed - v.needed_bytes));
+          const double saved = std::max(1.0, to_gib(base_needed.value_or(0) - v.needed_bytes));
           t.cost_per_gib = t.step.step_ratio > 0 ? std::max(0.0, t.step.step_ratio - 1) / saved : 1e9;
         }
         out.push_back(std::move(t));

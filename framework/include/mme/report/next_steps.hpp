@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,11 +43,12 @@ nlohmann::json next_step_json(const NextStep& s);
 // recompute, a smaller micro-batch) by their predicted step-time cost per GiB saved; at most
 // four. Pairs with full recompute when no single change fits; `mme plan` when nothing tried fits.
 // `gpu` (the --gpu one, or null) sets the compute capability of the estimates; `model_name` is
-// the name the hint to `mme plan` uses.
+// the name the hint to `mme plan` uses; `base_needed`, the bytes the base layout needs on
+// gpus.front() when the caller has judged it already (else it is estimated again).
 std::vector<NextStep> next_steps(const ModelSpec& model, const TrainingSetup& base, const HardwareProfile* gpu,
                                  const std::string& model_name, const Registry& registry,
                                  const std::vector<const HardwareProfile*>& gpus, double headroom, bool on_bound,
-                                 std::int64_t reserved);
+                                 std::int64_t reserved, std::optional<std::int64_t> base_needed = std::nullopt);
 
 // The smallest GPU count TP x PP x CP and ETP x EP x PP both divide (0 when out of range).
 std::int64_t layout_gpu_multiple(const ParallelLayout& p);
