@@ -12,7 +12,8 @@
   let fields = [];      // the form's fields, from the setup schema ({"command": "form"})
   let intFields = [];   // their ids, by kind
   let selectFields = [];
-  let hashFields = [];
+  let checkFields = []; // switches shown as checkboxes
+  let hashFields = [];  // the fields whose text the URL's hash and a kept layout hold
   let engine = null;
   let lastDoc = null;
   let jsonUrl = null;
@@ -45,8 +46,8 @@
     for (const f of fields) {
       const el = $(f.id);
       if (f.kind === "bool") {
-        // A select (auto, on, off) or a checkbox whose checked state is the knob's default.
-        const value = el.type === "checkbox" ? (el.checked ? "" : "false") : el.value;
+        // A select (auto, on, off) or a checkbox: its flag only when it differs from the default.
+        const value = el.type === "checkbox" ? (el.checked === f.on_by_default ? "" : String(el.checked)) : el.value;
         if (value === "true") flags[f.flag] = true;
         if (value === "false") flags[f.off_flag] = true;
       } else if (el.value.trim() !== "") {
@@ -176,16 +177,16 @@
     const p = new URLSearchParams();
     p.set("model", $("model").value);
     for (const id of hashFields) if ($(id).value.trim() !== "") p.set(id, $(id).value.trim());
-    if (!$("distributed_optimizer").checked) p.set("distributed_optimizer", "false");
+    for (const f of checkFields) if ($(f.id).checked !== f.on_by_default) p.set(f.id, String($(f.id).checked));
     history.replaceState(null, "", "#" + p.toString());
   }
   function readHash() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ""));
     if (p.has("model") && [...$("model").options].some((o) => o.value === p.get("model"))) $("model").value = p.get("model");
-    for (const id of [...intFields, "hub_id"]) if (p.has(id)) $(id).value = p.get(id);
+    for (const id of hashFields) if ($(id).tagName === "INPUT" && p.has(id)) $(id).value = p.get(id);
     for (const id of [...selectFields, "gpu"])
       if (p.has(id) && [...$(id).options].some((o) => o.value === p.get(id))) $(id).value = p.get(id);
-    if (p.has("distributed_optimizer")) $("distributed_optimizer").checked = p.get("distributed_optimizer") !== "false";
+    for (const f of checkFields) if (p.has(f.id)) $(f.id).checked = p.get(f.id) === "true";
   }
 
   function updateBoxes() {
@@ -232,14 +233,15 @@
 
   // The history of the layouts kept; each row restores its form.
   function snapshot() {
-    const s = { model: $("model").value, distributed_optimizer: $("distributed_optimizer").checked };
+    const s = { model: $("model").value };
     for (const id of hashFields) s[id] = $(id).value;
+    for (const f of checkFields) s[f.id] = $(f.id).checked;
     return s;
   }
   function restore(s) {
     $("model").value = s.model;
     for (const id of hashFields) $(id).value = s[id];
-    $("distributed_optimizer").checked = s.distributed_optimizer;
+    for (const f of checkFields) $(f.id).checked = s[f.id];
     recompute();
   }
   function keep() {
@@ -406,16 +408,23 @@
     finishPlan(msg.doc);
   }
   // Applies a plan's layout to the form (its setup block: the `mme plan --json` plan's).
+  // "Use": every field of the form from the plan's setup (the fields' ids are the setup's keys);
+  // then the setup keys on which the page's estimate still differs from the plan are named (none
+  // when the form holds everything the planner chose).
   function usePlan(p) {
     const s = p.setup;
-    for (const id of intFields) if (id !== "num_gpus" && id !== "seq_length") $(id).value = s[id] ?? "";
-    $("num_gpus").value = String(s.num_gpus);
-    const granularity = fields.find((f) => f.id === "recompute_granularity");
-    $("recompute_granularity").value = s.recompute_granularity === granularity.null_name ? "" : s.recompute_granularity;
-    $("sequence_parallel").value = "";
-    $("distributed_optimizer").checked = s.distributed_optimizer;
+    for (const f of fields) {
+      const el = $(f.id), v = s[f.id];
+      if (el.type === "checkbox") el.checked = v === true;
+      else if (f.id === "sequence_parallel") el.value = "";  // the planner leaves it to the rule: on with TP > 1
+      else if (f.kind === "enum") el.value = v === f.null_name ? "" : v;
+      else el.value = v === null || v === undefined ? "" : String(v);
+    }
     $("gpu").value = $("plan_result").dataset.gpu;
     recompute();
+    const differ = lastDoc ? Object.keys(s).filter((k) => JSON.stringify(lastDoc.doc.setup[k]) !== JSON.stringify(s[k])) : ["(no estimate)"];
+    document.body.dataset.planDiffers = differ.join(",");
+    if (differ.length) $("plan_status").textContent += `. The form cannot hold the plan's ${differ.join(", ")}`;
   }
   function finishPlan(doc) {
     const ms = performance.now() - planStart;
@@ -469,7 +478,10 @@
     fields = call({ command: "form" }).fields;
     intFields = fields.filter((f) => f.kind === "int").map((f) => f.id);
     selectFields = fields.filter((f) => $(f.id).tagName === "SELECT").map((f) => f.id);
-    hashFields = [...intFields, ...selectFields, "gpu", "hub_id"];
+    checkFields = fields.filter((f) => $(f.id).type === "checkbox");
+    const textFields = fields.filter((f) => f.kind === "text").map((f) => f.id);
+    hashFields = [...intFields, ...textFields, ...selectFields, "gpu", "hub_id"];
+    for (const f of fields) if (!$(f.id).title) $(f.id).title = f.help;
     for (const f of fields.filter((f) => f.kind === "enum")) {
       $(f.id).replaceChildren(Object.assign(document.createElement("option"), { value: "", textContent: f.null_name }));
       fill($(f.id), f.values);

@@ -348,7 +348,11 @@ try {
   const planDoc = () => page.$eval("#plan_result", (e) => JSON.parse(e.dataset.doc));
   async function plan(model, gpus, gpu) {
     await setLayout(model, { tp: "1", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "1", num_gpus: "8", micro_batch_size: "1",
-      seq_length: "4096", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "" });
+      seq_length: "4096", num_layers_in_first_pipeline_stage: "", num_layers_in_last_pipeline_stage: "", pipeline_layout: "" });
+    // The switches a plan's "Use" may have set, back to their defaults (off).
+    for (const id of ["account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "overlap_grad_reduce",
+      "overlap_param_gather", "tp_comm_overlap"])
+      if (await page.$eval(`#${id}`, (el) => el.checked)) await page.click(`#${id}`);
     await page.select("#recompute_granularity", "");
     await page.select("#gpu", "");
     await page.evaluate(() => delete document.body.dataset.plan);
@@ -382,6 +386,8 @@ try {
   const used = await shown();
   check(used.state === "ready" && used.peak === String(smallWant.plans[0].peak_bytes),
     `plan: "Use" gives the plan's peak in the form (${used.peak} == ${smallWant.plans[0].peak_bytes})`);
+  const differs = await page.evaluate(() => document.body.dataset.planDiffers);
+  check(differs === "", `plan: after "Use" the page's setup is the plan's, key for key (differing: ${differs || "none"})`);
   await page.screenshot({ path: path.join(args.artifacts, "plan.png"), fullPage: true });
 
   // The page stays responsive while a larger search runs (Mixtral on 64 H100s): once the worker

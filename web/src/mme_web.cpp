@@ -102,11 +102,17 @@ constexpr Field kFields[] = {{"tp", "tp"},
                              {"num_gpus", "num-gpus"},
                              {"num_layers_in_first_pipeline_stage", "num-layers-in-first-pipeline-stage"},
                              {"num_layers_in_last_pipeline_stage", "num-layers-in-last-pipeline-stage"},
+                             {"pipeline_layout", "pipeline-layout"},
+                             {"account_for_embedding_in_pipeline_split", "account-for-embedding-in-pipeline-split"},
+                             {"account_for_loss_in_pipeline_split", "account-for-loss-in-pipeline-split"},
                              {"micro_batch_size", "micro-batch-size"},
                              {"seq_length", "seq-length"},
                              {"recompute_granularity", "recompute-granularity"},
                              {"sequence_parallel", "sequence-parallel"},
-                             {"distributed_optimizer", "use-distributed-optimizer"}};
+                             {"distributed_optimizer", "use-distributed-optimizer"},
+                             {"overlap_grad_reduce", "overlap-grad-reduce"},
+                             {"overlap_param_gather", "overlap-param-gather"},
+                             {"tp_comm_overlap", "tp-comm-overlap"}};
 
 J form() {
   J fields = J::array();
@@ -128,7 +134,10 @@ J form() {
       case KnobKind::kBool:
         j["kind"] = "bool";
         j["off_flag"] = k->off_flag ? k->off_flag : "";
+        // A checkbox's state when the flag is not given (the spec file's default).
+        j["on_by_default"] = std::string_view(k->spec_default) == "true";
         break;
+      case KnobKind::kString: j["kind"] = "text"; break;
       default: throw std::logic_error(fmt::format("the page's field {} is of a kind the page does not show", f.id));
     }
     fields.push_back(j);
