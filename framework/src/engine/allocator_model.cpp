@@ -131,9 +131,6 @@ std::int64_t CachingAllocatorModel::address(int b) const {
          blocks_[static_cast<std::size_t>(b)].offset;
 }
 
-CachingAllocatorModel::Key CachingAllocatorModel::key(int b) const {
-  return {blocks_[static_cast<std::size_t>(b)].size, address(b), b};
-}
 
 namespace {
 
@@ -147,22 +144,69 @@ std::uint64_t mix64(std::uint64_t x) {
 
 }  // namespace
 
+std::uint64_t CachingAllocatorModel::place_hash(int b) const { return mix64(static_cast<std::uint64_t>(address(b))); }
+
+std::uint64_t CachingAllocatorModel::block_hash(std::uint64_t place, std::int64_t size, bool free) {
+  return mix64(place ^ (static_cast<std::uint64_t>(size) * 2 + (free ? 1 : 0)));
+}
+
 std::uint64_t CachingAllocatorModel::block_hash(int b) const {
   const Block& blk = blocks_[static_cast<std::size_t>(b)];
-  return mix64(mix64(static_cast<std::uint64_t>(address(b))) ^
-               (static_cast<std::uint64_t>(blk.size) * 2 + (blk.free ? 1 : 0)));
+  return block_hash(place_hash(b), blk.size, blk.free);
 }
 
 std::uint64_t CachingAllocatorModel::segment_hash(int seg, std::int64_t size) {
   return mix64(mix64(~static_cast<std::uint64_t>(seg)) + static_cast<std::uint64_t>(size));
 }
 
+namespace {
+
+// The heap order: the lowest address on top.
+bool higher_address(const auto& a, const auto& b) { return a.address > b.address; }
+
+}  // namespace
+
+void CachingAllocatorModel::pool_insert(bool small, int b) {
+  Block& blk = blocks_[static_cast<std::size_t>(b)];
+  blk.pooled = true;
+  ++blk.pool_entry;
+  Bucket& bucket = pool(small)[blk.size];
+  bucket.heap.push_back({address(b), b, blk.pool_entry});
+  std::push_heap(bucket.heap.begin(), bucket.heap.end(), higher_address<Entry, Entry>);
+  ++bucket.cached;
+}
+
+void CachingAllocatorModel::pool_erase(bool small, int b) {
+  Block& blk = blocks_[static_cast<std::size_t>(b)];
+  if (!blk.pooled) return;
+  blk.pooled = false;
+  auto& p = pool(small);
+  const auto it = p.find(blk.size);
+  if (it == p.end()) return;
+  Bucket& bucket = it->second;
+  if (--bucket.cached == 0) {
+    p.erase(it);
+    return;
+  }
+  // Stale entries past twice the current ones: the heap keeps only the current ones.
+  if (bucket.heap.size() > 2 * static_cast<std::size_t>(bucket.cached) + 64) {
+    std::erase_if(bucket.heap, [&](const Entry& e) {
+      const Block& x = blocks_[static_cast<std::size_t>(e.block)];
+      return !x.pooled || x.pool_entry != e.serial;
+    });
+    std::make_heap(bucket.heap.begin(), bucket.heap.end(), higher_address<Entry, Entry>);
+  }
+}
+
 int CachingAllocatorModel::new_block() {
   if (!recycled_.empty()) {
     const int b = recycled_.back();
     recycled_.pop_back();
+    // The slot's entry count goes on, so that an old entry of the slot never looks current.
+    const std::uint32_t serial = blocks_[static_cast<std::size_t>(b)].pool_entry;
     blocks_[static_cast<std::size_t>(b)] = Block{};
     blocks_[static_cast<std::size_t>(b)].live = true;
+    blocks_[static_cast<std::size_t>(b)].pool_entry = serial;
     return b;
   }
   blocks_.push_back(Block{});
@@ -174,15 +218,25 @@ int CachingAllocatorModel::take_free_block(bool small, std::int64_t size) {
   // get_free_block: the smallest cached block of at least `size` (BlockComparatorSize: size, then
   // address), unless it is an oversized block (max_split_size) that must not serve this request.
   auto& p = pool(small);
-  const auto it = p.lower_bound(Key{size, std::numeric_limits<std::int64_t>::min(), -1});
+  const auto it = p.lower_bound(size);
   if (it == p.end()) return -1;
-  const std::int64_t found = it->size;
+  const std::int64_t found = it->first;
   const std::int64_t limit = config_.max_split_size;
   if (size < limit && found >= limit) return -1;                      // no oversized block for a small request
   if (size >= limit && found >= size + kAllocLargeBuffer) return -1;  // an oversized one only within 20 MiB
-  const int b = it->block;
-  p.erase(it);
-  return b;
+  // The lowest address of that size: the current entry on top of the heap (a bucket in the map
+  // always has one).
+  auto& heap = it->second.heap;
+  for (;;) {
+    const Entry top = heap.front();
+    std::pop_heap(heap.begin(), heap.end(), higher_address<Entry, Entry>);
+    heap.pop_back();
+    const Block& blk = blocks_[static_cast<std::size_t>(top.block)];
+    if (blk.pooled && blk.pool_entry == top.serial) {
+      pool_erase(small, top.block);
+      return top.block;
+    }
+  }
 }
 
 int CachingAllocatorModel::new_segment(bool small, std::int64_t segment_size) {
@@ -226,7 +280,7 @@ int CachingAllocatorModel::grow_expandable(bool small, std::int64_t size) {
   reserved_ += map;
   digest_ += segment_hash(seg, s.size) - segment_hash(seg, old_size);
   if (tail_free) {
-    pool(small).erase(key(tail));
+    pool_erase(small, tail);
     digest_ -= block_hash(tail);
     blocks_[static_cast<std::size_t>(tail)].size += map;
     digest_ += block_hash(tail);
@@ -248,8 +302,9 @@ int CachingAllocatorModel::grow_expandable(bool small, std::int64_t size) {
 void CachingAllocatorModel::split(int b, std::int64_t size, bool small) {
   // malloc: the request keeps the block's start, the remainder becomes a cached block after it.
   const int r = new_block();
-  digest_ -= block_hash(b);
   Block& blk = blocks_[static_cast<std::size_t>(b)];
+  const std::uint64_t place = place_hash(b);
+  digest_ -= block_hash(place, blk.size, blk.free);
   Block& rem = blocks_[static_cast<std::size_t>(r)];
   rem.segment = blk.segment;
   rem.offset = blk.offset + size;
@@ -261,8 +316,8 @@ void CachingAllocatorModel::split(int b, std::int64_t size, bool small) {
   blk.size = size;
   Segment& s = segments_[static_cast<std::size_t>(blk.segment)];
   if (s.last == b) s.last = r;
-  digest_ += block_hash(b) + block_hash(r);
-  pool(small).insert(key(r));
+  digest_ += block_hash(place, blk.size, blk.free) + block_hash(r);
+  pool_insert(small, r);
 }
 
 int CachingAllocatorModel::malloc(std::int64_t bytes) {
@@ -291,10 +346,10 @@ int CachingAllocatorModel::malloc(std::int64_t bytes) {
                             ? remaining >= kAllocMinBlockSize
                             : size < config_.max_split_size && remaining > kAllocSmallSize;
   if (do_split) split(b, size, small);
-  digest_ -= block_hash(b);
   Block& blk = blocks_[static_cast<std::size_t>(b)];
+  const std::uint64_t place = place_hash(b);
+  digest_ += block_hash(place, blk.size, false) - block_hash(place, blk.size, true);
   blk.free = false;
-  digest_ += block_hash(b);
   blk.requested = bytes;
   allocated_ += blk.size;
   requested_ += bytes;
@@ -307,7 +362,7 @@ void CachingAllocatorModel::merge_into(int b, int other) {
   Block& blk = blocks_[static_cast<std::size_t>(b)];
   Block& o = blocks_[static_cast<std::size_t>(other)];
   const bool small = segments_[static_cast<std::size_t>(blk.segment)].small;
-  pool(small).erase(key(other));
+  pool_erase(small, other);
   digest_ -= block_hash(b) + block_hash(other);
   Segment& s = segments_[static_cast<std::size_t>(blk.segment)];
   if (o.next == b) {  // other lies before b
@@ -330,7 +385,8 @@ void CachingAllocatorModel::free(int handle) {
   if (handle < 0) return;
   Block& blk = blocks_[static_cast<std::size_t>(handle)];
   if (!blk.live || blk.free) return;
-  digest_ -= block_hash(handle);
+  const std::uint64_t place = place_hash(handle);
+  digest_ -= block_hash(place, blk.size, false);
   blk.free = true;
   requested_ -= blk.requested;
   if (!config_.caching) {
@@ -344,14 +400,14 @@ void CachingAllocatorModel::free(int handle) {
     return;
   }
   allocated_ -= blk.size;
-  digest_ += block_hash(handle);
+  digest_ += block_hash(place, blk.size, true);
   // free_block: merge with free neighbours of the same segment, then cache the block. Cached
   // segments are never given back here (only empty_cache() or an out-of-memory retry does).
   for (const int nb : {blk.prev, blk.next}) {
     if (nb >= 0 && blocks_[static_cast<std::size_t>(nb)].free) merge_into(handle, nb);
   }
   const bool small = segments_[static_cast<std::size_t>(blocks_[static_cast<std::size_t>(handle)].segment)].small;
-  pool(small).insert(key(handle));
+  pool_insert(small, handle);
 }
 
 void CachingAllocatorModel::note_peaks() {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 #include <limits>
-#include <set>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,24 +71,39 @@ class CachingAllocatorModel {
     std::int64_t offset = 0, size = 0, requested = 0;
     int segment = -1, prev = -1, next = -1;
     bool free = true, live = false;  // live: the slot is in use (not recycled)
+    bool pooled = false;             // cached in its pool (free, waiting for a request)
+    std::uint32_t pool_entry = 0;    // which of the pool's entries for this slot is current
   };
   struct Segment {
     std::int64_t size = 0;  // expandable: the mapped bytes
     bool small = false, expandable = false;
     int first = -1, last = -1;  // blocks in address order
   };
-  // A cached block in its pool, ordered as BlockComparatorSize orders them: size, then address
-  // (unique), the block's slot alongside.
-  struct Key {
-    std::int64_t size = 0, address = 0;
+  // The cached blocks of a pool in BlockComparatorSize's order (size, then address): the blocks
+  // of each size on a heap by address, the sizes in a map. A replay caches tens of thousands of
+  // blocks of a few hundred sizes (a MoE layer's experts are alike), so a request costs a search
+  // among the sizes and a heap step, where a tree of every block cost half of the replay.
+  // Entries leave a heap lazily: a block taken out of the pool by a merge leaves an entry whose
+  // pool_entry no longer matches, dropped when it reaches the top (or when the heap is compacted).
+  struct Entry {
+    std::int64_t address = 0;
     int block = -1;
-    bool operator<(const Key& o) const { return size != o.size ? size < o.size : address < o.address; }
+    std::uint32_t serial = 0;
   };
-  std::set<Key>& pool(bool small) { return small ? small_pool_ : large_pool_; }
+  struct Bucket {
+    std::vector<Entry> heap;  // a min-heap by address
+    std::int64_t cached = 0;  // the entries that are current
+  };
+  using Pool = std::map<std::int64_t, Bucket>;
+  Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
+  void pool_insert(bool small, int b);
+  void pool_erase(bool small, int b);
   // The digest's terms: one per block (where it lies, its size, whether free) and per segment size.
+  // (place_hash: the address's part, computed once where only the size or the free bit changes.)
   std::uint64_t block_hash(int b) const;
+  std::uint64_t place_hash(int b) const;
+  static std::uint64_t block_hash(std::uint64_t place, std::int64_t size, bool free);
   static std::uint64_t segment_hash(int seg, std::int64_t size);
-  Key key(int b) const;
   std::int64_t address(int b) const;
   int new_block();
   int take_free_block(bool small, std::int64_t size);
@@ -103,7 +118,7 @@ class CachingAllocatorModel {
   std::vector<int> recycled_;
   std::vector<Segment> segments_;
   int expandable_segment_[2] = {-1, -1};  // large, small
-  std::set<Key> small_pool_, large_pool_;
+  Pool small_pool_, large_pool_;
   std::int64_t reserved_ = 0, allocated_ = 0, requested_ = 0;
   std::int64_t peak_reserved_ = 0, peak_allocated_ = 0, peak_requested_ = 0;
   std::uint64_t digest_ = 0;
