@@ -418,9 +418,9 @@ EstimateResult estimate(const EstimateRequest& request, const Context& context) 
     for (const auto* h : out.judged) out.fits.push_back(judge_fit(est, *h, f.headroom, f.on_bound, f.reserved));
     if (request.next_steps && !out.fits.empty() &&
         std::none_of(out.fits.begin(), out.fits.end(), [](const FitVerdict& v) { return v.fits; }))
-      out.next_steps = cli::next_steps(out.model, inputs.setup, out.gpu, read.model_name.value_or(out.model.name),
-                                       registry, out.judged, f.headroom, f.on_bound, f.reserved,
-                                       out.fits.front().needed_bytes);
+      out.next_steps =
+          cli::next_steps(out.model, inputs.setup, out.gpu, read.model_name.value_or(out.model.name), registry,
+                          out.judged, f.headroom, f.on_bound, f.reserved, out.fits.front().needed_bytes);
   }
   if (html_file) {
     cli::HtmlOptions ho;

@@ -131,7 +131,6 @@ std::int64_t CachingAllocatorModel::address(int b) const {
          blocks_[static_cast<std::size_t>(b)].offset;
 }
 
-
 namespace {
 
 // splitmix64's finalizer: spreads a value over 64 bits, so sums of hashes rarely collide.
