@@ -42,6 +42,9 @@
 #include "test_support.hpp"
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace mme {
 namespace {
@@ -94,10 +97,22 @@ std::string comma_locale(std::string& why) {
   return name = "mme_comma";
 }
 
+// The C++ locale of that name. With LOCPATH set (the private locale above), glibc 2.36's
+// newlocale (locale/newlocale.c), which std::locale's constructor calls, builds the search path
+// with __argz_add_sep and never frees it: 57 bytes per call that LeakSanitizer reports at exit.
+// The leak is the C library's, not mme's, so only this one call is kept out of the leak check;
+// setlocale (which frees its copy) and everything mme does under the locale stay checked.
+std::locale named_locale(const std::string& name) {
+#if defined(__SANITIZE_ADDRESS__)
+  const __lsan::ScopedDisabler glibc_newlocale_leak;
+#endif
+  return std::locale(name);
+}
+
 // Sets the C and the C++ global locale for its lifetime (C++'s std::locale::global sets both).
 class GlobalLocale {
  public:
-  explicit GlobalLocale(const std::string& name) : before_(std::locale::global(std::locale(name))) {}
+  explicit GlobalLocale(const std::string& name) : before_(std::locale::global(named_locale(name))) {}
   ~GlobalLocale() {
     std::locale::global(std::locale::classic());
     std::setlocale(LC_ALL, "C");
