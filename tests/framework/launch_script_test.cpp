@@ -20,6 +20,7 @@ namespace mme {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // read + check, as the CLI does.
 LaunchScript checked(const std::string& text, const LaunchScriptOptions& o = {}) {
@@ -251,6 +252,20 @@ TEST(LaunchScript, FlagValuesByMegatronLmArity) {
   EXPECT_EQ(error_of("python pretrain_gpt.py --swiglu extra\n"),
             "launch.sh:1: 'extra' is not a flag, and --swiglu takes no more values: pretrain_gpt.py would stop with "
             "'unrecognized arguments'");
+  // A quoted value with blanks inside an array, expanded unquoted (Megatron-LM's
+  // gpt3/train_gpt3_175b_distributed.sh does this with --step-batch-size-schedule): bash splits
+  // it, the parser stops, and the message says where the stray word came from.
+  EXPECT_EQ(error_of("A=(\n  --step-batch-size-schedule \"0:16 2.4B:320\"\n)\npython pretrain_gpt.py ${A[@]}\n"),
+            "launch.sh:4: '2.4B:320' is not a flag, and --step-batch-size-schedule takes no more values: "
+            "pretrain_gpt.py would stop with 'unrecognized arguments' ('2.4B:320' is a part of the value "
+            "'0:16 2.4B:320', which an unquoted expansion split at its blanks, as bash does: quote the "
+            "expansion, \"${X[@]}\", to pass the value as one word)");
+  // Quoted, the value stays one word.
+  const auto quoted = checked("A=(--step-batch-size-schedule \"0:16 2.4B:320\")\npython pretrain_gpt.py \"${A[@]}\"\n");
+  ASSERT_EQ(quoted.args.flags().size(), 1u);
+  EXPECT_EQ(quoted.args.flags()[0].values, std::vector<std::string>{"0:16 2.4B:320"});
+  // A stray word that no expansion split says nothing more.
+  EXPECT_THAT(error_of("python pretrain_gpt.py --swiglu extra\n"), Not(HasSubstr("split")));
   EXPECT_THAT(error_of("python pretrain_gpt.py --seq-length --swiglu\n"), HasSubstr("--seq-length expects one value"));
   EXPECT_THAT(error_of("python pretrain_gpt.py --swiglu=1\n"), HasSubstr("--swiglu is a switch and takes no value"));
 }

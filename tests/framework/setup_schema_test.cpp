@@ -388,6 +388,11 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   EXPECT_THROW((void)megatron("--moe-expert-capacity-factor -1"), UsageError);
   EXPECT_THROW((void)megatron("--use-distributed-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 2"),
                UsageError);
+  // arguments.py validate_args: a batch-size schedule with an explicit global batch is refused;
+  // either alone is read.
+  EXPECT_THROW((void)megatron("--global-batch-size 64 --step-batch-size-schedule 0:16"), UsageError);
+  EXPECT_EQ(megatron("--global-batch-size 64").global_batch_size, 64);
+  EXPECT_NO_THROW((void)megatron("--step-batch-size-schedule 0:16"));
   EXPECT_DOUBLE_EQ(*mme({"--hidden-dropout", "0.9995"}).hidden_dropout, 0.9995);
   EXPECT_THROW((void)mme({"--hidden-dropout", "1"}), UsageError);
   // Bounds: one per knob, the same on every path (Megatron-LM text beyond it is a layout error, as before).

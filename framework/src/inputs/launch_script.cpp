@@ -69,11 +69,20 @@ void read_flags(const Found& f, const LaunchScriptOptions& options, const std::s
           fmt::format("{}: {} stands where a flag of {} would: {}; its words may be flags, so mme does "
                       "not guess them (give its value, or an empty one)",
                       f.where, w.text, who, w.unknown));
-    if (!looks_like_flag(w) || w.text.rfind("--", 0) != 0)
-      throw UsageError(
-          fmt::format("{}: '{}' is not a flag, and {} takes no more values: {} would stop with "
-                      "'unrecognized arguments'",
-                      f.where, w.text, flags.empty() ? "no flag before it" : "--" + flags.back().name, who));
+    if (!looks_like_flag(w) || w.text.rfind("--", 0) != 0) {
+      // A word cut out of an unquoted value with blanks (`${ARGS[@]}` over `--x "a b"`): bash
+      // hands the parser its parts, so the script itself fails; say where the word came from.
+      std::string split;
+      if (!w.split_from.empty())
+        split = fmt::format(
+            " ('{}' is a part of the value '{}', which an unquoted expansion split at its blanks, as bash "
+            "does: quote the expansion, \"${{X[@]}}\", to pass the value as one word)",
+            w.text, excerpt(w.split_from, 120));
+      throw UsageError(fmt::format("{}: '{}' is not a flag, and {} takes no more values: {} would stop with "
+                                   "'unrecognized arguments'{}",
+                                   f.where, w.text, flags.empty() ? "no flag before it" : "--" + flags.back().name,
+                                   who, split));
+    }
     std::string name = w.text.substr(2);
     std::optional<std::string> inline_value;
     if (const auto eq = name.find('='); eq != std::string::npos) {

@@ -50,6 +50,9 @@ struct Str {
   std::string text;
   std::string unknown;
   std::vector<Span> spans;
+  // Set on the words that field splitting cut out of one unquoted value with blanks inside
+  // ($X, ${X[@]} unquoted): that value, which the messages about such a word quote.
+  std::string split_from;
 
   static Str of(std::string t) {
     Str s;
@@ -268,6 +271,12 @@ class Shell {
     // (it holds no blank), which the messages of the values it reaches say.
     void add_split(const Str& s) {
       const std::string& t = s.text;
+      // Blanks between two parts: the value becomes several words.
+      std::size_t first = 0, last = t.size();
+      while (first < last && s.blank_at(first)) ++first;
+      while (last > first && s.blank_at(last - 1)) --last;
+      bool cut = false;
+      for (std::size_t i = first; i < last && !cut; ++i) cut = s.blank_at(i);
       std::size_t k = 0;
       while (k < t.size()) {
         if (s.blank_at(k)) {
@@ -278,6 +287,7 @@ class Shell {
         std::size_t e = k;
         while (e < t.size() && !s.blank_at(e)) ++e;
         add(s.known() ? Str::of(t.substr(k, e - k)) : s.slice(k, e));
+        if (cut) cur.split_from = t.substr(first, last - first);
         k = e;
       }
     }

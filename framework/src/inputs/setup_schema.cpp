@@ -460,6 +460,12 @@ TrainingSetup setup_from_json_block(const J& block, TrainingSetup s) {
 // Megatron-LM flags.
 
 TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
+  // arguments.py validate_args ("Batch size."): a batch-size schedule and an explicit global
+  // batch size are refused together (ValueError).
+  if (a.has("step-batch-size-schedule") && a.has("global-batch-size"))
+    throw UsageError(
+        "--step-batch-size-schedule and --global-batch-size are given together, which Megatron-LM refuses "
+        "('Cannot specify both --step-batch-size-schedule and --global-batch-size'): keep one of them");
   const FsdpSettings base_fsdp = s.fsdp;
   for (const auto& k : setup_knobs()) {
     if (k.megatron_read) {
