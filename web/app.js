@@ -383,6 +383,7 @@
     document.body.dataset.planProgress = "0";
     $("plan_progress").removeAttribute("value");
     $("plan_status").textContent = "starting the planner ...";
+    delete $("plan_status").dataset.base;
     $("plans").tBodies[0].replaceChildren();
     $("plans").hidden = true;
     planState("running");
@@ -424,7 +425,10 @@
     recompute();
     const differ = lastDoc ? Object.keys(s).filter((k) => JSON.stringify(lastDoc.doc.setup[k]) !== JSON.stringify(s[k])) : ["(no estimate)"];
     document.body.dataset.planDiffers = differ.join(",");
-    if (differ.length) $("plan_status").textContent += `. The form cannot hold the plan's ${differ.join(", ")}`;
+    // The planner's own status, then this plan's note: a second "Use" replaces the note.
+    const status = $("plan_status");
+    status.textContent = (status.dataset.base ?? status.textContent) +
+      (differ.length ? `. The form cannot hold the plan's ${differ.join(", ")}` : "");
   }
   function finishPlan(doc) {
     const ms = performance.now() - planStart;
@@ -442,6 +446,7 @@
       `${doc.fitting.toLocaleString("en")} fit ${doc.num_gpus} x ${doc.gpu}; ${(ms / 1000).toFixed(2)} s in the page` +
       (doc.fitting === 0 && doc.smallest ? `. Nothing fits: the smallest peak is ${gib(doc.smallest.peak_bytes)}` +
         (doc.suggestions.length ? `; it would fit with ${doc.suggestions.map((x) => x.change).join(" or ")}` : "") : "");
+    $("plan_status").dataset.base = $("plan_status").textContent;
     const body = $("plans").tBodies[0];
     doc.plans.forEach((p, i) => {
       const s = p.setup;

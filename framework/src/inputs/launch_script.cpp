@@ -78,10 +78,10 @@ void read_flags(const Found& f, const LaunchScriptOptions& options, const std::s
             " ('{}' is a part of the value '{}', which an unquoted expansion split at its blanks, as bash "
             "does: quote the expansion, \"${{X[@]}}\", to pass the value as one word)",
             w.text, excerpt(w.split_from, 120));
-      throw UsageError(fmt::format("{}: '{}' is not a flag, and {} takes no more values: {} would stop with "
-                                   "'unrecognized arguments'{}",
-                                   f.where, w.text, flags.empty() ? "no flag before it" : "--" + flags.back().name,
-                                   who, split));
+      throw UsageError(
+          fmt::format("{}: '{}' is not a flag, and {} takes no more values: {} would stop with "
+                      "'unrecognized arguments'{}",
+                      f.where, w.text, flags.empty() ? "no flag before it" : "--" + flags.back().name, who, split));
     }
     std::string name = w.text.substr(2);
     std::optional<std::string> inline_value;
