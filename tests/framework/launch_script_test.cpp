@@ -264,8 +264,12 @@ TEST(LaunchScript, FlagValuesByMegatronLmArity) {
   const auto quoted = checked("A=(--step-batch-size-schedule \"0:16 2.4B:320\")\npython pretrain_gpt.py \"${A[@]}\"\n");
   ASSERT_EQ(quoted.args.flags().size(), 1u);
   EXPECT_EQ(quoted.args.flags()[0].values, std::vector<std::string>{"0:16 2.4B:320"});
-  // A stray word that no expansion split says nothing more.
+  // A stray word that no expansion split says nothing more, nor one from a value of flags,
+  // which was meant to be split.
   EXPECT_THAT(error_of("python pretrain_gpt.py --swiglu extra\n"), Not(HasSubstr("split")));
+  EXPECT_EQ(error_of("EXTRA=\"--swiglu extra\"\npython pretrain_gpt.py $EXTRA\n"),
+            "launch.sh:2: 'extra' is not a flag, and --swiglu takes no more values: pretrain_gpt.py would stop with "
+            "'unrecognized arguments'");
   EXPECT_THAT(error_of("python pretrain_gpt.py --seq-length --swiglu\n"), HasSubstr("--seq-length expects one value"));
   EXPECT_THAT(error_of("python pretrain_gpt.py --swiglu=1\n"), HasSubstr("--swiglu is a switch and takes no value"));
 }

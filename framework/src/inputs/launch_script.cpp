@@ -72,8 +72,10 @@ void read_flags(const Found& f, const LaunchScriptOptions& options, const std::s
     if (!looks_like_flag(w) || w.text.rfind("--", 0) != 0) {
       // A word cut out of an unquoted value with blanks (`${ARGS[@]}` over `--x "a b"`): bash
       // hands the parser its parts, so the script itself fails; say where the word came from.
+      // Not for a value that starts with a flag (EXTRA="--swiglu extra", $EXTRA): that one was
+      // meant to be split, and quoting it is not the fix.
       std::string split;
-      if (!w.split_from.empty())
+      if (!w.split_from.empty() && w.split_from[0] != '-')
         split = fmt::format(
             " ('{}' is a part of the value '{}', which an unquoted expansion split at its blanks, as bash "
             "does: quote the expansion, \"${{X[@]}}\", to pass the value as one word)",
