@@ -3,7 +3,7 @@
 # corpus of fuzz/corpus/<target>/ (each input once: a regression fails the run), then fuzzes
 # each target for a while. docs/reliability.md has the targets, the figures and the findings.
 #   scripts/fuzz.sh                 replay, then 60 s per target
-#   scripts/fuzz.sh 12              replay, then 12 s per target (CI: MME_FUZZ_OPT=-O0 ... 4)
+#   scripts/fuzz.sh 4               replay, then 4 s per target (what CI runs)
 #   scripts/fuzz.sh 0               replay only
 #   scripts/fuzz.sh 600 cli_args    replay, then fuzz one target (or several) for 600 s
 # New inputs go to build/<dir>/corpus/<target>/ (not into the committed seeds); a crash, leak,
@@ -23,12 +23,7 @@ build="${MME_FUZZ_BUILD_DIR:-build/fuzz}"
 # Absolute paths: the cli_args target works in a sandbox folder of its own.
 build="$(realpath -m "$build")"
 root="$PWD"
-# MME_FUZZ_OPT (CI: -O0) replaces the preset's -O1: a third less compile time for a replay and a
-# short smoke, but the targets that load a model per input run a hundred times slower
-# (docs/reliability.md, "Fuzzing"); fuzz for coverage without it.
-opt=()
-[[ -z "${MME_FUZZ_OPT:-}" ]] || opt=("-DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only ${MME_FUZZ_OPT}")
-cmake --preset fuzz -B "$build" "${opt[@]}" >/dev/null
+cmake --preset fuzz -B "$build" >/dev/null
 cmake --build "$build" --target mme_fuzzers
 
 mkdir -p "$build/artifacts"
