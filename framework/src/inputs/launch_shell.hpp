@@ -277,6 +277,7 @@ class Shell {
       while (last > first && s.blank_at(last - 1)) --last;
       bool cut = false;
       for (std::size_t i = first; i < last && !cut; ++i) cut = s.blank_at(i);
+      const std::string whole = cut ? t.substr(first, last - first) : std::string();
       std::size_t k = 0;
       while (k < t.size()) {
         if (s.blank_at(k)) {
@@ -287,7 +288,7 @@ class Shell {
         std::size_t e = k;
         while (e < t.size() && !s.blank_at(e)) ++e;
         add(s.known() ? Str::of(t.substr(k, e - k)) : s.slice(k, e));
-        if (cut) cur.split_from = t.substr(first, last - first);
+        if (cut) cur.split_from = whole;
         k = e;
       }
     }
