@@ -17,6 +17,7 @@ namespace {
 
 using test::run_mme;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A small GPT: 4 layers of h 256, 8 heads, NullTokenizer's 1000 + 1 entries. The global batch of
 // 192 divides by micro-batch 2 x DP for every layout below (DP 4, 6, 8 and 32).
@@ -144,6 +145,14 @@ TEST(LaunchScriptCli, RefusalsAreOneErrorLine) {
   EXPECT_THAT(refused({"estimate", "--megatron-args", "torchrun --nproc_per_node $GPUS pretrain_gpt.py " + kModel}),
               HasSubstr("the GPU count: --nproc_per_node $GPUS: line 1: GPUS is not set in the script"));
   EXPECT_THAT(refused({"estimate", "Qwen/Qwen3-0.6B", "--set", "A=1"}), HasSubstr("--set applies to a launch script"));
+  // A refusal of Megatron-LM's own flag checks names the file, as the script reader's errors do
+  // (arguments.py validate_args refuses a batch-size schedule with a global batch size).
+  const Script schedule("python pretrain_gpt.py " + kModel + "--step-batch-size-schedule 0:16\n");
+  const std::string err = refused({"estimate", "--megatron-args-file", schedule.path});
+  EXPECT_EQ(err.rfind("mme: error: " + schedule.path + ": --step-batch-size-schedule and --global-batch-size", 0), 0u)
+      << err;
+  EXPECT_THAT(refused({"estimate", "--megatron-args", kModel + "--step-batch-size-schedule 0:16"}),
+              Not(HasSubstr("--megatron-args: --step")));
   // --num-gpus answers the launcher's unknown count.
   EXPECT_EQ(run_mme({"estimate", "--megatron-args", "torchrun --nproc_per_node $GPUS pretrain_gpt.py " + kModel,
                      "--num-gpus", "4", "--json"})

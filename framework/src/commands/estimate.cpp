@@ -226,11 +226,34 @@ ReadInputs read_model_source(const ModelInput& input, const SetupFlags& flags, c
   return r;
 }
 
+namespace {
+
+// The setup a launch file's flags give; an error of their checks (Megatron-LM's own refusals,
+// a value out of range) names the file, as the script reader's errors do.
+TrainingSetup setup_from_launch(const MegatronArgs& args, const std::string& source) {
+  const bool file = source != "--megatron-args";
+  auto named = [&](const Error& e) {
+    const std::string what = e.what();
+    return !file || what.rfind(source + ":", 0) == 0 ? what : fmt::format("{}: {}", printable(source), what);
+  };
+  try {
+    return setup_from_megatron_args(args, TrainingSetup{});
+  } catch (const UsageError& e) {
+    throw UsageError(named(e));
+  } catch (const LayoutError& e) {
+    throw LayoutError(named(e));
+  } catch (const ConfigError& e) {
+    throw ConfigError(named(e));
+  }
+}
+
+}  // namespace
+
 void read_request_setup(const SetupFlags& flags, ReadInputs& r) {
   const auto& megatron = r.megatron;
   const auto& spec = r.spec;
   // Megatron flags and spec files describe the layout too; explicit mme flags override them.
-  r.setup = setup_from_mme_flags(flags, megatron ? setup_from_megatron_args(*megatron, TrainingSetup{})
+  r.setup = setup_from_mme_flags(flags, megatron ? setup_from_launch(*megatron, r.megatron_source)
                                         : spec   ? spec->setup
                                                  : TrainingSetup{});
   // The seed tool's defaults for its own flags (seed-configuration-guide.txt: ETP 1, 8 GPUs),
