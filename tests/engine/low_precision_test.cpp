@@ -88,6 +88,12 @@ TEST_F(LowPrecision, PrimaryFp8WeightsKeepTheirColumnwiseCopy) {
   const Estimate plain = run(test::gpt_model(kLayers, kH, 16), fp8(Fp8Recipe::kMxfp8));
   const Estimate primary = run(test::gpt_model(kLayers, kH, 16), s);
   EXPECT_EQ(plain.peak().weight_bytes - primary.peak().weight_bytes, kGemmParams);
+  // The report's weight terms say the same: the uint8 buffer (1 B per GEMM weight) as its own
+  // term, the 16-bit one for the rest, adding up to weight_bytes.
+  EXPECT_EQ(test::component_sum(primary.peak(), "weights/quantized_gemm_weights"), kGemmParams);
+  EXPECT_EQ(test::component_sum(primary.peak(), "weights/"), primary.peak().weight_bytes);
+  EXPECT_EQ(test::component_sum(plain.peak(), "weights/"), plain.peak().weight_bytes);
+  EXPECT_EQ(test::component_sum(plain.peak(), "weights/quantized_gemm_weights"), 0);
   // --fp4-param-gather: NVFP4 params packed two per byte (1.5 B less per GEMM weight than bf16).
   TrainingSetup f = nvfp4();
   f.low_precision.fp4_param_gather = true;

@@ -70,6 +70,7 @@ struct TypeEval {
   TypeEval() {}
   CheckedInt tp_params = 0, rep_params = 0, exp_params = 0;  // per rank
   CheckedInt fp8_params = 0;                                 // per-rank parameters of GEMM weights (FP8-castable)
+  CheckedInt fp8_exp_params = 0;                             // of them, the routed experts'
   CheckedInt train_dense = 0, train_exp = 0;                 // of the per-rank ones, those trained (LoRA: adapters)
   CheckedInt saved = 0;                                      // bytes kept for backward per micro-batch
   CheckedInt transient = 0;                                  // working bytes at the layer's busiest moment

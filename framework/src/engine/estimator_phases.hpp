@@ -42,7 +42,7 @@ StagePlan plan_stages(const EngineTables& im, const TrainingSetup& requested, bo
 // The layers and activations of one pipeline rank: parameters per shard class, what its
 // micro-batches in flight keep for backward, its busiest moment and the global buffer.
 struct StageLayers {
-  CheckedInt tp_params, rep_params, exp_params, fp8_params;
+  CheckedInt tp_params, rep_params, exp_params, fp8_params, fp8_exp_params;  // fp8_exp: the experts' share of fp8
   CheckedInt gemms;                                         // quantized TE GEMMs of the stage (their scaling state)
   CheckedInt train_dense, train_exp;                        // of them, the trained ones (LoRA: the adapters)
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units

@@ -32,7 +32,10 @@ void add_params(TypeEval& e, const BlockParams& p, const TrainingSetup& s) {
       case ShardClass::kReplicated: e.rep_params += t.per_rank; break;
       case ShardClass::kExpert: e.exp_params += t.per_rank; break;
     }
-    if (is_fp8_gemm_weight(t)) e.fp8_params += t.per_rank;
+    if (is_fp8_gemm_weight(t)) {
+      e.fp8_params += t.per_rank;
+      if (t.shard == ShardClass::kExpert) e.fp8_exp_params += t.per_rank;
+    }
     if (all_train || is_trainable(t, s)) (t.shard == ShardClass::kExpert ? e.train_exp : e.train_dense) += t.per_rank;
   }
 }
@@ -66,7 +69,7 @@ void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wg
   add_params(e, e.attn_params, s);
   add_params(e, e.mlp_params, s);
   if (blocks) {
-    e.fp8_params = 0;  // built outside the quantized model context: bf16 weights, no copies
+    e.fp8_params = e.fp8_exp_params = 0;  // built outside the quantized model context: bf16 weights, no copies
   } else if (plan.bytes.fp8) {
     const std::int64_t experts = lt.spec.mlp.num_experts / std::max<std::int64_t>(ctx.ep, 1);
     e.gemms = te_gemm_count(e.attn_params, experts) + te_gemm_count(e.mlp_params, experts);
@@ -155,6 +158,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       rep_params += n * e.rep_params;
       exp_params += n * e.exp_params;
       fp8_params += n * e.fp8_params;
+      out.fp8_exp_params += n * e.fp8_exp_params;
       gemms += n * e.gemms;
       train_dense += n * e.train_dense;
       train_exp += n * e.train_exp;

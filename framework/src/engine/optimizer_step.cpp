@@ -148,9 +148,18 @@ ModelState model_state(const TrainingSetup& s, const ParameterBytes& b, const St
     for (const auto& [name, bytes] : fsdp->gradient_terms) comps.add(MemoryCategory::kGradients, name, bytes);
   } else {
     const CheckedInt dense_adapters = s.lora.on() ? layers.train_dense : CheckedInt(0);
-    comps.add(MemoryCategory::kWeights, "weights/dense", b.param * (all_dense_params - dense_adapters));
-    comps.add(MemoryCategory::kWeights, "weights/experts", b.param * (all_exp_params - (adapters - dense_adapters)));
+    // With quantized primary weights their uint8 buffer is a term of its own; the 16-bit terms
+    // hold the rest, so the terms add up to weight_bytes.
+    const bool quantized = quantized_param_gather(s);
+    const CheckedInt q_exp = quantized ? layers.fp8_exp_params : CheckedInt(0);
+    const CheckedInt q_dense = quantized ? fp8_params - layers.fp8_exp_params : CheckedInt(0);
+    comps.add(MemoryCategory::kWeights, "weights/dense", b.param * (all_dense_params - dense_adapters - q_dense));
+    comps.add(MemoryCategory::kWeights, "weights/experts",
+              b.param * (all_exp_params - (adapters - dense_adapters) - q_exp));
     comps.add(MemoryCategory::kWeights, "weights/lora_adapters", b.adapter * adapters);
+    if (quantized)
+      comps.add(MemoryCategory::kWeights, "weights/quantized_gemm_weights",
+                ceil_div(quantized_param_half_bytes(s) * fp8_params, 2));
     comps.add(MemoryCategory::kGradients, "gradients/main_grad_buffer", gradient_bytes);
   }
   out.weights = weight, out.gradients = gradient_bytes, out.optimizer = optim;
