@@ -237,6 +237,42 @@ TEST(planner, BruteForceFindsNoLayoutThePlannerMisses) {
   for (const auto& k : planned) EXPECT_TRUE(expected.count(k)) << "the planner adds " << k;
 }
 
+// Layers that do not divide over the chunks once the end chunks are lightened go one each to the
+// last chunks of middle ranks, spelled as a layout string (pipeline_parallel_layer_layout.py: chunks
+// in virtual-stage order, vpp_rank x PP + pp_rank). 10 layers over PP 4 x VPP 2: one layer per
+// chunk and two left over, on ranks 1 and 2 (Megatron-Bridge's Llama-3-70B recipe does the same
+// with 80 layers over 40 chunks, c2/2/1+1).
+TEST(planner, LeftOverLayersGoToMiddleRanksLastChunks) {
+  ModelSpec model = small_moe(10);
+  model.mtp_num_layers = 0;
+  const Planner planner(model, registry());
+  PlanOptions o = options_for(8);
+  o.pp = 4;
+  o.vpp = 2;
+  o.base.seq_length = 64;
+  o.base.global_batch_size = 16;
+  std::optional<PlanLayout> found;
+  std::set<std::int64_t> extras;
+  planner.enumerate(o, [&](const PlanLayout& l) {
+    extras.insert(l.chunk_extra_layers);
+    if (l.chunk_split && l.first_chunk_layers == 1 && l.chunk_layers == 1 && l.last_chunk_layers == 1 &&
+        l.chunk_extra_layers == 2)
+      found = l;
+  });
+  ASSERT_TRUE(found.has_value());
+  // No split without left-over layers puts 10 layers on 8 chunks of at most one layer more than
+  // another: 10 = 1 + 6 x 1 + 1 + r only with r = 2.
+  EXPECT_EQ(extras, (std::set<std::int64_t>{2}));
+  const TrainingSetup setup = planner.setup_for(*found, o);
+  EXPECT_EQ(setup.pipeline.layout, "Et|(t|)*4(t*2|)*2tL");  // (X|)*n holds its separators
+  const Estimate est = planner.estimator().run(setup, hopper());
+  ASSERT_EQ(est.stages.size(), 4u);
+  std::vector<std::int64_t> layers;
+  for (const auto& st : est.stages) layers.push_back(st.layers);
+  EXPECT_EQ(layers, (std::vector<std::int64_t>{2, 3, 3, 2}));
+  EXPECT_EQ(found->middle_stage_layers, 2);  // a middle rank without the extra layer
+}
+
 // The top list holds one plan per group of near-duplicates: the same sizes, micro-batch,
 // recompute and middle stages, first/last stages that share the layers differently, and the
 // same peak, bound and score. Worked out here from every valid layout the planner streams.
@@ -363,9 +399,9 @@ TEST(planner, PeakGrowsWithTheMicroBatch) {
       planner.enumerate(o, [&](const PlanLayout& l) {
         const std::int64_t peak = planner.estimator().run(planner.setup_for(l, o), hopper()).peak().total_bytes;
         const std::string k =
-            fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
+            fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
                         l.first_stage_layers, l.last_stage_layers, l.even_split, to_string(l.recompute),
-                        l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers);
+                        l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers, l.chunk_extra_layers);
         auto [it, inserted] = previous.emplace(k, peak);
         if (!inserted) {
           EXPECT_LE(it->second, peak) << k << " micro-batch " << l.micro_batch_size;

@@ -832,7 +832,7 @@ PlanScore Planner::score(const PlanLayout& l, const PlanOptions& o) const {
   for (std::size_t si = 0; si < ps.splits.size(); ++si) {
     const Split& s = ps.splits[si];
     if (s.first == l.first_stage_layers && s.last == l.last_stage_layers && s.middle == l.middle_stage_layers &&
-        s.vpp == l.vpp && s.chunks == l.chunk_split) {
+        s.vpp == l.vpp && s.chunks == l.chunk_split && s.extra == l.chunk_extra_layers) {
       Slice q;
       q.tp = l.tp;
       q.cp = l.cp;

@@ -44,13 +44,14 @@ EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& se
 // A (split, VPP) of one PP size, with the decoder layers of each type per pipeline rank.
 // first/middle/last: the decoder layers of the first, each middle and the last pipeline stage;
 // with `chunks` (VPP > 1) the first and last virtual chunks hold first_chunk and last_chunk
-// layers and every other chunk chunk_layers (PlanLayout::chunk_split).
+// layers and every other chunk chunk_layers, but the last chunks of the middle ranks 1..extra,
+// which hold one more (PlanLayout::chunk_split); `middle` counts a middle rank without it.
 struct Split {
   std::int64_t first = 0, middle = 0, last = 0;
   bool even = true;
   std::int64_t vpp = 1;
   bool chunks = false;
-  std::int64_t first_chunk = 0, chunk_layers = 0, last_chunk = 0;
+  std::int64_t first_chunk = 0, chunk_layers = 0, last_chunk = 0, extra = 0;
 };
 
 struct PpSplits {

@@ -59,18 +59,26 @@ std::optional<std::int64_t> product3(std::int64_t a, std::int64_t b, std::int64_
 
 namespace planning {
 
-std::string chunk_layout_string(std::int64_t chunks, std::int64_t first, std::int64_t middle, std::int64_t last,
-                                std::int64_t mtp) {
+std::string chunk_layout_string(std::int64_t pp, std::int64_t vpp, std::int64_t first, std::int64_t middle,
+                                std::int64_t last, std::int64_t extra, std::int64_t mtp) {
   // pipeline_parallel_layer_layout.py: stages in virtual-stage order (vpp_rank x PP + pp_rank),
-  // separated by '|'; E the embedding, t a decoder layer, m an MTP layer, L the loss.
+  // separated by '|'; E the embedding, t a decoder layer, m an MTP layer, L the loss. Runs of
+  // equal chunks are written (X|)*n.
   auto layers = [](std::int64_t n) {
     return n == 0 ? std::string() : n == 1 ? std::string("t") : fmt::format("t*{}", n);
   };
+  const std::int64_t chunks = pp * vpp;
   std::string out = "E" + layers(first) + "|";
-  if (chunks > 3)
-    out += fmt::format("({}|)*{}", layers(middle), chunks - 2);
-  else if (chunks == 3)
-    out += layers(middle) + "|";
+  auto in_chunk = [&](std::int64_t k) {
+    const std::int64_t vr = k / pp, pr = k % pp;
+    return middle + (vr == vpp - 1 && pr >= 1 && pr <= extra ? 1 : 0);
+  };
+  for (std::int64_t k = 1; k + 1 < chunks;) {
+    std::int64_t run = 1;
+    while (k + run + 1 < chunks && in_chunk(k + run) == in_chunk(k)) ++run;
+    out += run > 1 ? fmt::format("({}|)*{}", layers(in_chunk(k)), run) : layers(in_chunk(k)) + "|";
+    k += run;
+  }
   out += layers(last);
   for (std::int64_t i = 0; i < mtp; ++i) out += "m";
   return out + "L";
@@ -88,11 +96,11 @@ void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_laye
     // The account-for flags say "one layer lighter" (transformer_block.py get_num_layers_to_build:
     // the embedding and the loss count as a layer each); anything else, and MTP, a layout string.
     const std::int64_t m = l.chunk_layers, f = l.first_chunk_layers, z = l.last_chunk_layers;
-    if (mtp_layers == 0 && (f == m - 1 || f == m) && (z == m - 1 || z == m)) {
+    if (mtp_layers == 0 && l.chunk_extra_layers == 0 && (f == m - 1 || f == m) && (z == m - 1 || z == m)) {
       s.pipeline.account_for_embedding = f == m - 1;
       s.pipeline.account_for_loss = z == m - 1;
     } else {
-      s.pipeline.layout = chunk_layout_string(l.pp * l.vpp, f, m, z, mtp_layers);
+      s.pipeline.layout = chunk_layout_string(l.pp, l.vpp, f, m, z, l.chunk_extra_layers, mtp_layers);
     }
     return;
   }
@@ -141,6 +149,7 @@ void apply_split(PlanLayout& l, const Split& s) {
   l.first_chunk_layers = s.first_chunk;
   l.chunk_layers = s.chunk_layers;
   l.last_chunk_layers = s.last_chunk;
+  l.chunk_extra_layers = s.extra;
 }
 
 }  // namespace planning
@@ -248,31 +257,38 @@ PpSplits Planner::Impl::build_splits(std::int64_t p, const PlanOptions& o) const
   }
   // Interleaved schedules whose layers do not split evenly over the PP x VPP virtual chunks (or
   // whose first and last chunks carry the embedding, the loss and MTP): every chunk holds c
-  // layers but the first and the last, which hold f and l with f + (C - 2) c + l = L,
-  // max(1, c - 3) <= f, l <= c, not both c (that is the even split above), and c from ceil(L / C)
-  // up. Megatron-Bridge's recipes lighten those two chunks by the embedding and the loss
+  // layers but the first and the last, which hold f and l, and the last chunks of r middle ranks
+  // (1..r), which hold c + 1: f + (C - 2) c + r + l = L, max(1, c - 3) <= f, l <= c,
+  // 0 <= r <= PP - 2, not f = l = c with r = 0 (that is the even split above).
+  // Megatron-Bridge's recipes lighten the two end chunks by the embedding and the loss
   // (--account-for-*-in-pipeline-split: Qwen3-235B-A22B's 94 layers over 32 chunks, Llama-3.1-405B's
-  // 126 over 64) or by a layout string (DeepSeek-V3's "Et*4|(t*4|)*14tmL"); the blocks around the
-  // layers weigh at most about three layers, so no chunk is lightened by more.
+  // 126 over 64) or by a layout string (DeepSeek-V3's "Et*4|(t*4|)*14tmL"; Llama-3-70B's 80 layers
+  // over 40 chunks with two in the first, one in the last and one chunk of three); the blocks
+  // around the layers weigh at most about three layers, so no chunk is lightened by more, and the
+  // layers left over go one each to ranks that carry neither.
   if (p > 1) {
+    const std::int64_t spare = p - 2;  // middle ranks, each can take one layer more
     for (std::int64_t v = 2; v <= L; ++v) {
       if (o.vpp && *o.vpp != v) continue;
       std::int64_t chunks = 0;
       if (__builtin_mul_overflow(p, v, &chunks) || chunks > L + 2) break;
-      for (std::int64_t c = (L + chunks - 1) / chunks; chunks > 2 && c * (chunks - 2) <= L - 2; ++c) {
+      for (std::int64_t c = std::max<std::int64_t>(1, (L - spare + chunks - 1) / chunks);
+           chunks > 2 && c * (chunks - 2) <= L - 2; ++c) {
         const std::int64_t ends = L - (chunks - 2) * c;
         const std::int64_t low = std::max<std::int64_t>(1, c - 3);
-        if (ends > 2 * c || ends < 2 * low) continue;
-        for (std::int64_t f = std::min(c, ends - low); f >= std::max(low, ends - c); --f) {
-          const std::int64_t l = ends - f;
-          if (f == c && l == c) continue;
-          Split s;
-          s.vpp = v;
-          s.chunks = true;
-          s.even = false;
-          s.first_chunk = f, s.chunk_layers = c, s.last_chunk = l;
-          s.first = f + (v - 1) * c, s.middle = v * c, s.last = l + (v - 1) * c;
-          out.splits.push_back(s);
+        if (ends > 2 * c + spare || ends < 2 * low) continue;
+        for (std::int64_t f = c; f >= low; --f) {
+          for (std::int64_t l = c; l >= low; --l) {
+            const std::int64_t r = ends - f - l;
+            if (r < 0 || r > spare || (f == c && l == c && r == 0)) continue;
+            Split s;
+            s.vpp = v;
+            s.chunks = true;
+            s.even = false;
+            s.first_chunk = f, s.chunk_layers = c, s.last_chunk = l, s.extra = r;
+            s.first = f + (v - 1) * c, s.middle = v * c, s.last = l + (v - 1) * c;
+            out.splits.push_back(s);
+          }
         }
       }
     }

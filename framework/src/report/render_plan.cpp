@@ -53,7 +53,9 @@ nlohmann::json knobs_json(const PlanKnobs& k) {
 }  // namespace
 
 std::string plan_split_text(const PlanLayout& l) {
-  if (l.chunk_split) return fmt::format("c{}/{}/{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers);
+  if (l.chunk_split)
+    return fmt::format("c{}/{}/{}{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers,
+                       l.chunk_extra_layers > 0 ? fmt::format("+{}", l.chunk_extra_layers) : std::string());
   if (l.pp == 1 || l.even_split) return "even";
   if (l.pp == 2) return fmt::format("{}/{}", l.first_stage_layers, l.last_stage_layers);
   return fmt::format("{}/{}/{}", l.first_stage_layers, l.middle_stage_layers, l.last_stage_layers);

@@ -87,10 +87,11 @@ double median(std::vector<double> v) {
 }
 
 std::string layout_text(const PlanLayout& l) {
-  return fmt::format("TP{} PP{} VPP{} EP{} ETP{} CP{}{}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
-                     l.chunk_split
-                         ? fmt::format(" c{}/{}/{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers)
-                         : std::string());
+  return fmt::format(
+      "TP{} PP{} VPP{} EP{} ETP{} CP{}{}", l.tp, l.pp, l.vpp, l.ep, l.etp, l.cp,
+      l.chunk_split ? fmt::format(" c{}/{}/{}{}", l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers,
+                                  l.chunk_extra_layers > 0 ? fmt::format("+{}", l.chunk_extra_layers) : std::string())
+                    : std::string());
 }
 
 }  // namespace

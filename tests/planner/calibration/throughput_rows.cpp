@@ -167,12 +167,14 @@ RowSetup row_setup(const ThroughputRow& row, const Registry& registry, const std
     l.even_split = true;
     l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = L / l.pp;
   } else {
-    std::int64_t f = 0, c = 0, z = 0;
-    if (std::sscanf(row.split.c_str(), "c%ld/%ld/%ld", &f, &c, &z) != 3)
-      throw ConfigError(fmt::format("row {}: split '{}' is neither even nor cF/C/L", row.row, row.split));
+    // cF/C/L, or cF/C/L+R: R middle ranks hold one layer more in their last chunk.
+    std::int64_t f = 0, c = 0, z = 0, r = 0;
+    const int read = std::sscanf(row.split.c_str(), "c%ld/%ld/%ld+%ld", &f, &c, &z, &r);
+    if (read != 3 && read != 4)
+      throw ConfigError(fmt::format("row {}: split '{}' is neither even nor cF/C/L[+R]", row.row, row.split));
     l.even_split = false;
     l.chunk_split = true;
-    l.first_chunk_layers = f, l.chunk_layers = c, l.last_chunk_layers = z;
+    l.first_chunk_layers = f, l.chunk_layers = c, l.last_chunk_layers = z, l.chunk_extra_layers = r;
     l.first_stage_layers = f + (l.vpp - 1) * c;
     l.middle_stage_layers = l.vpp * c;
     l.last_stage_layers = z + (l.vpp - 1) * c;

@@ -79,10 +79,11 @@ struct PlanLayout {
   // after the embedding, the last one (rank PP - 1) last_chunk_layers before the loss (and MTP),
   // every other chunk chunk_layers. Megatron-LM spells it --account-for-embedding-in-pipeline-split
   // and --account-for-loss-in-pipeline-split when that is what they say (a chunk one layer
-  // lighter), else --pipeline-model-parallel-layout. first/middle/last_stage_layers hold the
-  // stages' totals.
+  // lighter), else --pipeline-model-parallel-layout. Layers that do not divide so go one each to
+  // the last chunks of the middle ranks 1..chunk_extra_layers (a layout string). first/middle/
+  // last_stage_layers hold the stages' totals (middle: a middle rank without an extra layer).
   bool chunk_split = false;
-  std::int64_t first_chunk_layers = 0, chunk_layers = 0, last_chunk_layers = 0;
+  std::int64_t first_chunk_layers = 0, chunk_layers = 0, last_chunk_layers = 0, chunk_extra_layers = 0;
   std::int64_t micro_batch_size = 1;
   RecomputeVariant recompute = RecomputeVariant::kNone;
   PlanKnobs knobs;  // the searched memory-for-time knobs (unset: the base setup's)
@@ -96,11 +97,11 @@ struct PlanLayout {
 // of Megatron-LM it models.
 struct StepTimeConstants {
   double gemm_bf16 = 0.72;  // a large BF16 (FP16) GEMM's share of the dense BF16 peak
-  double gemm_fp8 = 0.781;  // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
+  double gemm_fp8 = 0.761;  // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
   double attention = 0.5;   // flash attention's share of the dense BF16 peak, forward and backward
   // HBM passes of a layer's memory-bound kernels (norms, activations, RoPE, dropout, casts,
   // token permutation) over the activations it saves for backward, forward and backward together.
-  double elementwise_passes = 29.18;
+  double elementwise_passes = 29.14;
 };
 
 // The step-time model of one layout (docs/planner.md): a prediction of one training step on the
