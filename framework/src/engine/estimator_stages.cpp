@@ -4,6 +4,7 @@
 // micro-batches in flight.
 // Each memory term names, in one comment line, the Megatron-LM behaviour it models.
 #include <algorithm>
+#include <array>
 
 #include <fmt/core.h>
 
@@ -128,8 +129,10 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   StageGraphs& graphs = out.graphs;
   // The output head's busiest moment and what it keeps per micro-batch (the chunk with the loss).
   CheckedInt head_transient = 0, head_saved = 0;
-  large_tensors = 3;              // the transient working set: a few tensors
-  StageOffload offload(plan, r);  // activation offloading (activation_offload.cpp)
+  large_tensors = 3;                             // the transient working set: a few tensors
+  StageOffload offload(plan, r);                 // activation offloading (activation_offload.cpp)
+  std::array<const TypeEval*, 8> dummy_kinds{};  // layer kinds whose weight shapes are in out.dummies
+  std::size_t dummy_count = 0;
   const bool graphs_on = plan.s.cuda_graph.on();
   st.chunks.reserve(static_cast<std::size_t>(v));
   for (std::int64_t vr = 0; vr < v; ++vr) {
@@ -166,8 +169,12 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       unit_expert += n * e.exp_params;
       units += n;
       largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
-      out.dummies.add(e.attn_params, plan.s);
-      out.dummies.add(e.mlp_params, plan.s);
+      // A layer kind's weight shapes are the same in every chunk: add them once per stage.
+      if (std::find(dummy_kinds.begin(), dummy_kinds.begin() + dummy_count, &e) == dummy_kinds.begin() + dummy_count) {
+        if (dummy_count < dummy_kinds.size()) dummy_kinds[dummy_count++] = &e;
+        out.dummies.add(e.attn_params, plan.s);
+        out.dummies.add(e.mlp_params, plan.s);
+      }
       transient = std::max(transient, e.transient);
       sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
       max_layer_saved = std::max(max_layer_saved, e.saved);

@@ -59,9 +59,25 @@ std::string expand_layout(const std::string& text, std::size_t& pos, int depth) 
   return out;
 }
 
+std::vector<LayoutStage> parse_layout_text(const std::string& layout);
+
 }  // namespace
 
 std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
+  // The planner's engine calls parse the same few layout strings over and over (the setup's
+  // checks and the partition, in both passes): the last text parsed on this thread is kept.
+  thread_local std::string last_text;
+  thread_local std::vector<LayoutStage> last_stages;
+  if (!last_stages.empty() && layout == last_text) return last_stages;
+  auto stages = parse_layout_text(layout);
+  last_text = layout;
+  last_stages = stages;
+  return stages;
+}
+
+namespace {
+
+std::vector<LayoutStage> parse_layout_text(const std::string& layout) {
   std::size_t pos = 0;
   const std::string flat = expand_layout(layout, pos, 0);
   std::vector<LayoutStage> stages(1);
@@ -86,6 +102,8 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
   // as an empty stage, and so do we.
   return stages;
 }
+
+}  // namespace
 
 PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const ParallelLayout& parallel,
                                      const PipelineSplit& split) {
