@@ -297,6 +297,9 @@ void print_plan_text(const ModelSpec& model, const Planner& planner, const PlanO
         "Work bound: {} more candidates in {} slices from {} on were not judged (--max-candidates {}; 0 "
         "lifts the bound, --tp/--cp/--ep/--pp narrow the search)\n",
         thousands(r.skipped_candidates), thousands(r.skipped_slices), r.first_skipped, o.max_candidates);
+  for (const auto& [variant, reason] : r.refused_recompute)
+    std::cout << fmt::format("Not searched: {} recompute, which these flags rule out: {}\n", to_string(variant),
+                             reason);
   std::cout << global_batch_line(o) << model_line(o) << knob_figures_line(o);
   if (r.fitting == 0) {
     const Plan& sm = *r.smallest;

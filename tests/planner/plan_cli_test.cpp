@@ -367,6 +367,45 @@ TEST(plan_cli, KnobPlansMatchEstimate) {
   expect_plans_match_estimate("Qwen/Qwen3-0.6B", graphed);
 }
 
+// CUDA graphs of layers in the base flags rule full recompute out (transformer_config.py: full
+// recompute needs full-iteration graphs); the other recompute variants are searched and the
+// refused one is named with the engine's reason, in the text and the JSON.
+TEST(plan_cli, ARecomputeVariantTheFlagsRuleOutIsNamedNotFatal) {
+  const std::vector<std::string> args = {"plan",
+                                         "Qwen/Qwen3-0.6B",
+                                         "--num-gpus",
+                                         "8",
+                                         "--gpu",
+                                         "H100",
+                                         "--cuda-graph-impl",
+                                         "transformer_engine",
+                                         "--cuda-graph-modules",
+                                         "mlp",
+                                         "--top",
+                                         "3"};
+  const RunResult text = run_mme(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Not searched: full recompute, which these flags rule out: "), std::string::npos) << text.out;
+  auto json_args = args;
+  json_args.push_back("--json");
+  const auto j = run_json(json_args);
+  ASSERT_TRUE(j.contains("refused_recompute"));
+  ASSERT_EQ(j["refused_recompute"].size(), 1u);
+  EXPECT_EQ(j["refused_recompute"][0]["recompute"], "full");
+  EXPECT_NE(j["refused_recompute"][0]["reason"].get<std::string>().find("CUDA graph"), std::string::npos);
+  ASSERT_FALSE(j["plans"].empty());
+  for (const auto& p : j["plans"]) EXPECT_NE(p["setup"]["recompute_granularity"], "full");
+  // Asked for full recompute alone, the search has nothing to do: the refusal is the error.
+  auto full = args;
+  full.insert(full.end(), {"--recompute", "full"});
+  const RunResult only = run_mme(full);
+  EXPECT_NE(only.exit_code, 0);
+  EXPECT_NE(only.err.find("no layout can work with these flags"), std::string::npos) << only.err;
+  // Without graphs nothing is refused and the key is absent.
+  EXPECT_FALSE(run_json({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--top", "1", "--json"})
+                   .contains("refused_recompute"));
+}
+
 TEST(plan_cli, KnobColumnsOnlyWhenSearched) {
   const RunResult plain = run_mme({"plan", "Qwen/Qwen3-0.6B", "--num-gpus", "8", "--gpu", "H100", "--top", "2"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

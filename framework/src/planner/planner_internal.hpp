@@ -188,8 +188,10 @@ struct Planner::Impl {
                      const PlanOptions& o) const;
   // search.cpp
   // `slices`: the space's, whose sizes the probe's layouts take (PP 1).
+  // `refused_recompute`: without searched knobs, the recompute variants refused while others work.
   std::vector<std::uint8_t> probe_base(const PlanOptions& o, std::string& refusal,
-                                       const std::vector<planning::Slice>& slices) const;
+                                       const std::vector<planning::Slice>& slices,
+                                       std::vector<std::pair<RecomputeVariant, std::string>>& refused_recompute) const;
   PlanResult search(const PlanOptions& o, bool stop_at_first_fit) const;
   class SliceJudge;  // one worker's judge of slices
 };

@@ -421,11 +421,12 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
 // Rejects, before anything is enumerated, base flags that make every layout invalid: the
 // engine is asked about the first slices' sizes with PP 1 (up to 16, until one is accepted), with
 // each knob combination and recompute variant.
-// Without searched knobs any rejection is fatal (the base flags cannot work with that variant);
-// with them only a rejection of every pair is, and the rejected pairs are counted invalid.
+// Only a rejection of every pair is fatal; a rejected pair is counted invalid, and without
+// searched knobs its recompute variant is reported (PlanResult::refused_recompute).
 // Returns [combination][recompute]: whether the engine accepts the pair.
-std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::string& refusal,
-                                                    const std::vector<Slice>& slices) const {
+std::vector<std::uint8_t> Planner::Impl::probe_base(
+    const PlanOptions& o, std::string& refusal, const std::vector<Slice>& slices,
+    std::vector<std::pair<RecomputeVariant, std::string>>& refused_recompute) const {
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   const bool searched = knobs.size() > 1 || knobs.front() != PlanKnobs{};
   std::vector<std::uint8_t> valid(knobs.size() * o.recompute.size(), 0);
@@ -465,8 +466,8 @@ std::vector<std::uint8_t> Planner::Impl::probe_base(const PlanOptions& o, std::s
         const std::string message =
             fmt::format("no layout can work with these flags{}: {}",
                         o.recompute.size() > 1 ? fmt::format(" ({} recompute)", to_string(rc)) : "", *refused);
-        if (!searched) throw LayoutError(message);
         if (!first_error) first_error = message;
+        if (!searched) refused_recompute.emplace_back(rc, *refused);
       }
     }
   }
@@ -487,7 +488,7 @@ PlanResult Planner::Impl::search(const PlanOptions& o, bool stop_at_first_fit) c
   result.usable_bytes = usable;
   if (space.total == 0) return result;
   std::string refusal;  // the engine's reason for the first refused (knobs, recompute) pair
-  const std::vector<std::uint8_t> valid = probe_base(o, refusal, space.slices);
+  const std::vector<std::uint8_t> valid = probe_base(o, refusal, space.slices, result.refused_recompute);
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
 
   unsigned threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());

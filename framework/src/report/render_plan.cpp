@@ -128,6 +128,12 @@ nlohmann::json plan_result_to_json(const ModelSpec& model, const Planner& planne
   j["network"] = {{"gpus_per_node", plan_gpus_per_node(o)},
                   {"inter_node_bandwidth_gbps", plan_inter_node_bandwidth(o)},
                   {"assumed", plan_assumed_figures(o)}};
+  if (!r.refused_recompute.empty()) {
+    nlohmann::json refused = nlohmann::json::array();
+    for (const auto& [variant, reason] : r.refused_recompute)
+      refused.push_back({{"recompute", to_string(variant)}, {"reason", reason}});
+    j["refused_recompute"] = refused;
+  }
   if (r.skipped_slices > 0)
     j["skipped"] = {{"candidates", r.skipped_candidates},
                     {"slices", r.skipped_slices},

@@ -251,6 +251,10 @@ struct PlanResult {
   // smallest micro-batch with the most frugal recompute, is always estimated).
   std::optional<Plan> smallest;
   std::string first_error;  // the engine's reason for the first rejected candidate
+  // Recompute variants of --recompute that the flags rule out for every layout while others
+  // work (full recompute with CUDA graphs of layers), with the engine's reason: not searched.
+  // (With searched knobs a refused pair shows in valid < evaluated instead.)
+  std::vector<std::pair<RecomputeVariant, std::string>> refused_recompute;
   // What PlanOptions::max_candidates left out: whole slices of (TP, CP, EP, ETP) at the end of
   // the enumeration order, their candidates, and the first of them ("TP 8, CP 4, EP 16, ETP 1").
   std::uint64_t skipped_candidates = 0;
