@@ -214,6 +214,64 @@ TEST(AllocatorModel, ReadsPytorchCudaAllocConfAsPytorchDoes) {
     EXPECT_THROW(parse_alloc_conf(bad), UsageError) << bad;
 }
 
+// empty_cache (release_cached_blocks): a cached block that is its whole segment goes back; a
+// segment split between a live and a cached block stays whole; expandable segments stay.
+TEST(AllocatorModel, EmptyCacheReleasesOnlyWholeFreeSegments) {
+  CachingAllocatorModel a;
+  const int x = a.malloc(100 * MiB);
+  const int y = a.malloc(60 * MiB);
+  a.free(x);  // a whole 100 MiB segment, cached
+  a.free(y);
+  const int part = a.malloc(30 * MiB);  // best fit: the 60 MiB segment, split 30 + 30
+  EXPECT_EQ(a.reserved(), 160 * MiB);
+  a.empty_cache();
+  EXPECT_EQ(a.reserved(), 60 * MiB);  // the 100 MiB segment went back; the split one stays
+  EXPECT_EQ(a.segments(), 1u);
+  EXPECT_EQ(a.peak_reserved(), 160 * MiB);
+  // The freed space is gone: a 100 MiB request takes a new segment, and the allocator goes on.
+  const int again = a.malloc(100 * MiB);
+  EXPECT_EQ(a.reserved(), 160 * MiB);
+  a.free(part);  // merges with its free 30 MiB neighbour: the 60 MiB segment is whole again
+  a.empty_cache();
+  EXPECT_EQ(a.reserved(), 100 * MiB);
+  a.free(again);
+  a.empty_cache();
+  EXPECT_EQ(a.reserved(), 0);
+  EXPECT_EQ(a.segments(), 0u);
+  // Expandable segments unmap pages instead (not modelled): nothing changes.
+  AllocatorConfig c;
+  c.expandable_segments = true;
+  CachingAllocatorModel e(c);
+  e.free(e.malloc(100 * MiB));
+  const std::int64_t mapped = e.reserved();
+  e.empty_cache();
+  EXPECT_EQ(e.reserved(), mapped);
+}
+
+// --empty-unused-memory-level (training.py train_step): the cache emptied after the forward and
+// backward passes (1), and after the optimizer step too (2), moves reserved memory only. On this
+// model level 1 ends with less reserved than level 0 (whole segments the last step left cached go
+// back); in general emptying can also cost segments later, so only this model's direction is
+// asserted.
+TEST(DeviceMemory, EmptyUnusedMemoryLevelMovesReservedOnly) {
+  Registry reg;
+  test::register_layer_models(reg);
+  const Estimator est(test::gpt_model(4, 2048, 16), reg);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.seq_length = 4096;
+  s.micro_batch_size = 2;
+  std::vector<StageEstimate> at;
+  for (std::int64_t level : {0, 1, 2}) {
+    s.empty_unused_memory_level = level;
+    at.push_back(est.run(s).peak());
+    EXPECT_GE(at.back().reserved_bytes, at.back().total_bytes) << level;
+    EXPECT_EQ(at.back().total_bytes, at.front().total_bytes) << level;
+  }
+  EXPECT_LT(at[1].reserved_bytes, at[0].reserved_bytes);
+  EXPECT_LE(at[2].reserved_bytes, at[1].reserved_bytes);
+}
+
 // The device total's terms outside PyTorch on 8 GPUs at TP 8 (DP 1, PP 1): the CUDA context
 // (512 MiB, an assumption) and one NCCL communicator per process group a step uses with more
 // than one rank: world, tensor parallel and model parallel (TP x PP = 8), each 16 channels x

@@ -193,6 +193,7 @@ std::vector<Case> cases() {
       {"wgrad-deferral-limit", [](S& s) { s.wgrad_deferral_limit = 3; }},
       {"num-gpus", [](S& s) { s.parallel.world_size = 64; }},
       {"cublas-workspace-config", [](S& s) { s.cublas_workspace_config = ":16:8"; }},
+      {"empty-unused-memory-level", [](S& s) { s.empty_unused_memory_level = 2; }},
       {"deterministic-mode", [](S& s) { apply_deterministic_mode(s); }},
       {"env",
        [](S& s) {

@@ -409,6 +409,34 @@ void CachingAllocatorModel::free(int handle) {
   pool_insert(small, handle);
 }
 
+void CachingAllocatorModel::empty_cache() {
+  // release_cached_blocks -> release_blocks (CUDACachingAllocator.cpp): for each pool, every
+  // cached block with no neighbour (block->prev == nullptr && block->next == nullptr: the whole
+  // segment) is cudaFree'd.
+  for (const bool small : {false, true}) {
+    std::vector<int> whole;
+    for (const auto& [size, bucket] : pool(small))
+      for (const Entry& e : bucket.heap) {
+        const Block& blk = blocks_[static_cast<std::size_t>(e.block)];
+        if (!blk.pooled || blk.pool_entry != e.serial) continue;
+        if (!segments_[static_cast<std::size_t>(blk.segment)].expandable && blk.prev < 0 && blk.next < 0)
+          whole.push_back(e.block);
+      }
+    for (const int b : whole) {
+      pool_erase(small, b);
+      Block& blk = blocks_[static_cast<std::size_t>(b)];
+      Segment& seg = segments_[static_cast<std::size_t>(blk.segment)];
+      digest_ -= block_hash(b);
+      digest_ += segment_hash(blk.segment, 0) - segment_hash(blk.segment, seg.size);
+      reserved_ -= seg.size;
+      seg.size = 0;
+      seg.first = seg.last = -1;
+      blk.live = false;
+      recycled_.push_back(b);
+    }
+  }
+}
+
 void CachingAllocatorModel::note_peaks() {
   peak_reserved_ = std::max(peak_reserved_, reserved_);
   peak_allocated_ = std::max(peak_allocated_, allocated_);

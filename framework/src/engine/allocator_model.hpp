@@ -53,6 +53,10 @@ class CachingAllocatorModel {
   explicit CachingAllocatorModel(const AllocatorConfig& config = {});
   int malloc(std::int64_t bytes);
   void free(int handle);
+  // torch.cuda.empty_cache(): release_cached_blocks gives every cached block that is a whole
+  // segment back to the driver; segments that still hold a live block stay. Expandable
+  // segments (which unmap their free pages instead) are left as they are.
+  void empty_cache();
 
   std::int64_t reserved() const { return reserved_; }    // torch.cuda.memory_reserved()
   std::int64_t allocated() const { return allocated_; }  // memory_allocated(): block sizes

@@ -328,7 +328,9 @@ void StageReplay::iteration(bool first) {
   // train_step (training.py): zero_grad_buffer and the optimizer's zero_grad(set_to_none=True)
   // free the last step's fp32 gradient copies; then the schedule's forward and backward passes
   // (schedules.py), the gradients' reduce-scatter into the gradient buffer (in place), and the
-  // optimizer step.
+  // optimizer step. --empty-unused-memory-level 2 emptied the cache after the last step (before
+  // this zero_grad; nothing empties it after the model's construction).
+  if (!first && ps_.stages.s.empty_unused_memory_level >= 2) alloc_.empty_cache();
   for (int h : step_only_) alloc_.free(h);
   step_only_.clear();
   const std::int64_t p = ps_.stages.p, v = ps_.stages.v, r = st_.pp_rank;
@@ -364,6 +366,9 @@ void StageReplay::iteration(bool first) {
     backward(bchunk(bk++));
   }
   for (; bk < total; ++bk) backward(bchunk(bk));
+  // training.py train_step: --empty-unused-memory-level 1 or 2 empties the cache after the
+  // forward and backward passes (2 after the optimizer step as well: above).
+  if (ps_.stages.s.empty_unused_memory_level >= 1) alloc_.empty_cache();
   // The optimizer step (distrib_optimizer.py step): 16-bit gradients become fp32 copies
   // (_copy_model_grads_to_main_grads); the first step creates Adam's exp_avg and exp_avg_sq per
   // shard piece (TE FusedAdam initialize_state, lazily on the first step).
@@ -543,6 +548,11 @@ void add_device_assumptions(const Pass& ps, std::vector<std::string>& a) {
       : c.expandable_segments ? " (expandable segments)"
                               : "",
       c.async_backend ? "; backend:cudaMallocAsync is not modelled (the native allocator is replayed instead)" : ""));
+  if (const std::int64_t level = ps.stages.s.empty_unused_memory_level; level > 0)
+    a.push_back(
+        fmt::format("--empty-unused-memory-level {}: torch.cuda.empty_cache() after each step's forward and "
+                    "backward passes{} gives the whole cached segments back (reserved memory only)",
+                    level, level >= 2 ? " and after the optimizer step" : ""));
   if (c.garbage_collection_threshold > 0)
     a.push_back(
         "garbage_collection_threshold acts only under torch.cuda.set_per_process_memory_fraction, which "

@@ -533,6 +533,25 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
        .get = [](const S& s) { return text_or_null(s.cublas_workspace_config); },
        .set = [](S& s, const J& v) { s.cublas_workspace_config = v.is_null() ? "" : v.get<std::string>(); },
        .why_not = "Megatron-LM: an environment variable of the run (export CUBLAS_WORKSPACE_CONFIG=...), not a flag"});
+  add({.id = "empty-unused-memory-level",
+       .kind = K::kInt,
+       .flag = "empty-unused-memory-level",
+       .help = "Megatron-LM's --empty-unused-memory-level: 1 empties the allocator's cache after each forward "
+               "and backward, 2 after the optimizer step too (default 0)",
+       .doc_value = "N",
+       .doc = "Megatron-LM's `--empty-unused-memory-level`: `torch.cuda.empty_cache()` after each step's forward "
+              "and backward passes (1), and after the optimizer step too (2); moves reserved memory only",
+       .doc_default = "0",
+       .min = 0,
+       .max = 2,
+       .megatron = {"empty-unused-memory-level"},
+       .spec_section = "infrastructure",
+       .spec_name = "empty_unused_memory_level",
+       .spec_default = "0",
+       .spec_summary = "torch.cuda.empty_cache() after forward/backward (1) and after the optimizer step (2)",
+       .json_key = "empty_unused_memory_level",
+       .get = [](const S& s) { return J(s.empty_unused_memory_level); },
+       .set = [](S& s, const J& v) { s.empty_unused_memory_level = as_int(v); }});
   add({.id = "deterministic-mode",
        .kind = K::kBool,
        .flag = "deterministic-mode",

@@ -314,6 +314,9 @@ struct TrainingSetup {
   // CUBLAS_WORKSPACE_CONFIG (e.g. ":4096:8", what deterministic runs set); empty = PyTorch's
   // default for the GPU architecture.
   std::string cublas_workspace_config;
+  // --empty-unused-memory-level (training.py train_step): 1 empties PyTorch's cache after the
+  // forward and backward passes, 2 after the optimizer step too (reserved memory only).
+  std::int64_t empty_unused_memory_level = 0;
   std::int64_t make_vocab_size_divisible_by = 128;
 
   // Dropout overrides (unset: the model's own rates).
