@@ -95,6 +95,24 @@ TEST(LmBlocks, AFamilysOwnEmbeddingIsUsedOnTheFirstStageOnly) {
   EXPECT_EQ(test::component_sum(est.stages[0], "activations/embedding/token_ids"), 0);  // not the built-in
 }
 
+// The built-in embedding's backward working set, its dense weight gradient, runs last in each
+// micro-batch's backward: it meets the other micro-batch in flight (PP 2, stage 0: two), not its
+// own chunk's activations, which autograd has freed but the embedding's own (the int64 ids, 8 B
+// x 1024 tokens, and the 1-byte mask of embedding dropout, 1024 x 256). With a vocabulary of
+// 1,000,064 (a multiple of 128) and h 256 the gradient, 2 B x 1,000,064 x 256 = 512,032,768 B,
+// outweighs every layer's working set; the stage's transient is that less what the micro-batch
+// freed before it.
+TEST(LmBlocks, TheEmbeddingsWeightGradientMeetsOnlyTheOtherMicroBatches) {
+  const ModelSpec m = test::gpt_model(2, 256, 4, 1'000'064);
+  const Estimate est = Estimator(m, registry()).run(two_stages());
+  const StageEstimate& st = est.stages.at(0);
+  ASSERT_EQ(st.chunks.size(), 1u);
+  const std::int64_t per_mb = st.chunks[0].activation_bytes_per_microbatch;
+  const std::int64_t own = 8 * 1024 + 1024 * 256;
+  EXPECT_EQ(test::component_sum(st, "activations/embedding/token_ids"), 2 * 8 * 1024);  // two in flight
+  EXPECT_EQ(test::component_sum(st, "activations/transient_peak"), 512'032'768 - (per_mb - own));
+}
+
 TEST(LmBlocks, ExpertParametersOutsideTheMlpAreRefused) {
   ModelSpec m = test::gpt_model(4, 1024, 16);
   m.lm_blocks.output_head = "expert_head";

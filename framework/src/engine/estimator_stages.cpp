@@ -105,6 +105,18 @@ void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wg
   if (s.cuda_graph.on()) evaluate_layer_graphs(plan, lt.spec, lt.moe, e);
 }
 
+// The embedding runs first in the forward and last in the backward: when its backward works (its
+// dense weight gradient), autograd has freed everything else the micro-batch kept on the chunk
+// (`chunk_saved` per micro-batch); only the other micro-batches' activations meet it. What it adds
+// beyond them.
+CheckedInt embedding_working_set(const LmBlockEval& embedding, CheckedInt chunk_saved) {
+  CheckedInt own = 0;
+  for (const auto& term : embedding.acts.saved) own += term.bytes;
+  const CheckedInt freed = chunk_saved > own ? chunk_saved - own : CheckedInt(0);
+  const CheckedInt t = embedding.acts.transient;
+  return t > freed ? t - freed : CheckedInt(0);
+}
+
 }  // namespace
 
 StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vector<std::int64_t>& inflight,
@@ -129,6 +141,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   StageGraphs& graphs = out.graphs;
   // The output head's busiest moment and what it keeps per micro-batch (the chunk with the loss).
   CheckedInt head_transient = 0, head_saved = 0;
+  // The embedding's backward working set, beyond what its chunk has freed by then (below).
+  CheckedInt embedding_transient = 0;
   large_tensors = 3;                             // the transient working set: a few tensors
   StageOffload offload(plan, r);                 // activation offloading (activation_offload.cpp)
   std::array<const TypeEval*, 8> dummy_kinds{};  // layer kinds whose weight shapes are in out.dummies
@@ -257,6 +271,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       if (head) {
         head_transient = std::max(head_transient, CheckedInt(b.acts.transient));
         for (const auto& term : b.acts.saved) head_saved += acts_n * term.bytes;
+      } else if (&b == &plan.embedding) {
+        // Counted once the chunk's saved bytes are known (below).
       } else {
         transient = std::max(transient, CheckedInt(b.acts.transient));
         graphs.eager_transient = std::max(graphs.eager_transient, CheckedInt(b.acts.transient));
@@ -272,6 +288,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     chunk_act -= sent.bytes;
     chunk_large -= sent.large_tensors;
     ce.activation_bytes_per_microbatch = chunk_act.value();
+    if (ch.embedding)
+      embedding_transient = std::max(embedding_transient, embedding_working_set(plan.embedding, chunk_act));
     saved += chunk_act * mb;
     large_tensors += chunk_large * mb;
     if (ch.loss) {
@@ -294,8 +312,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   auto after_head = [&](CheckedInt t) {
     return std::max(head_transient, t > head_saved ? t - head_saved : CheckedInt(0));
   };
-  transient = after_head(transient);
-  graphs.eager_transient = after_head(graphs.eager_transient);
+  transient = std::max(after_head(transient), embedding_transient);
+  graphs.eager_transient = std::max(after_head(graphs.eager_transient), embedding_transient);
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();

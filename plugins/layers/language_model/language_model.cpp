@@ -56,6 +56,13 @@ void EmbeddingModel::activations(const BlockContext& ctx, BlockActivations& out)
   add_act(out, "embedding/token_ids", CheckedInt(8) * ctx.tokens);
   // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
   add_act(out, "embedding/dropout_mask", bda_dropout_mask_bytes(ctx));
+  // The lookup's backward: tensor_parallel/layers.py VocabParallelEmbedding.forward runs
+  // F.embedding (or weight[masked_input] in deterministic mode), whose backward builds a dense
+  // weight gradient [V/TP, h] in the output's dtype (zeros, then the rows added); AccumulateGrad
+  // hands it to Megatron's DDP hook (distributed_data_parallel.py _make_backward_post_hook),
+  // which adds it into main_grad and drops it. Gradient accumulation fusion does not reach a
+  // lookup, so every backward allocates it anew. A frozen embedding (LoRA) gets none.
+  if (!lora_frozen(ctx)) out.transient = (ctx.act_bytes * CheckedInt(ctx.vocab_local) * ctx.model.hidden_size).value();
 }
 
 void EmbeddingModel::costs(const BlockContext& ctx, BlockCosts& out) const {

@@ -79,6 +79,21 @@ TEST(EmbeddingBlock, TokenIdsAndDropoutMask) {
   EXPECT_EQ(saved(b, "embedding/dropout_mask"), 1'048'576);  // 1 B x 1024 local tokens x 1024
 }
 
+// The lookup's backward (F.embedding, tensor_parallel/layers.py VocabParallelEmbedding) builds a
+// dense weight gradient of the rank's table, [V/TP, h] in the output's dtype, which the DDP hook
+// adds into main_grad and drops: 2 B x 12544 x 1024 = 25,690,112 bytes. Under LoRA the table is
+// frozen: none.
+TEST(EmbeddingBlock, TheLookupsDenseWeightGradientInItsBackward) {
+  Case c;
+  BlockActivations a;
+  EmbeddingModel().activations(c.context(), a);
+  EXPECT_EQ(a.transient, 25'690'112);
+  c.setup.lora.rank = 16;
+  BlockActivations frozen;
+  EmbeddingModel().activations(c.context(), frozen);
+  EXPECT_EQ(frozen.transient, 0);
+}
+
 TEST(EmbeddingBlock, ReductionOverTensorParallelRanks) {
   Case c;
   BlockContext ctx = c.context();
