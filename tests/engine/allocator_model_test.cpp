@@ -10,6 +10,7 @@
 
 #include <mme/sdk/error.hpp>
 
+#include "engine/weight_gradients.hpp"
 #include "engine_fixture.hpp"
 
 namespace mme {
@@ -289,6 +290,52 @@ TEST(DeviceMemory, OutsidePytorchCountsContextAndCommunicators) {
   EXPECT_EQ(st.outside_pytorch_bytes, 512 * MiB + 3 * 16 * 9633792LL);
   EXPECT_EQ(st.device_bytes, st.reserved_bytes + st.outside_pytorch_bytes);
   EXPECT_GE(st.reserved_bytes, st.total_bytes);  // the segments hold every block handed out
+}
+
+// What the first backward through a block creates (the replay places each then): the shapes not
+// seen before, in the block's order, and nothing the second time. linear_qkv [3072, 1024] and
+// linear_proj [1024, 1024] of gpt_model(4, 1024, 16); then a block of the same shapes adds none.
+TEST(DeviceMemory, PlaceholderCacheReportsTheTensorsEachBlockCreates) {
+  BlockParams attn;
+  attn.gemm_weights.push({ParamGroup::kAttention, 3072, 1024});
+  attn.gemm_weights.push({ParamGroup::kAttention, 1024, 1024});
+  CachedDummyWgrads cache;
+  std::vector<std::int64_t> added;
+  cache.add(attn, TrainingSetup{}, &added);
+  EXPECT_EQ(added, (std::vector<std::int64_t>{3'145'728, 1'048'576}));
+  added.clear();
+  cache.add(attn, TrainingSetup{}, &added);
+  EXPECT_TRUE(added.empty());
+  EXPECT_EQ(cache.bytes(2).value(), 8'388'608);  // (3072 + 1024) x 1024 x 2 B
+}
+
+// TE's weight-gradient placeholders (module/base.py get_dummy_wgrad) come one by one, each of a
+// weight's shape, in the first backward pass, after Megatron's DDP has moved the weights into its
+// buffer and left each original tensor's segment cached (build_model): they reuse those
+// segments. gpt_model(2, 4096, 32) on one GPU, distributed optimizer: linear_qkv [12288, 4096],
+// linear_proj [4096, 4096], linear_fc1 [16384, 4096] and linear_fc2 [4096, 16384] (four shapes):
+// the placeholders are (12288 + 4096 + 16384 + 16384) x 4096 x 2 B = 402,653,184 B. Two layers
+// left two freed originals of each shape; the 256-token activations (a few MiB a tensor) can
+// spoil at most one of each pair before the backward, so at least half of the placeholders'
+// bytes come from cached segments: against the run without gradient accumulation fusion (no
+// placeholders) reserved memory grows by less than half their bytes. (One block of all of them,
+// allocated before the first pass, needed a new segment: it grew by 249,561,088 B here.)
+TEST(DeviceMemory, WeightGradientPlaceholdersReuseTheWeightsFreedSegments) {
+  Registry reg;
+  test::register_layer_models(reg);
+  const Estimator est(test::gpt_model(2, 4096, 32), reg);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.optimizer.distributed = true;
+  s.seq_length = 256;
+  const StageEstimate with = est.run(s).peak();
+  s.gradient_accumulation_fusion = false;
+  const StageEstimate without = est.run(s).peak();
+  const std::int64_t placeholders = test::component_sum(with, "other/te_dummy_wgrads");
+  ASSERT_EQ(placeholders, 402'653'184);
+  EXPECT_EQ(test::component_sum(without, "other/te_dummy_wgrads"), 0);
+  EXPECT_LT(with.reserved_bytes - without.reserved_bytes, placeholders / 2);
+  EXPECT_GE(with.reserved_bytes, with.total_bytes);
 }
 
 }  // namespace

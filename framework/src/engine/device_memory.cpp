@@ -14,6 +14,7 @@
 #include "mme/sdk/error.hpp"
 
 #include "estimator_phases.hpp"
+#include "weight_gradients.hpp"
 
 namespace mme {
 
@@ -60,10 +61,12 @@ struct LayerRef {
 // piece in forward order.
 struct Record {
   enum Kind { kBlock, kLayer, kGroup } kind = kBlock;
-  std::vector<int> saved;              // kBlock / kLayer: the saved tensors
-  std::int64_t transient = 0;          // the piece's backward working set
-  std::vector<const TypeEval*> group;  // kGroup: the recomputed layers
-  int input = -1;                      // kGroup: the group's kept input
+  std::vector<int> saved;               // kBlock / kLayer: the saved tensors
+  std::int64_t transient = 0;           // the piece's backward working set
+  std::vector<const TypeEval*> group;   // kGroup: the recomputed layers
+  int input = -1;                       // kGroup: the group's kept input
+  const TypeEval* layer = nullptr;      // kLayer: the layer's kind
+  const BlockParams* params = nullptr;  // kBlock: the block's parameters (its linears' weight shapes)
 };
 using MicroBatch = std::vector<Record>;
 
@@ -85,6 +88,8 @@ class StageReplay {
   void forward(std::int64_t vr);
   void backward(std::int64_t vr);
   void iteration(bool first);
+  CheckedInt dummy_wgrad_bytes() const;
+  void place_dummy_wgrads(const BlockParams& p);
   std::vector<ParamTensor> param_tensors() const;
   std::vector<LayerRef> chunk_layers(std::int64_t vr) const;
   double activation_scale(std::int64_t vr) const;
@@ -99,6 +104,10 @@ class StageReplay {
   std::vector<std::deque<MicroBatch>> in_flight_;            // per chunk, oldest first
   std::vector<double> scale_;                                // per chunk: activation offload's share kept
   std::vector<std::vector<LayerRef>> layers_;                // per chunk
+  // TE's weight-gradient placeholders (weight_gradients.hpp): the shapes the backward passes
+  // have created so far, and the bytes of the engine's figure not yet placed.
+  CachedDummyWgrads dummies_;
+  CheckedInt dummy_left_ = 0;
 };
 
 std::vector<ParamTensor> StageReplay::param_tensors() const {
@@ -257,16 +266,17 @@ void StageReplay::forward(std::int64_t vr) {
   const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
   const double f = scale_[static_cast<std::size_t>(vr)];
   MicroBatch mb;
-  auto block = [&](const BlockActivations& a, std::int64_t n) {
+  auto block = [&](const LmBlockEval& b, std::int64_t n) {
     Record r;
     for (std::int64_t k = 0; k < n; ++k)
-      for (const auto& t : a.saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
-    r.transient = a.transient;
+      for (const auto& t : b.acts.saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
+    r.transient = b.acts.transient;
+    r.params = &b.params;
     mb.push_back(std::move(r));
   };
   // gpt_model.py forward: embedding, the decoder layers (MTP layers after them), then the output
   // layer and the loss; each block's autograd context saves its tensors as it runs.
-  if (ch.embedding) block(ps_.stages.embedding.acts, 1);
+  if (ch.embedding) block(ps_.stages.embedding, 1);
   const auto& layers = layers_[static_cast<std::size_t>(vr)];
   for (std::size_t j = 0; j < layers.size(); ++j) {
     const LayerRef& l = layers[j];
@@ -283,13 +293,14 @@ void StageReplay::forward(std::int64_t vr) {
     }
     Record r;
     r.kind = Record::kLayer;
+    r.layer = l.eval;
     for (const auto* acts : {&l.eval->attn_acts, &l.eval->mlp_acts})
       for (const auto& t : acts->saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
     r.transient = l.eval->transient.value();
     mb.push_back(std::move(r));
   }
-  if (ch.mtp_layers > 0) block(ps_.stages.mtp_projection.acts, ch.mtp_layers);
-  if (ch.loss) block(ps_.stages.output_head.acts, 1 + ch.mtp_layers);
+  if (ch.mtp_layers > 0) block(ps_.stages.mtp_projection, ch.mtp_layers);
+  if (ch.loss) block(ps_.stages.output_head, 1 + ch.mtp_layers);
   in_flight_[static_cast<std::size_t>(vr)].push_back(std::move(mb));
 }
 
@@ -312,6 +323,8 @@ void StageReplay::backward(std::int64_t vr) {
       }
       for (std::size_t j = again.size(); j-- > 0;) {
         const int work = take(static_cast<double>(it->group[j]->transient.value()));
+        place_dummy_wgrads(it->group[j]->mlp_params);
+        place_dummy_wgrads(it->group[j]->attn_params);
         for (auto h = again[j].rbegin(); h != again[j].rend(); ++h) alloc_.free(*h);
         alloc_.free(work);
       }
@@ -319,6 +332,14 @@ void StageReplay::backward(std::int64_t vr) {
       continue;
     }
     const int work = take(static_cast<double>(it->transient));
+    // The linears' backward (module/linear.py, layernorm_linear.py, grouped_linear.py) returns
+    // the placeholders, MLP first: autograd runs the layer in reverse.
+    if (it->layer != nullptr) {
+      place_dummy_wgrads(it->layer->mlp_params);
+      place_dummy_wgrads(it->layer->attn_params);
+    } else if (it->params != nullptr) {
+      place_dummy_wgrads(*it->params);
+    }
     for (auto h = it->saved.rbegin(); h != it->saved.rend(); ++h) alloc_.free(*h);
     alloc_.free(work);
   }
@@ -366,6 +387,11 @@ void StageReplay::iteration(bool first) {
     backward(bchunk(bk++));
   }
   for (; bk < total; ++bk) backward(bchunk(bk));
+  // Placeholders no backward pass placed (shapes past CachedDummyWgrads' table) stay as one.
+  if (dummy_left_ > 0) {
+    take(static_cast<double>(dummy_left_.value()));
+    dummy_left_ = 0;
+  }
   // training.py train_step: --empty-unused-memory-level 1 or 2 empties the cache after the
   // forward and backward passes (2 after the optimizer step as well: above).
   if (ps_.stages.s.empty_unused_memory_level >= 1) alloc_.empty_cache();
@@ -387,6 +413,44 @@ void StageReplay::iteration(bool first) {
   }
 }
 
+// The engine's figure for the placeholders (stage_buffers): one tensor per distinct weight shape
+// of the stage's layer kinds and blocks.
+CheckedInt StageReplay::dummy_wgrad_bytes() const {
+  const auto& s = ps_.stages.s;
+  if (!uses_cached_dummy_wgrads(s)) return 0;
+  CachedDummyWgrads all;
+  std::vector<const TypeEval*> kinds;
+  for (std::int64_t vr = 0; vr < ps_.stages.v; ++vr) {
+    const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
+    if (ch.embedding) all.add(ps_.stages.embedding.params, s);
+    for (const LayerRef& l : layers_[static_cast<std::size_t>(vr)]) {
+      if (std::find(kinds.begin(), kinds.end(), l.eval) != kinds.end()) continue;
+      kinds.push_back(l.eval);
+      all.add(l.eval->attn_params, s);
+      all.add(l.eval->mlp_params, s);
+    }
+    if (ch.mtp_layers > 0) all.add(ps_.stages.mtp_projection.params, s);
+    if (ch.loss) all.add(ps_.stages.output_head.params, s);
+  }
+  return all.bytes(ps_.stages.bytes.param);
+}
+
+// module/base.py get_dummy_wgrad: the first backward through a linear of a new (shape, dtype)
+// creates its placeholder with torch.empty, at that moment, and the module-level cache keeps
+// it; a placeholder of a weight's shape often lands in the cached segment the weight's original
+// tensor left when Megatron's DDP moved the weights into its buffer (build_model).
+void StageReplay::place_dummy_wgrads(const BlockParams& p) {
+  if (dummy_left_ <= 0) return;
+  std::vector<std::int64_t> added;
+  dummies_.add(p, ps_.stages.s, &added);
+  for (auto e = added.rbegin(); e != added.rend(); ++e) {
+    const CheckedInt bytes = CheckedInt(*e) * ps_.stages.bytes.param;
+    if (bytes > dummy_left_) break;
+    take(static_cast<double>(bytes.value()));
+    dummy_left_ -= bytes;
+  }
+}
+
 void StageReplay::build() {
   params_ = param_tensors();
   layers_.clear();
@@ -404,6 +468,9 @@ const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int6
   // (CublasHandlePool.cpp), TE grouped GEMM's, and the rest of the persistent buffers (the global
   // memory buffer, FP8 weight caches, CUDA-graph buffers) as they come.
   CheckedInt other = st_.other_bytes;
+  // TE's weight-gradient placeholders come one by one in the first backward pass (backward).
+  dummy_left_ = std::min(dummy_wgrad_bytes(), other);
+  other -= dummy_left_;
   auto persistent = [&](CheckedInt bytes) {
     if (bytes <= 0 || bytes > other) return;
     take(static_cast<double>(bytes.value()));

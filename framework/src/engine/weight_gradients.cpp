@@ -4,7 +4,7 @@
 
 namespace mme {
 
-void CachedDummyWgrads::add(const BlockParams& p, const TrainingSetup& s) {
+void CachedDummyWgrads::add(const BlockParams& p, const TrainingSetup& s, std::vector<std::int64_t>* added) {
   const bool all_train = !s.lora.on();
   for (const auto& w : p.gemm_weights) {
     if (!all_train && w.group != ParamGroup::kLoraAdapter) continue;  // frozen base (is_trainable)
@@ -12,6 +12,7 @@ void CachedDummyWgrads::add(const BlockParams& p, const TrainingSetup& s) {
     bool seen = false;
     for (std::size_t i = 0; i < count_ && !seen; ++i) seen = rows_[i] == w.rows && elements_[i] == elements.value();
     if (seen) continue;
+    if (added != nullptr) added->push_back(elements.value());
     if (count_ == kShapes) {
       beyond_ += elements;
       continue;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "mme/sdk/checked.hpp"
 #include "mme/sdk/layer_model.hpp"
@@ -21,7 +22,9 @@ namespace mme {
 class CachedDummyWgrads {
  public:
   // The trainable linears of a block (under LoRA the base is frozen and returns no gradient).
-  void add(const BlockParams& p, const TrainingSetup& s);
+  // `added`, if given, receives the elements of each tensor this call creates (a shape not seen
+  // before, in the block's order), as the first backward through the block allocates them.
+  void add(const BlockParams& p, const TrainingSetup& s, std::vector<std::int64_t>* added = nullptr);
   // Bytes of the cached tensors, `element_bytes` each (the parameter dtype).
   CheckedInt bytes(std::int64_t element_bytes) const;
 
