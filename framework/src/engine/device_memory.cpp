@@ -88,7 +88,6 @@ class StageReplay {
   void forward(std::int64_t vr);
   void backward(std::int64_t vr);
   void iteration(bool first);
-  CheckedInt dummy_wgrad_bytes() const;
   void place_dummy_wgrads(const BlockParams& p);
   std::vector<ParamTensor> param_tensors() const;
   std::vector<LayerRef> chunk_layers(std::int64_t vr) const;
@@ -105,7 +104,7 @@ class StageReplay {
   std::vector<double> scale_;                                // per chunk: activation offload's share kept
   std::vector<std::vector<LayerRef>> layers_;                // per chunk
   // TE's weight-gradient placeholders (weight_gradients.hpp): the shapes the backward passes
-  // have created so far, and the bytes of the engine's figure not yet placed.
+  // have created so far, and the bytes of the engine's figure (stage_buffers) not yet placed.
   CachedDummyWgrads dummies_;
   CheckedInt dummy_left_ = 0;
 };
@@ -413,28 +412,6 @@ void StageReplay::iteration(bool first) {
   }
 }
 
-// The engine's figure for the placeholders (stage_buffers): one tensor per distinct weight shape
-// of the stage's layer kinds and blocks.
-CheckedInt StageReplay::dummy_wgrad_bytes() const {
-  const auto& s = ps_.stages.s;
-  if (!uses_cached_dummy_wgrads(s)) return 0;
-  CachedDummyWgrads all;
-  std::vector<const TypeEval*> kinds;
-  for (std::int64_t vr = 0; vr < ps_.stages.v; ++vr) {
-    const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
-    if (ch.embedding) all.add(ps_.stages.embedding.params, s);
-    for (const LayerRef& l : layers_[static_cast<std::size_t>(vr)]) {
-      if (std::find(kinds.begin(), kinds.end(), l.eval) != kinds.end()) continue;
-      kinds.push_back(l.eval);
-      all.add(l.eval->attn_params, s);
-      all.add(l.eval->mlp_params, s);
-    }
-    if (ch.mtp_layers > 0) all.add(ps_.stages.mtp_projection.params, s);
-    if (ch.loss) all.add(ps_.stages.output_head.params, s);
-  }
-  return all.bytes(ps_.stages.bytes.param);
-}
-
 // module/base.py get_dummy_wgrad: the first backward through a linear of a new (shape, dtype)
 // creates its placeholder with torch.empty, at that moment, and the module-level cache keeps
 // it; a placeholder of a weight's shape often lands in the cached segment the weight's original
@@ -469,7 +446,7 @@ const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int6
   // memory buffer, FP8 weight caches, CUDA-graph buffers) as they come.
   CheckedInt other = st_.other_bytes;
   // TE's weight-gradient placeholders come one by one in the first backward pass (backward).
-  dummy_left_ = std::min(dummy_wgrad_bytes(), other);
+  dummy_left_ = std::min(CheckedInt(st_.dummy_wgrad_bytes), other);
   other -= dummy_left_;
   auto persistent = [&](CheckedInt bytes) {
     if (bytes <= 0 || bytes > other) return;

@@ -31,6 +31,7 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::in
   // 2. The framework's buffers.
   const StageBuffers buffers = stage_buffers(plan, ps.workspaces, ps.options.compute_capability, layers, state, comps);
   st.other_bytes = buffers.total.value();
+  st.dummy_wgrad_bytes = buffers.dummy_wgrads.value();
   // Newer Megatron-LM takes the output layer's placeholder from TE's cache too (layers.py
   // get_dummy_wgrad): its [V/TP, h] then stays; the bound's (StageEstimate).
   if (r == plan.p - 1 && s.gradient_accumulation_fusion && !s.lora.on() && s.fsdp.kind != FsdpKind::kTorchFsdp2)

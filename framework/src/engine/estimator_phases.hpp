@@ -107,7 +107,8 @@ Workspaces workspaces(const TrainingSetup& s, int compute_capability, bool any_m
 // A stage's persistent framework buffers (StageEstimate::other_bytes).
 struct StageBuffers {
   CheckedInt total = 0;
-  CheckedInt graphs = 0;  // of which CUDA graphs' static inputs and gradient buffers
+  CheckedInt graphs = 0;        // of which CUDA graphs' static inputs and gradient buffers
+  CheckedInt dummy_wgrads = 0;  // of which TE's weight-gradient placeholders
 };
 StageBuffers stage_buffers(const StagePlan& plan, const Workspaces& w, int compute_capability,
                            const StageLayers& layers, const ModelState& state, ComponentSink& comps);

@@ -72,7 +72,7 @@ StageBuffers stage_buffers(const StagePlan& plan, const Workspaces& w, int compu
   other += graph_buffer_bytes;
   comps.add(MemoryCategory::kOther, "other/cuda_graph_static_inputs", graphs.static_inputs);
   comps.add(MemoryCategory::kOther, "other/cuda_graph_gradient_buffers", graph_buffer_bytes - graphs.static_inputs);
-  return StageBuffers{other, graph_buffer_bytes};
+  return StageBuffers{other, graph_buffer_bytes, dummy_wgrads};
 }
 
 void forward_backward_peak(const StagePlan& plan, const StageLayers& layers, const ModelState& state,

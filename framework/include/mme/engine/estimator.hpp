@@ -47,10 +47,11 @@ struct StageEstimate {
   std::int64_t weight_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;
-  std::int64_t activation_bytes = 0;  // at the peak: saved activations + transient working memory
-  std::int64_t other_bytes = 0;       // persistent framework buffers (workspaces, gather buffers)
-  std::int64_t static_bytes = 0;      // weights + gradients + optimizer + other: memory_allocated after a step
-  std::int64_t total_bytes = 0;       // the peak: what torch.cuda.max_memory_allocated shows
+  std::int64_t activation_bytes = 0;   // at the peak: saved activations + transient working memory
+  std::int64_t other_bytes = 0;        // persistent framework buffers (workspaces, gather buffers)
+  std::int64_t dummy_wgrad_bytes = 0;  // of which TE's weight-gradient placeholders (get_dummy_wgrad)
+  std::int64_t static_bytes = 0;       // weights + gradients + optimizer + other: memory_allocated after a step
+  std::int64_t total_bytes = 0;        // the peak: what torch.cuda.max_memory_allocated shows
   std::int64_t upper_bytes =
       0;  // the bound: the peak if what the model cannot pin down goes the worst way (>= total_bytes)
   // The two phases of a training step; total_bytes is the larger. Forward/backward: static
