@@ -137,10 +137,10 @@ std::vector<const TypeEval*> StageOffload::kept_layers(const ChunkLayout& ch) co
   std::vector<const TypeEval*> out;
   for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
     const std::size_t t = im.layer_type[static_cast<std::size_t>(i)];
-    if (seen[t]++ >= recomputed[t]) out.push_back(&plan_.evals[t]);
+    if (seen[t]++ >= recomputed[t]) out.push_back(&plan_.layers->evals[t]);
   }
   const std::int64_t mtp_recomputed = std::min(ch.mtp_layers, left);
-  for (std::int64_t j = mtp_recomputed; j < ch.mtp_layers; ++j) out.push_back(&plan_.mtp_eval);
+  for (std::int64_t j = mtp_recomputed; j < ch.mtp_layers; ++j) out.push_back(&plan_.layers->mtp_eval);
   return out;
 }
 
@@ -281,8 +281,8 @@ void add_offload_assumptions(const StagePlan& plan, std::vector<std::string>& ou
         for (const auto& t : acts->saved)
           if (fine_grained_moves(o, t)) found |= t.module;
     };
-    for (const auto& e : plan.evals) scan(e);
-    if (plan.im.model.mtp_num_layers > 0) scan(plan.mtp_eval);
+    for (const auto& e : plan.layers->evals) scan(e);
+    if (plan.im.model.mtp_num_layers > 0) scan(plan.layers->mtp_eval);
     if (const std::uint32_t idle = o.modules & ~found) {
       std::string idle_names = offload_modules_to_string(idle);
       std::replace(idle_names.begin(), idle_names.end(), ',', ' ');

@@ -146,8 +146,8 @@ CheckedInt ep_overlap_saved_bytes(const StagePlan& plan, std::int64_t r) {
     const ChunkLayout& ch = plan.part.at(r, vr);
     for (std::size_t ti = 0; ti < plan.im.types.size(); ++ti)
       if (plan.im.count_in(ti, ch.first_layer, ch.num_layers) > 0)
-        largest = std::max(largest, CheckedInt(sum_saved(plan.evals[ti].attn_acts)));
-    if (ch.mtp_layers > 0) largest = std::max(largest, CheckedInt(sum_saved(plan.mtp_eval.attn_acts)));
+        largest = std::max(largest, CheckedInt(sum_saved(plan.layers->evals[ti].attn_acts)));
+    if (ch.mtp_layers > 0) largest = std::max(largest, CheckedInt(sum_saved(plan.layers->mtp_eval.attn_acts)));
   }
   return largest;
 }

@@ -23,7 +23,9 @@ std::uint32_t graph_modules(const CudaGraphSettings& g) {
 
 // One static hidden-states input of a layer's graph, [s/TP (SP)/CP, b, h] in bf16 (module.py
 // GraphableMegatronModule.get_layer_static_inputs); a layer output's gradient is as large.
-CheckedInt hidden_state_bytes(const StagePlan& plan) { return CheckedInt(2) * plan.blocks.local_tokens * plan.h; }
+CheckedInt hidden_state_bytes(const BlockLayout& b, CheckedInt hidden) {
+  return CheckedInt(2) * b.local_tokens * hidden;
+}
 
 CheckedInt sum_terms(const BlockActivations& a, std::uint32_t partial_scope) {
   CheckedInt sum = 0;
@@ -83,8 +85,9 @@ void validate_cuda_graphs(const ModelSpec& m, const TrainingSetup& s) {
     throw LayoutError("EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part.");
 }
 
-void evaluate_layer_graphs(const StagePlan& plan, const LayerSpec& layer, bool moe, TypeEval& e) {
-  const CudaGraphSettings& g = plan.s.cuda_graph;
+void evaluate_layer_graphs(const ModelSpec& m, const BlockLayout& blocks, const LayerSpec& layer, bool moe,
+                           TypeEval& e) {
+  const CudaGraphSettings& g = blocks.setup.cuda_graph;
   LayerGraphs& out = e.graphs;
   out = LayerGraphs{};
   if (!g.on()) return;
@@ -117,11 +120,11 @@ void evaluate_layer_graphs(const StagePlan& plan, const LayerSpec& layer, bool m
   // hidden states, [s/TP (SP)/CP, b, h] bf16); a partial MoE graph returns the normed hidden
   // states, the fp32 routing probabilities [local tokens, experts], the residual and the shared
   // experts' output when they are not overlapped (transformer_layer.py _te_cuda_graph_capture).
-  const CheckedInt hidden = hidden_state_bytes(plan);
+  const CheckedInt hidden = hidden_state_bytes(blocks, m.hidden_size);
   out.grad_output_bytes = hidden;
   if (partial) {
-    out.grad_output_bytes = 2 * hidden + CheckedInt(4) * plan.blocks.local_tokens * layer.mlp.num_experts;
-    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !plan.s.comm.shared_expert_overlap)
+    out.grad_output_bytes = 2 * hidden + CheckedInt(4) * blocks.local_tokens * layer.mlp.num_experts;
+    if (layer.mlp.shared_expert_ffn_hidden_size > 0 && !blocks.setup.comm.shared_expert_overlap)
       out.grad_output_bytes += hidden;
   }
 }
@@ -136,7 +139,7 @@ void StageGraphs::add_layers(const StagePlan& plan, const TypeEval& e, CheckedIn
   // attention inside the graph, a causal mask (bool [b, 1, s/CP, s]); _get_sample_arguments
   // reuses a buffer set once its micro-batch's backward is done, so one set per layer and
   // micro-batch in flight.
-  CheckedInt per_input = hidden_state_bytes(plan);
+  CheckedInt per_input = hidden_state_bytes(plan.blocks, plan.h);
   if (e.graphs.attention_inside) {
     const auto& s = plan.s;
     per_input += CheckedInt(s.micro_batch_size) * (s.seq_length / s.parallel.cp) * s.seq_length;
@@ -149,7 +152,7 @@ CheckedInt graph_buffers(const StagePlan& plan, const StageGraphs& g) {
   // TE graph.py with _reuse_graph_input_output_buffers: the static outputs and all but the last
   // inputs' gradients (within a chunk and across chunks) are weak references; the gradient
   // buffers of one output signature stay.
-  return g.static_inputs + g.grad_outputs + 2 * hidden_state_bytes(plan);
+  return g.static_inputs + g.grad_outputs + 2 * hidden_state_bytes(plan.blocks, plan.h);
 }
 
 GraphPhases graph_phases(const CudaGraphSettings& cg, const StageGraphs& g, CheckedInt buffers, CheckedInt base,

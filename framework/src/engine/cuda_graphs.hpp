@@ -30,7 +30,8 @@ namespace mme {
 void validate_cuda_graphs(const ModelSpec& model, const TrainingSetup& setup);
 
 // Fills e.graphs for a layer kind whose blocks are evaluated (e.attn_acts, e.mlp_acts).
-void evaluate_layer_graphs(const StagePlan& plan, const LayerSpec& layer, bool moe, TypeEval& e);
+void evaluate_layer_graphs(const ModelSpec& m, const BlockLayout& blocks, const LayerSpec& layer, bool moe,
+                           TypeEval& e);
 
 // A stage's graphed layers, summed over its chunks by stage_layers (estimator_stages.cpp).
 struct StageGraphs {

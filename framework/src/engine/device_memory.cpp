@@ -125,22 +125,22 @@ std::vector<ParamTensor> StageReplay::param_tensors() const {
   };
   for (std::int64_t vr = 0; vr < ps_.stages.v; ++vr) {
     const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
-    if (ch.embedding) block(ps_.stages.embedding.params, 1);
+    if (ch.embedding) block(ps_.stages.layers->embedding.params, 1);
     for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
       const std::size_t ti = im.layer_type[static_cast<std::size_t>(i)];
-      const TypeEval& e = ps_.stages.evals[ti];
+      const TypeEval& e = ps_.stages.layers->evals[ti];
       const std::int64_t local = std::max<std::int64_t>(1, im.types[ti].spec.mlp.num_experts / ps_.stages.blocks.ep);
       block(e.attn_params, local);
       block(e.mlp_params, local);
     }
     for (std::int64_t k = 0; k < ch.mtp_layers; ++k) {
-      block(ps_.stages.mtp_projection.params, 1);
+      block(ps_.stages.layers->mtp_projection.params, 1);
       const std::int64_t local =
           std::max<std::int64_t>(1, im.types[im.mtp_type].spec.mlp.num_experts / ps_.stages.blocks.ep);
-      block(ps_.stages.mtp_eval.attn_params, local);
-      block(ps_.stages.mtp_eval.mlp_params, local);
+      block(ps_.stages.layers->mtp_eval.attn_params, local);
+      block(ps_.stages.layers->mtp_eval.mlp_params, local);
     }
-    if (ch.loss) block(ps_.stages.output_head.params, 1);
+    if (ch.loss) block(ps_.stages.layers->output_head.params, 1);
   }
   return out;
 }
@@ -151,8 +151,8 @@ std::vector<LayerRef> StageReplay::chunk_layers(std::int64_t vr) const {
   const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
   std::vector<LayerRef> out;
   for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i)
-    out.push_back({&ps_.stages.evals[im.layer_type[static_cast<std::size_t>(i)]]});
-  for (std::int64_t k = 0; k < ch.mtp_layers; ++k) out.push_back({&ps_.stages.mtp_eval});
+    out.push_back({&ps_.stages.layers->evals[im.layer_type[static_cast<std::size_t>(i)]]});
+  for (std::int64_t k = 0; k < ch.mtp_layers; ++k) out.push_back({&ps_.stages.layers->mtp_eval});
   if (ps_.stages.full_recompute && rc.num_layers > 0) {
     // transformer_block.py _checkpointed_forward: uniform checkpoints every layer in groups of
     // N (one input per group); block the first N layers of the chunk, one at a time.
@@ -176,7 +176,7 @@ double StageReplay::activation_scale(std::int64_t vr) const {
   auto block = [&](const BlockActivations& a, std::int64_t n) {
     for (const auto& t : a.saved) sum += CheckedInt(t.bytes) * n;
   };
-  if (ch.embedding) block(ps_.stages.embedding.acts, 1);
+  if (ch.embedding) block(ps_.stages.layers->embedding.acts, 1);
   for (const LayerRef& l : layers_[static_cast<std::size_t>(vr)]) {
     if (l.recomputed) {
       if (l.group_start) sum += ps_.stages.layer_input_bytes;
@@ -185,8 +185,8 @@ double StageReplay::activation_scale(std::int64_t vr) const {
     block(l.eval->attn_acts, 1);
     block(l.eval->mlp_acts, 1);
   }
-  if (ch.mtp_layers > 0) block(ps_.stages.mtp_projection.acts, ch.mtp_layers);
-  if (ch.loss) block(ps_.stages.output_head.acts, 1 + ch.mtp_layers);
+  if (ch.mtp_layers > 0) block(ps_.stages.layers->mtp_projection.acts, ch.mtp_layers);
+  if (ch.loss) block(ps_.stages.layers->output_head.acts, 1 + ch.mtp_layers);
   const std::int64_t engine = st_.chunks[static_cast<std::size_t>(vr)].activation_bytes_per_microbatch;
   if (sum.value() <= 0 || engine >= sum.value()) return 1.0;
   return static_cast<double>(engine) / static_cast<double>(sum.value());
@@ -275,7 +275,7 @@ void StageReplay::forward(std::int64_t vr) {
   };
   // gpt_model.py forward: embedding, the decoder layers (MTP layers after them), then the output
   // layer and the loss; each block's autograd context saves its tensors as it runs.
-  if (ch.embedding) block(ps_.stages.embedding, 1);
+  if (ch.embedding) block(ps_.stages.layers->embedding, 1);
   const auto& layers = layers_[static_cast<std::size_t>(vr)];
   for (std::size_t j = 0; j < layers.size(); ++j) {
     const LayerRef& l = layers[j];
@@ -298,8 +298,8 @@ void StageReplay::forward(std::int64_t vr) {
     r.transient = l.eval->transient.value();
     mb.push_back(std::move(r));
   }
-  if (ch.mtp_layers > 0) block(ps_.stages.mtp_projection, ch.mtp_layers);
-  if (ch.loss) block(ps_.stages.output_head, 1 + ch.mtp_layers);
+  if (ch.mtp_layers > 0) block(ps_.stages.layers->mtp_projection, ch.mtp_layers);
+  if (ch.loss) block(ps_.stages.layers->output_head, 1 + ch.mtp_layers);
   in_flight_[static_cast<std::size_t>(vr)].push_back(std::move(mb));
 }
 

@@ -3,6 +3,7 @@
 #include "mme/engine/estimator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 #include <fmt/core.h>
@@ -81,6 +82,8 @@ bool has_expert_params(const KindParams& kp) {
 
 Estimator::Estimator(const ModelSpec& model, const Registry& registry) : impl_(std::make_unique<Impl>()) {
   validate_model_blocks(model, registry);
+  static std::atomic<std::uint64_t> next_id{1};
+  impl_->id = next_id.fetch_add(1, std::memory_order_relaxed);
   impl_->model = model;
   auto& im = *impl_;
   const LayerKinds grouped = group_layer_kinds(im.model);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -113,6 +114,9 @@ class ComponentSink {
 // The model's layer table, built once by the Estimator: its distinct layer kinds with their
 // memory models, and where each kind occurs.
 struct EngineTables {
+  // Unique per Estimator for the life of the process (never reused): what the engine's memo of
+  // layer evaluations (estimator_stages.cpp) keys the tables by.
+  std::uint64_t id = 0;
   ModelSpec model;
   std::vector<LayerType> types;
   std::vector<std::size_t> layer_type;            // per decoder layer
@@ -155,7 +159,9 @@ struct LmBlockEval {
 };
 
 // What the block models of a layout see: the setup with the pass's attention backend and
-// routed-token factor, and the sizes every block context shares (make_context).
+// routed-token factor, without its pipeline partition (which stage holds a layer does not change
+// what the layer keeps: block_layout clears the split and VPP), and the sizes every block context
+// shares (make_context).
 struct BlockLayout {
   TrainingSetup setup;
   std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
@@ -167,6 +173,8 @@ struct BlockLayout {
   std::int64_t pp = 1;
   CheckedInt vocab_local = 0;  // the padded vocabulary per TP rank
   double hidden_dropout = 0, attention_dropout = 0;
+
+  bool operator==(const BlockLayout&) const = default;
 };
 // What a block model sees of the layout: `layer` is the decoder layer it belongs to (or, for a
 // block around the layers, the one LmBlock::layer names). Inline: the planner's hot path.
@@ -229,18 +237,42 @@ void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
 // around the decoder layers evaluated once, and the pipeline partition. The later phases read
 // the model through it, and so do the activation offloading, CUDA graph, communication and LoRA
 // steps.
-struct StagePlan {
-  const EngineTables& im;
-  TrainingSetup s;              // resolve_pass_setup's
-  BlockLayout blocks;           // what the block models see
-  std::int64_t p = 1, v = 1;    // pipeline stages, virtual chunks per stage
-  CheckedInt h = 0;             // hidden size
-  ElementBytes bytes;           // element_bytes of the setup
+// Each layer kind and each block around the decoder layers evaluated under one layout, with the
+// block models' own checks passed: a function of the model's tables and the BlockLayout alone
+// (evaluate_layers, estimator_stages.cpp), so passes that differ only in their pipeline partition
+// (the planner's splits of a layout) share one.
+struct LayerEvals {
   std::vector<TypeEval> evals;  // per layer type
   // Per layer type, the layers --first-last-layers-bf16 keeps in bf16 (empty unless it applies).
   std::vector<TypeEval> bf16_evals;
   TypeEval mtp_eval;
   LmBlockEval embedding, output_head, mtp_projection;  // mtp_projection: empty without MTP
+
+  // The slots of what a stage can hold, for placeholder_elements: evals[i] is slot i, bf16_evals[i]
+  // slot n + i, the MTP layer slot 2n, then the embedding, the MTP projection and the output head.
+  std::size_t slots() const { return 2 * evals.size() + 4; }
+  // The elements of TE's cached weight-gradient placeholders (weight_gradients.hpp) of a stage
+  // holding the slots of `mask` (slots() <= 64), each shape once.
+  CheckedInt placeholder_elements(std::uint64_t mask, const TrainingSetup& s) const;
+  // The same for any number of slots (`present[slot]`), without the memo.
+  CheckedInt placeholder_elements(const std::vector<std::uint8_t>& present, const TrainingSetup& s) const;
+
+ private:
+  template <class Has>
+  CheckedInt placeholders_of(Has has, const TrainingSetup& s) const;
+  // placeholder_elements by mask, filled on first use. A LayerEvals is only ever used on the
+  // thread whose memo made it (plan_stages), so this needs no lock.
+  mutable std::vector<std::pair<std::uint64_t, CheckedInt>> placeholders_by_mask_;
+};
+
+struct StagePlan {
+  const EngineTables& im;
+  TrainingSetup s;                           // resolve_pass_setup's
+  BlockLayout blocks;                        // what the block models see
+  std::int64_t p = 1, v = 1;                 // pipeline stages, virtual chunks per stage
+  CheckedInt h = 0;                          // hidden size
+  ElementBytes bytes;                        // element_bytes of the setup
+  std::shared_ptr<const LayerEvals> layers;  // the layer kinds and blocks under `blocks`
   PipelinePartition part;
   std::int64_t extra_warmup = 0;  // ep_overlap_extra_warmup: the combined 1F1B schedule's extra forward
   // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
@@ -253,7 +285,7 @@ struct StagePlan {
 
 // LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,
 // the rank splits over TP, and what is not modelled with it (LayoutError).
-void validate_lora(const StagePlan& plan);
+void validate_lora(const EngineTables& im, const BlockLayout& blocks, const LayerEvals& layers);
 // The report's LoRA line (lora.cpp); empty without LoRA.
 std::string lora_assumption(const LoraSettings& lora);
 

@@ -48,7 +48,7 @@ struct StageLayers {
   CheckedInt unit_dense, unit_expert, units, largest_unit;  // the decoder (and MTP) layers: FSDP's units
   CheckedInt saved, transient, sp_gather_buffer, large_tensors;
   StageGraphs graphs;         // with CUDA graphs (cuda_graphs.cpp)
-  CachedDummyWgrads dummies;  // TE's cached weight-gradient placeholders (weight_gradients.hpp)
+  CheckedInt dummy_elements;  // of TE's cached weight-gradient placeholders (weight_gradients.hpp)
 };
 // `inflight`: the micro-batches in flight per chunk (inflight_microbatches). Fills the stage's
 // chunks, layer counts and offload slack in `st`.

@@ -5,6 +5,7 @@
 // Each memory term names, in one comment line, the Megatron-LM behaviour it models.
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include <fmt/core.h>
 
@@ -54,14 +55,15 @@ void add_block_params(LmBlockEval& e, const BlockParams& p, const TrainingSetup&
 
 namespace {
 
-// One layer kind under the pass's layout: its parameters, what it keeps per micro-batch and its
-// busiest moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
-// `blocks`: the pass's layout, or the bf16 one of --first-last-layers-bf16 (then no GEMM is quantized).
-// `components`: keep the named activation terms; `wgrad_bytes`: a weight gradient as TE returns it.
-void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wgrad_bytes, const LayerType& lt,
-                         bool is_mtp, TypeEval& e, const BlockLayout* blocks = nullptr) {
-  const auto& s = plan.s;
-  const BlockContext ctx = make_context(plan.im.model, blocks ? *blocks : plan.blocks, lt.spec, is_mtp);
+// One layer kind under a layout: its parameters, what it keeps per micro-batch and its busiest
+// moment, into `e` (a TypeEval holds fixed-size term lists: filled in place, not copied).
+// `ctx_blocks`: the layout's blocks, or the bf16 ones of --first-last-layers-bf16 (then no GEMM is
+// quantized). `components`: keep the named activation terms.
+void evaluate_layer_type(const EngineTables& im, const BlockLayout& blocks, bool components, const LayerType& lt,
+                         bool is_mtp, TypeEval& e, const BlockLayout* ctx_blocks = nullptr) {
+  const TrainingSetup& s = blocks.setup;
+  const ElementBytes bytes = element_bytes(s);
+  const BlockContext ctx = make_context(im.model, ctx_blocks ? *ctx_blocks : blocks, lt.spec, is_mtp);
 
   call_plugin("layer model parameters", [&] {
     lt.attention->parameters(ctx, e.attn_params);
@@ -69,9 +71,9 @@ void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wg
   });
   add_params(e, e.attn_params, s);
   add_params(e, e.mlp_params, s);
-  if (blocks) {
+  if (ctx_blocks) {
     e.fp8_params = e.fp8_exp_params = 0;  // built outside the quantized model context: bf16 weights, no copies
-  } else if (plan.bytes.fp8) {
+  } else if (bytes.fp8) {
     const std::int64_t experts = lt.spec.mlp.num_experts / std::max<std::int64_t>(ctx.ep, 1);
     e.gemms = te_gemm_count(e.attn_params, experts) + te_gemm_count(e.mlp_params, experts);
   }
@@ -99,10 +101,10 @@ void evaluate_layer_type(const StagePlan& plan, bool components, std::int64_t wg
       for (const auto& term : bp->terms)
         if ((is_fp8_gemm_weight(term) || term.group == ParamGroup::kLoraAdapter) && is_trainable(term, s))
           largest = std::max(largest, CheckedInt(term.per_rank));
-    e.transient += wgrad_bytes * largest;
+    e.transient += bytes.wgrad * largest;
   }
   e.global_buffer = std::max(e.attn_acts.global_buffer, e.mlp_acts.global_buffer);
-  if (s.cuda_graph.on()) evaluate_layer_graphs(plan, lt.spec, lt.moe, e);
+  if (s.cuda_graph.on()) evaluate_layer_graphs(im.model, blocks, lt.spec, lt.moe, e);
 }
 
 // The embedding runs first in the forward and last in the backward: when its backward works (its
@@ -119,12 +121,70 @@ CheckedInt embedding_working_set(const LmBlockEval& embedding, CheckedInt chunk_
 
 }  // namespace
 
+template <class Has>
+CheckedInt LayerEvals::placeholders_of(Has has, const TrainingSetup& s) const {
+  CachedDummyWgrads d;
+  const std::size_t n = evals.size();
+  for (std::size_t i = 0; i < n; ++i)
+    for (const TypeEval* e : {&evals[i], bf16_evals.empty() ? nullptr : &bf16_evals[i]})
+      if (e && has(e == &evals[i] ? i : n + i)) {
+        d.add(e->attn_params, s);
+        d.add(e->mlp_params, s);
+      }
+  if (has(2 * n)) {
+    d.add(mtp_eval.attn_params, s);
+    d.add(mtp_eval.mlp_params, s);
+  }
+  std::size_t slot = 2 * n + 1;
+  for (const LmBlockEval* b : {&embedding, &mtp_projection, &output_head})
+    if (has(slot++)) d.add(b->params, s);
+  return d.bytes(1);
+}
+
+CheckedInt LayerEvals::placeholder_elements(std::uint64_t mask, const TrainingSetup& s) const {
+  for (const auto& [m, elements] : placeholders_by_mask_)
+    if (m == mask) return elements;
+  const CheckedInt elements = placeholders_of([mask](std::size_t slot) { return (mask >> slot) & 1u; }, s);
+  placeholders_by_mask_.emplace_back(mask, elements);
+  return elements;
+}
+
+CheckedInt LayerEvals::placeholder_elements(const std::vector<std::uint8_t>& present, const TrainingSetup& s) const {
+  return placeholders_of([&present](std::size_t slot) { return present[slot] != 0; }, s);
+}
+
+namespace {
+
+// The slots of a LayerEvals a stage holds (LayerEvals::slots).
+class HeldSlots {
+ public:
+  explicit HeldSlots(const LayerEvals& lev) : lev_(lev), wide_(lev.slots() > 64), present_(wide_ ? lev.slots() : 0) {}
+  void hold(std::size_t slot) {
+    if (wide_)
+      present_[slot] = 1;
+    else
+      mask_ |= std::uint64_t{1} << slot;
+  }
+  CheckedInt placeholder_elements(const TrainingSetup& s) const {
+    return wide_ ? lev_.placeholder_elements(present_, s) : lev_.placeholder_elements(mask_, s);
+  }
+
+ private:
+  const LayerEvals& lev_;
+  bool wide_;
+  std::uint64_t mask_ = 0;
+  std::vector<std::uint8_t> present_;  // past 64 slots
+};
+
+}  // namespace
+
 StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vector<std::int64_t>& inflight,
                          ComponentSink& comps, StageEstimate& st) {
   // The pass's values under the names the terms below use.
   const auto& v = plan.v;
-  const auto& evals = plan.evals;
-  const auto& mtp_eval = plan.mtp_eval;
+  const LayerEvals& lev = *plan.layers;
+  const auto& evals = lev.evals;
+  const auto& mtp_eval = lev.mtp_eval;
   const auto& part = plan.part;
   const auto& full_recompute = plan.full_recompute;
   const auto& layer_input_bytes = plan.layer_input_bytes;
@@ -143,10 +203,10 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   CheckedInt head_transient = 0, head_saved = 0;
   // The embedding's backward working set, beyond what its chunk has freed by then (below).
   CheckedInt embedding_transient = 0;
-  large_tensors = 3;                             // the transient working set: a few tensors
-  StageOffload offload(plan, r);                 // activation offloading (activation_offload.cpp)
-  std::array<const TypeEval*, 8> dummy_kinds{};  // layer kinds whose weight shapes are in out.dummies
-  std::size_t dummy_count = 0;
+  large_tensors = 3;              // the transient working set: a few tensors
+  StageOffload offload(plan, r);  // activation offloading (activation_offload.cpp)
+  const std::size_t nt = im.types.size();
+  HeldSlots held(lev);  // the kinds and blocks the stage holds: their weight shapes are TE's placeholders
   const bool graphs_on = plan.s.cuda_graph.on();
   st.chunks.reserve(static_cast<std::size_t>(v));
   for (std::int64_t vr = 0; vr < v; ++vr) {
@@ -170,7 +230,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     // Decoder layers and MTP layers of the chunk, in order.
     const std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
     CheckedInt max_layer_saved = 0, max_layer_large = 0;
-    auto account_layers = [&](const TypeEval& e, CheckedInt n, CheckedInt recomputed) {
+    auto account_layers = [&](const TypeEval& e, std::size_t slot, CheckedInt n, CheckedInt recomputed) {
       tp_params += n * e.tp_params;
       rep_params += n * e.rep_params;
       exp_params += n * e.exp_params;
@@ -183,12 +243,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       unit_expert += n * e.exp_params;
       units += n;
       largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
-      // A layer kind's weight shapes are the same in every chunk: add them once per stage.
-      if (std::find(dummy_kinds.begin(), dummy_kinds.begin() + dummy_count, &e) == dummy_kinds.begin() + dummy_count) {
-        if (dummy_count < dummy_kinds.size()) dummy_kinds[dummy_count++] = &e;
-        out.dummies.add(e.attn_params, plan.s);
-        out.dummies.add(e.mlp_params, plan.s);
-      }
+      held.hold(slot);
       transient = std::max(transient, e.transient);
       sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
       max_layer_saved = std::max(max_layer_saved, e.saved);
@@ -223,19 +278,19 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     for (std::size_t ti = 0; ti < im.types.size(); ++ti) {
       const std::int64_t n = im.count_in(ti, ch.first_layer, ch.num_layers);
       if (n == 0) continue;
-      const std::int64_t n_bf16 = plan.bf16_evals.empty() ? 0
-                                                          : im.count_in(ti, bf16.start_first, bf16.start_count) +
-                                                                im.count_in(ti, bf16.end_first, bf16.end_count);
+      const std::int64_t n_bf16 = lev.bf16_evals.empty() ? 0
+                                                         : im.count_in(ti, bf16.start_first, bf16.start_count) +
+                                                               im.count_in(ti, bf16.end_first, bf16.end_count);
       const std::int64_t rec = std::min(n, recompute_left);
       recompute_left -= rec;
       const std::int64_t rec_bf16 = std::min(n_bf16, rec);
-      if (n_bf16 > 0) account_layers(plan.bf16_evals[ti], n_bf16, rec_bf16);
-      if (n > n_bf16) account_layers(evals[ti], n - n_bf16, rec - rec_bf16);
+      if (n_bf16 > 0) account_layers(lev.bf16_evals[ti], nt + ti, n_bf16, rec_bf16);
+      if (n > n_bf16) account_layers(evals[ti], ti, n - n_bf16, rec - rec_bf16);
     }
     if (ch.mtp_layers > 0) {
       const std::int64_t rec = std::min(ch.mtp_layers, recompute_left);
       recompute_left -= rec;
-      account_layers(mtp_eval, ch.mtp_layers, rec);
+      account_layers(mtp_eval, 2 * nt, ch.mtp_layers, rec);
     }
     if (full_recompute && rc.method == RecomputeMethod::kUniform && groups > 0) {
       // Uniform: only each group of N layers keeps its input; the per-layer inputs counted
@@ -256,12 +311,13 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     // The blocks around the decoder layers on this chunk: their parameters, and what they keep
     // per micro-batch (`n` times: an MTP projection per depth, the output head once more per
     // depth), their busiest moment and the global buffer they gather into.
-    auto account_block = [&](const LmBlockEval& b, CheckedInt params_n, CheckedInt acts_n, bool head = false) {
+    auto account_block = [&](const LmBlockEval& b, std::size_t slot, CheckedInt params_n, CheckedInt acts_n,
+                             bool head = false) {
       tp_params += params_n * b.tp;
       rep_params += params_n * b.rep;
       fp8_params += params_n * b.fp8;
       train_dense += params_n * b.train;
-      out.dummies.add(b.params, plan.s);
+      held.hold(slot);
       for (const auto& term : b.acts.saved) {
         const CheckedInt bytes = acts_n * term.bytes;
         chunk_act += bytes;
@@ -271,7 +327,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       if (head) {
         head_transient = std::max(head_transient, CheckedInt(b.acts.transient));
         for (const auto& term : b.acts.saved) head_saved += acts_n * term.bytes;
-      } else if (&b == &plan.embedding) {
+      } else if (&b == &lev.embedding) {
         // Counted once the chunk's saved bytes are known (below).
       } else {
         transient = std::max(transient, CheckedInt(b.acts.transient));
@@ -279,22 +335,23 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
       }
       sp_gather_buffer = std::max(sp_gather_buffer, CheckedInt(b.acts.global_buffer));
     };
-    if (ch.embedding) account_block(plan.embedding, 1, 1);
-    if (ch.mtp_layers > 0) account_block(plan.mtp_projection, ch.mtp_layers, ch.mtp_layers);
+    if (ch.embedding) account_block(lev.embedding, 2 * nt + 1, 1, 1);
+    if (ch.mtp_layers > 0) account_block(lev.mtp_projection, 2 * nt + 2, ch.mtp_layers, ch.mtp_layers);
     if (ch.loss)
-      account_block(plan.output_head, 1, CheckedInt(1) + ch.mtp_layers, true);  // main loss + one per MTP depth
+      account_block(lev.output_head, 2 * nt + 3, 1, CheckedInt(1) + ch.mtp_layers,
+                    true);  // main loss + one per MTP depth
     // What the chunk's layers send to the host per micro-batch (activation offloading).
     const StageOffload::Sent sent = offload.chunk(ch, mb, comps);
     chunk_act -= sent.bytes;
     chunk_large -= sent.large_tensors;
     ce.activation_bytes_per_microbatch = chunk_act.value();
     if (ch.embedding)
-      embedding_transient = std::max(embedding_transient, embedding_working_set(plan.embedding, chunk_act));
+      embedding_transient = std::max(embedding_transient, embedding_working_set(lev.embedding, chunk_act));
     saved += chunk_act * mb;
     large_tensors += chunk_large * mb;
     if (ch.loss) {
       // What the output head holds for the whole step (deferred weight-gradient buffers).
-      for (const auto& term : plan.output_head.acts.held_for_step) {
+      for (const auto& term : lev.output_head.acts.held_for_step) {
         saved += term.bytes;
         if (comps.enabled()) comps.add(MemoryCategory::kActivations, block_act_name(term.name), term.bytes);
       }
@@ -317,6 +374,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   // What offloading keeps or brings back on the GPU at the peak, and what the bound adds.
   saved += offload.on_gpu_at_peak(comps);
   st.offload_slack_bytes = offload.bound_slack().value();
+  out.dummy_elements = held.placeholder_elements(plan.s);
   return out;
 }
 
@@ -362,6 +420,14 @@ BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBa
   b.setup = s;
   b.setup.attention_backend = attention;
   b.setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
+  // Without the pipeline partition: which stage or chunk holds a layer does not change what the
+  // layer keeps (the PP size stays: the blocks around the layers read it).
+  b.setup.parallel.vpp = 1;
+  b.setup.pipeline.first_stage_layers.reset();
+  b.setup.pipeline.last_stage_layers.reset();
+  b.setup.pipeline.account_for_embedding = b.setup.pipeline.account_for_loss = false;
+  b.setup.pipeline.layout.clear();
+  b.setup.pipeline.layers_per_virtual_stage.reset();
   const ParallelLayout& par = s.parallel;
   b.tp = par.tp, b.cp = par.cp, b.ep = par.ep, b.etp = effective_etp(par);
   b.sp = sequence_parallel_on(par);
@@ -394,10 +460,11 @@ void validate_blocks(const EngineTables& im, const BlockLayout& blocks) {
 
 namespace {
 
-// A block around the decoder layers under the pass's layout.
-void evaluate_lm_block(const StagePlan& plan, const LmBlock& b, bool is_mtp, LmBlockEval& e) {
+// A block around the decoder layers under a layout.
+void evaluate_lm_block(const EngineTables& im, const BlockLayout& blocks, const LmBlock& b, bool is_mtp,
+                       LmBlockEval& e) {
   if (!b.model) return;
-  const BlockContext ctx = make_context(plan.im.model, plan.blocks, *b.layer, is_mtp);
+  const BlockContext ctx = make_context(im.model, blocks, *b.layer, is_mtp);
   call_plugin("layer model parameters", [&] { b.model->parameters(ctx, e.params); });
   call_plugin("layer model activations", [&] { b.model->activations(ctx, e.acts); });
   for (const auto& t : e.params.terms)
@@ -406,8 +473,87 @@ void evaluate_lm_block(const StagePlan& plan, const LmBlock& b, bool is_mtp, LmB
           fmt::format("layer-memory model '{}' ({}) reports expert-sharded parameters ('{}'), "
                       "which only an MLP block may hold",
                       b.model->kind(), to_string(b.model->role()), t.name));
-  add_block_params(e, e.params, plan.s);
+  add_block_params(e, e.params, blocks.setup);
 }
+
+// Each layer kind and each block around the layers under `blocks` (the block models' own checks
+// passed: validate_blocks ran before), then LoRA's checks on them.
+std::shared_ptr<const LayerEvals> evaluate_layers(const EngineTables& im, const BlockLayout& blocks, bool components) {
+  auto out = std::make_shared<LayerEvals>();
+  const TrainingSetup& s = blocks.setup;
+  out->evals.resize(im.types.size());
+  for (std::size_t i = 0; i < im.types.size(); ++i)
+    evaluate_layer_type(im, blocks, components, im.types[i], false, out->evals[i]);
+  if (has_bf16_layers(s)) {
+    // fp8_utils.py get_fp8_context / fp4_utils.py get_fp4_context: nullcontext() for the first and
+    // last layers, so their GEMMs and saved inputs stay in the activation dtype.
+    BlockLayout bf16 = blocks;
+    bf16.linear_input_bytes = bf16.act_bytes;
+    bf16.weight_bytes = element_bytes(s).param;
+    out->bf16_evals.resize(im.types.size());
+    for (std::size_t i = 0; i < im.types.size(); ++i)
+      evaluate_layer_type(im, blocks, components, im.types[i], false, out->bf16_evals[i], &bf16);
+  }
+  if (im.model.mtp_num_layers > 0)
+    evaluate_layer_type(im, blocks, components, im.types[im.mtp_type], true, out->mtp_eval);
+  evaluate_lm_block(im, blocks, im.embedding, false, out->embedding);
+  evaluate_lm_block(im, blocks, im.output_head, false, out->output_head);
+  evaluate_lm_block(im, blocks, im.mtp_projection, true, out->mtp_projection);
+  validate_lora(im, blocks, *out);
+  return out;
+}
+
+// The engine's memo of layer evaluations, one per thread. evaluate_layers is a function of the
+// model's tables, the BlockLayout and `components`, and the planner asks for the same ones over
+// and over (every pipeline split and VPP size of a layout sees the same blocks). A full
+// comparison of the key decides a hit, so a hit gives exactly what evaluating again would; the
+// oldest entry makes room. An Estimator's id is never reused, so the entries of one that is gone
+// are never hit.
+class LayerEvalMemo {
+ public:
+  std::shared_ptr<const LayerEvals> find(std::uint64_t tables, const BlockLayout& blocks, bool components) const {
+    const std::uint64_t h = hash(tables, blocks, components);
+    for (const Entry& e : entries_)
+      if (e.hash == h && e.tables == tables && e.components == components && e.blocks == blocks) return e.evals;
+    return nullptr;
+  }
+  void add(std::uint64_t tables, const BlockLayout& blocks, bool components, std::shared_ptr<const LayerEvals> evals) {
+    Entry e{hash(tables, blocks, components), tables, components, blocks, std::move(evals)};
+    if (entries_.size() < kEntries) {
+      entries_.push_back(std::move(e));
+      return;
+    }
+    entries_[next_] = std::move(e);
+    next_ = (next_ + 1) % kEntries;
+  }
+
+ private:
+  // Room for a planner slice's variants (micro-batches, recompute, knob combinations) in both passes.
+  static constexpr std::size_t kEntries = 256;
+  struct Entry {
+    std::uint64_t hash = 0, tables = 0;
+    bool components = false;
+    BlockLayout blocks;
+    std::shared_ptr<const LayerEvals> evals;
+  };
+  // A cheap filter on what varies between a search's layouts; equality decides.
+  static std::uint64_t hash(std::uint64_t tables, const BlockLayout& b, bool components) {
+    const TrainingSetup& s = b.setup;
+    std::uint64_t h = 0xCBF29CE484222325ull;
+    for (const std::int64_t v :
+         {static_cast<std::int64_t>(tables), b.tp, b.cp, b.ep, b.etp, b.pp, s.micro_batch_size, s.seq_length,
+          s.num_micro_batches, static_cast<std::int64_t>(s.recompute.granularity),
+          static_cast<std::int64_t>(s.recompute.modules), static_cast<std::int64_t>(s.attention_backend),
+          static_cast<std::int64_t>(s.moe_routing_imbalance.value_or(0) * 4096), static_cast<std::int64_t>(s.fsdp.kind),
+          static_cast<std::int64_t>(s.fsdp.strategy), static_cast<std::int64_t>(s.cuda_graph.impl),
+          static_cast<std::int64_t>(s.cuda_graph.modules),
+          static_cast<std::int64_t>(s.optimizer.cpu_offload_fraction * 4096), static_cast<std::int64_t>(components)})
+      h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
+    return h;
+  }
+  std::vector<Entry> entries_;
+  std::size_t next_ = 0;
+};
 
 }  // namespace
 
@@ -422,34 +568,22 @@ StagePlan plan_stages(const EngineTables& im, const TrainingSetup& requested, bo
   plan.p = par.pp;
   plan.h = m.hidden_size;
   plan.bytes = element_bytes(s);
-  const ElementBytes& bytes = plan.bytes;
   checked_mul(checked_mul(plan.blocks.tokens.value(), plan.blocks.vocab_local.value(), "logits"), 8, "logits bytes");
-  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole.
-  validate_blocks(im, plan.blocks);
+  // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole, then the layer
+  // kinds (a memo hit has passed the block checks and LoRA's before: the same blocks did).
+  thread_local LayerEvalMemo memo;
+  plan.layers = memo.find(im.id, plan.blocks, components);
+  const bool evaluated = plan.layers != nullptr;
+  if (!evaluated) validate_blocks(im, plan.blocks);
   if (kind == PassKind::kEstimate) {  // the bound's pass has the same setup, checked already
     validate_setup(m, s);
     validate_activation_offload(m, s);
     validate_cuda_graphs(m, s);
   }
-  plan.evals.resize(im.types.size());
-  for (std::size_t i = 0; i < im.types.size(); ++i)
-    evaluate_layer_type(plan, components, bytes.wgrad, im.types[i], false, plan.evals[i]);
-  if (has_bf16_layers(s)) {
-    // fp8_utils.py get_fp8_context / fp4_utils.py get_fp4_context: nullcontext() for the first and
-    // last layers, so their GEMMs and saved inputs stay in the activation dtype.
-    BlockLayout bf16 = plan.blocks;
-    bf16.linear_input_bytes = bf16.act_bytes;
-    bf16.weight_bytes = bytes.param;
-    plan.bf16_evals.resize(im.types.size());
-    for (std::size_t i = 0; i < im.types.size(); ++i)
-      evaluate_layer_type(plan, components, bytes.wgrad, im.types[i], false, plan.bf16_evals[i], &bf16);
+  if (!evaluated) {
+    plan.layers = evaluate_layers(im, plan.blocks, components);
+    memo.add(im.id, plan.blocks, components, plan.layers);
   }
-  if (m.mtp_num_layers > 0)
-    evaluate_layer_type(plan, components, bytes.wgrad, im.types[im.mtp_type], true, plan.mtp_eval);
-  evaluate_lm_block(plan, im.embedding, false, plan.embedding);
-  evaluate_lm_block(plan, im.output_head, false, plan.output_head);
-  evaluate_lm_block(plan, im.mtp_projection, true, plan.mtp_projection);
-  validate_lora(plan);
 
   plan.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
   plan.v = plan.part.vpp;
@@ -485,8 +619,8 @@ LayerCosts layer_costs(const StagePlan& plan, const LayerType& lt, bool is_mtp) 
 // The per-layer-kind breakdown (--verbose, layer_kinds).
 void describe_layer_kinds(const StagePlan& plan, Estimate& est) {
   // The pass's values under the names the terms below use.
-  const auto& evals = plan.evals;
-  const auto& mtp_eval = plan.mtp_eval;
+  const auto& evals = plan.layers->evals;
+  const auto& mtp_eval = plan.layers->mtp_eval;
   const auto& im = plan.im;
   const ModelSpec& m = plan.im.model;
   auto describe = [&](const LayerType& lt, const TypeEval& e, std::int64_t count, bool mtp) {

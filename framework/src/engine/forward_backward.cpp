@@ -48,7 +48,8 @@ StageBuffers stage_buffers(const StagePlan& plan, const Workspaces& w, int compu
   comps.add(MemoryCategory::kOther, "other/megatron_global_memory_buffer", layers.sp_gather_buffer);
   // TE's weight-gradient placeholders, one per distinct weight shape of the stage (module/base.py
   // get_dummy_wgrad), from the first backward on.
-  const CheckedInt dummy_wgrads = uses_cached_dummy_wgrads(s) ? layers.dummies.bytes(plan.bytes.param) : CheckedInt(0);
+  const CheckedInt dummy_wgrads =
+      uses_cached_dummy_wgrads(s) ? layers.dummy_elements * plan.bytes.param : CheckedInt(0);
   other += dummy_wgrads;
   comps.add(MemoryCategory::kOther, "other/te_dummy_wgrads", dummy_wgrads);
   if (plan.bytes.fp8) {

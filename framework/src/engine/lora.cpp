@@ -28,8 +28,8 @@ bool holds_adapter(const TypeEval& e, LoraTarget t, LoraScope scope) {
 
 }  // namespace
 
-void validate_lora(const StagePlan& plan) {
-  const TrainingSetup& s = plan.s;
+void validate_lora(const EngineTables& im, const BlockLayout& blocks, const LayerEvals& layers) {
+  const TrainingSetup& s = blocks.setup;
   const LoraSettings& lora = s.lora;
   if (!lora.on()) return;
   // Not modelled together with LoRA: refused rather than estimated as if LoRA were off.
@@ -42,28 +42,28 @@ void validate_lora(const StagePlan& plan) {
   // (tensor_parallel/layers.py: divide(output_size, world_size) asserts divisibility); beside
   // routed experts over ETP.
   const bool column = (lora.targets & (kLoraLinearQkv | kLoraLinearFc1)) != 0;
-  if (column && lora.rank % plan.blocks.tp != 0)
+  if (column && lora.rank % blocks.tp != 0)
     throw LayoutError(fmt::format(
         "LoRA rank {} is not divisible by --tp {}: the adapter of a column-parallel linear (linear_qkv, linear_fc1) "
         "splits its rank over TP",
-        lora.rank, plan.blocks.tp));
+        lora.rank, blocks.tp));
   bool any_expert_fc1 = false;
-  for (const auto& e : plan.evals) any_expert_fc1 |= holds_adapter(e, kLoraLinearFc1, LoraScope::kRoutedExperts);
-  if (any_expert_fc1 && lora.rank % plan.blocks.etp != 0)
+  for (const auto& e : layers.evals) any_expert_fc1 |= holds_adapter(e, kLoraLinearFc1, LoraScope::kRoutedExperts);
+  if (any_expert_fc1 && lora.rank % blocks.etp != 0)
     throw LayoutError(
         fmt::format("LoRA rank {} is not divisible by --etp {}: the routed experts' linear_fc1 adapters "
                     "split their rank over expert TP",
-                    lora.rank, plan.blocks.etp));
+                    lora.rank, blocks.etp));
   // Every target wraps a linear somewhere: linear_fc1 on a model of MoE layers only wraps the
   // experts' linears, which is fine; a target no layer has is a mistake.
   for (const LoraTarget t : kTargets) {
     if (!(lora.targets & t)) continue;
     bool found = false;
-    for (const auto& e : plan.evals)
+    for (const auto& e : layers.evals)
       for (const LoraScope scope : kScopes) found |= holds_adapter(e, t, scope);
     if (!found)
       throw LayoutError(fmt::format("LoRA target module {} wraps no linear of {} (--lora-target-modules)",
-                                    lora_targets_to_string(t), plan.im.model.name));
+                                    lora_targets_to_string(t), im.model.name));
   }
 }
 

@@ -181,6 +181,9 @@ struct BlockCosts {
 struct BlockContext {
   const ModelSpec& model;
   const LayerSpec& layer;
+  // The run's setup without its pipeline partition (parallel.vpp is 1; the split fields of
+  // `pipeline` are unset): which stage or chunk holds a block does not change what it keeps, so the
+  // engine evaluates a layout's blocks once for all its partitions. The PP size is `pp` below.
   const TrainingSetup& setup;
   std::int64_t tp = 1, cp = 1, ep = 1, etp = 1;
   bool sequence_parallel = false;

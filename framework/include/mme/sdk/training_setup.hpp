@@ -88,6 +88,8 @@ struct ParallelLayout {
   // Derived (valid after resolve_setup).
   std::int64_t dp = 0;         // data parallel = world / (tp * pp * cp)
   std::int64_t expert_dp = 0;  // expert data parallel = world / (etp * ep * pp)
+
+  bool operator==(const ParallelLayout&) const = default;
 };
 
 struct RecomputeSettings {
@@ -97,6 +99,8 @@ struct RecomputeSettings {
   std::uint32_t modules = kRecomputeCoreAttn;  // selective modules (Megatron default core_attn)
 
   bool has(RecomputeModule m) const { return granularity == RecomputeGranularity::kSelective && (modules & m) != 0; }
+
+  bool operator==(const RecomputeSettings&) const = default;
 };
 
 struct PipelineSplit {
@@ -109,6 +113,8 @@ struct PipelineSplit {
   std::optional<std::int64_t> layers_per_virtual_stage;
   // --microbatch-group-size-per-virtual-pipeline-stage (unset: PP, Megatron's default).
   std::optional<std::int64_t> microbatch_group_size;
+
+  bool operator==(const PipelineSplit&) const = default;
 };
 
 struct OptimizerSettings {
@@ -127,6 +133,8 @@ struct OptimizerSettings {
   // optimizer per parameter (no GPU memory of its own).
   bool overlap_cpu_d2h_h2d = false;
   std::string name = "adam";  // --optimizer (adam | sgd | muon)
+
+  bool operator==(const OptimizerSettings&) const = default;
 };
 
 // Activation offloading to the host. Two mechanisms Megatron-LM refuses to combine:
@@ -150,6 +158,8 @@ struct ActivationOffloadSettings {
   std::int64_t delta_bytes_across_pp_ranks = 0;  // --delta-offload-bytes-across-pp-ranks
 
   bool on() const { return fine_grained || cpu_offloading; }
+
+  bool operator==(const ActivationOffloadSettings&) const = default;
 };
 
 // Sharded data parallelism: Megatron-FSDP (--use-megatron-fsdp, distributed/fsdp/) or PyTorch
@@ -168,6 +178,8 @@ struct FsdpSettings {
   bool double_buffer = false;                               // --fsdp-double-buffer
   std::int64_t communication_unit_size = 0;                 // --suggested-communication-unit-size (0: unset)
   bool reshard_after_forward = true;                        // FSDP2; --torch-fsdp2-no-reshard-after-forward
+
+  bool operator==(const FsdpSettings&) const = default;
 };
 
 // Communication overlap and its buffers (framework/src/engine/communication_buffers.cpp).
@@ -180,6 +192,8 @@ struct CommunicationSettings {
   bool overlap_param_gather = false;                // --overlap-param-gather
   std::int64_t ddp_bucket_size = 0;                 // --ddp-bucket-size (0: Megatron's max(40M, 1M x DP))
   bool pad_buckets_for_nccl = false;                // --ddp-pad-buckets-for-high-nccl-busbw
+
+  bool operator==(const CommunicationSettings&) const = default;
 };
 
 // CUDA graphs (--cuda-graph-impl, --cuda-graph-modules, --cuda-graph-warmup-steps;
@@ -202,6 +216,8 @@ struct CudaGraphSettings {
   std::uint32_t modules = 0;                  // --cuda-graph-modules, CudaGraphModule bits
   std::int64_t warmup_steps = 3;              // --cuda-graph-warmup-steps (TransformerConfig default 3)
   bool on() const { return impl != CudaGraphImpl::kNone; }
+
+  bool operator==(const CudaGraphSettings&) const = default;
 };
 
 // Low-precision GEMMs beyond --precision fp8 (transformer_config.py, "fp8 related" and "fp4
@@ -217,6 +233,8 @@ struct LowPrecisionSettings {
   bool first_last_layers_bf16 = false;
   std::int64_t layers_at_start_in_bf16 = 1;
   std::int64_t layers_at_end_in_bf16 = 1;
+
+  bool operator==(const LowPrecisionSettings&) const = default;
 };
 
 // LoRA as Megatron-Bridge runs it (megatron/bridge/peft/lora.py, its LoRA dataclass): every base
@@ -244,6 +262,8 @@ struct LoraSettings {
 
   bool on() const { return rank > 0; }
   bool targets_module(LoraTarget t) const { return on() && (targets & t) != 0; }
+
+  bool operator==(const LoraSettings&) const = default;
 };
 
 struct TrainingSetup {
@@ -274,6 +294,7 @@ struct TrainingSetup {
     bool fused_enabled = true;
     bool deterministic = false;
     std::optional<bool> flash_attn_installed;
+    bool operator==(const AttentionEnvironment&) const = default;
   } attention_env;
   // --cross-entropy-fusion-impl: native (megatron/core/fusions/fused_cross_entropy.py) or te.
   bool cross_entropy_te = false;
@@ -325,6 +346,8 @@ struct TrainingSetup {
 
   // Derived (valid after resolve_setup).
   std::int64_t num_micro_batches = 0;  // m per step (0 = unknown: pipeline assumed full)
+
+  bool operator==(const TrainingSetup&) const = default;
 };
 
 // The largest sizes resolve_setup accepts (the CLI and spec files use the same bounds): far
