@@ -220,7 +220,7 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   const AttentionChoice attn = resolve_attention(requested, options.compute_capability);
   // The point estimate's pass (phases 1 to 3 for every stage), then the bound (phase 4).
   Estimate est = point_estimate(*impl_, requested, options, attn);
-  add_upper_bound(*impl_, requested, options, attn, est);
+  add_upper_bound(*impl_, options, attn, est);
   // The device total of each stage and of the bound (device_memory.cpp).
   finish_device_memory(est);
   return est;

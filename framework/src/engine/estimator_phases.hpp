@@ -33,11 +33,12 @@ namespace mme {
 // ---- Phase 1: the stages (estimator_stages.cpp) ------------------------------------------
 
 // The stage plan of a pass. The bound's pass (kBound) follows the estimate's on the same setup:
-// it re-checks the blocks (they see another backend) but not the setup as a whole.
-// `components`: the layer kinds keep their named activation terms.
+// it re-checks the blocks (they see another backend) but not the setup as a whole, and `setup` is
+// the estimate's resolved one (Estimate::setup), not resolved again; the estimate's pass resolves
+// the requested `setup`. `components`: the layer kinds keep their named activation terms.
 enum class PassKind { kEstimate, kBound };
-StagePlan plan_stages(const EngineTables& im, const TrainingSetup& requested, bool components,
-                      AttentionBackend attention, double imbalance, PassKind kind);
+StagePlan plan_stages(const EngineTables& im, const TrainingSetup& setup, bool components, AttentionBackend attention,
+                      double imbalance, PassKind kind);
 
 // The layers and activations of one pipeline rank: parameters per shard class, what its
 // micro-batches in flight keep for backward, its busiest moment and the global buffer.
@@ -127,11 +128,12 @@ void forward_backward_peak(const StagePlan& plan, const StageLayers& layers, con
 // setup (it reads only what resolve_setup keeps); the blocks see `attention`. (A constructor, not
 // an aggregate: aggregate initialisation would zero the stage plan's term lists first.)
 struct Pass {
-  Pass(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& opts,
-       const AttentionChoice& choice, AttentionBackend attention, double imbalance, PassKind kind)
+  // `setup`: as plan_stages takes it for `kind`.
+  Pass(const EngineTables& im, const TrainingSetup& setup, const EstimateOptions& opts, const AttentionChoice& choice,
+       AttentionBackend attention, double imbalance, PassKind kind)
       : options(opts),
         attn(choice),
-        stages(plan_stages(im, requested, opts.components, attention, imbalance, kind)),
+        stages(plan_stages(im, setup, opts.components, attention, imbalance, kind)),
         parameters(parameter_bytes(stages.s, stages.bytes)),
         workspaces(mme::workspaces(stages.s, opts.compute_capability, im.any_moe)) {}
 
@@ -151,8 +153,8 @@ Estimate point_estimate(const EngineTables& im, const TrainingSetup& requested, 
 // ---- Phase 4: the bound (upper_bound.cpp) ------------------------------------------------
 
 // Sets every stage's upper_bytes, the upper stage and (with EstimateOptions::bound_terms) the
-// bound's terms of the point estimate `est`.
-void add_upper_bound(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                     const AttentionChoice& attn, Estimate& est);
+// bound's terms of the point estimate `est` (its second pass runs on est.setup, the resolved setup).
+void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn,
+                     Estimate& est);
 
 }  // namespace mme

@@ -557,11 +557,11 @@ class LayerEvalMemo {
 
 }  // namespace
 
-StagePlan plan_stages(const EngineTables& im, const TrainingSetup& requested, bool components,
-                      AttentionBackend attention, double imbalance, PassKind kind) {
+StagePlan plan_stages(const EngineTables& im, const TrainingSetup& setup, bool components, AttentionBackend attention,
+                      double imbalance, PassKind kind) {
   const ModelSpec& m = im.model;
   StagePlan plan(im);
-  plan.s = resolve_pass_setup(m, requested);
+  plan.s = kind == PassKind::kBound ? setup : resolve_pass_setup(m, setup);
   const TrainingSetup& s = plan.s;
   plan.blocks = block_layout(m, s, attention, imbalance);
   const ParallelLayout& par = s.parallel;

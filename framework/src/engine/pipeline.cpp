@@ -63,16 +63,20 @@ std::vector<LayoutStage> parse_layout_text(const std::string& layout);
 
 }  // namespace
 
-std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
+const std::vector<LayoutStage>& parse_pipeline_layout_cached(const std::string& layout) {
   // The planner's engine calls parse the same few layout strings over and over (the setup's
   // checks and the partition, in both passes): the last text parsed on this thread is kept.
   thread_local std::string last_text;
   thread_local std::vector<LayoutStage> last_stages;
   if (!last_stages.empty() && layout == last_text) return last_stages;
-  auto stages = parse_layout_text(layout);
+  last_stages.clear();  // a text that fails to parse leaves nothing behind
+  last_stages = parse_layout_text(layout);
   last_text = layout;
-  last_stages = stages;
-  return stages;
+  return last_stages;
+}
+
+std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
+  return parse_pipeline_layout_cached(layout);
 }
 
 namespace {
@@ -128,7 +132,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
       throw LayoutError(
           "--pipeline-layout cannot be combined with first/last-stage layer counts or the "
           "account-for-embedding/loss options");
-    auto stages = parse_pipeline_layout(split.layout);
+    const auto& stages = parse_pipeline_layout_cached(split.layout);
     const auto n = static_cast<std::int64_t>(stages.size());
     if (n % p != 0)
       throw LayoutError(fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", n, p));

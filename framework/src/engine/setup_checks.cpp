@@ -88,7 +88,7 @@ TrainingSetup resolve_setup(TrainingSetup s) {
 
   if (!s.pipeline.layout.empty()) {
     // The layout fixes the number of virtual stages per pipeline rank (arguments.py).
-    const auto stages = static_cast<std::int64_t>(parse_pipeline_layout(s.pipeline.layout).size());
+    const auto stages = static_cast<std::int64_t>(parse_pipeline_layout_cached(s.pipeline.layout).size());
     if (stages % p.pp != 0)
       throw LayoutError(
           fmt::format("--pipeline-layout has {} stages, which is not a multiple of --pp {}", stages, p.pp));

@@ -45,9 +45,9 @@ BoundCase bound_case(const EngineTables& im, const TrainingSetup& s, const Atten
   return c;
 }
 
-// The bound's pass: only its stages are read (no setup, model summary or components). `words`:
-// a refused fallback is worded in `est`.
-std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSetup& requested,
+// The bound's pass on the estimate's resolved setup: only its stages are read (no setup, model
+// summary or components). `words`: a refused fallback is worded in `est`.
+std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSetup& resolved,
                                         const EstimateOptions& options, const AttentionChoice& attn,
                                         const BoundCase& bound, bool words, Estimate& est) {
   EstimateOptions quiet = options;
@@ -56,7 +56,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
   quiet.bound_terms = false;
   quiet.device_memory = false;  // the bound's device total derives from the estimate's (finish_device_memory)
   try {
-    return stage_estimates(Pass(im, requested, quiet, attn, bound.attention, bound.imbalance, PassKind::kBound));
+    return stage_estimates(Pass(im, resolved, quiet, attn, bound.attention, bound.imbalance, PassKind::kBound));
   } catch (const LayoutError& e) {
     if (bound.attention == attn.backend) throw;
     // A fallback the blocks refuse under this layout (unfused attention cannot run context
@@ -66,7 +66,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
           "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead", e.what()));
       std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
     }
-    return stage_estimates(Pass(im, requested, quiet, attn, attn.backend, bound.imbalance, PassKind::kBound));
+    return stage_estimates(Pass(im, resolved, quiet, attn, attn.backend, bound.imbalance, PassKind::kBound));
   }
 }
 
@@ -129,8 +129,8 @@ void add_extra_terms(const BoundExtras& x, Estimate& est) {
 
 }  // namespace
 
-void add_upper_bound(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                     const AttentionChoice& attn, Estimate& est) {
+void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn,
+                     Estimate& est) {
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
   if (!options.upper_bound) return;
@@ -149,7 +149,7 @@ void add_upper_bound(const EngineTables& im, const TrainingSetup& requested, con
   if (bound.attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
   const bool second_pass = bound.uncertain(attn) && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const std::vector<StageEstimate> worse =
-      second_pass ? bound_stages(im, requested, options, attn, bound, words, est) : std::vector<StageEstimate>{};
+      second_pass ? bound_stages(im, est.setup, options, attn, bound, words, est) : std::vector<StageEstimate>{};
   const BoundExtras extras = stage_upper_bytes(worse, est);
   if (words) add_extra_terms(extras, est);
 }

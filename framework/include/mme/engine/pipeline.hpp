@@ -42,6 +42,8 @@ struct LayoutStage {
   bool embedding = false, loss = false;
 };
 std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout);  // throws LayoutError
+// The same, without a copy: valid until the next call on this thread (the engine's hot path).
+const std::vector<LayoutStage>& parse_pipeline_layout_cached(const std::string& layout);
 
 // Micro-batches in flight per virtual chunk of pipeline rank `pp_rank` at its memory peak.
 // 1F1B: min(pp - rank, m). Interleaved: the first warmup + 1 forward steps
