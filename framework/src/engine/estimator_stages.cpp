@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <unordered_map>
 
 #include <fmt/core.h>
 
@@ -512,19 +513,25 @@ std::shared_ptr<const LayerEvals> evaluate_layers(const EngineTables& im, const 
 class LayerEvalMemo {
  public:
   std::shared_ptr<const LayerEvals> find(std::uint64_t tables, const BlockLayout& blocks, bool components) const {
-    const std::uint64_t h = hash(tables, blocks, components);
-    for (const Entry& e : entries_)
-      if (e.hash == h && e.tables == tables && e.components == components && e.blocks == blocks) return e.evals;
-    return nullptr;
+    const auto at = index_.find(hash(tables, blocks, components));
+    if (at == index_.end()) return nullptr;
+    const Entry& e = entries_[at->second];
+    return e.tables == tables && e.components == components && e.blocks == blocks ? e.evals : nullptr;
   }
   void add(std::uint64_t tables, const BlockLayout& blocks, bool components, std::shared_ptr<const LayerEvals> evals) {
-    Entry e{hash(tables, blocks, components), tables, components, blocks, std::move(evals)};
-    if (entries_.size() < kEntries) {
+    const std::uint64_t h = hash(tables, blocks, components);
+    Entry e{h, tables, components, blocks, std::move(evals)};
+    std::size_t slot = entries_.size();
+    if (slot < kEntries) {
       entries_.push_back(std::move(e));
-      return;
+    } else {
+      slot = next_;
+      next_ = (next_ + 1) % kEntries;
+      if (const auto old = index_.find(entries_[slot].hash); old != index_.end() && old->second == slot)
+        index_.erase(old);
+      entries_[slot] = std::move(e);
     }
-    entries_[next_] = std::move(e);
-    next_ = (next_ + 1) % kEntries;
+    index_[h] = slot;  // an entry of the same hash is no longer found: only a miss, never a wrong hit
   }
 
  private:
@@ -552,6 +559,7 @@ class LayerEvalMemo {
     return h;
   }
   std::vector<Entry> entries_;
+  std::unordered_map<std::uint64_t, std::size_t> index_;  // hash -> the entry that has it
   std::size_t next_ = 0;
 };
 

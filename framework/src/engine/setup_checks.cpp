@@ -226,10 +226,13 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
                     "by --tp {}",
                     s.seq_length, p.cp, s.seq_length / p.cp, p.tp));
   bool any_moe = false;
+  std::int64_t divisible = 0;  // an expert count already found divisible (layers mostly share one)
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& mlp = model.layers[i].mlp;
     if (mlp.num_experts <= 0) continue;
     any_moe = true;
+    if (mlp.num_experts == divisible) continue;
+    divisible = mlp.num_experts;
     if (mlp.num_experts % p.ep != 0)
       throw LayoutError(
           fmt::format("layer {}: {} experts are not divisible by --ep {}; --ep must divide the {} "
