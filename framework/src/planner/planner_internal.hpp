@@ -152,7 +152,12 @@ struct SliceCost {
 
 // The PP size, VPP size and first/last-stage flags (or the chunk split: account-for flags or a
 // layout string) of a layout, for a model of `mtp_layers` MTP depths (search_space.cpp).
-void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers);
+// `layout_text`, if given, is pipeline_layout_text of the layout, written once per split.
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers,
+                    const std::string* layout_text = nullptr);
+// The --pipeline-model-parallel-layout a chunk split needs (empty: none, or the account-for
+// flags say it).
+std::string pipeline_layout_text(const PlanLayout& l, std::int64_t mtp_layers);
 // A split's fields in a layout.
 void apply_split(PlanLayout& l, const Split& s);
 // The searched memory-for-time knobs of a candidate (search_space.cpp).

@@ -220,6 +220,7 @@ class Planner::Impl::SliceJudge {
   std::size_t first_ = 0;            // position of the smallest micro-batch with the frugal recompute
   std::vector<std::size_t> by_mbs_;  // positions in the PP size's micro-batches, by size ascending
   std::vector<Plan> rows_;
+  std::string layout_text_;  // the split's --pipeline-model-parallel-layout (pipeline_layout_text), once per split
 };
 
 void Planner::Impl::SliceJudge::begin_slice(const Slice& sl) {
@@ -302,7 +303,7 @@ bool Planner::Impl::SliceJudge::could_enter(const Plan& p) const {
 std::optional<EngineResult> Planner::Impl::SliceJudge::estimate(std::size_t k) {
   const auto [mi, ri] = order_[k];
   TrainingSetup& work = works_[index(mi, ri)];
-  apply_pipeline(work, l_, im_.model().mtp_num_layers);
+  apply_pipeline(work, l_, im_.model().mtp_num_layers, &layout_text_);
   l_.micro_batch_size = o_.micro_batch_sizes[mi];
   l_.recompute = o_.recompute[ri];
   ++st_.estimated;
@@ -397,6 +398,7 @@ std::vector<Plan> Planner::Impl::SliceJudge::judge(const Slice& sl) {
     for (split_ = 0; split_ < splits_->splits.size(); ++split_, ordinal_ += group) {
       const Split& s = splits_->splits[split_];
       apply_split(l_, s);
+      layout_text_ = pipeline_layout_text(l_, im_.model().mtp_num_layers);
       // Ctrl-C (PlanOptions::cancel): the workers stop within a layout's variants.
       if (o_.cancel && o_.cancel->load(std::memory_order_relaxed)) stop_ = true;
       if (stop_) break;

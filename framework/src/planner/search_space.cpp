@@ -84,8 +84,26 @@ std::string chunk_layout_string(std::int64_t pp, std::int64_t vpp, std::int64_t 
   return out + "L";
 }
 
+namespace {
+
+// Whether the account-for flags express a chunk split: they say "one layer lighter"
+// (transformer_block.py get_num_layers_to_build: the embedding and the loss count as a layer
+// each); anything else, and MTP, needs a layout string.
+bool account_for_flags_say(const PlanLayout& l, std::int64_t mtp_layers) {
+  const std::int64_t m = l.chunk_layers, f = l.first_chunk_layers, z = l.last_chunk_layers;
+  return mtp_layers == 0 && l.chunk_extra_layers == 0 && (f == m - 1 || f == m) && (z == m - 1 || z == m);
+}
+
+}  // namespace
+
+std::string pipeline_layout_text(const PlanLayout& l, std::int64_t mtp_layers) {
+  if (!l.chunk_split || account_for_flags_say(l, mtp_layers)) return {};
+  return chunk_layout_string(l.pp, l.vpp, l.first_chunk_layers, l.chunk_layers, l.last_chunk_layers,
+                             l.chunk_extra_layers, mtp_layers);
+}
+
 // The PP size, VPP size and first/last-stage flags (or chunk split) of a layout.
-void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers) {
+void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_layers, const std::string* layout_text) {
   s.parallel.pp = l.pp;
   s.parallel.vpp = l.vpp;
   s.pipeline.first_stage_layers.reset();
@@ -93,14 +111,11 @@ void apply_pipeline(TrainingSetup& s, const PlanLayout& l, std::int64_t mtp_laye
   s.pipeline.account_for_embedding = s.pipeline.account_for_loss = false;
   s.pipeline.layout.clear();
   if (l.chunk_split) {
-    // The account-for flags say "one layer lighter" (transformer_block.py get_num_layers_to_build:
-    // the embedding and the loss count as a layer each); anything else, and MTP, a layout string.
-    const std::int64_t m = l.chunk_layers, f = l.first_chunk_layers, z = l.last_chunk_layers;
-    if (mtp_layers == 0 && l.chunk_extra_layers == 0 && (f == m - 1 || f == m) && (z == m - 1 || z == m)) {
-      s.pipeline.account_for_embedding = f == m - 1;
-      s.pipeline.account_for_loss = z == m - 1;
+    if (account_for_flags_say(l, mtp_layers)) {
+      s.pipeline.account_for_embedding = l.first_chunk_layers == l.chunk_layers - 1;
+      s.pipeline.account_for_loss = l.last_chunk_layers == l.chunk_layers - 1;
     } else {
-      s.pipeline.layout = chunk_layout_string(l.pp, l.vpp, f, m, z, l.chunk_extra_layers, mtp_layers);
+      s.pipeline.layout = layout_text ? *layout_text : pipeline_layout_text(l, mtp_layers);
     }
     return;
   }
