@@ -5,6 +5,7 @@
 // Each memory term names, in one comment line, the Megatron-LM behaviour it models.
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -515,34 +516,46 @@ class LayerEvalMemo {
   std::shared_ptr<const LayerEvals> find(std::uint64_t tables, const BlockLayout& blocks, bool components) const {
     const auto at = index_.find(hash(tables, blocks, components));
     if (at == index_.end()) return nullptr;
-    const Entry& e = entries_[at->second];
+    const Entry& e = entries_[static_cast<std::size_t>(at->second - first_)];
     return e.tables == tables && e.components == components && e.blocks == blocks ? e.evals : nullptr;
   }
   void add(std::uint64_t tables, const BlockLayout& blocks, bool components, std::shared_ptr<const LayerEvals> evals) {
     const std::uint64_t h = hash(tables, blocks, components);
-    Entry e{h, tables, components, blocks, std::move(evals)};
-    std::size_t slot = entries_.size();
-    if (slot < kEntries) {
-      entries_.push_back(std::move(e));
-    } else {
-      slot = next_;
-      next_ = (next_ + 1) % kEntries;
-      if (const auto old = index_.find(entries_[slot].hash); old != index_.end() && old->second == slot)
-        index_.erase(old);
-      entries_[slot] = std::move(e);
+    const std::size_t size = footprint(*evals);
+    // The oldest entries make room: at most kEntries, and kBudget bytes (a model of many layer
+    // kinds has large evaluations).
+    while (!entries_.empty() && (entries_.size() >= kEntries || bytes_ + size > kBudget)) {
+      const Entry& old = entries_.front();
+      if (const auto at = index_.find(old.hash); at != index_.end() && at->second == first_) index_.erase(at);
+      bytes_ -= old.size;
+      entries_.pop_front();
+      ++first_;
     }
-    index_[h] = slot;  // an entry of the same hash is no longer found: only a miss, never a wrong hit
+    entries_.push_back(Entry{h, tables, components, size, blocks, std::move(evals)});
+    bytes_ += size;
+    // An older entry of the same hash is no longer found: only a miss, never a wrong hit.
+    index_[h] = first_ + entries_.size() - 1;
   }
 
  private:
-  // Room for a planner slice's variants (micro-batches, recompute, knob combinations) in both passes.
+  // Room for a planner slice's variants (micro-batches, recompute, knob combinations) in both
+  // passes, within a few MiB per thread.
   static constexpr std::size_t kEntries = 256;
+  static constexpr std::size_t kBudget = std::size_t{16} << 20;
   struct Entry {
     std::uint64_t hash = 0, tables = 0;
     bool components = false;
+    std::size_t size = 0;  // footprint()
     BlockLayout blocks;
     std::shared_ptr<const LayerEvals> evals;
   };
+  // The bytes an entry holds (the named terms' text roughly).
+  static std::size_t footprint(const LayerEvals& e) {
+    std::size_t n = sizeof(Entry) + sizeof(LayerEvals) + (e.evals.size() + e.bf16_evals.size()) * sizeof(TypeEval);
+    for (const auto* list : {&e.evals, &e.bf16_evals})
+      for (const TypeEval& t : *list) n += t.named_saved.size() * (sizeof(t.named_saved[0]) + 32);
+    return n;
+  }
   // A cheap filter on what varies between a search's layouts; equality decides.
   static std::uint64_t hash(std::uint64_t tables, const BlockLayout& b, bool components) {
     const TrainingSetup& s = b.setup;
@@ -558,9 +571,10 @@ class LayerEvalMemo {
       h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
     return h;
   }
-  std::vector<Entry> entries_;
-  std::unordered_map<std::uint64_t, std::size_t> index_;  // hash -> the entry that has it
-  std::size_t next_ = 0;
+  std::deque<Entry> entries_;                               // oldest first
+  std::uint64_t first_ = 0;                                 // the sequence number of entries_.front()
+  std::unordered_map<std::uint64_t, std::uint64_t> index_;  // hash -> the sequence number of its entry
+  std::size_t bytes_ = 0;                                   // footprint() of every entry
 };
 
 }  // namespace
