@@ -93,7 +93,9 @@ TEST(LayerEvalMemo, EveryPartitionOfALayoutSharesOneEvaluationWithoutSeeingThePa
     const Estimate e = est.run(s);
     EXPECT_EQ(seen().evaluations, first);
     // The partition still decides the stages: stage 0 of the uneven split holds 3 layers.
-    if (&s == &uneven) EXPECT_EQ(e.stages[0].layers, 3);
+    if (&s == &uneven) {
+      EXPECT_EQ(e.stages[0].layers, 3);
+    }
   }
   EXPECT_FALSE(seen().any_partition);
   EXPECT_EQ(even.stages[0].layers, 4);
