@@ -59,6 +59,15 @@ inline TrainingSetup unfused_setup() {
   return s;
 }
 
+// Two pipeline stages on two GPUs, sequence 1024 (the rest Megatron-LM's defaults).
+inline TrainingSetup two_stages() {
+  TrainingSetup s;
+  s.parallel.pp = 2;
+  s.parallel.world_size = 2;
+  s.seq_length = 1024;
+  return s;
+}
+
 // Sum of the named components of a stage whose name starts with `prefix`.
 inline std::int64_t component_sum(const StageEstimate& s, const std::string& prefix) {
   std::int64_t total = 0;

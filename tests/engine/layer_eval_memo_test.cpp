@@ -65,28 +65,20 @@ ModelSpec probe_model() {
   return m;
 }
 
-TrainingSetup pp2() {
-  TrainingSetup s;
-  s.parallel.pp = 2;
-  s.parallel.world_size = 2;
-  s.seq_length = 1024;
-  return s;
-}
-
 // Three partitions of one layout (PP 2; VPP 2; an uneven split; a layout string): the blocks see
 // none of them, and only the first estimate evaluates the layer kind.
 TEST(LayerEvalMemo, EveryPartitionOfALayoutSharesOneEvaluationWithoutSeeingThePartition) {
   const Estimator est(probe_model(), registry());
   seen() = Seen{};
-  const Estimate even = est.run(pp2());
+  const Estimate even = est.run(test::two_stages());
   const int first = seen().evaluations;
   EXPECT_GT(first, 0);
-  TrainingSetup interleaved = pp2();
+  TrainingSetup interleaved = test::two_stages();
   interleaved.parallel.vpp = 2;
-  TrainingSetup uneven = pp2();
+  TrainingSetup uneven = test::two_stages();
   uneven.pipeline.first_stage_layers = 3;
   uneven.pipeline.last_stage_layers = 5;
-  TrainingSetup layout = pp2();
+  TrainingSetup layout = test::two_stages();
   layout.pipeline.layout = "Et*2|t*2|t*2|t*2L";
   layout.parallel.vpp = 2;
   for (const TrainingSetup& s : {interleaved, uneven, layout}) {
@@ -107,7 +99,7 @@ TEST(LayerEvalMemo, EveryPartitionOfALayoutSharesOneEvaluationWithoutSeeingThePa
 TEST(LayerEvalMemo, ASetupDifferingOnlyOutsideTheFilterIsEvaluatedAgain) {
   const ModelSpec m = test::gpt_model(4, 1024, 16);
   const Estimator est(m, registry());
-  TrainingSetup with = pp2(), without = pp2();
+  TrainingSetup with = test::two_stages(), without = test::two_stages();
   with.hidden_dropout = 0.1;
   without.hidden_dropout = 0.0;
   const std::int64_t a = est.run(with).peak().total_bytes;
@@ -120,7 +112,7 @@ TEST(LayerEvalMemo, ASetupDifferingOnlyOutsideTheFilterIsEvaluatedAgain) {
 // An Estimator built where a destroyed one lived (the allocator may hand out the same address)
 // never gets the other's evaluations: its estimate is that of an Estimator built beside it.
 TEST(LayerEvalMemo, AnEstimatorNeverGetsAnotherOnesEvaluations) {
-  const TrainingSetup s = pp2();
+  const TrainingSetup s = test::two_stages();
   std::int64_t narrow = 0;
   {
     const Estimator first(test::gpt_model(4, 1024, 16), registry());

@@ -62,14 +62,6 @@ const Registry& registry() {
   return *r;
 }
 
-TrainingSetup two_stages() {
-  TrainingSetup s;
-  s.parallel.pp = 2;
-  s.parallel.world_size = 2;
-  s.seq_length = 1024;
-  return s;
-}
-
 TEST(LmBlocks, AKindNoPluginProvidesIsAPluginError) {
   ModelSpec m = test::gpt_model(4, 1024, 16);
   m.lm_blocks.embedding = "no_such_embedding";
@@ -87,7 +79,7 @@ TEST(LmBlocks, AKindNoPluginProvidesIsAPluginError) {
 TEST(LmBlocks, AFamilysOwnEmbeddingIsUsedOnTheFirstStageOnly) {
   ModelSpec m = test::gpt_model(4, 1024, 16);
   m.lm_blocks.embedding = "scaled_embedding";
-  const Estimate est = Estimator(m, registry()).run(two_stages());
+  const Estimate est = Estimator(m, registry()).run(test::two_stages());
   // Stage 0 holds the embedding (1 MiB per micro-batch, 2 micro-batches in flight at PP 2);
   // stage 1 holds the output head only.
   EXPECT_EQ(test::component_sum(est.stages[0], "activations/scaled_embedding/input"), 2 << 20);
@@ -104,7 +96,7 @@ TEST(LmBlocks, AFamilysOwnEmbeddingIsUsedOnTheFirstStageOnly) {
 // freed before it.
 TEST(LmBlocks, TheEmbeddingsWeightGradientMeetsOnlyTheOtherMicroBatches) {
   const ModelSpec m = test::gpt_model(2, 256, 4, 1'000'064);
-  const Estimate est = Estimator(m, registry()).run(two_stages());
+  const Estimate est = Estimator(m, registry()).run(test::two_stages());
   const StageEstimate& st = est.stages.at(0);
   ASSERT_EQ(st.chunks.size(), 1u);
   const std::int64_t per_mb = st.chunks[0].activation_bytes_per_microbatch;
@@ -118,7 +110,7 @@ TEST(LmBlocks, ExpertParametersOutsideTheMlpAreRefused) {
   m.lm_blocks.output_head = "expert_head";
   const Estimator e(m, registry());
   try {
-    e.run(two_stages());
+    e.run(test::two_stages());
     FAIL() << "no error";
   } catch (const PluginError& err) {
     EXPECT_NE(std::string(err.what()).find("expert-sharded parameters ('experts')"), std::string::npos) << err.what();
