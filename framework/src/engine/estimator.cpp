@@ -226,4 +226,17 @@ Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& o
   return est;
 }
 
+Estimate estimate_peak_stages(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options) {
+  EstimateOptions quiet = options;
+  quiet.components = false;
+  quiet.layer_breakdown = false;
+  quiet.bound_terms = false;
+  quiet.device_memory = false;
+  const EngineTables& im = engine_tables(estimator);
+  const AttentionChoice attn = resolve_attention(setup, quiet.compute_capability);
+  Estimate est = point_estimate(im, setup, quiet, attn, StageSelection::kMaySetPeak);
+  add_upper_bound(im, quiet, attn, est, StageSelection::kMaySetPeak);
+  return est;
+}
+
 }  // namespace mme

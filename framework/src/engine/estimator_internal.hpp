@@ -136,6 +136,12 @@ struct EngineTables {
 // The tables of an Estimator (the planner evaluates the same ones).
 const EngineTables& engine_tables(const Estimator& estimator);
 
+// The planner's estimate: Estimator::run without components, bound terms or the device total,
+// whose stages are only those that may set the peak or the bound (StageSelection::kMaySetPeak,
+// estimator_phases.hpp). Its peak(), upper_bytes() and every stage's weights, gradients and
+// optimizer states equal run()'s; a skipped stage holds the same as one that is kept.
+Estimate estimate_peak_stages(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options);
+
 // Bytes per element of what a step holds, from the precision and the optimizer's dtypes.
 struct ElementBytes {
   bool fp8 = false;
@@ -279,6 +285,7 @@ struct StagePlan {
   // only its input hidden states, layer_input_bytes per micro-batch.
   bool full_recompute = false;
   CheckedInt layer_input_bytes = 0;
+  bool record_chunks = true;  // fill StageEstimate::chunks (the planner reads none)
 
   explicit StagePlan(const EngineTables& tables) : im(tables) {}
 };

@@ -16,14 +16,13 @@ namespace mme {
 
 namespace {
 
-StageEstimate estimate_stage(const Pass& ps, std::int64_t r, std::vector<std::int64_t>& inflight) {
+// `inflight`: the stage's micro-batches in flight per chunk (inflight_microbatches).
+StageEstimate estimate_stage(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight) {
   const StagePlan& plan = ps.stages;
   const TrainingSetup& s = plan.s;
   StageEstimate st;
   st.pp_rank = r;
   ComponentSink comps(ps.options.components);
-  inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches, s.pipeline.microbatch_group_size.value_or(0),
-                        plan.extra_warmup);
   // 1. The stage's layers and what its micro-batches in flight keep.
   const StageLayers layers = stage_layers(plan, r, inflight, comps, st);
   // 3. What the optimizer keeps for the stage's parameters: weights, gradients, states.
@@ -114,14 +113,84 @@ void add_assumptions(const Pass& ps, Estimate& est) {
             "and allocator fragmentation are covered by the fit verdict's reserve and headroom");
 }
 
+// StageSelection::kMaySetPeak: whether a middle stage can set the peak or the bound, given the
+// middle stages evaluated before it. Every figure of a stage (estimate_stage and the bound,
+// upper_bound.cpp) is a function of the layers its chunks hold and of the micro-batches in flight
+// per chunk, and grows with the latter, except for what depends on the rank itself: the first
+// stage's DDP buckets (bucket_padding_bytes) and embedding, the last stage's loss and cached
+// output-layer placeholder, activation offloading (its schedule and the PP-rank delta), and terms
+// not checked for it here: CUDA graphs, --first-last-layers-bf16 (the layers' own evaluation),
+// the named components and the device total (the allocator's replay). A middle stage is
+// dominated, and skipped, when one evaluated before it holds, chunk by chunk, as many layers of
+// every kind and MTP layers, and at least as many micro-batches in flight.
+class PeakCandidates {
+ public:
+  explicit PeakCandidates(const Pass& ps) : plan_(ps.stages) {
+    const StagePlan& plan = ps.stages;
+    on_ = ps.selection == StageSelection::kMaySetPeak && !ps.options.components && !ps.options.device_memory &&
+          plan.p > 3 && !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
+    if (on_) {
+      // (Reused across the thread's calls: the planner makes millions.)
+      thread_local std::vector<std::int64_t> scratch;
+      seen_ = &scratch;
+      seen_->clear();
+    }
+  }
+
+  // Whether stage r must be evaluated; remembers it when it is.
+  bool may_set_peak(std::int64_t r, const std::vector<std::int64_t>& inflight) {
+    if (!on_ || r == 0 || r == plan_.p - 1) return true;
+    // seen_: per evaluated middle stage, its rank and then its micro-batches in flight per chunk.
+    const std::size_t v = inflight.size(), stride = v + 1;
+    for (std::size_t at = 0; at + stride <= seen_->size(); at += stride) {
+      const std::int64_t* mbs = seen_->data() + at + 1;
+      bool covered = true;
+      for (std::size_t i = 0; i < v && covered; ++i) covered = mbs[i] >= inflight[i];
+      if (covered && same_layers((*seen_)[at], r)) return false;
+    }
+    if (seen_->size() < kRemembered * stride) {
+      seen_->push_back(r);
+      seen_->insert(seen_->end(), inflight.begin(), inflight.end());
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kRemembered = 8;
+  // Whether stages a and b hold, chunk by chunk, the same MTP layers, embedding, loss and
+  // decoder layers of each kind.
+  bool same_layers(std::int64_t a, std::int64_t b) const {
+    const EngineTables& im = plan_.im;
+    for (std::int64_t vr = 0; vr < plan_.v; ++vr) {
+      const ChunkLayout& x = plan_.part.at(a, vr);
+      const ChunkLayout& y = plan_.part.at(b, vr);
+      if (x.mtp_layers != y.mtp_layers || x.embedding != y.embedding || x.loss != y.loss ||
+          x.num_layers != y.num_layers)
+        return false;
+      for (std::size_t ti = 0; ti < im.types.size(); ++ti)
+        if (im.count_in(ti, x.first_layer, x.num_layers) != im.count_in(ti, y.first_layer, y.num_layers)) return false;
+    }
+    return true;
+  }
+
+  const StagePlan& plan_;
+  bool on_ = false;
+  std::vector<std::int64_t>* seen_ = nullptr;
+};
+
 }  // namespace
 
 std::vector<StageEstimate> stage_estimates(const Pass& ps) {
+  const StagePlan& plan = ps.stages;
+  const TrainingSetup& s = plan.s;
   std::vector<StageEstimate> out;
-  out.reserve(static_cast<std::size_t>(ps.stages.p));
-  std::vector<std::int64_t> inflight;
-  inflight.reserve(static_cast<std::size_t>(ps.stages.v));
-  for (std::int64_t r = 0; r < ps.stages.p; ++r) {
+  out.reserve(static_cast<std::size_t>(plan.p));
+  thread_local std::vector<std::int64_t> inflight;  // (reused: the planner makes millions of passes)
+  PeakCandidates candidates(ps);
+  for (std::int64_t r = 0; r < plan.p; ++r) {
+    inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches,
+                          s.pipeline.microbatch_group_size.value_or(0), plan.extra_warmup);
+    if (!candidates.may_set_peak(r, inflight)) continue;
     out.push_back(estimate_stage(ps, r, inflight));
     // The device total: the caching allocator's replay and what lies outside it (device_memory.cpp).
     if (ps.options.device_memory) add_device_memory(ps, out.back());
@@ -130,16 +199,17 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
 }
 
 Estimate point_estimate(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                        const AttentionChoice& choice) {
-  Pass ps(im, requested, options, choice, choice.backend, 1.0, PassKind::kEstimate);
+                        const AttentionChoice& choice, StageSelection which) {
+  Pass ps(im, requested, options, choice, choice.backend, 1.0, PassKind::kEstimate, which);
   const ModelSpec& m = im.model;
   StagePlan& plan = ps.stages;
   Estimate est;
   est.attention = ps.attn.backend;
   const Estimator::ParamCount& pc = im.params;
   const std::int64_t vocab = padded_vocab_size(m.vocab_size, plan.s.make_vocab_size_divisible_by, plan.s.parallel.tp);
-  est.model = ModelSummary{m.name,    m.family, m.model_type, m.adapter,    pc.total,
-                           pc.active, pc.mtp,   vocab,        m.num_layers, plan.h.value()};
+  if (which == StageSelection::kEvery)  // (the planner reads no model summary)
+    est.model = ModelSummary{m.name,    m.family, m.model_type, m.adapter,    pc.total,
+                             pc.active, pc.mtp,   vocab,        m.num_layers, plan.h.value()};
   if (options.components && options.layer_breakdown) describe_layer_kinds(plan, est);
   est.stages = stage_estimates(ps);
   for (std::size_t r = 0; r < est.stages.size(); ++r)

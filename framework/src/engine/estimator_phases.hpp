@@ -127,34 +127,44 @@ void forward_backward_peak(const StagePlan& plan, const StageLayers& layers, con
 // Each phase's inputs, built once per pass: `choice` is resolve_attention's for the requested
 // setup (it reads only what resolve_setup keeps); the blocks see `attention`. (A constructor, not
 // an aggregate: aggregate initialisation would zero the stage plan's term lists first.)
+// Which stages a pass evaluates: every one, or (the planner: no components, no device total)
+// only those that may set the peak or the bound. A middle stage whose chunks hold the same layers
+// as an earlier middle stage's, with no more micro-batches in flight on any chunk, keeps no more
+// on any term (estimator_pass.cpp, may_set_peak).
+enum class StageSelection { kEvery, kMaySetPeak };
+
 struct Pass {
   // `setup`: as plan_stages takes it for `kind`.
   Pass(const EngineTables& im, const TrainingSetup& setup, const EstimateOptions& opts, const AttentionChoice& choice,
-       AttentionBackend attention, double imbalance, PassKind kind)
+       AttentionBackend attention, double imbalance, PassKind kind, StageSelection which = StageSelection::kEvery)
       : options(opts),
+        selection(which),
         attn(choice),
         stages(plan_stages(im, setup, opts.components, attention, imbalance, kind)),
         parameters(parameter_bytes(stages.s, stages.bytes)),
-        workspaces(mme::workspaces(stages.s, opts.compute_capability, im.any_moe)) {}
+        workspaces(mme::workspaces(stages.s, opts.compute_capability, im.any_moe)) {
+    stages.record_chunks = which == StageSelection::kEvery;
+  }
 
   const EstimateOptions& options;
+  StageSelection selection;
   const AttentionChoice& attn;  // TE's choice on this GPU, resolved once per estimate (Estimator::run)
   StagePlan stages;             // phase 1
   ParameterBytes parameters;    // phase 3
   Workspaces workspaces;        // phase 2
 };
-// Every pipeline stage of a pass, first to last.
+// The pipeline stages of a pass that its selection asks for, first to last.
 std::vector<StageEstimate> stage_estimates(const Pass& ps);
 // The point estimate's pass: its stages, the peak stage, the model summary and (with components)
 // the assumptions and the layer kinds.
 Estimate point_estimate(const EngineTables& im, const TrainingSetup& requested, const EstimateOptions& options,
-                        const AttentionChoice& choice);
+                        const AttentionChoice& choice, StageSelection which = StageSelection::kEvery);
 
 // ---- Phase 4: the bound (upper_bound.cpp) ------------------------------------------------
 
 // Sets every stage's upper_bytes, the upper stage and (with EstimateOptions::bound_terms) the
 // bound's terms of the point estimate `est` (its second pass runs on est.setup, the resolved setup).
-void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn,
-                     Estimate& est);
+void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn, Estimate& est,
+                     StageSelection which = StageSelection::kEvery);
 
 }  // namespace mme

@@ -178,6 +178,53 @@ class HeldSlots {
   std::vector<std::uint8_t> present_;  // past 64 slots
 };
 
+// The layers a stage holds per slot (LayerEvals::slots: the kinds, their bf16 variants, MTP),
+// summed over its chunks: what does not depend on the micro-batches in flight is added once per
+// slot (add_layer_slots). On the stack for the usual few kinds: the planner makes millions of calls.
+class SlotCounts {
+ public:
+  explicit SlotCounts(std::size_t slots) : size_(slots), many_(slots > kFew ? slots : 0, 0) {
+    if (many_.empty())
+      for (std::size_t i = 0; i < slots; ++i) few_[i] = 0;
+  }
+  std::size_t size() const { return size_; }
+  void add(std::size_t slot, std::int64_t n) { data()[slot] += n; }
+  std::int64_t operator[](std::size_t slot) const { return many_.empty() ? few_[slot] : many_[slot]; }
+
+ private:
+  static constexpr std::size_t kFew = 16;
+  std::int64_t* data() { return many_.empty() ? few_.data() : many_.data(); }
+  std::size_t size_;
+  std::array<std::int64_t, kFew> few_;  // (only the first size_ are set)
+  std::vector<std::int64_t> many_;
+};
+
+// The stage's layers' parameters per rank, their busiest moment and the global buffer they
+// gather into, from the layers it holds per slot.
+void add_layer_slots(const LayerEvals& lev, const SlotCounts& n_of, HeldSlots& held, StageLayers& out) {
+  const std::size_t nt = lev.evals.size();
+  for (std::size_t slot = 0; slot < n_of.size(); ++slot) {
+    const CheckedInt n = n_of[slot];
+    if (n == 0) continue;
+    const TypeEval& e = slot < nt ? lev.evals[slot] : slot < 2 * nt ? lev.bf16_evals[slot - nt] : lev.mtp_eval;
+    out.tp_params += n * e.tp_params;
+    out.rep_params += n * e.rep_params;
+    out.exp_params += n * e.exp_params;
+    out.fp8_params += n * e.fp8_params;
+    out.fp8_exp_params += n * e.fp8_exp_params;
+    out.gemms += n * e.gemms;
+    out.train_dense += n * e.train_dense;
+    out.train_exp += n * e.train_exp;
+    out.unit_dense += n * (e.tp_params + e.rep_params);
+    out.unit_expert += n * e.exp_params;
+    out.units += n;
+    out.largest_unit = std::max(out.largest_unit, e.tp_params + e.rep_params + e.exp_params);
+    held.hold(slot);
+    out.transient = std::max(out.transient, e.transient);
+    out.sp_gather_buffer = std::max(out.sp_gather_buffer, e.global_buffer);
+  }
+}
+
 }  // namespace
 
 StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vector<std::int64_t>& inflight,
@@ -195,10 +242,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   // Summed in place (the caller's object): every term starts at 0.
   StageLayers out;
   // (References, not a structured binding: clang before 16 cannot capture one in a lambda.)
-  CheckedInt &tp_params = out.tp_params, &rep_params = out.rep_params, &exp_params = out.exp_params,
-             &fp8_params = out.fp8_params, &gemms = out.gemms, &train_dense = out.train_dense,
-             &train_exp = out.train_exp, &unit_dense = out.unit_dense, &unit_expert = out.unit_expert,
-             &units = out.units, &largest_unit = out.largest_unit, &saved = out.saved, &transient = out.transient,
+  CheckedInt &tp_params = out.tp_params, &rep_params = out.rep_params, &fp8_params = out.fp8_params,
+             &train_dense = out.train_dense, &saved = out.saved, &transient = out.transient,
              &sp_gather_buffer = out.sp_gather_buffer, &large_tensors = out.large_tensors;
   StageGraphs& graphs = out.graphs;
   // The output head's busiest moment and what it keeps per micro-batch (the chunk with the loss).
@@ -210,7 +255,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   const std::size_t nt = im.types.size();
   HeldSlots held(lev);  // the kinds and blocks the stage holds: their weight shapes are TE's placeholders
   const bool graphs_on = plan.s.cuda_graph.on();
-  st.chunks.reserve(static_cast<std::size_t>(v));
+  SlotCounts layers_of(2 * nt + 1);  // the kinds, their bf16 variants, MTP
+  if (plan.record_chunks) st.chunks.reserve(static_cast<std::size_t>(v));
   for (std::int64_t vr = 0; vr < v; ++vr) {
     const ChunkLayout& ch = part.at(r, vr);
     const std::int64_t mb = inflight[static_cast<std::size_t>(vr)];
@@ -232,22 +278,8 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     // Decoder layers and MTP layers of the chunk, in order.
     const std::int64_t layers_in_chunk = ch.num_layers + ch.mtp_layers;
     CheckedInt max_layer_saved = 0, max_layer_large = 0;
-    auto account_layers = [&](const TypeEval& e, std::size_t slot, CheckedInt n, CheckedInt recomputed) {
-      tp_params += n * e.tp_params;
-      rep_params += n * e.rep_params;
-      exp_params += n * e.exp_params;
-      fp8_params += n * e.fp8_params;
-      out.fp8_exp_params += n * e.fp8_exp_params;
-      gemms += n * e.gemms;
-      train_dense += n * e.train_dense;
-      train_exp += n * e.train_exp;
-      unit_dense += n * (e.tp_params + e.rep_params);
-      unit_expert += n * e.exp_params;
-      units += n;
-      largest_unit = std::max(largest_unit, e.tp_params + e.rep_params + e.exp_params);
-      held.hold(slot);
-      transient = std::max(transient, e.transient);
-      sp_gather_buffer = std::max(sp_gather_buffer, e.global_buffer);
+    auto account_layers = [&](const TypeEval& e, std::size_t slot, std::int64_t n, CheckedInt recomputed) {
+      layers_of.add(slot, n);  // its parameters and working set: after the chunks (add_layer_slots)
       max_layer_saved = std::max(max_layer_saved, e.saved);
       max_layer_large = std::max(max_layer_large, e.large_saved);
       if (graphs_on) graphs.add_layers(plan, e, n, mb);
@@ -360,8 +392,9 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
     }
     st.layers += ch.num_layers;
     st.mtp_layers += ch.mtp_layers;
-    st.chunks.push_back(ce);
+    if (plan.record_chunks) st.chunks.push_back(ce);
   }
+  add_layer_slots(lev, layers_of, held, out);
   // The loss and the output layer run last in the forward and first in the backward
   // (gpt_model.py: decoder, then output_layer and compute_language_model_loss): their working set
   // meets every saved tensor, but by the time any other block of that micro-batch runs its

@@ -4,6 +4,7 @@
 // activation offloading's and CUDA graphs' extra memory, and the communication buffers outside
 // PyTorch's allocator.
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/core.h>
 
@@ -49,14 +50,14 @@ BoundCase bound_case(const EngineTables& im, const TrainingSetup& s, const Atten
 // summary or components). `words`: a refused fallback is worded in `est`.
 std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSetup& resolved,
                                         const EstimateOptions& options, const AttentionChoice& attn,
-                                        const BoundCase& bound, bool words, Estimate& est) {
+                                        const BoundCase& bound, bool words, StageSelection which, Estimate& est) {
   EstimateOptions quiet = options;
   quiet.components = false;
   quiet.layer_breakdown = false;
   quiet.bound_terms = false;
   quiet.device_memory = false;  // the bound's device total derives from the estimate's (finish_device_memory)
   try {
-    return stage_estimates(Pass(im, resolved, quiet, attn, bound.attention, bound.imbalance, PassKind::kBound));
+    return stage_estimates(Pass(im, resolved, quiet, attn, bound.attention, bound.imbalance, PassKind::kBound, which));
   } catch (const LayoutError& e) {
     if (bound.attention == attn.backend) throw;
     // A fallback the blocks refuse under this layout (unfused attention cannot run context
@@ -66,7 +67,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
           "no unfused-attention fallback in the upper bound: {}; without flash-attn this run stops instead", e.what()));
       std::erase(est.bound_terms, std::string(kUnfusedFallbackTerm));
     }
-    return stage_estimates(Pass(im, resolved, quiet, attn, attn.backend, bound.imbalance, PassKind::kBound));
+    return stage_estimates(Pass(im, resolved, quiet, attn, attn.backend, bound.imbalance, PassKind::kBound, which));
   }
 }
 
@@ -76,12 +77,16 @@ struct BoundExtras {
 };
 
 // Each stage's upper_bytes from the worse of its two passes (`bound`: empty without a second
-// pass), and the upper stage.
+// pass; else the same stages, as both passes select them from the same partition and schedule),
+// and the upper stage.
 BoundExtras stage_upper_bytes(const std::vector<StageEstimate>& bound, Estimate& est) {
   BoundExtras x;
+  if (!bound.empty() && bound.size() != est.stages.size())
+    throw std::logic_error("upper bound: the passes evaluated different stages");
   for (std::size_t i = 0; i < est.stages.size(); ++i) {
     auto& st = est.stages[i];
     const StageEstimate& worst = bound.empty() ? st : bound[i];
+    if (worst.pp_rank != st.pp_rank) throw std::logic_error("upper bound: the passes evaluated different stages");
     // The allocator's block rounding and what activation offloading may keep on the GPU apply to
     // the forward/backward phase of the worse pass.
     // With CUDA graphs a replayed step holds the graphs' private pool next to what it allocates
@@ -129,8 +134,8 @@ void add_extra_terms(const BoundExtras& x, Estimate& est) {
 
 }  // namespace
 
-void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn,
-                     Estimate& est) {
+void add_upper_bound(const EngineTables& im, const EstimateOptions& options, const AttentionChoice& attn, Estimate& est,
+                     StageSelection which) {
   for (auto& st : est.stages) st.upper_bytes = st.total_bytes;
   est.upper_stage = est.peak_stage;
   if (!options.upper_bound) return;
@@ -149,7 +154,7 @@ void add_upper_bound(const EngineTables& im, const EstimateOptions& options, con
   if (bound.attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
   const bool second_pass = bound.uncertain(attn) && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const std::vector<StageEstimate> worse =
-      second_pass ? bound_stages(im, est.setup, options, attn, bound, words, est) : std::vector<StageEstimate>{};
+      second_pass ? bound_stages(im, est.setup, options, attn, bound, words, which, est) : std::vector<StageEstimate>{};
   const BoundExtras extras = stage_upper_bytes(worse, est);
   if (words) add_extra_terms(extras, est);
 }

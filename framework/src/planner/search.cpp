@@ -29,10 +29,11 @@ using namespace planning;
 
 namespace planning {
 
-// The one place the planner asks the engine. Throws what Estimator::run throws (LayoutError
-// for a layout Megatron rejects).
+// The one place the planner asks the engine: the stages that may set the peak or the bound
+// (estimate_peak_stages; the same figures as Estimator::run). Throws what Estimator::run throws
+// (LayoutError for a layout Megatron rejects).
 EngineResult engine_estimate(const Estimator& estimator, const TrainingSetup& setup, const EstimateOptions& options) {
-  const Estimate e = estimator.run(setup, options);
+  const Estimate e = estimate_peak_stages(estimator, setup, options);
   EngineResult r;
   r.peak_bytes = e.peak().total_bytes;
   r.upper_bytes = std::max(e.upper_bytes(), r.peak_bytes);

@@ -1,0 +1,182 @@
+// The planner's engine call (estimate_peak_stages, framework/src/engine/estimator_internal.hpp)
+// skips the middle pipeline stages that cannot set the peak or the bound: one holding, chunk by
+// chunk, the same layers as an earlier middle stage with no more micro-batches in flight. Its
+// peak, bound and every kept stage are Estimator::run's to the byte, on layouts the planner does
+// not search too (layout strings with unequal middle stages, few micro-batches, the combined 1F1B
+// schedule, FSDP, LoRA, FP8, activation offloading, CUDA graphs), and it does skip stages.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <mme/engine/estimator.hpp>
+
+#include "deepseek_adapter.hpp"
+#include "engine/estimator_internal.hpp"
+#include "generic_hf_adapter.hpp"
+#include "moonlight_kimi_adapter.hpp"
+#include "planner_fixture.hpp"
+
+namespace mme {
+namespace {
+
+const Registry& registry() {
+  static const std::unique_ptr<Registry> r =
+      test::planner_registry({{"adapter_deepseek", plugins::register_deepseek_adapter},
+                              {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
+                              {"adapter_generic_hf", plugins::register_generic_hf_adapter}});
+  return *r;
+}
+
+struct Case {
+  std::string name;
+  TrainingSetup setup;
+};
+
+TrainingSetup base(std::int64_t gpus, std::int64_t pp, std::int64_t vpp, std::int64_t ep, std::int64_t global_batch) {
+  TrainingSetup s;
+  s.parallel.world_size = gpus;
+  s.parallel.pp = pp;
+  s.parallel.vpp = vpp;
+  s.parallel.ep = ep;
+  s.seq_length = 4096;
+  s.global_batch_size = global_batch;
+  return s;
+}
+
+// Compares the planner's estimate with run()'s; returns how many stages it skipped.
+std::size_t expect_same_figures(const Estimator& e, const TrainingSetup& s) {
+  EstimateOptions eo;
+  eo.components = false;
+  eo.device_memory = false;
+  const Estimate full = e.run(s, eo);
+  const Estimate kept = estimate_peak_stages(e, s, eo);
+  EXPECT_EQ(kept.peak().total_bytes, full.peak().total_bytes);
+  EXPECT_EQ(kept.upper_bytes(), full.upper_bytes());
+  std::int64_t full_floor = 0, kept_floor = 0;
+  for (const auto& st : full.stages)
+    full_floor = std::max(full_floor, st.weight_bytes + st.gradient_bytes + st.optimizer_bytes);
+  for (const auto& st : kept.stages) {
+    kept_floor = std::max(kept_floor, st.weight_bytes + st.gradient_bytes + st.optimizer_bytes);
+    const auto r = static_cast<std::size_t>(st.pp_rank);
+    EXPECT_EQ(st.total_bytes, full.stages.at(r).total_bytes) << "stage " << r;
+    EXPECT_EQ(st.upper_bytes, full.stages.at(r).upper_bytes) << "stage " << r;
+  }
+  EXPECT_EQ(kept_floor, full_floor);
+  // Every skipped stage is below the peak and the bound.
+  EXPECT_LE(kept.stages.size(), full.stages.size());
+  return full.stages.size() - kept.stages.size();
+}
+
+TEST(PeakStages, ThePlannersEstimateIsRunsPeakAndBound) {
+  struct Model {
+    std::string id;
+    std::vector<Case> cases;
+  };
+  std::vector<Model> models;
+  {
+    Model m{"deepseek-ai/DeepSeek-V3", {}};
+    // 61 layers: 6 on the first stage, 7 on the last, 8 on each other (and MTP on the last).
+    auto pp8 = [](std::int64_t vpp, std::int64_t global_batch) {
+      TrainingSetup s = base(256, 8, vpp, 32, global_batch);
+      if (vpp == 1) {
+        s.pipeline.first_stage_layers = 6;
+        s.pipeline.last_stage_layers = 7;
+      } else {
+        s.pipeline.layout = "Et*3|(t*4|)*14t*2mL";  // 16 chunks: 3 + 14 x 4 + 2 layers
+      }
+      return s;
+    };
+    m.cases.push_back({"PP 8, EP 32, 1F1B", pp8(1, 1024)});
+    m.cases.push_back({"PP 8, VPP 2, EP 32", pp8(2, 1024)});
+    m.cases.push_back({"PP 8, 4 micro-batches (fewer than the stages)", pp8(1, 4 * 32)});  // DP 32
+    TrainingSetup layout = base(128, 8, 1, 16, 512);                                       // unequal middle stages
+    layout.pipeline.layout = "Et*3|t*7|t*8|t*9|t*8|t*8|t*8|t*10,mL";
+    m.cases.push_back({"layout string, middle stages of 7, 8 and 9 layers", layout});
+    TrainingSetup ep_overlap = pp8(2, 1024);
+    ep_overlap.comm.ep_overlap = true;
+    ep_overlap.dispatcher = TokenDispatcher::kFlex;
+    m.cases.push_back({"combined 1F1B (--overlap-moe-expert-parallel-comm)", ep_overlap});
+    TrainingSetup full = pp8(1, 1024);
+    full.recompute.granularity = RecomputeGranularity::kFull;
+    full.recompute.method = RecomputeMethod::kBlock;
+    full.recompute.num_layers = 3;
+    m.cases.push_back({"full recompute, block of 3", full});
+    TrainingSetup fp8 = pp8(1, 1024);
+    fp8.precision = Precision::kFP8;
+    fp8.comm.overlap_grad_reduce = true;
+    m.cases.push_back({"FP8, DDP buckets", fp8});
+    models.push_back(m);
+  }
+  {
+    Model m{"moonshotai/Moonlight-16B-A3B", {}};
+    m.cases.push_back({"PP 9, EP 8", base(72, 9, 1, 8, 256)});
+    TrainingSetup fsdp = base(64, 4, 1, 8, 256);
+    fsdp.pipeline.first_stage_layers = 6;
+    fsdp.pipeline.last_stage_layers = 5;
+    fsdp.fsdp.kind = FsdpKind::kMegatron;
+    fsdp.optimizer.distributed = true;
+    m.cases.push_back({"Megatron-FSDP, uneven first and last", fsdp});
+    TrainingSetup offload = base(64, 8, 1, 8, 256);
+    offload.pipeline.first_stage_layers = 3;
+    offload.pipeline.last_stage_layers = 6;  // 27 layers: 3 + 6 x 3 + 6
+    offload.activation_offload.fine_grained = true;
+    offload.activation_offload.modules = kOffloadCoreAttn | kOffloadExpertFc1;
+    m.cases.push_back({"fine-grained activation offloading (no stage skipped)", offload});
+    TrainingSetup graphs = base(64, 8, 1, 8, 256);
+    graphs.pipeline.first_stage_layers = 3;
+    graphs.pipeline.last_stage_layers = 6;
+    graphs.cuda_graph.impl = CudaGraphImpl::kTransformerEngine;
+    graphs.cuda_graph.modules = kGraphAttn;
+    m.cases.push_back({"CUDA graphs (no stage skipped)", graphs});
+    models.push_back(m);
+  }
+  {
+    Model m{"meta-llama/Meta-Llama-3-8B", {}};
+    TrainingSetup tp = base(64, 8, 4, 1, 512);
+    tp.parallel.tp = 2;
+    m.cases.push_back({"TP 2, PP 8, VPP 4", tp});
+    TrainingSetup lora = base(16, 4, 1, 1, 64);
+    lora.lora.rank = 16;
+    m.cases.push_back({"LoRA", lora});
+    TrainingSetup selective = base(32, 16, 2, 1, 8);
+    selective.recompute.granularity = RecomputeGranularity::kSelective;
+    m.cases.push_back({"PP 16, VPP 2, 8 micro-batches, selective recompute", selective});
+    models.push_back(m);
+  }
+
+  std::size_t skipped = 0;
+  for (const Model& m : models) {
+    SCOPED_TRACE(m.id);
+    const Estimator e(test::bundled_model(m.id, registry()), registry());
+    for (const Case& c : m.cases) {
+      SCOPED_TRACE(c.name);
+      const std::size_t n = expect_same_figures(e, c.setup);
+      if (c.name.find("no stage skipped") != std::string::npos) {
+        EXPECT_EQ(n, 0u);
+      }
+      skipped += n;
+    }
+  }
+  EXPECT_GT(skipped, 20u);
+}
+
+// In the layout string's pipeline the later middle stages hold more layers than the first middle
+// one: they are kept, and the stage that sets the peak is one of them.
+TEST(PeakStages, AMiddleStageWithMoreLayersIsKept) {
+  const Estimator e(test::bundled_model("deepseek-ai/DeepSeek-V3", registry()), registry());
+  TrainingSetup s = base(128, 8, 1, 16, 512);
+  s.pipeline.layout = "Et*3|t*5|t*6|t*7|t*8|t*9|t*10|t*13,mL";
+  EstimateOptions eo;
+  eo.components = false;
+  eo.device_memory = false;
+  const Estimate kept = estimate_peak_stages(e, s, eo);
+  EXPECT_EQ(kept.stages.size(), 8u);
+  EXPECT_EQ(kept.peak().total_bytes, e.run(s, eo).peak().total_bytes);
+}
+
+}  // namespace
+}  // namespace mme
