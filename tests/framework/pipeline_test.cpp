@@ -87,6 +87,27 @@ TEST(Pipeline, LayoutString) {
   EXPECT_EQ(part.at(1, 3).mtp_layers, 1);  // stage 7 = vpp 3, pp 1
 }
 
+// The engine's cached partition: the same arguments share one partition, any other argument
+// gets its own, and arguments that do not partition throw every time and leave nothing behind.
+TEST(Pipeline, CachedPartitionIsThePartitionOfItsArguments) {
+  PipelineSplit uneven;
+  uneven.first_stage_layers = 5;  // 32 = 5 + 3 x 9
+  const auto even = partition_pipeline_cached(32, 0, layout(4), {});
+  EXPECT_EQ(even, partition_pipeline_cached(32, 0, layout(4), {}));
+  EXPECT_EQ(even->at(1, 0).num_layers, 8);
+  const auto first5 = partition_pipeline_cached(32, 0, layout(4), uneven);
+  EXPECT_NE(first5, even);
+  EXPECT_EQ(first5->at(0, 0).num_layers, 5);
+  EXPECT_EQ(first5->at(1, 0).num_layers, 9);
+  EXPECT_EQ(partition_pipeline_cached(32, 1, layout(4), uneven)->at(3, 0).mtp_layers, 1);  // another MTP count
+  EXPECT_EQ(partition_pipeline_cached(32, 0, layout(2), uneven)->at(1, 0).num_layers, 27);  // another PP size
+  // 30 layers do not split over 4 stages: an error each time, and nothing kept.
+  EXPECT_THROW((void)partition_pipeline_cached(30, 0, layout(4), {}), LayoutError);
+  EXPECT_THROW((void)partition_pipeline_cached(30, 0, layout(4), {}), LayoutError);
+  EXPECT_EQ(partition_pipeline_cached(32, 0, layout(4), {})->at(3, 0).num_layers, 8);
+  EXPECT_EQ(even->at(1, 0).num_layers, 8);  // a partition handed out stays as it was
+}
+
 TEST(Schedule, OneFOneB) {
   EXPECT_EQ(inflight_microbatches(4, 1, 0, 0)[0], 4);
   EXPECT_EQ(inflight_microbatches(4, 1, 3, 0)[0], 1);

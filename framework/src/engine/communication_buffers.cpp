@@ -143,7 +143,7 @@ CheckedInt ep_overlap_saved_bytes(const StagePlan& plan, std::int64_t r) {
   if (!plan.s.comm.ep_overlap) return 0;
   CheckedInt largest = 0;
   for (std::int64_t vr = 0; vr < plan.v; ++vr) {
-    const ChunkLayout& ch = plan.part.at(r, vr);
+    const ChunkLayout& ch = plan.part->at(r, vr);
     for (std::size_t ti = 0; ti < plan.im.types.size(); ++ti)
       if (plan.im.count_in(ti, ch.first_layer, ch.num_layers) > 0)
         largest = std::max(largest, CheckedInt(sum_saved(plan.layers->evals[ti].attn_acts)));

@@ -124,7 +124,7 @@ std::vector<ParamTensor> StageReplay::param_tensors() const {
     }
   };
   for (std::int64_t vr = 0; vr < ps_.stages.v; ++vr) {
-    const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
+    const ChunkLayout& ch = ps_.stages.part->at(st_.pp_rank, vr);
     if (ch.embedding) block(ps_.stages.layers->embedding.params, 1);
     for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
       const std::size_t ti = im.layer_type[static_cast<std::size_t>(i)];
@@ -148,7 +148,7 @@ std::vector<ParamTensor> StageReplay::param_tensors() const {
 std::vector<LayerRef> StageReplay::chunk_layers(std::int64_t vr) const {
   const auto& im = ps_.stages.im;
   const auto& rc = ps_.stages.s.recompute;
-  const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
+  const ChunkLayout& ch = ps_.stages.part->at(st_.pp_rank, vr);
   std::vector<LayerRef> out;
   for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i)
     out.push_back({&ps_.stages.layers->evals[im.layer_type[static_cast<std::size_t>(i)]]});
@@ -171,7 +171,7 @@ std::vector<LayerRef> StageReplay::chunk_layers(std::int64_t vr) const {
 // The share of a chunk's saved tensors that stays on the GPU: what the engine counts per
 // micro-batch (activation offloading sends part of it to the host) against what the terms add up to.
 double StageReplay::activation_scale(std::int64_t vr) const {
-  const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
+  const ChunkLayout& ch = ps_.stages.part->at(st_.pp_rank, vr);
   CheckedInt sum = 0;
   auto block = [&](const BlockActivations& a, std::int64_t n) {
     for (const auto& t : a.saved) sum += CheckedInt(t.bytes) * n;
@@ -262,7 +262,7 @@ void StageReplay::build_optimizer(std::int64_t dense_rank, std::int64_t expert_r
 }
 
 void StageReplay::forward(std::int64_t vr) {
-  const ChunkLayout& ch = ps_.stages.part.at(st_.pp_rank, vr);
+  const ChunkLayout& ch = ps_.stages.part->at(st_.pp_rank, vr);
   const double f = scale_[static_cast<std::size_t>(vr)];
   MicroBatch mb;
   auto block = [&](const LmBlockEval& b, std::int64_t n) {

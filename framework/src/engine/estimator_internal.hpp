@@ -279,7 +279,8 @@ struct StagePlan {
   CheckedInt h = 0;                          // hidden size
   ElementBytes bytes;                        // element_bytes of the setup
   std::shared_ptr<const LayerEvals> layers;  // the layer kinds and blocks under `blocks`
-  PipelinePartition part;
+  std::shared_ptr<const PipelinePartition>
+      part;                       // partition_pipeline_cached: shared with the other passes of its layout
   std::int64_t extra_warmup = 0;  // ep_overlap_extra_warmup: the combined 1F1B schedule's extra forward
   // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
   // only its input hidden states, layer_input_bytes per micro-batch.

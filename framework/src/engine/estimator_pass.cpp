@@ -162,8 +162,8 @@ class PeakCandidates {
   bool same_layers(std::int64_t a, std::int64_t b) const {
     const EngineTables& im = plan_.im;
     for (std::int64_t vr = 0; vr < plan_.v; ++vr) {
-      const ChunkLayout& x = plan_.part.at(a, vr);
-      const ChunkLayout& y = plan_.part.at(b, vr);
+      const ChunkLayout& x = plan_.part->at(a, vr);
+      const ChunkLayout& y = plan_.part->at(b, vr);
       if (x.mtp_layers != y.mtp_layers || x.embedding != y.embedding || x.loss != y.loss ||
           x.num_layers != y.num_layers)
         return false;

@@ -234,7 +234,7 @@ StageLayers stage_layers(const StagePlan& plan, std::int64_t r, const std::vecto
   const LayerEvals& lev = *plan.layers;
   const auto& evals = lev.evals;
   const auto& mtp_eval = lev.mtp_eval;
-  const auto& part = plan.part;
+  const PipelinePartition& part = *plan.part;
   const auto& full_recompute = plan.full_recompute;
   const auto& layer_input_bytes = plan.layer_input_bytes;
   const auto& im = plan.im;
@@ -451,8 +451,7 @@ TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& reques
 }
 
 BlockLayout block_layout(const ModelSpec& m, const TrainingSetup& s, AttentionBackend attention, double imbalance) {
-  BlockLayout b;
-  b.setup = s;
+  BlockLayout b{s};
   b.setup.attention_backend = attention;
   b.setup.moe_routing_imbalance = imbalance > 1.0 ? std::optional<double>(imbalance) : std::nullopt;
   // Without the pipeline partition: which stage or chunk holds a layer does not change what the
@@ -640,8 +639,8 @@ StagePlan plan_stages(const EngineTables& im, const TrainingSetup& setup, bool c
     memo.add(im.id, plan.blocks, components, plan.layers);
   }
 
-  plan.part = partition_pipeline(m.num_layers, m.mtp_num_layers, par, s.pipeline);
-  plan.v = plan.part.vpp;
+  plan.part = partition_pipeline_cached(m.num_layers, m.mtp_num_layers, par, s.pipeline);
+  plan.v = plan.part->vpp;
   plan.extra_warmup = ep_overlap_extra_warmup(s, plan.v);
   // Full recompute (transformer_block.py _checkpointed_forward): a checkpointed layer keeps
   // only its input hidden states, [s/TP (SP), b, h] per micro-batch.

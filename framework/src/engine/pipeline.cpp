@@ -109,6 +109,30 @@ std::vector<LayoutStage> parse_layout_text(const std::string& layout) {
 
 }  // namespace
 
+std::shared_ptr<const PipelinePartition> partition_pipeline_cached(std::int64_t num_layers, std::int64_t mtp_layers,
+                                                                   const ParallelLayout& parallel,
+                                                                   const PipelineSplit& split) {
+  struct Last {
+    std::int64_t num_layers = -1, mtp_layers = -1;
+    ParallelLayout parallel;
+    PipelineSplit split;
+    std::shared_ptr<const PipelinePartition> partition;
+  };
+  thread_local Last last;
+  if (last.partition && last.num_layers == num_layers && last.mtp_layers == mtp_layers && last.parallel == parallel &&
+      last.split == split)
+    return last.partition;
+  last.partition.reset();  // arguments that fail to partition leave nothing behind
+  auto partition =
+      std::make_shared<const PipelinePartition>(partition_pipeline(num_layers, mtp_layers, parallel, split));
+  last.num_layers = num_layers;
+  last.mtp_layers = mtp_layers;
+  last.parallel = parallel;
+  last.split = split;
+  last.partition = partition;
+  return partition;
+}
+
 PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const ParallelLayout& parallel,
                                      const PipelineSplit& split) {
   const std::int64_t p = parallel.pp;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct PipelinePartition {
 // Builds the partition. Throws LayoutError with the flags to use when the layers do not split.
 PipelinePartition partition_pipeline(std::int64_t num_layers, std::int64_t mtp_layers, const ParallelLayout& parallel,
                                      const PipelineSplit& split);
+// The same, shared: the last partition built on this thread is handed out again for the same
+// arguments (the engine's hot path: the planner partitions one layout for every micro-batch size,
+// recompute variant and pass).
+std::shared_ptr<const PipelinePartition> partition_pipeline_cached(std::int64_t num_layers, std::int64_t mtp_layers,
+                                                                   const ParallelLayout& parallel,
+                                                                   const PipelineSplit& split);
 
 // A parsed --pipeline-model-parallel-layout: one entry per virtual stage (stage index
 // vpp_rank * pp + pp_rank), counting E, t, m and L.
