@@ -69,6 +69,10 @@ void print_shared_stats(std::ostream& out, const ValidationSummary& sum) {
       "median {:.2f} GiB, max {:.2f} GiB\n",
       "reserved - peak", r.count, r.gap_measured_median_gib, r.gap_estimated_median_gib, r.gap_error_median_gib,
       r.gap_error_max_gib);
+  out << fmt::format("{:<26} n={:<4} measured <= bound: {} ({:.0f}%)   measured > bound: {} (by {:.1f}% at most)\n",
+                     "reserved bound coverage", r.count, r.bound_covered,
+                     100.0 * static_cast<double>(r.bound_covered) / static_cast<double>(r.count),
+                     r.count - r.bound_covered, 100 * r.bound_max_excess);
 }
 
 std::vector<ValidationCase> only(const std::vector<ValidationCase>& cases, bool counted) {

@@ -69,9 +69,11 @@ TEST(ReservedNotes, SummaryComparesReservedAndTheAllocatorsShare) {
   // Two rows: measured peak 10 and 20 GiB, reserved 11 and 22; estimated peak 10 and 19, reserved
   // 11.5 and 21. Errors: +4.545 % and -4.545 % (|median| 4.545 %); one row under its measured
   // reserved; reserved - peak measured 1 and 2 (median 1.5), estimated 1.5 and 2 (median 1.75);
-  // |estimated - measured| of that: 0.5 and 0 GiB (median 0.25, max 0.5).
+  // |estimated - measured| of that: 0.5 and 0 GiB (median 0.25, max 0.5). The reserved bounds,
+  // 11.8 and 21.5 GiB: the first covers its row, the second is 0.5 GiB (0.5 / 22) under.
   std::vector<ValidationCase> cases(2);
-  const double m_peak[] = {10, 20}, m_res[] = {11, 22}, e_peak[] = {10, 19}, e_res[] = {11.5, 21};
+  const double m_peak[] = {10, 20}, m_res[] = {11, 22}, e_peak[] = {10, 19}, e_res[] = {11.5, 21},
+               e_res_upper[] = {11.8, 21.5};
   for (int i = 0; i < 2; ++i) {
     auto& c = cases[static_cast<std::size_t>(i)];
     c.format = CsvFormat::kRealRuns;
@@ -81,6 +83,7 @@ TEST(ReservedNotes, SummaryComparesReservedAndTheAllocatorsShare) {
     c.measured_reserved_gib = m_res[i];
     c.estimated_peak_gib = c.estimated_upper_gib = e_peak[i];
     c.estimated_reserved_gib = e_res[i];
+    c.estimated_reserved_upper_gib = e_res_upper[i];
   }
   const ReservedStats r = summarize(cases).reserved;
   EXPECT_EQ(r.count, 2u);
@@ -91,6 +94,8 @@ TEST(ReservedNotes, SummaryComparesReservedAndTheAllocatorsShare) {
   EXPECT_DOUBLE_EQ(r.gap_estimated_median_gib, 1.75);
   EXPECT_DOUBLE_EQ(r.gap_error_median_gib, 0.25);
   EXPECT_DOUBLE_EQ(r.gap_error_max_gib, 0.5);
+  EXPECT_EQ(r.bound_covered, 1u);
+  EXPECT_DOUBLE_EQ(r.bound_max_excess, 0.5 / 22);
 }
 
 TEST(CsvFormat, ReadCsvTableDetectsTheShippedFiles) {

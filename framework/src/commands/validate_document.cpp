@@ -56,6 +56,10 @@ J summary_json(const ValidationSummary& sum, bool with_static_and_baselines) {
   rj["gap_estimated_median_gib"] = r.gap_estimated_median_gib;
   rj["gap_error_median_gib"] = r.gap_error_median_gib;
   rj["gap_error_max_gib"] = r.gap_error_max_gib;
+  rj["bound"] = {{"count", r.count},
+                 {"covered", r.bound_covered},
+                 {"exceeded", r.count - r.bound_covered},
+                 {"max_excess_pct", 100 * r.bound_max_excess}};
   j["reserved"] = rj;
   return j;
 }
@@ -98,10 +102,12 @@ J case_json(const ValidationCase& c) {
     if (c.estimated_reserved_gib > 0) {
       j["estimated_reserved_gib"] = c.estimated_reserved_gib;
       j["estimated_device_gib"] = c.estimated_device_gib;
+      j["estimated_reserved_upper_gib"] = c.estimated_reserved_upper_gib;
     }
     if (c.reserved_compared()) {
       j["reserved_error_pct"] = 100 * c.reserved_error();
       j["reserved_gap_error_gib"] = c.reserved_gap_error_gib();
+      j["within_reserved_bound"] = c.estimated_reserved_upper_gib >= c.measured_reserved_gib;
     }
   } else {
     j["estimated_peak_gib"] = nullptr;

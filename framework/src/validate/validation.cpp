@@ -333,6 +333,8 @@ void take_stage(ValidationCase& c, const StageEstimate& stage) {
   c.stage = stage.pp_rank;
   c.estimated_reserved_gib = to_gib(stage.reserved_bytes);
   c.estimated_device_gib = to_gib(stage.device_bytes);
+  if (stage.device_upper_bytes > 0)
+    c.estimated_reserved_upper_gib = to_gib(stage.device_upper_bytes - stage.outside_pytorch_bytes);
   c.estimated_peak_gib = to_gib(stage.total_bytes);
   c.estimated_static_gib = to_gib(stage.static_bytes);
   c.estimated_upper_gib = stage.upper_bytes > 0 ? to_gib(stage.upper_bytes) : c.estimated_peak_gib;
@@ -575,6 +577,12 @@ ValidationSummary summarize(const std::vector<ValidationCase>& cases) {
     if (c.reserved_compared()) {
       reserved.push_back(c.reserved_error());
       if (c.estimated_reserved_gib < c.measured_reserved_gib) ++s.reserved.under;
+      if (c.estimated_reserved_upper_gib >= c.measured_reserved_gib)
+        ++s.reserved.bound_covered;
+      else
+        s.reserved.bound_max_excess =
+            std::max(s.reserved.bound_max_excess,
+                     (c.measured_reserved_gib - c.estimated_reserved_upper_gib) / c.measured_reserved_gib);
       gap_measured.push_back(c.measured_reserved_gib - c.measured_peak_gib);
       gap_estimated.push_back(c.estimated_reserved_gib - c.estimated_peak_gib);
       gap_error.push_back(c.reserved_gap_error_gib());

@@ -60,6 +60,9 @@ struct ValidationCase {
   // stage's StageEstimate::reserved_bytes (0 when the estimate has no device total).
   double measured_reserved_gib = 0, estimated_reserved_gib = 0;
   double estimated_device_gib = 0;  // the compared stage's device total
+  // The PyTorch part of the device bound the fit verdict is judged on: StageEstimate::
+  // device_upper_bytes less what lies outside PyTorch (0 when the estimate has no device total).
+  double estimated_reserved_upper_gib = 0;
 
   bool reserved_compared() const { return measured_reserved_gib > 0 && estimated_reserved_gib > 0; }
   double reserved_error() const;  // (estimated - measured) / measured reserved, signed
@@ -118,6 +121,11 @@ struct ReservedStats {
   // medians of the measured and estimated figures and of |estimated - measured|.
   double gap_measured_median_gib = 0, gap_estimated_median_gib = 0, gap_error_median_gib = 0;
   double gap_error_max_gib = 0;
+  // The reserved part of the device bound (ValidationCase::estimated_reserved_upper_gib) against
+  // the measured reserved: rows at or below it, and (measured - bound) / measured at most (0
+  // when none is above).
+  std::size_t bound_covered = 0;
+  double bound_max_excess = 0;
 };
 
 struct ValidationSummary {
