@@ -99,7 +99,7 @@ TEST(Pipeline, CachedPartitionIsThePartitionOfItsArguments) {
   EXPECT_NE(first5, even);
   EXPECT_EQ(first5->at(0, 0).num_layers, 5);
   EXPECT_EQ(first5->at(1, 0).num_layers, 9);
-  EXPECT_EQ(partition_pipeline_cached(32, 1, layout(4), uneven)->at(3, 0).mtp_layers, 1);  // another MTP count
+  EXPECT_EQ(partition_pipeline_cached(32, 1, layout(4), uneven)->at(3, 0).mtp_layers, 1);   // another MTP count
   EXPECT_EQ(partition_pipeline_cached(32, 0, layout(2), uneven)->at(1, 0).num_layers, 27);  // another PP size
   // 30 layers do not split over 4 stages: an error each time, and nothing kept.
   EXPECT_THROW((void)partition_pipeline_cached(30, 0, layout(4), {}), LayoutError);
