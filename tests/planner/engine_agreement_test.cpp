@@ -18,21 +18,12 @@
 #include <mme/inputs/model_source.hpp>
 #include <mme/planner/planner.hpp>
 
-#include "deepseek_adapter.hpp"
-#include "generic_hf_adapter.hpp"
-#include "moonlight_kimi_adapter.hpp"
-#include "planner_fixture.hpp"
+#include "agreement_registry.hpp"
 
 namespace mme {
 namespace {
 
-const Registry& registry() {
-  static const std::unique_ptr<Registry> r =
-      test::planner_registry({{"adapter_deepseek", plugins::register_deepseek_adapter},
-                              {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
-                              {"adapter_generic_hf", plugins::register_generic_hf_adapter}});
-  return *r;
-}
+const Registry& registry() { return test::agreement_registry(); }
 
 ModelSpec bundled(const std::string& id) { return test::bundled_model(id, registry()); }
 
