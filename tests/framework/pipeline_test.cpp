@@ -1,4 +1,6 @@
 // Pipeline partition and schedule: values from Megatron-LM's rules, worked out by hand.
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <mme/engine/pipeline.hpp>
@@ -106,6 +108,31 @@ TEST(Pipeline, CachedPartitionIsThePartitionOfItsArguments) {
   EXPECT_THROW((void)partition_pipeline_cached(30, 0, layout(4), {}), LayoutError);
   EXPECT_EQ(partition_pipeline_cached(32, 0, layout(4), {})->at(3, 0).num_layers, 8);
   EXPECT_EQ(even->at(1, 0).num_layers, 8);  // a partition handed out stays as it was
+}
+
+// An earlier pipeline stage holds, on every chunk, at least as many micro-batches in flight as a
+// later one: 1F1B's p - r, and the interleaved warm-up of 2 (p - r - 1) + (v - 1) G passes
+// spread over the chunks, for any micro-batch count, group size and extra warm-up pass. The
+// planner's engine call skips a middle stage on this (estimator_pass.cpp, PeakCandidates).
+TEST(Schedule, AnEarlierStageHoldsAtLeastAsManyMicroBatchesOnEveryChunk) {
+  std::size_t pairs = 0;
+  for (std::int64_t p = 2; p <= 16; ++p)
+    for (std::int64_t v = 1; v <= 8; ++v)
+      for (std::int64_t m : {0, 1, 2, 3, 5, 8, 16, 17, 64})
+        for (std::int64_t g : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, p})
+          for (std::int64_t extra : {0, 1}) {
+            std::vector<std::int64_t> earlier = inflight_microbatches(p, v, 0, m, g, extra);
+            for (std::int64_t r = 1; r < p; ++r) {
+              const std::vector<std::int64_t> later = inflight_microbatches(p, v, r, m, g, extra);
+              ASSERT_EQ(later.size(), static_cast<std::size_t>(v));
+              for (std::size_t c = 0; c < later.size(); ++c)
+                ASSERT_GE(earlier[c], later[c]) << "p " << p << " v " << v << " m " << m << " G " << g << " extra "
+                                                << extra << " stage " << r << " chunk " << c;
+              earlier = later;
+              ++pairs;
+            }
+          }
+  EXPECT_EQ(pairs, 86400u);
 }
 
 TEST(Schedule, OneFOneB) {
