@@ -288,7 +288,10 @@ struct StagePlan {
   CheckedInt layer_input_bytes = 0;
   bool record_chunks = true;  // fill StageEstimate::chunks (the planner reads none)
 
-  explicit StagePlan(const EngineTables& tables) : im(tables) {}
+  // The pass's setup (moved in) and the blocks' view of it (block_layout), built in place:
+  // default-constructing and assigning them costs the planner.
+  StagePlan(const EngineTables& tables, TrainingSetup&& setup, AttentionBackend attention, double imbalance)
+      : im(tables), s(std::move(setup)), blocks(block_layout(tables.model, s, attention, imbalance)) {}
 };
 
 // LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,

@@ -614,10 +614,9 @@ class LayerEvalMemo {
 StagePlan plan_stages(const EngineTables& im, const TrainingSetup& setup, bool components, AttentionBackend attention,
                       double imbalance, PassKind kind) {
   const ModelSpec& m = im.model;
-  StagePlan plan(im);
-  plan.s = kind == PassKind::kBound ? setup : resolve_pass_setup(m, setup);
+  StagePlan plan(im, kind == PassKind::kBound ? TrainingSetup(setup) : resolve_pass_setup(m, setup), attention,
+                 imbalance);
   const TrainingSetup& s = plan.s;
-  plan.blocks = block_layout(m, s, attention, imbalance);
   const ParallelLayout& par = s.parallel;
   plan.p = par.pp;
   plan.h = m.hidden_size;
