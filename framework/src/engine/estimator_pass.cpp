@@ -16,11 +16,11 @@ namespace mme {
 
 namespace {
 
-// `inflight`: the stage's micro-batches in flight per chunk (inflight_microbatches).
-StageEstimate estimate_stage(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight) {
+// `inflight`: the stage's micro-batches in flight per chunk (inflight_microbatches). Fills `st`, a
+// new StageEstimate in place (the planner makes millions).
+void estimate_stage(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight, StageEstimate& st) {
   const StagePlan& plan = ps.stages;
   const TrainingSetup& s = plan.s;
-  StageEstimate st;
   st.pp_rank = r;
   ComponentSink comps(ps.options.components);
   // 1. The stage's layers and what its micro-batches in flight keep.
@@ -53,7 +53,6 @@ StageEstimate estimate_stage(const Pass& ps, std::int64_t r, const std::vector<s
                                                                         : "forward-backward";
   st.inflight_microbatches = inflight.front();
   st.components = comps.take();
-  return st;
 }
 
 // The assumptions the report lists (the planner asks for none).
@@ -191,7 +190,7 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
     inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches,
                           s.pipeline.microbatch_group_size.value_or(0), plan.extra_warmup);
     if (!candidates.may_set_peak(r, inflight)) continue;
-    out.push_back(estimate_stage(ps, r, inflight));
+    estimate_stage(ps, r, inflight, out.emplace_back());
     // The device total: the caching allocator's replay and what lies outside it (device_memory.cpp).
     if (ps.options.device_memory) add_device_memory(ps, out.back());
   }
