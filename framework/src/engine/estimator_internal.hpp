@@ -248,6 +248,9 @@ void validate_blocks(const EngineTables& im, const BlockLayout& blocks);
 // (evaluate_layers, estimator_stages.cpp), so passes that differ only in their pipeline partition
 // (the planner's splits of a layout) share one.
 struct LayerEvals {
+  // User-provided for the reason TypeEval's is: make_shared value-initialises, which would zero
+  // the term lists' inline storage of every member before constructing them.
+  LayerEvals() {}
   std::vector<TypeEval> evals;  // per layer type
   // Per layer type, the layers --first-last-layers-bf16 keeps in bf16 (empty unless it applies).
   std::vector<TypeEval> bf16_evals;
@@ -291,7 +294,19 @@ struct StagePlan {
   // The pass's setup (moved in) and the blocks' view of it (block_layout), built in place:
   // default-constructing and assigning them costs the planner.
   StagePlan(const EngineTables& tables, TrainingSetup&& setup, AttentionBackend attention, double imbalance)
-      : im(tables), s(std::move(setup)), blocks(block_layout(tables.model, s, attention, imbalance)) {}
+      : im(tables), s(std::move(setup)), blocks(blocks_of(tables, s, attention, imbalance)) {}
+
+ private:
+  // block_layout of the setup. The blocks' view drops the pipeline layout text, so it is moved
+  // out of the way of block_layout's copy and back (the planner's layouts carry one, on the heap).
+  static BlockLayout blocks_of(const EngineTables& tables, TrainingSetup& s, AttentionBackend attention,
+                               double imbalance) {
+    std::string layout = std::move(s.pipeline.layout);
+    s.pipeline.layout.clear();
+    BlockLayout b = block_layout(tables.model, s, attention, imbalance);
+    s.pipeline.layout = std::move(layout);
+    return b;
+  }
 };
 
 // LoRA's checks on the evaluated layer kinds (lora.cpp): every target wraps a linear of the model,
