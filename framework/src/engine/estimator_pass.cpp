@@ -11,6 +11,7 @@
 #include "device_memory.hpp"
 #include "estimator_phases.hpp"
 #include "low_precision.hpp"
+#include "thread_instance.hpp"
 
 namespace mme {
 
@@ -130,8 +131,10 @@ class PeakCandidates {
           plan.p > 3 && !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
     if (on_) {
       // (Reused across the thread's calls: the planner makes millions.)
-      thread_local std::vector<std::int64_t> scratch;
-      seen_ = &scratch;
+      struct Seen {
+        std::vector<std::int64_t> v;
+      };
+      seen_ = &thread_instance<Seen>().v;
       seen_->clear();
     }
   }
@@ -184,7 +187,11 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
   const TrainingSetup& s = plan.s;
   std::vector<StageEstimate> out;
   out.reserve(static_cast<std::size_t>(plan.p));
-  thread_local std::vector<std::int64_t> inflight;  // (reused: the planner makes millions of passes)
+  // (Reused: the planner makes millions of passes.)
+  struct Inflight {
+    std::vector<std::int64_t> v;
+  };
+  std::vector<std::int64_t>& inflight = thread_instance<Inflight>().v;
   PeakCandidates candidates(ps);
   for (std::int64_t r = 0; r < plan.p; ++r) {
     inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches,

@@ -19,6 +19,7 @@
 #include "cuda_graphs.hpp"
 #include "estimator_phases.hpp"
 #include "low_precision.hpp"
+#include "thread_instance.hpp"
 #include "weight_gradients.hpp"
 
 namespace mme {
@@ -624,7 +625,7 @@ StagePlan plan_stages(const EngineTables& im, const TrainingSetup& setup, bool c
   checked_mul(checked_mul(plan.blocks.tokens.value(), plan.blocks.vocab_local.value(), "logits"), 8, "logits bytes");
   // Block-level checks first (heads, widths by TP/ETP), then the layout as a whole, then the layer
   // kinds (a memo hit has passed the block checks and LoRA's before: the same blocks did).
-  thread_local LayerEvalMemo memo;
+  LayerEvalMemo& memo = thread_instance<LayerEvalMemo>();
   plan.layers = memo.find(im.id, plan.blocks, components);
   const bool evaluated = plan.layers != nullptr;
   if (!evaluated) validate_blocks(im, plan.blocks);

@@ -7,30 +7,34 @@
 
 #include "mme/sdk/error.hpp"
 
+#include "thread_instance.hpp"
+
 namespace mme {
 
 namespace {
 
-// Expands "(tt|)*6" and "t*3" the way pipeline_parallel_layer_layout.py does, then splits on '|'.
-std::string expand_layout(const std::string& text, std::size_t& pos, int depth) {
+// Expands "(tt|)*6" and "t*3" the way pipeline_parallel_layer_layout.py does, appending to `out`
+// (the caller splits it on '|'). An item is expanded in place and then repeated from where it
+// starts, so nothing is built twice (the planner's engine calls parse thousands of layouts).
+void expand_layout(const std::string& text, std::size_t& pos, int depth, std::string& out) {
+  constexpr std::size_t kMaxExpanded = 1'000'000;
   if (depth > 16) throw LayoutError("--pipeline-layout: parentheses nested too deeply");
-  std::string out;
   while (pos < text.size()) {
-    char c = text[pos];
+    const char c = text[pos];
     if (c == ')') {
       if (depth == 0) throw LayoutError("--pipeline-layout: ')' without '('");
       ++pos;
-      return out;
+      return;
     }
-    std::string item;
+    const std::size_t item = out.size();
     if (c == '(') {
       ++pos;
-      item = expand_layout(text, pos, depth + 1);
+      expand_layout(text, pos, depth + 1, out);
     } else if (c == ',' || c == ' ') {
       ++pos;
       continue;
     } else if (c == 'E' || c == 't' || c == 'm' || c == 'L' || c == '|') {
-      item = std::string(1, c);
+      out += c;
       ++pos;
     } else {
       throw LayoutError(
@@ -40,23 +44,22 @@ std::string expand_layout(const std::string& text, std::size_t& pos, int depth) 
     }
     if (pos < text.size() && text[pos] == '*') {
       ++pos;
-      std::size_t start = pos;
-      while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+      const std::size_t start = pos;
+      long n = 0;
+      for (; pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])); ++pos)
+        if (pos - start < 6) n = n * 10 + (text[pos] - '0');
       if (start == pos) throw LayoutError("--pipeline-layout: '*' must be followed by a count");
       if (pos - start > 6) throw LayoutError("--pipeline-layout: repeat count too large");
-      const long n = std::stol(text.substr(start, pos - start));
       if (n <= 0) throw LayoutError("--pipeline-layout: repeat count must be positive");
-      if (item.size() * static_cast<std::size_t>(n) > 1'000'000)
+      const std::size_t length = out.size() - item;
+      if (item + length * static_cast<std::size_t>(n) > kMaxExpanded)
         throw LayoutError("--pipeline-layout: the expanded layout is too long");
-      std::string rep;
-      for (long i = 0; i < n; ++i) rep += item;
-      item = rep;
+      out.reserve(item + length * static_cast<std::size_t>(n));
+      for (long i = 1; i < n; ++i) out.append(out, item, length);
     }
-    out += item;
-    if (out.size() > 1'000'000) throw LayoutError("--pipeline-layout: the expanded layout is too long");
+    if (out.size() > kMaxExpanded) throw LayoutError("--pipeline-layout: the expanded layout is too long");
   }
   if (depth != 0) throw LayoutError("--pipeline-layout: '(' without ')'");
-  return out;
 }
 
 std::vector<LayoutStage> parse_layout_text(const std::string& layout);
@@ -66,13 +69,16 @@ std::vector<LayoutStage> parse_layout_text(const std::string& layout);
 const std::vector<LayoutStage>& parse_pipeline_layout_cached(const std::string& layout) {
   // The planner's engine calls parse the same few layout strings over and over (the setup's
   // checks and the partition, in both passes): the last text parsed on this thread is kept.
-  thread_local std::string last_text;
-  thread_local std::vector<LayoutStage> last_stages;
-  if (!last_stages.empty() && layout == last_text) return last_stages;
-  last_stages.clear();  // a text that fails to parse leaves nothing behind
-  last_stages = parse_layout_text(layout);
-  last_text = layout;
-  return last_stages;
+  struct Last {
+    std::string text;
+    std::vector<LayoutStage> stages;
+  };
+  Last& last = thread_instance<Last>();
+  if (!last.stages.empty() && layout == last.text) return last.stages;
+  last.stages.clear();  // a text that fails to parse leaves nothing behind
+  last.stages = parse_layout_text(layout);
+  last.text = layout;
+  return last.stages;
 }
 
 std::vector<LayoutStage> parse_pipeline_layout(const std::string& layout) {
@@ -83,7 +89,8 @@ namespace {
 
 std::vector<LayoutStage> parse_layout_text(const std::string& layout) {
   std::size_t pos = 0;
-  const std::string flat = expand_layout(layout, pos, 0);
+  std::string flat;
+  expand_layout(layout, pos, 0, flat);
   std::vector<LayoutStage> stages(1);
   for (char c : flat) {
     LayoutStage& s = stages.back();
@@ -118,7 +125,7 @@ std::shared_ptr<const PipelinePartition> partition_pipeline_cached(std::int64_t 
     PipelineSplit split;
     std::shared_ptr<const PipelinePartition> partition;
   };
-  thread_local Last last;
+  Last& last = thread_instance<Last>();
   if (last.partition && last.num_layers == num_layers && last.mtp_layers == mtp_layers && last.parallel == parallel &&
       last.split == split)
     return last.partition;
