@@ -3,6 +3,7 @@
 // and ETP that Megatron's divisibility rules and the block models (through the engine's own
 // block checks) accept, in enumeration order.
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <optional>
 
@@ -64,11 +65,19 @@ std::string chunk_layout_string(std::int64_t pp, std::int64_t vpp, std::int64_t 
   // pipeline_parallel_layer_layout.py: stages in virtual-stage order (vpp_rank x PP + pp_rank),
   // separated by '|'; E the embedding, t a decoder layer, m an MTP layer, L the loss. Runs of
   // equal chunks are written (X|)*n.
-  auto layers = [](std::int64_t n) {
-    return n == 0 ? std::string() : n == 1 ? std::string("t") : fmt::format("t*{}", n);
+  // (Appended in place: the planner writes one for every chunk split it judges.)
+  std::string out;
+  out.reserve(64);
+  auto layers = [&out](std::int64_t n) {
+    if (n == 1)
+      out += 't';
+    else if (n > 1)
+      fmt::format_to(std::back_inserter(out), "t*{}", n);
   };
   const std::int64_t chunks = pp * vpp;
-  std::string out = "E" + layers(first) + "|";
+  out += 'E';
+  layers(first);
+  out += '|';
   auto in_chunk = [&](std::int64_t k) {
     const std::int64_t vr = k / pp, pr = k % pp;
     return middle + (vr == vpp - 1 && pr >= 1 && pr <= extra ? 1 : 0);
@@ -76,12 +85,20 @@ std::string chunk_layout_string(std::int64_t pp, std::int64_t vpp, std::int64_t 
   for (std::int64_t k = 1; k + 1 < chunks;) {
     std::int64_t run = 1;
     while (k + run + 1 < chunks && in_chunk(k + run) == in_chunk(k)) ++run;
-    out += run > 1 ? fmt::format("({}|)*{}", layers(in_chunk(k)), run) : layers(in_chunk(k)) + "|";
+    if (run > 1) {
+      out += '(';
+      layers(in_chunk(k));
+      fmt::format_to(std::back_inserter(out), "|)*{}", run);
+    } else {
+      layers(in_chunk(k));
+      out += '|';
+    }
     k += run;
   }
-  out += layers(last);
-  for (std::int64_t i = 0; i < mtp; ++i) out += "m";
-  return out + "L";
+  layers(last);
+  out.append(static_cast<std::size_t>(mtp), 'm');
+  out += 'L';
+  return out;
 }
 
 namespace {
