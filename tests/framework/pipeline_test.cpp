@@ -89,6 +89,22 @@ TEST(Pipeline, LayoutString) {
   EXPECT_EQ(part.at(1, 3).mtp_layers, 1);  // stage 7 = vpp 3, pp 1
 }
 
+// The layout grammar (pipeline_parallel_layer_layout.py): a group is expanded and then repeated
+// as a whole, inside another group too; commas and spaces separate nothing.
+TEST(Pipeline, LayoutStringNestedRepeats) {
+  // "(t|)*2" is "t|t|"; the group "t*2|t|t|" twice, between E and L.
+  const auto stages = parse_pipeline_layout("E(t*2|(t|)*2)*2, L");
+  ASSERT_EQ(stages.size(), 7u);
+  const int decoders[] = {2, 1, 1, 2, 1, 1, 0};
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    EXPECT_EQ(stages[i].decoder, decoders[i]) << "stage " << i;
+    EXPECT_EQ(stages[i].embedding, i == 0) << "stage " << i;
+    EXPECT_EQ(stages[i].loss, i == 6) << "stage " << i;
+  }
+  for (const char* bad : {"Et*|L", "Et*0|L", "(Et|L", "Et)|L", "Et*1234567|L", "E(t*999999|)*2L", "Ex|L"})
+    EXPECT_THROW((void)parse_pipeline_layout(bad), LayoutError) << bad;
+}
+
 // The engine's cached partition: the same arguments share one partition, any other argument
 // gets its own, and arguments that do not partition throw every time and leave nothing behind.
 TEST(Pipeline, CachedPartitionIsThePartitionOfItsArguments) {
