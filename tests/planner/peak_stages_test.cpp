@@ -3,11 +3,15 @@
 // chunk, the same layers as an earlier middle stage with no more micro-batches in flight. Its
 // peak, bound and every kept stage are Estimator::run's to the byte, on layouts the planner does
 // not search too (layout strings with unequal middle stages, few micro-batches, the combined 1F1B
-// schedule, FSDP, LoRA, FP8, activation offloading, CUDA graphs), and it does skip stages.
+// schedule, FSDP, LoRA, FP8, activation offloading, CUDA graphs), and it does skip stages. A
+// stage it evaluated for one split of a layout serves the same stage of another split (its
+// stage memo): every figure of such a stage is run()'s for the split asked about.
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -185,6 +189,82 @@ TEST(PeakStages, AMiddleStageWithMoreLayersIsKept) {
   const Estimate kept = estimate_peak_stages(e, s, eo);
   EXPECT_EQ(kept.stages.size(), 8u);
   EXPECT_EQ(kept.peak().total_bytes, e.run(s, eo).peak().total_bytes);
+}
+
+// Every figure of a kept stage equals run()'s stage of the same rank.
+void expect_same_stages(const Estimator& e, const TrainingSetup& s) {
+  EstimateOptions eo;
+  eo.components = false;
+  eo.device_memory = false;
+  const Estimate full = e.run(s, eo);
+  const Estimate kept = estimate_peak_stages(e, s, eo);
+  EXPECT_EQ(kept.peak().total_bytes, full.peak().total_bytes);
+  EXPECT_EQ(kept.upper_bytes(), full.upper_bytes());
+  ASSERT_FALSE(kept.stages.empty());
+  for (const StageEstimate& st : kept.stages) {
+    const StageEstimate& want = full.stages.at(static_cast<std::size_t>(st.pp_rank));
+    SCOPED_TRACE(fmt::format("stage {}", st.pp_rank));
+    const std::int64_t StageEstimate::*fields[] = {&StageEstimate::layers,
+                                                   &StageEstimate::mtp_layers,
+                                                   &StageEstimate::parameters,
+                                                   &StageEstimate::expert_parameters,
+                                                   &StageEstimate::trainable_parameters,
+                                                   &StageEstimate::weight_bytes,
+                                                   &StageEstimate::gradient_bytes,
+                                                   &StageEstimate::optimizer_bytes,
+                                                   &StageEstimate::activation_bytes,
+                                                   &StageEstimate::other_bytes,
+                                                   &StageEstimate::dummy_wgrad_bytes,
+                                                   &StageEstimate::static_bytes,
+                                                   &StageEstimate::total_bytes,
+                                                   &StageEstimate::upper_bytes,
+                                                   &StageEstimate::forward_backward_bytes,
+                                                   &StageEstimate::optimizer_step_bytes,
+                                                   &StageEstimate::step_only_bytes,
+                                                   &StageEstimate::step_transient_bytes,
+                                                   &StageEstimate::allocator_slack_bytes,
+                                                   &StageEstimate::outside_allocator_bytes,
+                                                   &StageEstimate::bucket_padding_bytes,
+                                                   &StageEstimate::offload_slack_bytes,
+                                                   &StageEstimate::cached_output_wgrad_bytes,
+                                                   &StageEstimate::inflight_microbatches};
+    for (std::size_t i = 0; i < std::size(fields); ++i) EXPECT_EQ(st.*fields[i], want.*fields[i]) << "field " << i;
+    EXPECT_STREQ(st.peak_phase, want.peak_phase);
+  }
+}
+
+// The planner's splits of one layout: DeepSeek-V3's 61 layers over PP 8 with first and last
+// stages of 4 to 9 layers leave middle stages of 8 MoE layers with the same micro-batches in
+// flight, and the first (last) stages of two splits can hold the same layers. Asked in one order
+// and then the other, with DDP buckets (the first stage's own padding) and the MoE bound's second
+// pass, every stage is the split's own.
+TEST(PeakStages, AStageOfAnotherSplitServesOnlyTheSameStage) {
+  const Estimator e(test::bundled_model("deepseek-ai/DeepSeek-V3", registry()), registry());
+  std::vector<TrainingSetup> splits;
+  for (const auto& [first, last] : {std::pair{6, 7}, {5, 8}, {7, 6}, {4, 9}, {6, 7}, {9, 4}})
+    for (const std::int64_t micro_batch : {1, 2}) {
+      TrainingSetup s = base(256, 8, 1, 32, 1024);
+      s.pipeline.first_stage_layers = first;
+      s.pipeline.last_stage_layers = last;
+      s.micro_batch_size = micro_batch;
+      s.comm.overlap_grad_reduce = true;
+      splits.push_back(s);
+    }
+  TrainingSetup layout = base(256, 8, 2, 32, 1024);  // VPP 2: chunks of 4, the same in each split
+  layout.pipeline.layout = "Et*3|(t*4|)*14t*2mL";
+  splits.push_back(layout);
+  layout.pipeline.layout = "Et*2|t*5|(t*4|)*13t*2mL";
+  splits.push_back(layout);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const TrainingSetup& s : splits) {
+      SCOPED_TRACE(s.pipeline.layout.empty()
+                       ? fmt::format("first {}, last {}, micro-batch {}", s.pipeline.first_stage_layers.value_or(0),
+                                     s.pipeline.last_stage_layers.value_or(0), s.micro_batch_size)
+                       : s.pipeline.layout);
+      expect_same_stages(e, s);
+    }
+    std::reverse(splits.begin(), splits.end());
+  }
 }
 
 }  // namespace

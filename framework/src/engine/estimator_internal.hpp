@@ -251,6 +251,9 @@ struct LayerEvals {
   // User-provided for the reason TypeEval's is: make_shared value-initialises, which would zero
   // the term lists' inline storage of every member before constructing them.
   LayerEvals() {}
+  // Unique to this evaluation in the process (evaluate_layers): the stage memo's name for it,
+  // which an evaluation freed and another made at the same address cannot take.
+  std::uint64_t serial = 0;
   std::vector<TypeEval> evals;  // per layer type
   // Per layer type, the layers --first-last-layers-bf16 keeps in bf16 (empty unless it applies).
   std::vector<TypeEval> bf16_evals;

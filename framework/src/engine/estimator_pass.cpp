@@ -180,6 +180,74 @@ class PeakCandidates {
   std::vector<std::int64_t>* seen_ = nullptr;
 };
 
+// StageSelection::kMaySetPeak: the stages this thread evaluated lately, by what decides them.
+// A stage's estimate (estimate_stage) is a function of the pass's setup, its layer evaluations
+// and the layers and micro-batches in flight of its chunks (PeakCandidates lists the exceptions,
+// which turn the memo off too, and what depends on the rank: whether it is the first or the last
+// stage). The setup enters through the layer evaluations: a LayerEvals is evaluated for one
+// BlockLayout, which is the whole setup but its pipeline partition (the chunks here), the pass's
+// attention backend and routed-token factor (here both the setup's and the blocks'), and VPP
+// (here). So the planner's splits of a layout, whose stages often hold the same layers with the
+// same micro-batches in flight, evaluate each such stage once. A hit compares the whole key; the
+// slot a key hashes to holds the last stage that hashed there.
+class StageMemo {
+ public:
+  static bool applies(const Pass& ps) {
+    const StagePlan& plan = ps.stages;
+    return ps.selection == StageSelection::kMaySetPeak && !ps.options.components && !ps.options.device_memory &&
+           !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
+  }
+
+  // Builds the key of stage r of the pass; find and add use the last key built.
+  void key(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight) {
+    const StagePlan& plan = ps.stages;
+    const EngineTables& im = plan.im;
+    key_.clear();
+    key_.push_back(static_cast<std::int64_t>(plan.layers->serial));
+    key_.push_back(ps.options.compute_capability);
+    key_.push_back(static_cast<std::int64_t>(plan.s.attention_backend));
+    key_.push_back(static_cast<std::int64_t>(plan.s.moe_routing_imbalance.value_or(0) * 65536));
+    key_.push_back(plan.s.moe_routing_imbalance.has_value());
+    key_.push_back(plan.v);
+    key_.push_back(plan.extra_warmup);
+    key_.push_back((r == 0 ? 1 : 0) + (r == plan.p - 1 ? 2 : 0));
+    for (std::int64_t vr = 0; vr < plan.v; ++vr) {
+      const ChunkLayout& ch = plan.part->at(r, vr);
+      for (std::size_t ti = 0; ti < im.types.size(); ++ti)
+        key_.push_back(im.count_in(ti, ch.first_layer, ch.num_layers));
+      key_.push_back(ch.mtp_layers);
+      key_.push_back((ch.embedding ? 1 : 0) + (ch.loss ? 2 : 0));
+      key_.push_back(inflight[static_cast<std::size_t>(vr)]);
+    }
+    std::uint64_t h = 0xCBF29CE484222325ull;
+    for (const std::int64_t v : key_) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
+    hash_ = h;
+  }
+  const StageEstimate* find() const {
+    const Slot& s = slots_[hash_ % kSlots];
+    return s.filled && s.hash == hash_ && s.key == key_ ? &s.stage : nullptr;
+  }
+  void add(const StageEstimate& st) {
+    Slot& s = slots_[hash_ % kSlots];
+    s.filled = true;
+    s.hash = hash_;
+    s.key = key_;
+    s.stage = st;
+  }
+
+ private:
+  static constexpr std::size_t kSlots = 1024;
+  struct Slot {
+    bool filled = false;
+    std::uint64_t hash = 0;
+    std::vector<std::int64_t> key;
+    StageEstimate stage;  // as estimate_stage made it (no chunks or components under kMaySetPeak)
+  };
+  std::vector<std::int64_t> key_;
+  std::uint64_t hash_ = 0;
+  std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
+};
+
 }  // namespace
 
 std::vector<StageEstimate> stage_estimates(const Pass& ps) {
@@ -193,10 +261,23 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
   };
   std::vector<std::int64_t>& inflight = thread_instance<Inflight>().v;
   PeakCandidates candidates(ps);
+  StageMemo* memo = StageMemo::applies(ps) ? &thread_instance<StageMemo>() : nullptr;
   for (std::int64_t r = 0; r < plan.p; ++r) {
     inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches,
                           s.pipeline.microbatch_group_size.value_or(0), plan.extra_warmup);
     if (!candidates.may_set_peak(r, inflight)) continue;
+    if (memo) {
+      memo->key(ps, r, inflight);
+      StageEstimate& st = out.emplace_back();
+      if (const StageEstimate* known = memo->find()) {
+        st = *known;
+        st.pp_rank = r;
+      } else {
+        estimate_stage(ps, r, inflight, st);
+        memo->add(st);
+      }
+      continue;
+    }
     estimate_stage(ps, r, inflight, out.emplace_back());
     // The device total: the caching allocator's replay and what lies outside it (device_memory.cpp).
     if (ps.options.device_memory) add_device_memory(ps, out.back());

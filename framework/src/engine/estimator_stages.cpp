@@ -5,6 +5,7 @@
 // Each memory term names, in one comment line, the Megatron-LM behaviour it models.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -515,6 +516,8 @@ void evaluate_lm_block(const EngineTables& im, const BlockLayout& blocks, const 
 // passed: validate_blocks ran before), then LoRA's checks on them.
 std::shared_ptr<const LayerEvals> evaluate_layers(const EngineTables& im, const BlockLayout& blocks, bool components) {
   auto out = std::make_shared<LayerEvals>();
+  static std::atomic<std::uint64_t> next_serial{1};
+  out->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
   const TrainingSetup& s = blocks.setup;
   out->evals.resize(im.types.size());
   for (std::size_t i = 0; i < im.types.size(); ++i)
