@@ -2,6 +2,7 @@
 // once, estimate_stage runs the phases for one pipeline stage, point_estimate makes the point
 // estimate of them, and add_assumptions words what the pass assumed.
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/core.h>
 
@@ -202,22 +203,24 @@ class StageMemo {
   void key(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight) {
     const StagePlan& plan = ps.stages;
     const EngineTables& im = plan.im;
-    key_.clear();
-    key_.push_back(static_cast<std::int64_t>(plan.layers->serial));
-    key_.push_back(ps.options.compute_capability);
-    key_.push_back(static_cast<std::int64_t>(plan.s.attention_backend));
-    key_.push_back(static_cast<std::int64_t>(plan.s.moe_routing_imbalance.value_or(0) * 65536));
-    key_.push_back(plan.s.moe_routing_imbalance.has_value());
-    key_.push_back(plan.v);
-    key_.push_back(plan.extra_warmup);
-    key_.push_back((r == 0 ? 1 : 0) + (r == plan.p - 1 ? 2 : 0));
+    const std::size_t nt = im.types.size();
+    key_.resize(8 + static_cast<std::size_t>(plan.v) * (nt + 3));
+    std::int64_t* k = key_.data();
+    *k++ = static_cast<std::int64_t>(plan.layers->serial);
+    *k++ = ps.options.compute_capability;
+    *k++ = static_cast<std::int64_t>(plan.s.attention_backend);
+    *k++ = plan.s.moe_routing_imbalance.has_value();
+    const double imbalance = plan.s.moe_routing_imbalance.value_or(0.0);
+    std::memcpy(k++, &imbalance, sizeof imbalance);  // its bits (no std::bit_cast in the web build's library)
+    *k++ = plan.v;
+    *k++ = plan.extra_warmup;
+    *k++ = (r == 0 ? 1 : 0) + (r == plan.p - 1 ? 2 : 0);
     for (std::int64_t vr = 0; vr < plan.v; ++vr) {
       const ChunkLayout& ch = plan.part->at(r, vr);
-      for (std::size_t ti = 0; ti < im.types.size(); ++ti)
-        key_.push_back(im.count_in(ti, ch.first_layer, ch.num_layers));
-      key_.push_back(ch.mtp_layers);
-      key_.push_back((ch.embedding ? 1 : 0) + (ch.loss ? 2 : 0));
-      key_.push_back(inflight[static_cast<std::size_t>(vr)]);
+      for (std::size_t ti = 0; ti < nt; ++ti) *k++ = im.count_in(ti, ch.first_layer, ch.num_layers);
+      *k++ = ch.mtp_layers;
+      *k++ = (ch.embedding ? 1 : 0) + (ch.loss ? 2 : 0);
+      *k++ = inflight[static_cast<std::size_t>(vr)];
     }
     std::uint64_t h = 0xCBF29CE484222325ull;
     for (const std::int64_t v : key_) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
@@ -268,13 +271,12 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
     if (!candidates.may_set_peak(r, inflight)) continue;
     if (memo) {
       memo->key(ps, r, inflight);
-      StageEstimate& st = out.emplace_back();
       if (const StageEstimate* known = memo->find()) {
-        st = *known;
-        st.pp_rank = r;
+        out.push_back(*known);
+        out.back().pp_rank = r;
       } else {
-        estimate_stage(ps, r, inflight, st);
-        memo->add(st);
+        estimate_stage(ps, r, inflight, out.emplace_back());
+        memo->add(out.back());
       }
       continue;
     }
