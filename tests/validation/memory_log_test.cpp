@@ -126,10 +126,12 @@ TEST(MemoryLog, InvalidMeasurementsAreRefusedWithLineAndRank) {
                          "mem-max-allocated-bytes: -5\n"
                          "[Rank 3] (after 2 iterations) memory (MB) | allocated: 500 | max allocated: 200\n"
                          "[Rank x] (after 2 iterations) memory (MB) | allocated: 1 | max allocated: 2\n"
-                         "mem-max-allocated-bytes: 1e-310\n");
+                         "mem-max-allocated-bytes: 1e-310\n"
+                         "[Rank 4] (after 2 iterations) memory (MB) | allocated: 1e-310 | max allocated: 2\n"
+                         "mem-max-allocated-bytes: 0.5\n");
   ASSERT_EQ(log.ranks.size(), 1u);  // rank 0 alone is compared
-  EXPECT_EQ(log.refused_count, 7u);
-  ASSERT_EQ(log.refused.size(), 7u);
+  EXPECT_EQ(log.refused_count, 9u);
+  ASSERT_EQ(log.refused.size(), 9u);
   EXPECT_EQ(log.refused[0].line, 2u);
   EXPECT_EQ(log.refused[0].rank, 1);
   EXPECT_EQ(log.refused[0].reason,
@@ -141,6 +143,11 @@ TEST(MemoryLog, InvalidMeasurementsAreRefusedWithLineAndRank) {
   EXPECT_EQ(log.refused[4].reason, "allocated 500 MiB is more than max allocated 200 MiB");
   EXPECT_EQ(log.refused[5].reason, "'[Rank' is not followed by a rank number and ']'");
   EXPECT_THAT(log.refused[6].reason, HasSubstr("is not an amount of memory a GPU holds"));  // a denormal
+  // 1e-310 MB is a normal number of bytes (1e-304) but less than one byte: its error in GiB
+  // would divide by a denormal and overflow (a fuzzing finding).
+  EXPECT_EQ(log.refused[7].rank, 4);
+  EXPECT_THAT(log.refused[7].reason, HasSubstr("'1e-310' after 'allocated:' is not an amount of memory a GPU holds"));
+  EXPECT_THAT(log.refused[8].reason, HasSubstr("'0.5' after 'mem-max-allocated-bytes' is not an amount of memory"));
   // Every memory line refused: one error naming the first.
   try {
     parse("mem-max-allocated-bytes: 0\n");

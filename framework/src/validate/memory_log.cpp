@@ -86,7 +86,8 @@ Figure figure(std::string_view token, std::string_view key, double unit) {
   } else if (!std::isfinite(v) || !(v > 0)) {
     f.refused = fmt::format("'{}' after '{}' is not a positive amount of memory (a run that trained allocates some)",
                             printable(token.substr(0, 40)), key);
-  } else if (v * unit > kMaxMeasuredBytes || !std::isnormal(v * unit)) {
+  } else if (v * unit > kMaxMeasuredBytes || !(v * unit >= 1)) {
+    // Less than a byte is no measurement (and in GiB, a divisor that overflows the error).
     f.refused =
         fmt::format("'{}' after '{}' is not an amount of memory a GPU holds", printable(token.substr(0, 40)), key);
   } else {
