@@ -43,9 +43,15 @@ void validate_model_blocks(const ModelSpec& model, const Registry& registry) {
 
 namespace {
 
-void require_positive(std::string_view flag, std::int64_t v, std::int64_t max) {
+[[noreturn, gnu::noinline]] void refuse_count(std::string_view flag, std::int64_t v, std::int64_t max) {
   if (v <= 0) throw LayoutError(fmt::format("{} must be a positive integer, got {}", flag, v));
-  if (v > max) throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, v, max));
+  throw LayoutError(fmt::format("{} {} is larger than {}, which no real run uses", flag, v, max));
+}
+
+// (The check inline, the wording apart: the planner resolves a setup per estimate.)
+inline void require_positive(std::string_view flag, std::int64_t v, std::int64_t max) {
+  if (v <= 0 || v > max) [[unlikely]]
+    refuse_count(flag, v, max);
 }
 
 }  // namespace
