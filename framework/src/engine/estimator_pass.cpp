@@ -124,12 +124,19 @@ void add_assumptions(const Pass& ps, Estimate& est) {
 // the named components and the device total (the allocator's replay). A middle stage is
 // dominated, and skipped, when one evaluated before it holds, chunk by chunk, as many layers of
 // every kind and MTP layers, and at least as many micro-batches in flight.
+// Whether a pass's stages are the planner's (StageSelection::kMaySetPeak) and free of the terms
+// the reasoning above does not cover, so that PeakCandidates and StageMemo may apply.
+bool stage_shortcuts_apply(const Pass& ps) {
+  const StagePlan& plan = ps.stages;
+  return ps.selection == StageSelection::kMaySetPeak && !ps.options.components && !ps.options.device_memory &&
+         !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
+}
+
 class PeakCandidates {
  public:
   explicit PeakCandidates(const Pass& ps) : plan_(ps.stages) {
     const StagePlan& plan = ps.stages;
-    on_ = ps.selection == StageSelection::kMaySetPeak && !ps.options.components && !ps.options.device_memory &&
-          plan.p > 3 && !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
+    on_ = plan.p > 3 && stage_shortcuts_apply(ps);
     if (on_) {
       // (Reused across the thread's calls: the planner makes millions.)
       struct Seen {
@@ -193,12 +200,6 @@ class PeakCandidates {
 // slot a key hashes to holds the last stage that hashed there.
 class StageMemo {
  public:
-  static bool applies(const Pass& ps) {
-    const StagePlan& plan = ps.stages;
-    return ps.selection == StageSelection::kMaySetPeak && !ps.options.components && !ps.options.device_memory &&
-           !plan.s.cuda_graph.on() && plan.layers->bf16_evals.empty() && !StageOffload(plan, 0).on();
-  }
-
   // Builds the key of stage r of the pass; find and add use the last key built.
   void key(const Pass& ps, std::int64_t r, const std::vector<std::int64_t>& inflight) {
     const StagePlan& plan = ps.stages;
@@ -264,7 +265,7 @@ std::vector<StageEstimate> stage_estimates(const Pass& ps) {
   };
   std::vector<std::int64_t>& inflight = thread_instance<Inflight>().v;
   PeakCandidates candidates(ps);
-  StageMemo* memo = StageMemo::applies(ps) ? &thread_instance<StageMemo>() : nullptr;
+  StageMemo* memo = stage_shortcuts_apply(ps) ? &thread_instance<StageMemo>() : nullptr;
   for (std::int64_t r = 0; r < plan.p; ++r) {
     inflight_microbatches(inflight, plan.p, plan.v, r, s.num_micro_batches,
                           s.pipeline.microbatch_group_size.value_or(0), plan.extra_warmup);

@@ -124,15 +124,15 @@ void forward_backward_peak(const StagePlan& plan, const StageLayers& layers, con
 
 // ---- One pass (estimator_pass.cpp) -------------------------------------------------------
 
-// Each phase's inputs, built once per pass: `choice` is resolve_attention's for the requested
-// setup (it reads only what resolve_setup keeps); the blocks see `attention`. (A constructor, not
-// an aggregate: aggregate initialisation would zero the stage plan's term lists first.)
 // Which stages a pass evaluates: every one, or (the planner: no components, no device total)
 // only those that may set the peak or the bound. A middle stage whose chunks hold the same layers
 // as an earlier middle stage's, with no more micro-batches in flight on any chunk, keeps no more
 // on any term (estimator_pass.cpp, may_set_peak).
 enum class StageSelection { kEvery, kMaySetPeak };
 
+// Each phase's inputs, built once per pass: `choice` is resolve_attention's for the requested
+// setup (it reads only what resolve_setup keeps); the blocks see `attention`. (A constructor, not
+// an aggregate: aggregate initialisation would zero the stage plan's term lists first.)
 struct Pass {
   // `setup`: as plan_stages takes it for `kind`.
   Pass(const EngineTables& im, const TrainingSetup& setup, const EstimateOptions& opts, const AttentionChoice& choice,
