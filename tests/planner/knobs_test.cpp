@@ -174,12 +174,12 @@ TEST(planner_knobs, OffloadCostsCopiesAndTheHostStep) {
   EXPECT_NEAR(planner.score(l, o).offload_seconds, 0.5 * shard * 8 / 25e9 + 0.5 * shard / 1e9, 1e-9 * expected);
 }
 
-// A small layer per GPU (TP 8, a 128-token sequence) is launch-bound: launching its kernels
+// A small layer per GPU (TP 8, a 64-token sequence) is launch-bound: launching its kernels
 // takes longer than running them. Graphs replace a scope's launches by one graph launch a pass.
 TEST(planner_knobs, CudaGraphsSaveTheLaunchesOfGraphedLayers) {
   const Planner planner(bundled("Qwen/Qwen3-0.6B"), registry());
   PlanOptions o = options_for(8);
-  o.base.seq_length = 128;
+  o.base.seq_length = 64;
   o.cuda_graphs = {CudaGraphChoice{}, CudaGraphChoice{true, 0}, CudaGraphChoice{true, kGraphAttn}};
   PlanLayout l = dp8();
   l.tp = 8;

@@ -555,6 +555,32 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   EXPECT_EQ(planner.score(nopp, o).bubble, 0.0);
 }
 
+// LoRA changes no memory-bound kernel of the base model: its adapters keep their inputs (under SP
+// an all-gathered copy) and their rank-r outputs, which no norm or activation writes. The
+// elementwise term is the same with and without it, though the saved bytes grow.
+TEST(planner, LoraLeavesTheMemoryBoundTermAlone) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(64);
+  o.base.global_batch_size = 256;
+  PlanLayout l;
+  l.tp = 2;
+  l.pp = 4;
+  l.dp = 8;
+  l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 9;
+  PlanOptions lora = o;
+  lora.base.lora.rank = 16;
+  const PlanScore full = planner.score(l, o), adapted = planner.score(l, lora);
+  EXPECT_GT(full.elementwise_seconds, 0.0);
+  EXPECT_EQ(adapted.elementwise_seconds, full.elementwise_seconds);
+  // Not for want of saved bytes: the adapters keep a gathered [T, h] per wrapped linear input.
+  const Estimate with = planner.estimator().run(planner.setup_for(l, lora), hopper());
+  const Estimate without = planner.estimator().run(planner.setup_for(l, o), hopper());
+  EXPECT_GT(with.stages[0].chunks[0].activation_bytes_per_microbatch,
+            without.stages[0].chunks[0].activation_bytes_per_microbatch);
+  // The frozen base runs no weight-gradient GEMMs.
+  EXPECT_LT(adapted.gemm_seconds, full.gemm_seconds);
+}
+
 // Full recompute by the block method checkpoints the first --recompute-num-layers layers of each
 // virtual chunk (transformer_block.py _checkpointed_forward): 0 recomputes nothing, so it costs
 // no extra forward; all 9 layers of a stage cost what the uniform method costs; 3 of 9 a third of

@@ -492,10 +492,16 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   // Transformer Engine's attention choice on this GPU, as Estimator::run makes it (flash, or the
   // unfused fallback that saves the score matrix).
   const BlockLayout b = block_layout(m, setup, resolve_attention(setup, o.gpu->compute_capability).backend, 1.0);
-  // The saved bytes the memory-bound kernels touch do not depend on recompute or offloading.
+  // The saved bytes the memory-bound kernels touch do not depend on recompute or offloading
+  // (`plain`: what offloading would move), nor on LoRA (`base`): the base model's norms and
+  // activations run as before, and no such kernel writes what the adapters keep, their inputs
+  // (the base linears', or under SP their all-gather) and rank-r GEMM outputs
+  // (block_helpers.hpp add_lora_acts); an adapter dropout (0 by default) is left out.
   BlockLayout plain = b;
   plain.setup.recompute = RecomputeSettings{};
   plain.setup.activation_offload = ActivationOffloadSettings{};
+  BlockLayout base = plain;
+  base.setup.lora = LoraSettings{};
   const std::int64_t node = f.node;
   GroupBandwidth bw;
   bw.tp = q.tp <= node ? f.link : f.inter;
@@ -544,7 +550,7 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   const double host = plan_host_link_bandwidth(o) * 1e9;
   for (const LayerType& lt : im.types) {
     const BlockContext ctx = make_context(m, b, lt.spec, false);
-    const BlockContext ctx0 = make_context(m, plain, lt.spec, false);
+    const BlockContext ctx0 = make_context(m, base, lt.spec, false), kept = make_context(m, plain, lt.spec, false);
     const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
     const double saved = saved_bytes(*lt.attention, ctx0) + saved_bytes(*lt.mlp, ctx0);
     LayerTime t = unit_time({&attn, &mlp}, saved, f, bw, layer_rules(lt.spec));
@@ -553,7 +559,8 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
       const TrainedParams p = trained_params(*block, ctx);
       t.dense_params += p.dense, t.expert_params += p.expert;
     }
-    if (offloads) t.offload = offload_transfer_seconds(saved, t, host);
+    if (offloads)
+      t.offload = offload_transfer_seconds(saved_bytes(*lt.attention, kept) + saved_bytes(*lt.mlp, kept), t, host);
     c.types.push_back(t);
     if (block_full) {
       // The same layer kind where the block method checkpoints nothing.
@@ -568,9 +575,8 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   const BlockContext embedding_ctx = lm_context(b, im.embedding), output_ctx = lm_context(b, im.output_head);
   const BlockCosts embedding = costs_of(*im.embedding.model, embedding_ctx);
   const BlockCosts output = costs_of(*im.output_head.model, output_ctx);
-  c.embedding =
-      unit_time({&embedding}, saved_bytes(*im.embedding.model, lm_context(plain, im.embedding)), f, bw, rules);
-  c.output = unit_time({&output}, saved_bytes(*im.output_head.model, lm_context(plain, im.output_head)), f, bw, rules);
+  c.embedding = unit_time({&embedding}, saved_bytes(*im.embedding.model, lm_context(base, im.embedding)), f, bw, rules);
+  c.output = unit_time({&output}, saved_bytes(*im.output_head.model, lm_context(base, im.output_head)), f, bw, rules);
   c.embedding_params = trained_params(*im.embedding.model, embedding_ctx).dense;
   BlockLayout staged = b;
   staged.pp = 1;
@@ -582,15 +588,14 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   if (m.mtp_num_layers > 0) {
     const LayerType& lt = im.types[im.mtp_type];
     const BlockContext ctx = make_context(m, b, lt.spec, true);
-    const BlockContext ctx0 = make_context(m, plain, lt.spec, true);
+    const BlockContext ctx0 = make_context(m, base, lt.spec, true);
     const BlockCosts attn = costs_of(*lt.attention, ctx), mlp = costs_of(*lt.mlp, ctx);
     const BlockContext projection_ctx = lm_context(b, im.mtp_projection);
     const BlockCosts projection = costs_of(*im.mtp_projection.model, projection_ctx);
     c.mtp = unit_time({&attn, &mlp}, saved_bytes(*lt.attention, ctx0) + saved_bytes(*lt.mlp, ctx0), f, bw,
                       layer_rules(lt.spec));
-    add_time(c.mtp,
-             unit_time({&projection}, saved_bytes(*im.mtp_projection.model, lm_context(plain, im.mtp_projection)), f,
-                       bw, rules));
+    add_time(c.mtp, unit_time({&projection}, saved_bytes(*im.mtp_projection.model, lm_context(base, im.mtp_projection)),
+                              f, bw, rules));
     add_time(c.mtp, c.output);
     for (const LayerMemoryModel* block : {lt.attention, lt.mlp}) {
       const TrainedParams p = trained_params(*block, ctx);
