@@ -893,7 +893,8 @@ TEST(CliPictures, PlanFitMapAgreesWithEveryValidLayout) {
   EXPECT_EQ(count(table, "<tr class=\"plan\">"), j["plans"].size());
   EXPECT_EQ(count(table, "<tr class=\"cmd\">"), j["plans"].size());
   std::string best = "mme estimate Qwen/Qwen3-8B";
-  for (const auto& a : j["plans"][0]["args"]) best += " " + a.get<std::string>();
+  for (const auto& a : j["plans"][0]["args"]) best += " " + test::shell_word(a.get<std::string>());
+  best = std::regex_replace(best, std::regex("'"), "&#39;");  // as the page escapes it
   const std::string plain = std::regex_replace(table, std::regex("</?span[^>]*>"), "");
   EXPECT_NE(plain.find("<code>" + best + "</code>"), std::string::npos) << best;
   EXPECT_EQ(count(h, "★ "), 1u + 2u);  // the caption's explanation, and the one cell and its tooltip

@@ -216,7 +216,7 @@ TEST(plan_cli, ATightBestPlanIsFlagged) {
             std::string::npos)
       << text.out;
   std::string roomy_args;
-  for (const auto& a : tight["plans"][roomy_rank - 1]["args"]) roomy_args += " " + a.get<std::string>();
+  for (const auto& a : tight["plans"][roomy_rank - 1]["args"]) roomy_args += " " + shell_word(a.get<std::string>());
   EXPECT_NE(text.out.find(fmt::format("The best with at least 1 GiB free (#{}, ", roomy_rank)), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("  mme estimate Qwen/Qwen3-8B" + roomy_args + "\n"), std::string::npos) << text.out;

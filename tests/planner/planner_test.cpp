@@ -581,6 +581,30 @@ TEST(planner, LoraLeavesTheMemoryBoundTermAlone) {
   EXPECT_LT(adapted.gemm_seconds, full.gemm_seconds);
 }
 
+// The loss's memory-bound kernels are priced by the bytes their code moves (the output head's
+// elementwise_bytes: 52 B per logit unfused, 22 B under TE's fusion), not by the calibrated
+// passes: with the passes at 0, a single stage's memory-bound time is the loss's alone.
+TEST(planner, TheLossIsPricedByItsKernelsBytes) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(8);
+  o.base.global_batch_size = 64;
+  o.step_time.elementwise_passes = 0;
+  PlanLayout l;  // TP 1, PP 1, DP 8: one stage with the embedding and the loss
+  l.dp = 8;
+  l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 36;
+  EstimateOptions named = hopper();
+  named.components = true;
+  const Estimate est = planner.estimator().run(planner.setup_for(l, o), named);
+  double logits_fp32 = 0;  // 4 B x T x V/TP, as the engine counts it
+  for (const auto& c : est.stages[0].components)
+    if (c.name == "activations/logits_fp32_softmax") logits_fp32 = static_cast<double>(c.bytes);
+  ASSERT_GT(logits_fp32, 0.0);
+  const double hbm = o.gpu->hbm_bandwidth_gbps * 1e9;
+  EXPECT_NEAR(planner.score(l, o).elementwise_seconds, 52.0 / 4 * logits_fp32 / hbm, 1e-9);
+  o.base.cross_entropy_fusion = o.base.cross_entropy_te = true;
+  EXPECT_NEAR(planner.score(l, o).elementwise_seconds, 22.0 / 4 * logits_fp32 / hbm, 1e-9);
+}
+
 // Full recompute by the block method checkpoints the first --recompute-num-layers layers of each
 // virtual chunk (transformer_block.py _checkpointed_forward): 0 recomputes nothing, so it costs
 // no extra forward; all 9 layers of a stage cost what the uniform method costs; 3 of 9 a third of

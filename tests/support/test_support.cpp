@@ -161,4 +161,11 @@ RunResult run_on_terminal(const std::vector<std::string>& args, const std::map<s
   return result;
 }
 
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && word.front() != '=' &&
+                     word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-") ==
+                         std::string::npos;
+  return plain ? word : "'" + word + "'";
+}
+
 }  // namespace mme::test

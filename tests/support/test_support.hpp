@@ -47,4 +47,8 @@ class TempDir {
 void write_file(const std::filesystem::path& path, const std::string& content);
 std::string read_file(const std::filesystem::path& path);
 
+// An mme argument (no single quote in it) as a POSIX shell line must write it: single-quoted
+// unless every character is one the shell leaves alone (a layout string's |, *, ( and ) are not).
+std::string shell_word(const std::string& word);
+
 }  // namespace mme::test

@@ -265,7 +265,10 @@ LayerTime unit_time(std::initializer_list<const BlockCosts*> blocks, double save
   // Norms, activation functions, RoPE, bias-dropout-add, FP8 casts and token permutation:
   // memory-bound kernels that write what backward reads (and read it back), a calibrated number
   // of passes over the saved bytes.
-  t.elementwise = f.elementwise_passes * saved / f.hbm;
+  // A block that counts some of these kernels itself (the loss) takes their saved bytes out.
+  double counted = 0, counted_saved = 0;
+  for (const BlockCosts* c : blocks) counted += c->elementwise_bytes, counted_saved += c->elementwise_saved_bytes;
+  t.elementwise = (f.elementwise_passes * std::max(0.0, saved - counted_saved) + counted) / f.hbm;
   t.compute = t.gemm + t.attention + t.elementwise;
   t.forward = gemm_fwd + attention_fwd + t.elementwise / 3;
   const bool again = r.full_recompute && r.layer;

@@ -153,6 +153,33 @@ void OutputHeadModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   // Megatron-LM's own ColumnParallelLinear (gpt_model.py output_layer), not a TE linear: in the
   // parameters' dtype under FP8 recipes too.
   out.gemms.push({"output_layer", static_cast<double>(ctx.tokens), vl, h, 1, false, true});
+  // The loss's memory-bound kernels over the [T, V/TP] logits, bytes per logit forward and
+  // backward, standing for the fp32 tensor activations() keeps (ab: the logits' dtype; at 4 bytes
+  // .float() and the cast back copy nothing):
+  const auto& s = ctx.setup;
+  const double ab = static_cast<double>(ctx.act_bytes), cast = ctx.act_bytes == 4 ? 0.0 : 1.0;
+  double per_logit = 0;
+  if (s.cross_entropy_fusion && s.cross_entropy_te) {
+    // TE's parallel_cross_entropy (pytorch/triton/cross_entropy.py): online_softmax_kernel reads
+    // the logits, cross_entropy_kernel reads them again and writes the fp32 gradient; backward,
+    // element_mul_kernel scales it in place by the per-token loss gradient, and autograd casts it
+    // to the logits' dtype.
+    per_logit = ab + (ab + 4) + 8 + cast * (4 + ab);
+  } else if (s.cross_entropy_fusion) {
+    // fusions/fused_cross_entropy.py, each jit_fuser function one compiled kernel:
+    // calculate_logits_max (.float() and the max in one pass), calculate_predicted_logits and
+    // calculate_cross_entropy_loss (in place on their fp32 input: computed into a new buffer and
+    // copied back, 16 bytes each), calculate_gradients (the scaled softmax written back, and its
+    // cast to the logits' dtype).
+    per_logit = (cast > 0 ? ab + 4 : 4) + 16 + 16 + 8 + cast * ab;
+  } else {
+    // tensor_parallel/cross_entropy.py, one kernel per op: .float(), max, -= max, exp, sum and
+    // div_ forward; mul_ and autograd's cast to the logits' dtype backward.
+    per_logit = cast * (ab + 4) + 4 + 8 + 8 + 4 + 8 + 8 + cast * (4 + ab);
+  }
+  const double logits = static_cast<double>(ctx.tokens) * vl;
+  out.elementwise_bytes = per_logit * logits;
+  out.elementwise_saved_bytes = 4 * logits;
   // Column-parallel: the SP input all-gathered (backward: its gradient reduce-scattered), or,
   // without SP, the input's gradient all-reduced in backward.
   const double pass = ring_bytes(hidden_bytes(ctx), ctx.tp);

@@ -175,6 +175,12 @@ struct BlockCosts {
   // Plugin API 6: the forward GEMMs one by one (their FLOPs are part of gemm_flops and
   // expert_flops). A block that leaves the list empty is priced from the sums above.
   TermList<GemmTerm, 12> gemms;
+  // Plugin API 6: HBM bytes of memory-bound kernels the block counts itself, forward and backward
+  // together (the loss's kernels over the logits), and the saved bytes those kernels stand for,
+  // which then leave the planner's measure of the other memory-bound kernels (its calibrated
+  // passes over the saved bytes, docs/planner.md). 0: the block counts none.
+  double elementwise_bytes = 0;
+  double elementwise_saved_bytes = 0;
 };
 
 // Everything a block model may read. The engine computes the derived figures once.

@@ -32,8 +32,8 @@
 //    default), which the host asks instead of naming block kinds; BlockParams gains gemm_weights
 //    (the per-rank shapes of a block's Transformer Engine linears, whose cached placeholder weight
 //    gradients the engine counts); HardwareProfile gains fp4_tflops, inter_node_bandwidth_gbps,
-//    gpus_per_node and host_link_bandwidth_gbps; BlockCosts gains gemms (each forward GEMM's shape on a rank,
-//    the planner's step-time model).
+//    gpus_per_node and host_link_bandwidth_gbps; BlockCosts gains gemms (each forward GEMM's shape on a rank),
+//    elementwise_bytes and elementwise_saved_bytes (the planner's step-time model).
 #define MME_PLUGIN_API_VERSION 6
 
 #define MME_STRINGIFY_INNER(x) #x

@@ -4,6 +4,8 @@
 // at TP 4; seq 2048 x micro-batch 2 = 4096 tokens per CP rank, 1024 per rank under SP.
 #include "language_model.hpp"
 
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include <mme/sdk/model_spec.hpp>
@@ -166,6 +168,24 @@ TEST(OutputHeadBlock, TheOutputLayersWeightGradientInItsBackward) {
   BlockActivations a;
   OutputHeadModel().activations(c.context(), a);
   EXPECT_EQ(a.transient, 442'499'072);
+}
+
+// The loss's memory-bound kernels over the 4096 x 12544 logits of a rank, bytes per logit
+// counted op by op in each implementation (bf16 logits, 2 B): unfused tensor_parallel/
+// cross_entropy.py .float() 2 + 4, max 4, -= 8, exp 8, sum 4, div_ 8, backward mul_ 8 and the
+// cast 4 + 2: 52; the native fusion's four compiled kernels 6 + 16 + 16 + 10: 48; TE's triton
+// kernels 2 + 6 + 8 + 6: 22. They stand for the saved fp32 logits (4 B each).
+TEST(OutputHeadBlock, TheLossKernelsBytesPerLogit) {
+  Case c;
+  const double logits = 4096.0 * 12544;
+  for (const auto& [fusion, te, per] : {std::tuple{false, false, 52.0}, {true, false, 48.0}, {true, true, 22.0}}) {
+    c.setup.cross_entropy_fusion = fusion;
+    c.setup.cross_entropy_te = te;
+    BlockCosts k;
+    OutputHeadModel().costs(c.context(), k);
+    EXPECT_DOUBLE_EQ(k.elementwise_bytes, per * logits) << fusion << te;
+    EXPECT_DOUBLE_EQ(k.elementwise_saved_bytes, 4 * logits);
+  }
 }
 
 TEST(OutputHeadBlock, OutputGemmAndItsInputGather) {
