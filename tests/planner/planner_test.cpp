@@ -486,15 +486,21 @@ TEST(planner, StreamedRowsAreTheEnginesPeaks) {
   EXPECT_EQ(fitting, r.fitting);
 }
 
-TEST(planner, SpeedProxyFollowsItsFormulas) {
-  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
-  PlanOptions o = options_for(64);
-  o.base.global_batch_size = 256;
+// Qwen3-8B's 36 layers on 64 GPUs at TP 2, PP 4 (nine layers a stage) and DP 8.
+PlanLayout qwen3_8b_tp2_pp4() {
   PlanLayout l;
   l.tp = 2;
   l.pp = 4;
   l.dp = 8;
   l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 9;
+  return l;
+}
+
+TEST(planner, SpeedProxyFollowsItsFormulas) {
+  const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
+  PlanOptions o = options_for(64);
+  o.base.global_batch_size = 256;
+  PlanLayout l = qwen3_8b_tp2_pp4();
   l.micro_batch_size = 2;
   const PlanScore base = planner.score(l, o);
   // m = 256 / (2 x 8) = 16 micro-batches; bubble (p - 1) / (m v + p - 1).
@@ -562,11 +568,7 @@ TEST(planner, LoraLeavesTheMemoryBoundTermAlone) {
   const Planner planner(bundled("Qwen/Qwen3-8B"), registry());
   PlanOptions o = options_for(64);
   o.base.global_batch_size = 256;
-  PlanLayout l;
-  l.tp = 2;
-  l.pp = 4;
-  l.dp = 8;
-  l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 9;
+  const PlanLayout l = qwen3_8b_tp2_pp4();
   PlanOptions lora = o;
   lora.base.lora.rank = 16;
   const PlanScore full = planner.score(l, o), adapted = planner.score(l, lora);
