@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -365,6 +366,19 @@ TEST(setup_schema, UnknownEnumValuesAreRefusedOnEveryPath) {
                UsageError);
   EXPECT_EQ(setup_from_megatron_args(parse_megatron_args("--bf16 --fp8-format hybrid", "t"), TrainingSetup{}).precision,
             Precision::kFP8);
+  // Without --bf16 the parameters and activations are fp32 (arguments.py params_dtype) or fp16:
+  // FP8 over them is not modelled, and taking it for FP8 over bf16 would halve the fp32
+  // activations, so it is refused with what to do instead.
+  for (const auto& [flags, dtype, bytes] :
+       {std::tuple{"--fp8-format e4m3", "fp32", "4"}, std::tuple{"--fp16 --fp8-format hybrid", "fp16", "2"}}) {
+    try {
+      (void)setup_from_megatron_args(parse_megatron_args(flags, "t"), TrainingSetup{});
+      ADD_FAILURE() << flags << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr(fmt::format("without --bf16: FP8 GEMMs over {} parameters", dtype)));
+      EXPECT_THAT(std::string(e.what()), HasSubstr(fmt::format("its GEMM inputs at {} bytes instead of 1", bytes)));
+    }
+  }
 }
 
 // What used to differ between the inputs, now one definition each.
