@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -379,6 +380,24 @@ TEST(setup_schema, UnknownEnumValuesAreRefusedOnEveryPath) {
       EXPECT_THAT(std::string(e.what()), HasSubstr(fmt::format("its GEMM inputs at {} bytes instead of 1", bytes)));
     }
   }
+  // mme's own --fp8-format means --precision fp8 (over bf16): an fp32 or fp16 precision given with
+  // it contradicts it, in either order, and is not replaced.
+  auto mme = [](const std::vector<std::string>& args) {
+    return setup_from_mme_flags(*mme_flags_from_args(args), TrainingSetup{});
+  };
+  for (const auto& [args, other] :
+       {std::pair{std::vector<std::string>{"--precision", "fp32", "--fp8-format", "e4m3"}, "fp32"},
+        std::pair{std::vector<std::string>{"--fp8-format", "e4m3", "--precision", "fp16"}, "fp16"},
+        std::pair{std::vector<std::string>{"--fp16", "--fp8-format", "hybrid"}, "fp16"}}) {
+    try {
+      (void)mme(args);
+      ADD_FAILURE() << args[1] << " " << args[3] << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr(fmt::format("contradicts --precision {}", other)));
+    }
+  }
+  EXPECT_EQ(mme({"--precision", "bf16", "--fp8-format", "e4m3"}).precision, Precision::kFP8);
+  EXPECT_EQ(mme({"--fp8-format", "e4m3"}).precision, Precision::kFP8);
 }
 
 // What used to differ between the inputs, now one definition each.

@@ -15,10 +15,21 @@ const EnumTable kFp4FormatNames = kFp4FormatArr;
 bool quantized(const TrainingSetup& s) { return quantized_gemms(s); }
 bool bf16_layers(const TrainingSetup& s) { return quantized_gemms(s) && s.low_precision.first_last_layers_bf16; }
 
-// --fp8-format on mme's command line also turns FP8 GEMMs on (as Megatron-LM's does).
-void mme_fp8_format(TrainingSetup& s, const J& v, const MmeFlags&) {
+// --fp8-format on mme's command line also turns FP8 GEMMs on (as Megatron-LM's does), over bf16
+// parameters: a precision that says otherwise (fp32, fp16) contradicts it, and is refused rather
+// than replaced (Megatron-LM's own flags: setup_knobs.hpp megatron_precision).
+void mme_fp8_format(TrainingSetup& s, const J& v, const MmeFlags& flags) {
   s.low_precision.fp8_format = value_of<Fp8Format>(kFp8FormatNames, v);
-  if (s.low_precision.fp8_format) s.precision = Precision::kFP8;
+  if (!s.low_precision.fp8_format) return;
+  std::optional<std::string> other = flags.value("precision");
+  if (other && (*other == "bf16" || *other == "fp8")) other.reset();
+  if (!other && flags.on("fp16")) other = "fp16";
+  if (other)
+    throw UsageError(
+        fmt::format("--fp8-format {} (FP8 GEMMs over bf16 parameters, --precision fp8) contradicts "
+                    "--precision {}: FP8 over {} parameters is not modelled",
+                    v.get<std::string>(), *other, *other));
+  s.precision = Precision::kFP8;
 }
 
 // --fp4-recipe: nvfp4 is Megatron-LM's default and the one modelled; custom needs a quantizer
@@ -44,7 +55,8 @@ void add_low_precision_knobs(std::vector<SetupKnob>& k) {
        .flag = "fp8-format",
        .help = "FP8 GEMMs in e4m3 | hybrid (sets --precision fp8; the same bytes)",
        .doc_value = "F",
-       .doc = "FP8 GEMMs: `e4m3` or `hybrid` (e5m2 gradients); sets `--precision fp8`, the bytes are the same",
+       .doc = "FP8 GEMMs: `e4m3` or `hybrid` (e5m2 gradients); sets `--precision fp8` (over bf16: with `--precision "
+              "fp32` or `fp16` it is refused), the bytes are the same",
        .doc_default = "unset",
        .table = kFp8FormatNames,
        .values = {"e4m3", "hybrid"},
