@@ -28,6 +28,14 @@ inline constexpr std::int64_t kLargeAlloc = kMiB;
 
 inline CheckedInt ceil_div(CheckedInt a, CheckedInt b) { return (a + b - 1) / b; }
 
+// FNV-1a over 64-bit words: the engine's memos' cheap filter (a hit then compares the whole key).
+template <class Words>
+std::uint64_t fnv1a_words(const Words& words) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (const std::int64_t v : words) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
+  return h;
+}
+
 // A layer kind's parameter terms as its block models report them on one GPU (no
 // parallelism): each term's unsharded total and what one token uses.
 struct KindParams {

@@ -124,6 +124,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
 // the named components and the device total (the allocator's replay). A middle stage is
 // dominated, and skipped, when one evaluated before it holds, chunk by chunk, as many layers of
 // every kind and MTP layers, and at least as many micro-batches in flight.
+//
 // Whether a pass's stages are the planner's (StageSelection::kMaySetPeak) and free of the terms
 // the reasoning above does not cover, so that PeakCandidates and StageMemo may apply.
 bool stage_shortcuts_apply(const Pass& ps) {
@@ -223,9 +224,7 @@ class StageMemo {
       *k++ = (ch.embedding ? 1 : 0) + (ch.loss ? 2 : 0);
       *k++ = inflight[static_cast<std::size_t>(vr)];
     }
-    std::uint64_t h = 0xCBF29CE484222325ull;
-    for (const std::int64_t v : key_) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
-    hash_ = h;
+    hash_ = fnv1a_words(key_);
   }
   const StageEstimate* find() const {
     const Slot& s = slots_[hash_ % kSlots];

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <unordered_map>
 
@@ -595,17 +596,14 @@ class LayerEvalMemo {
   // A cheap filter on what varies between a search's layouts; equality decides.
   static std::uint64_t hash(std::uint64_t tables, const BlockLayout& b, bool components) {
     const TrainingSetup& s = b.setup;
-    std::uint64_t h = 0xCBF29CE484222325ull;
-    for (const std::int64_t v :
-         {static_cast<std::int64_t>(tables), b.tp, b.cp, b.ep, b.etp, b.pp, s.micro_batch_size, s.seq_length,
-          s.num_micro_batches, static_cast<std::int64_t>(s.recompute.granularity),
-          static_cast<std::int64_t>(s.recompute.modules), static_cast<std::int64_t>(s.attention_backend),
-          static_cast<std::int64_t>(s.moe_routing_imbalance.value_or(0) * 4096), static_cast<std::int64_t>(s.fsdp.kind),
-          static_cast<std::int64_t>(s.fsdp.strategy), static_cast<std::int64_t>(s.cuda_graph.impl),
-          static_cast<std::int64_t>(s.cuda_graph.modules),
-          static_cast<std::int64_t>(s.optimizer.cpu_offload_fraction * 4096), static_cast<std::int64_t>(components)})
-      h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
-    return h;
+    return fnv1a_words(std::initializer_list<std::int64_t>{
+        static_cast<std::int64_t>(tables), b.tp, b.cp, b.ep, b.etp, b.pp, s.micro_batch_size, s.seq_length,
+        s.num_micro_batches, static_cast<std::int64_t>(s.recompute.granularity),
+        static_cast<std::int64_t>(s.recompute.modules), static_cast<std::int64_t>(s.attention_backend),
+        static_cast<std::int64_t>(s.moe_routing_imbalance.value_or(0) * 4096), static_cast<std::int64_t>(s.fsdp.kind),
+        static_cast<std::int64_t>(s.fsdp.strategy), static_cast<std::int64_t>(s.cuda_graph.impl),
+        static_cast<std::int64_t>(s.cuda_graph.modules),
+        static_cast<std::int64_t>(s.optimizer.cpu_offload_fraction * 4096), static_cast<std::int64_t>(components)});
   }
   std::deque<Entry> entries_;                               // oldest first
   std::uint64_t first_ = 0;                                 // the sequence number of entries_.front()

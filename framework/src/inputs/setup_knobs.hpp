@@ -112,13 +112,14 @@ inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
     // arguments.py: params_dtype is float32 unless --bf16 or --fp16, and Transformer Engine runs
     // FP8 GEMMs over whatever the parameters and activations are. mme models them over bf16 only:
     // taking fp32 for bf16 would halve every activation (the dangerous error), so it refuses.
-    if (s.precision != Precision::kBF16)
+    if (s.precision != Precision::kBF16) {
+      const bool fp16 = s.precision == Precision::kFP16;
       throw UsageError(fmt::format(
-          "--fp8-format {} without --bf16: FP8 GEMMs over {} parameters and activations (Megatron-LM's params_dtype) "
-          "are not modelled; mme models FP8 over bf16. Add --bf16 if the run used it, or leave --fp8-format out "
-          "for an {} estimate (its GEMM inputs at {} bytes instead of 1: an overestimate)",
-          *v, s.precision == Precision::kFP16 ? "fp16" : "fp32", s.precision == Precision::kFP16 ? "fp16" : "fp32",
-          s.precision == Precision::kFP16 ? 2 : 4));
+          "--fp8-format {0} without --bf16: FP8 GEMMs over {1} parameters and activations (Megatron-LM's "
+          "params_dtype) are not modelled; mme models FP8 over bf16. Add --bf16 if the run used it, or leave "
+          "--fp8-format out for an {1} estimate (its GEMM inputs at {2} bytes instead of 1: an overestimate)",
+          *v, fp16 ? "fp16" : "fp32", fp16 ? 2 : 4));
+    }
     s.precision = Precision::kFP8;
   }
 }
