@@ -49,6 +49,9 @@ endif()
 message(STATUS "mme plugin ABI tag: ${MME_ABI_TAG}")
 
 set(MME_PLUGIN_API_VERSION "")
+# Read at configure time: a change of the header must configure again (mme.pc, mmeConfig).
+set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             "${PROJECT_SOURCE_DIR}/framework/include/mme/sdk/version.hpp")
 file(STRINGS "${PROJECT_SOURCE_DIR}/framework/include/mme/sdk/version.hpp" api_line
      REGEX "^#define MME_PLUGIN_API_VERSION [0-9]+")
 string(REGEX REPLACE "^#define MME_PLUGIN_API_VERSION ([0-9]+).*" "\\1" MME_PLUGIN_API_VERSION "${api_line}")
