@@ -43,24 +43,41 @@ TEST_F(StepAndBound, Fp32CopiesOfBf16GradientsLiveOnlyInTheOptimizerStep) {
   EXPECT_EQ(run(m, s).peak().step_only_bytes, 0);
 }
 
-// TE get_attention_backend: deterministic training on sm80 drops cuDNN fused attention.
+// TE get_attention_backend: of the kernels its filters leave it selects flash-attn before cuDNN
+// fused attention, except from sm90 on; deterministic training on sm80 drops cuDNN fused attention.
 TEST(AttentionChoice, FollowsTransformerEnginesFilters) {
   TrainingSetup s;
-  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFlash);  // flash-attn assumed installed
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFused);  // "FusedAttention preference on Hopper+"
+  EXPECT_EQ(resolve_attention(s, 100).backend, AttentionBackend::kFused);
+  EXPECT_FALSE(resolve_attention(s, 100).may_use_flash_attn);
+  s.attention_env.flash_attn_installed = false;
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFused);
+  s.attention_env.flash_attn_installed = std::nullopt;
+  s.attention_env.flash_enabled = false;  // NVTE_FLASH_ATTN=0
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFused);
+  s.attention_env.flash_enabled = true;
   s.attention_env.deterministic = true;
-  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFused);
   EXPECT_FALSE(resolve_attention(s, 90).may_fall_back_to_unfused);
+  EXPECT_FALSE(resolve_attention(s, 90).may_use_flash_attn);
+  // Blackwell: deterministic cuDNN attention is not listed there; the bound takes flash-attn.
+  EXPECT_EQ(resolve_attention(s, 100).backend, AttentionBackend::kFused);
+  EXPECT_TRUE(resolve_attention(s, 100).may_use_flash_attn);
   const AttentionChoice unknown = resolve_attention(s, 80);
   EXPECT_EQ(unknown.backend, AttentionBackend::kFlash);
   EXPECT_TRUE(unknown.may_fall_back_to_unfused);
   s.attention_env.flash_attn_installed = false;
   EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kUnfused);
+  EXPECT_FALSE(resolve_attention(s, 100).may_use_flash_attn);  // nothing to fall to
   s.attention_env = {};
   s.attention_env.flash_enabled = false;
   s.attention_env.fused_enabled = false;
   EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
   s.attention_backend = AttentionBackend::kFlash;  // explicit: as asked
   EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kFlash);
+  s.attention_backend = AttentionBackend::kFused;
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFused);
   s.transformer_engine = false;  // local: Megatron's DotProductAttention
   EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
 }
@@ -154,6 +171,32 @@ TEST_F(StepAndBound, TheBoundCoversAllocatorRoundingAndAttentionFallback) {
                                  unfused.peak().cached_output_wgrad_bytes);
   EXPECT_GT(a.upper_bytes(), unfused.peak().total_bytes);
   EXPECT_GT(unfused.peak().total_bytes, a.peak().total_bytes);
+}
+
+// Before sm90 TE selects flash-attn over cuDNN (get_attention_backend), whose FlashAttention keeps
+// a second [s, b, n * d] copy of each layer's attention output when a micro-batch holds several
+// sequences (block_helpers.hpp flash_attn_output_copy_bytes); on Blackwell a deterministic run
+// may take it too, which only the bound covers.
+TEST_F(StepAndBound, FlashAttnsOutputCopyBeforeHopperAndInTheBlackwellDeterministicBound) {
+  const ModelSpec dense = test::gpt_model(4, 1024, 16);
+  TrainingSetup s;
+  s.parallel.world_size = 1;
+  s.seq_length = 2048;
+  s.micro_batch_size = 2;
+  const Estimate a100 = run(dense, s, 80), h100 = run(dense, s, 90);
+  EXPECT_EQ(a100.attention, AttentionBackend::kFlash);
+  EXPECT_EQ(h100.attention, AttentionBackend::kFused);
+  // 4 layers x [2048 x 2, 1024] bf16 (8 MiB each), one micro-batch in flight.
+  EXPECT_EQ(a100.peak().activation_bytes - h100.peak().activation_bytes, 4 * 4096 * 1024 * 2);
+  s.attention_env.deterministic = true;
+  const Estimate b200 = run(dense, s, 100);
+  EXPECT_EQ(b200.peak().total_bytes, h100.peak().total_bytes);
+  // The same four copies, each with the allocator rounding the bound allows a live tensor above
+  // 1 MiB (1 MiB).
+  EXPECT_EQ(b200.upper_bytes() - h100.upper_bytes(), 4 * (4096 * 1024 * 2 + (1 << 20)));
+  bool named = false;
+  for (const auto& t : b200.bound_terms) named = named || t.find("attention may run on flash-attn") == 0;
+  EXPECT_TRUE(named);
 }
 
 // Unfused attention cannot run context parallelism (the attention blocks refuse it), so with CP

@@ -65,7 +65,7 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   const auto& p = ps.stages.p;
   const auto& im = ps.stages.im;
   auto& a = est.assumptions;
-  a.push_back(attn.backend == AttentionBackend::kFlash ? attn.reason + ": no s^2 score tensors" : attn.reason);
+  a.push_back(fused_kernel_attention(attn.backend) ? attn.reason + ": no s^2 score tensors" : attn.reason);
   if (!s.environment_used.empty()) {
     std::string env;
     for (const auto& e : s.environment_used) env += (env.empty() ? "" : ", ") + e;

@@ -20,6 +20,9 @@ namespace {
 
 constexpr std::string_view kUnfusedFallbackTerm =
     "attention may fall back to unfused (score tensors of s^2 per head kept)";
+constexpr std::string_view kFlashAttnTerm =
+    "attention may run on flash-attn instead of cuDNN (Transformer Engine's FlashAttention keeps a "
+    "second copy of a micro-batch's attention output per layer)";
 
 // What the bound's pass evaluates differently from the point estimate's: the routed-token factor
 // of the busiest expert rank and the attention backend the blocks see.
@@ -42,7 +45,9 @@ BoundCase bound_case(const EngineTables& im, const TrainingSetup& s, const Atten
                                                : kDefaultMoeRoutingImbalance;
     if (s.moe_capacity_factor) c.imbalance = std::min(c.imbalance, std::max(1.0, *s.moe_capacity_factor));
   }
-  c.attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused : attn.backend;
+  c.attention = attn.may_fall_back_to_unfused ? AttentionBackend::kUnfused
+                : attn.may_use_flash_attn     ? AttentionBackend::kFlash
+                                              : attn.backend;
   return c;
 }
 
@@ -151,7 +156,8 @@ void add_upper_bound(const EngineTables& im, const EstimateOptions& options, con
                         ? "the chance excess of random routing under --moe-router-force-load-balancing, passed with "
                           "probability below 0.1 %"
                         : "--moe-routing-imbalance"));
-  if (bound.attention != attn.backend && words) est.bound_terms.emplace_back(kUnfusedFallbackTerm);
+  if (bound.attention != attn.backend && words)
+    est.bound_terms.emplace_back(bound.attention == AttentionBackend::kUnfused ? kUnfusedFallbackTerm : kFlashAttnTerm);
   const bool second_pass = bound.uncertain(attn) && est.peak().total_bytes <= options.bound_pass_up_to_bytes;
   const std::vector<StageEstimate> worse =
       second_pass ? bound_stages(im, est.setup, options, attn, bound, words, which, est) : std::vector<StageEstimate>{};

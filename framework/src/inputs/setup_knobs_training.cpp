@@ -325,10 +325,10 @@ void add_kernel_knobs(std::vector<SetupKnob>& k) {
   add({.id = "attention-backend",
        .kind = K::kEnum,
        .flag = "attention-backend",
-       .help = "auto (default: Transformer Engine's choice) | flash (also fused) | unfused (also local)",
+       .help = "auto (default: Transformer Engine's choice) | flash (flash-attn) | fused (cuDNN) | unfused (or local)",
        .doc_value = "B",
-       .doc = "`auto` (Transformer Engine's choice, docs/memory-model.md), `flash` (also `fused`) or `unfused` (also "
-              "`local`)",
+       .doc = "`auto` (Transformer Engine's choice, docs/memory-model.md), `flash` (flash-attn), `fused` (cuDNN fused "
+              "attention) or `unfused` (also `local`)",
        .doc_default = "auto",
        .table = kAttentionBackendNames,
        .values = {"auto", "flash", "fused", "unfused", "local"},
@@ -336,7 +336,7 @@ void add_kernel_knobs(std::vector<SetupKnob>& k) {
        .spec_section = "training",
        .spec_name = "attention_backend",
        .spec_default = "auto",
-       .spec_summary = "auto (Transformer Engine's choice), flash (also fused) or unfused (also local)",
+       .spec_summary = "auto (Transformer Engine's choice), flash (flash-attn), fused (cuDNN) or unfused (also local)",
        .json_key = "attention_backend",
        .get = [](const S& s) { return name(kAttentionBackendNames, s.attention_backend); },
        .set = [](S& s, const J& v) { s.attention_backend = must<AttentionBackend>(kAttentionBackendNames, v); }});

@@ -22,7 +22,7 @@ constexpr EnumName kDTypeArr[] = {
     {"float32", static_cast<int>(DType::kFP32), true}, {"bfloat16", static_cast<int>(DType::kBF16), true},
     {"float16", static_cast<int>(DType::kFP16), true}, {"uint8", static_cast<int>(DType::kFP8), true}};
 constexpr EnumName kAttentionBackendArr[] = {{"flash", static_cast<int>(AttentionBackend::kFlash)},
-                                             {"fused", static_cast<int>(AttentionBackend::kFlash), true},
+                                             {"fused", static_cast<int>(AttentionBackend::kFused)},
                                              {"unfused", static_cast<int>(AttentionBackend::kUnfused)},
                                              {"local", static_cast<int>(AttentionBackend::kUnfused), true},
                                              {"auto", static_cast<int>(AttentionBackend::kAuto)}};

@@ -125,14 +125,31 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
                            to_string(s.attention_backend));
     return c;
   }
-  // --attention-backend auto: TE's get_attention_backend (dot_product_attention/utils.py)
-  // prefers cuDNN fused attention, then flash-attn, then unfused. Its determinism filter drops
-  // the F16 arbitrary-seqlen fused kernel in training on GPUs before sm90.
+  // --attention-backend auto: TE's get_attention_backend (dot_product_attention/utils.py). Of the
+  // kernels its filters leave it selects flash-attn, then cuDNN fused attention, then unfused;
+  // on sm90 and later cuDNN fused attention goes first ("to give FusedAttention preference on
+  // Hopper+"). Its determinism filter drops the F16 arbitrary-seqlen fused kernel in training on
+  // GPUs before sm90.
   const auto& env = s.attention_env;
   const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability));
+  const bool flash_ok = env.flash_enabled && env.flash_attn_installed != false;
+  if (fused_ok && (!before_hopper(compute_capability) || !flash_ok)) {
+    c.backend = AttentionBackend::kFused;
+    c.reason = "cuDNN fused attention (--attention-backend auto)";
+    // After sm90 the determinism table of get_attention_backend lists the F16 arbitrary-seqlen
+    // sub-backend as deterministic only "on the workspace optimization path and sm90", and TE
+    // releases have dropped it for deterministic training on Blackwell: such a run may take
+    // flash-attn instead, which the upper bound covers.
+    c.may_use_flash_attn = env.deterministic && compute_capability >= 100 && flash_ok;
+    return c;
+  }
   if (fused_ok) {
     c.backend = AttentionBackend::kFlash;
-    c.reason = "flash/fused attention (--attention-backend auto)";
+    c.reason = env.flash_attn_installed == true
+                   ? "flash attention (--attention-backend auto: before sm90 TE prefers flash-attn to cuDNN fused "
+                     "attention)"
+                   : "flash attention assumed (--attention-backend auto: before sm90 TE prefers flash-attn, "
+                     "where installed, to cuDNN fused attention)";
     return c;
   }
   const std::string why_not_fused =

@@ -72,7 +72,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
   const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = CheckedInt(a.num_query_groups) / t;
-  const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
+  const bool flash = fused_kernel_attention(ctx.setup.attention_backend);
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
   // linear_qkv (TELayerNormColumnParallelLinear) all-gathers its normed input under SP.
   const auto ln_linear_input =
@@ -124,8 +124,13 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // linear_proj's copy does (attn_proj, which Megatron-LM allows only with core_attn).
   // Under LoRA the frozen linear_proj keeps no input: O stays for flash attention, or for
   // linear_proj's adapter (the same tensor).
-  if (flash || !frozen || lora_wraps(ctx, kLoraLinearProj))
-    add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  const bool proj_keeps_output = !frozen || lora_wraps(ctx, kLoraLinearProj);
+  if (flash || proj_keeps_output) add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
+  // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
+  if (flash && !recompute_core && proj_keeps_output && li == ab)
+    add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nq * d), kOffloadCoreAttn,
+            T * nq * d);
   if (li != ab && !frozen)
     add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nq * d), kOffloadAttnProj, T * nq * d);
   add_lora_acts(ctx, out, kLoraLinearProj, LoraScope::kLayer, T, nq * d, true, Tl, h);

@@ -82,7 +82,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt nl = CheckedInt(a.num_heads) / t, dq = CheckedInt(a.qk_head_dim) + a.qk_pos_emb_head_dim,
                    dv = a.v_head_dim;
   const CheckedInt kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
-  const bool flash = ctx.setup.attention_backend == AttentionBackend::kFlash;
+  const bool flash = fused_kernel_attention(ctx.setup.attention_backend);
   // The up-projections (TELayerNormColumnParallelLinear) all-gather their normed latents under SP.
   const auto ln_linear_input =
       ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy;
@@ -134,6 +134,11 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Core attention output, kept by flash attention and as linear_proj's input: it leaves the
   // GPU only with linear_proj's copy (attn_proj).
   add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
+  // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
+  // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
+  if (flash && !rc.has(kRecomputeCoreAttn) && li == ab)
+    add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nl * dv), kOffloadCoreAttn,
+            T * nl * dv);
   if (li != ab)
     add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nl * dv), kOffloadAttnProj, T * nl * dv);
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);

@@ -55,13 +55,26 @@ inline CheckedInt unfused_score_bytes_per_element(const BlockContext& ctx, Check
   return CheckedInt(ctx.act_bytes) + dropout;
 }
 
+// Transformer Engine's FlashAttention (attention/dot_product_attention/backends.py,
+// FlashAttention.forward) runs flash-attn on [b, s, n, d]: Megatron-LM's [s, b, n, d] Q, K and V
+// become contiguous transposed copies (the ones flash-attn saves; the originals are freed), and
+// the output, which flash-attn saves as it wrote it, [b, s, n, d], is returned as a contiguous
+// [s, b, n * d] copy, the tensor linear_proj then saves. With one sequence per micro-batch both
+// transposes are views already contiguous (no copy); cuDNN fused attention works on [s, b, n, d]
+// as it is. `output_bytes`: one attention output of a micro-batch; returns the bytes of the second
+// copy both keep (0 where there is none). The caller decides whether both are kept.
+inline CheckedInt flash_attn_output_copy_bytes(const BlockContext& ctx, CheckedInt output_bytes) {
+  if (ctx.setup.attention_backend != AttentionBackend::kFlash || ctx.setup.micro_batch_size <= 1) return 0;
+  return output_bytes;
+}
+
 // Megatron's own DotProductAttention (--transformer-impl local) computes the raw scores with
 // baddbmm into the global memory buffer (dot_product_attention.py, get_tensor(..., "mpu")):
 // [b * n/TP, s, s_k] in the activation dtype, allocated once and kept. TE's unfused attention
 // allocates its scores per call instead. Returns 0 where no such buffer exists.
 inline CheckedInt local_attention_score_buffer(const BlockContext& ctx, CheckedInt heads_per_rank,
                                                CheckedInt key_length) {
-  if (ctx.setup.transformer_engine || ctx.setup.attention_backend == AttentionBackend::kFlash) return 0;
+  if (ctx.setup.transformer_engine || fused_kernel_attention(ctx.setup.attention_backend)) return 0;
   return CheckedInt(ctx.act_bytes) * ctx.tokens * heads_per_rank * key_length;
 }
 
@@ -73,7 +86,7 @@ inline CheckedInt local_attention_score_buffer(const BlockContext& ctx, CheckedI
 // Zero without CP or with unfused attention (which refuses CP).
 inline CheckedInt context_parallel_attention_transient(const BlockContext& ctx, CheckedInt q, CheckedInt kv,
                                                        CheckedInt o) {
-  if (ctx.cp <= 1 || ctx.setup.attention_backend != AttentionBackend::kFlash) return 0;
+  if (ctx.cp <= 1 || !fused_kernel_attention(ctx.setup.attention_backend)) return 0;
   const CheckedInt cp = ctx.cp;
   // AttnFuncWithCPAndKVP2P.backward: dq_buffer (one Q) and two [2, K+V] ring buffers that carry
   // KV and dKV; the per-step dq_/dk_/dv_ are the gradients already counted. Its forward holds

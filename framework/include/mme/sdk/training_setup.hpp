@@ -27,10 +27,15 @@ constexpr std::int64_t dtype_bytes(DType d) {
   }
   return 4;
 }
-// --attention-backend. kFlash stands for every kernel that keeps no s^2 score tensors (flash-attn,
-// cuDNN fused attention); kAuto is Transformer Engine's own choice, resolved by
-// resolve_attention() from the GPU architecture and the NVTE_* environment.
-enum class AttentionBackend { kFlash, kUnfused, kAuto };
+// --attention-backend. kFlash and kFused keep no s^2 score tensors: kFlash is Transformer Engine's
+// FlashAttention over the flash-attn package, kFused its FusedAttention over cuDNN
+// (attention/dot_product_attention/backends.py); kAuto is Transformer Engine's own choice,
+// resolved by resolve_attention() from the GPU architecture and the NVTE_* environment.
+enum class AttentionBackend { kFlash, kUnfused, kAuto, kFused };
+// A kernel that keeps no s^2 score tensors (flash-attn or cuDNN fused attention).
+constexpr bool fused_kernel_attention(AttentionBackend b) {
+  return b == AttentionBackend::kFlash || b == AttentionBackend::kFused;
+}
 enum class TokenDispatcher { kAllToAll, kAllGather, kFlex };
 // --moe-flex-dispatcher-backend: the library behind the flex dispatcher (token_dispatcher.py
 // MoEFlexTokenDispatcher: _DeepepManager, _HybridEPManager).
@@ -359,10 +364,13 @@ inline constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 32;  // 
 
 // Transformer Engine's attention choice for a run on a GPU of CUDA compute capability
 // `compute_capability` (80, 90, 100, ...; 0 = not CUDA): the backend of the point estimate, and
-// whether the run may still fall back to unfused attention (flash-attn presence unknown).
+// whether the run may still fall back to unfused attention (flash-attn presence unknown) or take
+// flash-attn over cuDNN.
 struct AttentionChoice {
-  AttentionBackend backend = AttentionBackend::kFlash;  // kFlash or kUnfused
+  AttentionBackend backend = AttentionBackend::kFused;  // kFlash, kFused or kUnfused
   bool may_fall_back_to_unfused = false;
+  // kFused chosen where the run may take TE's FlashAttention instead (the upper bound covers it).
+  bool may_use_flash_attn = false;
   std::string reason;  // one line for the report
 };
 AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capability);

@@ -34,7 +34,11 @@
 //    gradients the engine counts); HardwareProfile gains fp4_tflops, inter_node_bandwidth_gbps,
 //    gpus_per_node and host_link_bandwidth_gbps; BlockCosts gains gemms (each forward GEMM's shape on a rank),
 //    elementwise_bytes and elementwise_saved_bytes (the planner's step-time model).
-#define MME_PLUGIN_API_VERSION 6
+// 7: AttentionBackend gains kFused (cuDNN fused attention, Transformer Engine's FusedAttention);
+//    kFlash now means its FlashAttention over flash-attn only, which keeps a second copy of the
+//    attention output (block_helpers.hpp flash_attn_output_copy_bytes). A block that asked
+//    `== kFlash` for "no score tensors" asks fused_kernel_attention() instead.
+#define MME_PLUGIN_API_VERSION 7
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

@@ -56,6 +56,37 @@ TEST(GqaBlock, ContextParallelRingAndCoreAttentionRecompute) {
   EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kContext, false), 8'388'608.0);
 }
 
+// Transformer Engine's FlashAttention (backends.py FlashAttention.forward) returns flash-attn's
+// [b, s, n, d] output, which flash-attn saves, as a contiguous [s, b, n * d] copy
+// (`output.view(b, s, -1).transpose(0, 1)`, then `.contiguous()`), the tensor linear_proj saves.
+// With one sequence the transpose is a view that is contiguous already (no copy); cuDNN's
+// FusedAttention works on [s, b, n, d] as it is.
+TEST(GqaBlock, FlashAttnKeepsASecondOutputForSeveralSequences) {
+  test::BlockCase b = llama_attention();
+  auto saved = [&](AttentionBackend backend, std::int64_t sequences, std::int64_t linear_input_bytes = 2) {
+    b.setup.attention_backend = backend;
+    b.setup.micro_batch_size = sequences;
+    BlockContext ctx = b.context(2);
+    ctx.tokens *= sequences;
+    ctx.local_tokens *= sequences;
+    ctx.linear_input_bytes = linear_input_bytes;
+    BlockActivations a;
+    GqaAttentionModel().activations(ctx, a);
+    std::int64_t sum = 0;
+    for (const auto& t : a.saved) sum += t.bytes;
+    return sum;
+  };
+  // Two sequences of 4096 tokens, 16 heads of 128 per TP rank, bf16: 8192 x 2048 x 2 B = 32 MiB.
+  EXPECT_EQ(saved(AttentionBackend::kFlash, 2) - saved(AttentionBackend::kFused, 2), 33'554'432);
+  EXPECT_EQ(saved(AttentionBackend::kFlash, 1), saved(AttentionBackend::kFused, 1));
+  // FP8 linear_proj keeps its own 1-byte copy: the bf16 [s, b, n * d] one is not kept.
+  EXPECT_EQ(saved(AttentionBackend::kFlash, 2, 1), saved(AttentionBackend::kFused, 2, 1));
+  // core_attn recompute: flash-attn keeps nothing; the checkpoint's output is linear_proj's input.
+  b.setup.recompute.granularity = RecomputeGranularity::kSelective;
+  b.setup.recompute.modules = kRecomputeCoreAttn;
+  EXPECT_EQ(saved(AttentionBackend::kFlash, 2), saved(AttentionBackend::kFused, 2));
+}
+
 TEST(GqaBlock, ChecksItsOwnFields) {
   test::BlockCase b = llama_attention();
   EXPECT_EQ(b.spec_error(GqaAttentionModel()), "(no error)");
