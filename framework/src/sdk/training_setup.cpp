@@ -136,10 +136,12 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   if (fused_ok && (!before_hopper(compute_capability) || !flash_ok)) {
     c.backend = AttentionBackend::kFused;
     c.reason = "cuDNN fused attention (--attention-backend auto)";
-    // After sm90 the determinism table of get_attention_backend lists the F16 arbitrary-seqlen
-    // sub-backend as deterministic only "on the workspace optimization path and sm90", and TE
-    // releases have dropped it for deterministic training on Blackwell: such a run may take
-    // flash-attn instead, which the upper bound covers.
+    // From sm100 on, whether cuDNN serves deterministic training is decided below Python:
+    // get_attention_backend hands `deterministic` to the C++ get_fused_attn_backend, whose answer
+    // depends on the cuDNN version (the FP8 rule beside it gates sm100 determinism on cuDNN
+    // 9.18), and its determinism table lists the F16 arbitrary-seqlen sub-backend as
+    // deterministic only "on the workspace optimization path and sm90". Such a run may take
+    // flash-attn instead (the functional tests' GB200 runs did), which the upper bound covers.
     c.may_use_flash_attn = env.deterministic && compute_capability >= 100 && flash_ok;
     return c;
   }
