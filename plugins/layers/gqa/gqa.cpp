@@ -72,7 +72,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
   const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = CheckedInt(a.num_query_groups) / t;
-  const bool flash = fused_kernel_attention(ctx.setup.attention_backend);
+  const bool fused_kernel = fused_kernel_attention(ctx.setup.attention_backend);  // no s^2 scores
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
   // linear_qkv (TELayerNormColumnParallelLinear) all-gathers its normed input under SP.
   const auto ln_linear_input =
@@ -108,7 +108,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
   add_act(out, "attention/q", q_bytes, kOffloadCoreAttn, T * nq * d);
   add_act(out, "attention/kv", kv_bytes, kOffloadCoreAttn, T * nkv * d);
-  if (flash) {
+  if (fused_kernel) {
     // Flash/fused attention keeps the fp32 softmax statistics [b, n/TP, s] (LSE).
     if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq, kOffloadCoreAttn, T * nq);
   } else if (!recompute_core) {
@@ -125,10 +125,11 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Under LoRA the frozen linear_proj keeps no input: O stays for flash attention, or for
   // linear_proj's adapter (the same tensor).
   const bool proj_keeps_output = !frozen || lora_wraps(ctx, kLoraLinearProj);
-  if (flash || proj_keeps_output) add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (fused_kernel || proj_keeps_output)
+    add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
-  if (flash && !recompute_core && proj_keeps_output && li == ab)
+  if (!recompute_core && proj_keeps_output && li == ab)
     add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nq * d), kOffloadCoreAttn,
             T * nq * d);
   if (li != ab && !frozen)
@@ -142,7 +143,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // attention also materialises the gradient of the score tensor.
   CheckedInt transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
   if (ctx.sequence_parallel) transient += li * T * h;
-  if (!flash) transient += 2 * ab * T * nq * attention_key_length(ctx);
+  if (!fused_kernel) transient += 2 * ab * T * nq * attention_key_length(ctx);
   transient += context_parallel_attention_transient(ctx, q_bytes, kv_bytes, ab * T * nq * d);
   out.transient = transient.value();
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();

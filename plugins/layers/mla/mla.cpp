@@ -82,7 +82,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const CheckedInt nl = CheckedInt(a.num_heads) / t, dq = CheckedInt(a.qk_head_dim) + a.qk_pos_emb_head_dim,
                    dv = a.v_head_dim;
   const CheckedInt kv_r = a.kv_lora_rank, d_rope = a.qk_pos_emb_head_dim;
-  const bool flash = fused_kernel_attention(ctx.setup.attention_backend);
+  const bool fused_kernel = fused_kernel_attention(ctx.setup.attention_backend);  // no s^2 scores
   // The up-projections (TELayerNormColumnParallelLinear) all-gather their normed latents under SP.
   const auto ln_linear_input =
       ctx.sequence_parallel ? SavedGemmInput::kLayerNormLinearGathered : SavedGemmInput::kOneCopy;
@@ -123,7 +123,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     }
   }
   if (!rc.has(kRecomputeCoreAttn)) {
-    if (flash) {
+    if (fused_kernel) {
       add_act(out, "attention/softmax_lse", 4 * T * nl, kOffloadCoreAttn, T * nl);
     } else {
       const CheckedInt s_k = attention_key_length(ctx);
@@ -136,7 +136,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
-  if (flash && !rc.has(kRecomputeCoreAttn) && li == ab)
+  if (!rc.has(kRecomputeCoreAttn) && li == ab)
     add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nl * dv), kOffloadCoreAttn,
             T * nl * dv);
   if (li != ab)
@@ -145,7 +145,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
 
   // Backward: gradients of Q, K, V and of the block input before the SP reduce-scatter.
   CheckedInt transient = ab * T * nl * (2 * dq + dv) + ab * T * h;
-  if (!flash) transient += 2 * ab * T * nl * attention_key_length(ctx);
+  if (!fused_kernel) transient += 2 * ab * T * nl * attention_key_length(ctx);
   transient += context_parallel_attention_transient(ctx, ab * T * nl * dq, ab * T * nl * (dq + dv), ab * T * nl * dv);
   out.transient = transient.value();
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
