@@ -310,6 +310,27 @@ inline void add_tp_block_collectives(const BlockContext& ctx, BlockCosts& out, s
   add_collective(out, name, CommGroup::kTensor, two_passes, two_passes);
 }
 
+// HBM bytes of the memory-bound kernels with which the CP p2p ring merges its cp steps' partial
+// results (TE context_parallel.py, AttnFuncWithCPAndKVP2P, sbhd, causal, 16-bit), forward and
+// backward together, on the CP rank that merges the most: the last, whose every step covers its
+// whole chunk (the others merge half a chunk in some steps, and the ring waits for the slowest).
+// Forward, after the loop: flash_attn_fwd_out_correction_init writes the output from the first
+// step's (read + write), flash_attn_fwd_out_correction adds each later step's to it (read both,
+// write): 2 + 3 (cp - 1) element accesses of the output. Backward: dq the same (dq.copy_, then
+// dq.add_ per step); dk and dv (kv_width per token) copied in half at the first step, added in
+// half at the cp - 2 middle ones and whole at the last: 1 + 1.5 (cp - 2) + 3. width = the query's
+// and output's elements per token (heads x (d_qk + d_v)), kv_width the exchanged K and V's; the
+// softmax statistics' corrections (one fp32 per head and token) are left out, 1 / d of these.
+// Selective core_attn recompute repeats the forward part: not counted.
+inline double cp_ring_correction_bytes(const BlockContext& ctx, double width, double kv_width) {
+  if (ctx.cp <= 1) return 0;
+  const double tokens = static_cast<double>(ctx.tokens), tp = static_cast<double>(ctx.tp);
+  const double ab = static_cast<double>(ctx.act_bytes), cp = static_cast<double>(ctx.cp);
+  const double q_and_out = (2 + 3 * (cp - 1)) * tokens * (width / tp);
+  const double kv = (1 + 1.5 * (cp - 2) + 3) * tokens * (kv_width / tp);
+  return ab * (q_and_out + kv);
+}
+
 // The attention core of one CP rank's queries against the whole causal sequence: width = heads
 // x (d_qk + d_v) multiply-adds per query and key, half the keys on average (causal), on the
 // rank's heads (heads / TP); `core_attn` recompute runs it again. Context parallelism passes
@@ -341,6 +362,7 @@ inline void add_attention_core_costs(const BlockContext& ctx, double width, doub
         // p2p (and a2a+p2p's ring part): AttnFuncWithCPAndKVP2P passes K and V around the ring
         // forward, K, V and their gradients backward.
         add_collective(out, "context_parallel_kv_ring", CommGroup::kContext, ring, 2 * ring);
+        out.elementwise_bytes += cp_ring_correction_bytes(ctx, width, kv_width);
         break;
     }
   }

@@ -54,6 +54,26 @@ TEST(GqaBlock, ContextParallelRingAndCoreAttentionRecompute) {
   // on once (CP - 1 = 1) forward and twice backward.
   EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kContext, true), 4'194'304.0);
   EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kContext, false), 8'388'608.0);
+  // The ring's merges on the last CP rank (context_parallel.py AttnFuncWithCPAndKVP2P), bf16:
+  // Q and O, 16 heads x 256 = 4096 elements per token per TP rank, 2048 tokens: the output's
+  // first-step write (2 accesses) and one add (3), dq the same: 5 x 2 B x 8,388,608 = 80 MiB;
+  // dK and dV, 1024 elements per token: half copied (1), then added whole (3): 4 x 2 B x
+  // 2,097,152 = 16 MiB.
+  EXPECT_DOUBLE_EQ(c.elementwise_bytes, 100'663'296.0);
+  EXPECT_EQ(c.elementwise_saved_bytes, 0);  // kernels of their own, not passes over saved tensors
+  // At CP 4 (1024 tokens each): Q and O 2 + 3 x 3 = 11 accesses of 4,194,304 elements, dK and dV
+  // 1 + 1.5 x 2 + 3 = 7 of 1,048,576: 2 B x (46,137,344 + 7,340,032).
+  BlockCosts c4;
+  GqaAttentionModel().costs(b.context(2, 4), c4);
+  EXPECT_DOUBLE_EQ(c4.elementwise_bytes, 106'954'752.0);
+  // No merges under the other exchanges: all-gather (AttnFuncWithCPAndKVAllGather) copies its two
+  // half-chunks' outputs into place (not counted), a2a runs one attention call on whole heads.
+  for (const CpCommType t : {CpCommType::kAllGather, CpCommType::kA2A}) {
+    b.setup.cp_comm_type = t;
+    BlockCosts other;
+    GqaAttentionModel().costs(b.context(2, 2), other);
+    EXPECT_EQ(other.elementwise_bytes, 0);
+  }
 }
 
 // Transformer Engine's FlashAttention (backends.py FlashAttention.forward) returns flash-attn's
