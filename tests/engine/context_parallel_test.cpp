@@ -2,6 +2,9 @@
 // context_parallel.py): what each --cp-comm-type holds at its busiest moment beyond the
 // gradients of Q, K and V, worked out by hand from the buffers each autograd function
 // allocates, and the flag's spellings on every input path.
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <mme/inputs/megatron_args.hpp>
@@ -62,6 +65,60 @@ TEST(ContextParallel, AllGatherHoldsTheWholeSequencesKvAndItsGradient) {
 TEST(ContextParallel, AllToAllHoldsTheExchangedGradients) {
   EXPECT_EQ(attention_transient(2, CpCommType::kA2A), (32 + 8 + 24) * kMiB);
   EXPECT_EQ(attention_transient(2, CpCommType::kA2AP2P), (32 + 72 + 32) * kMiB);
+}
+
+// AttnFuncWithCPAndKVP2P.forward runs its odd steps on flash_attn_streams[1]: on the last CP rank
+// each allocates there the next step's K+V receive buffer (16 MiB; none after step cp - 2), its
+// partial output (O, 8 MiB) and its fp32 softmax statistics (4 B x 16 heads x 4096 = 256 KiB).
+// CP 8: steps 1, 3, 5, 7, of which 1, 3 and 5 receive; CP 2: step 1 only, nothing to receive.
+// The other exchanges use the main stream.
+std::vector<std::pair<std::int64_t, std::int64_t>> side_stream(std::int64_t cp, CpCommType type) {
+  const ModelSpec m = test::gpt_model(2, 1024, 16);
+  TrainingSetup s;
+  s.attention_backend = AttentionBackend::kFused;
+  s.cp_comm_type = type;
+  s.seq_length = 4096 * cp;
+  BlockContext ctx{m, m.layers.front(), s};
+  ctx.cp = cp;
+  ctx.tokens = 4096;
+  ctx.local_tokens = 4096;
+  BlockActivations out;
+  plugins::GqaAttentionModel().activations(ctx, out);
+  std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
+  for (const StreamTensors& t : out.side_stream) sizes.emplace_back(t.bytes, t.count);
+  return sizes;
+}
+
+TEST(ContextParallel, RingStepsOnTheSecondStreamAllocateTheirReceiveBuffersOutputsAndStatistics) {
+  using V = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  EXPECT_EQ(side_stream(8, CpCommType::kP2P), (V{{16 * kMiB, 3}, {8 * kMiB, 4}, {256 * 1024, 4}}));
+  EXPECT_EQ(side_stream(2, CpCommType::kP2P), (V{{8 * kMiB, 1}, {256 * 1024, 1}}));
+  EXPECT_EQ(side_stream(4, CpCommType::kA2AP2P), (V{{16 * kMiB, 1}, {8 * kMiB, 2}, {256 * 1024, 2}}));
+  EXPECT_TRUE(side_stream(8, CpCommType::kA2A).empty());
+  EXPECT_TRUE(side_stream(8, CpCommType::kAllGather).empty());
+  EXPECT_TRUE(side_stream(1, CpCommType::kP2P).empty());
+}
+
+// The second stream's pool in the reserved-memory replay: PyTorch's caching allocator serves a
+// stream's requests from its own blocks only, so the ring's side tensors take segments of their
+// own, sized by get_allocation_size: at CP 4 (4096 tokens a rank) the 16 MiB receive buffer one
+// segment of 16 MiB, the two 8 MiB outputs one shared 20 MiB segment (the second takes the first
+// one's 12 MiB remainder), the two 256 KiB statistics one 2 MiB small-pool segment: 38 MiB, part of
+// reserved_bytes. The a2a exchange, on the main stream, has none.
+TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory) {
+  Registry reg;
+  test::register_layer_models(reg);
+  const Estimator est(test::gpt_model(2, 1024, 16), reg);
+  TrainingSetup s;
+  s.parallel.world_size = 4;
+  s.parallel.cp = 4;
+  s.seq_length = 16384;
+  s.attention_backend = AttentionBackend::kFused;
+  const StageEstimate ring = est.run(s).peak();
+  EXPECT_EQ(ring.side_stream_reserved_bytes, 38 * kMiB);
+  EXPECT_GE(ring.reserved_bytes, ring.total_bytes + ring.side_stream_reserved_bytes);
+  s.cp_comm_type = CpCommType::kA2A;
+  EXPECT_EQ(est.run(s).peak().side_stream_reserved_bytes, 0);
 }
 
 TEST(ContextParallel, MegatronFlagTakesTransformerEnginesSpellings) {

@@ -526,6 +526,48 @@ std::vector<Communicator> communicators(const Pass& ps, std::int64_t pp_rank) {
   return out;
 }
 
+// Transformer Engine's context-parallel attention allocates part of each forward on a second
+// CUDA stream (BlockActivations::side_stream). PyTorch's caching allocator serves a request only
+// from blocks of the requesting stream (CUDACachingAllocator.cpp get_free_block: BlockComparatorSize
+// orders the pool by stream first, and a split block keeps its segment's stream), so those tensors
+// take segments of their own, which the stream's next forward reuses and nothing else does: the
+// pool grows to the largest forward's need and stays reserved beside the main stream's segments.
+// Replayed on an allocator of its own, each block kind of the stage once (every forward of a kind
+// asks the same).
+std::int64_t side_stream_pool_bytes(const Pass& ps, const StageEstimate& st, const AllocatorConfig& config) {
+  std::vector<const BlockActivations*> blocks;
+  auto add = [&](const BlockActivations& a) {
+    if (!a.side_stream.empty() && std::find(blocks.begin(), blocks.end(), &a) == blocks.end()) blocks.push_back(&a);
+  };
+  const auto& im = ps.stages.im;
+  const auto& lm = *ps.stages.layers;
+  for (std::int64_t vr = 0; vr < ps.stages.v; ++vr) {
+    const ChunkLayout& ch = ps.stages.part->at(st.pp_rank, vr);
+    if (ch.embedding) add(lm.embedding.acts);
+    for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
+      const TypeEval& e = lm.evals[im.layer_type[static_cast<std::size_t>(i)]];
+      add(e.attn_acts);
+      add(e.mlp_acts);
+    }
+    if (ch.mtp_layers > 0) {
+      add(lm.mtp_projection.acts);
+      add(lm.mtp_eval.attn_acts);
+      add(lm.mtp_eval.mlp_acts);
+    }
+    if (ch.loss) add(lm.output_head.acts);
+  }
+  if (blocks.empty()) return 0;
+  CachingAllocatorModel pool(config);
+  std::vector<int> live;
+  for (const BlockActivations* a : blocks) {
+    for (const StreamTensors& t : a->side_stream)
+      for (std::int64_t k = 0; k < t.count; ++k) live.push_back(pool.malloc(t.bytes));
+    for (const int h : live) pool.free(h);  // the forward returns: its lists of steps go
+    live.clear();
+  }
+  return pool.peak_reserved();
+}
+
 }  // namespace
 
 void add_device_memory(const Pass& ps, StageEstimate& st) {
@@ -548,6 +590,8 @@ void add_device_memory(const Pass& ps, StageEstimate& st) {
   if (st.total_bytes > requested) reserved += allocator_segment_size(st.total_bytes - requested);
   // CUDA graphs: the graphs' private pool stays reserved beside the eager segments (cuda_graphs.cpp).
   reserved += st.cuda_graph_pool_bytes;
+  st.side_stream_reserved_bytes = side_stream_pool_bytes(ps, st, config);
+  reserved += st.side_stream_reserved_bytes;
   st.reserved_bytes = std::max(reserved, st.total_bytes);
 
   std::vector<Component> outside;
@@ -587,12 +631,17 @@ void add_device_assumptions(const Pass& ps, std::vector<std::string>& a) {
       "per communicator of the groups a step uses (tree and NVLS buffers not counted)");
   a.push_back(fmt::format(
       "reserved memory: PyTorch's caching allocator replayed over one rank's model build, optimizer shards and "
-      "training iterations on one stream{}{}",
+      "training iterations on the main stream{}{}",
       !c.caching              ? " (PYTORCH_NO_CUDA_MEMORY_CACHING: nothing cached)"
       : c.expandable_segments ? " (expandable segments)"
                               : "",
       c.async_backend ? "; backend:cudaMallocAsync is not modelled (the native allocator is replayed instead)" : ""));
-  if (const std::int64_t level = ps.stages.s.empty_unused_memory_level; level > 0)
+  const TrainingSetup& s = ps.stages.s;
+  if (s.parallel.cp > 1 && (s.cp_comm_type == CpCommType::kP2P || s.cp_comm_type == CpCommType::kA2AP2P))
+    a.push_back(
+        "reserved memory: Transformer Engine's CP ring runs every other step on a second CUDA stream, whose "
+        "segments (side_stream_reserved_bytes) the main stream never reuses");
+  if (const std::int64_t level = s.empty_unused_memory_level; level > 0)
     a.push_back(
         fmt::format("--empty-unused-memory-level {}: torch.cuda.empty_cache() after each step's forward and "
                     "backward passes{} gives the whole cached segments back (reserved memory only)",

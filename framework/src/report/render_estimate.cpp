@@ -201,6 +201,7 @@ nlohmann::json estimate_to_json(const ModelSpec& model, const Estimate& est, con
       nlohmann::json dev = nlohmann::json::object();
       for (const auto& c : s.device_components) dev[c.name] = c.bytes;
       js["reserved_bytes"] = s.reserved_bytes;
+      if (s.side_stream_reserved_bytes > 0) js["side_stream_reserved_bytes"] = s.side_stream_reserved_bytes;
       js["outside_pytorch_bytes"] = s.outside_pytorch_bytes;
       js["device_bytes"] = s.device_bytes;
       js["device_upper_bytes"] = s.device_upper_bytes;

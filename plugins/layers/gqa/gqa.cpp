@@ -146,6 +146,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   if (!fused_kernel) transient += 2 * ab * T * nq * attention_key_length(ctx);
   transient += context_parallel_attention_transient(ctx, q_bytes, kv_bytes, ab * T * nq * d);
   out.transient = transient.value();
+  add_context_parallel_side_stream(ctx, out, kv_bytes, ab * T * nq * d, 4 * T * nq);
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }
 

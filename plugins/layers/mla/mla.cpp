@@ -148,6 +148,7 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   if (!fused_kernel) transient += 2 * ab * T * nl * attention_key_length(ctx);
   transient += context_parallel_attention_transient(ctx, ab * T * nl * dq, ab * T * nl * (dq + dv), ab * T * nl * dv);
   out.transient = transient.value();
+  add_context_parallel_side_stream(ctx, out, ab * T * nl * (dq + dv), ab * T * nl * dv, 4 * T * nl);
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }
 

@@ -96,6 +96,9 @@ struct StageEstimate {
   // upper bound (what the bound adds beyond the estimate, the allocator's rounding excepted, on
   // top of device_bytes). The fit is judged on these (fit.hpp).
   std::int64_t reserved_bytes = 0;
+  // Of reserved_bytes: the segments of a second CUDA stream's pool (TE's context-parallel ring,
+  // BlockActivations::side_stream), which the main stream's requests never reuse.
+  std::int64_t side_stream_reserved_bytes = 0;
   std::int64_t outside_pytorch_bytes = 0;
   std::int64_t device_bytes = 0;
   std::int64_t device_upper_bytes = 0;

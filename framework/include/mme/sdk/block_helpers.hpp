@@ -109,6 +109,26 @@ inline CheckedInt context_parallel_attention_transient(const BlockContext& ctx, 
   return p2p;
 }
 
+// What AttnFuncWithCPAndKVP2P.forward allocates on its second stream (context_parallel.py: step
+// i runs under torch.cuda.stream(flash_attn_streams[i % 2]), flash_attn_streams[1] being
+// cp_stream), on the CP rank whose steps are all whole (the last: every step after the first
+// attends its whole chunk of queries, "lower-triangle"). Each odd step i allocates there the
+// buffer that receives the next step's K and V (p2p_comm_buffers[i + 1], when i < cp - 1; kv
+// bytes), its partial output (out_per_step[i], o bytes) and its softmax statistics
+// (softmax_lse_per_step[i], fp32 per head and query: lse bytes); all live until the forward
+// returns. The a2a+p2p exchange runs the same ring (over the whole CP group, as the transient
+// above takes it); the all-gather and a2a exchanges use the main stream.
+inline void add_context_parallel_side_stream(const BlockContext& ctx, BlockActivations& out, CheckedInt kv,
+                                             CheckedInt o, CheckedInt lse) {
+  if (ctx.cp <= 1 || !fused_kernel_attention(ctx.setup.attention_backend)) return;
+  if (ctx.setup.cp_comm_type != CpCommType::kP2P && ctx.setup.cp_comm_type != CpCommType::kA2AP2P) return;
+  const std::int64_t odd_steps = ctx.cp / 2;       // i = 1, 3, ... below cp
+  const std::int64_t receives = (ctx.cp - 1) / 2;  // odd i below cp - 1
+  if (receives > 0) out.side_stream.push({"context_parallel/kv_receive_buffer", kv.value(), receives});
+  out.side_stream.push({"context_parallel/out_per_step", o.value(), odd_steps});
+  out.side_stream.push({"context_parallel/softmax_lse_per_step", lse.value(), odd_steps});
+}
+
 // Adds a parameter term whose per-rank share is total / divisor.
 inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard, CheckedInt total,
                       CheckedInt divisor, CheckedInt active = -1) {

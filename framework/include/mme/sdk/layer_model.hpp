@@ -101,6 +101,14 @@ struct BlockParams {
   TermList<GemmWeight, 8> gemm_weights;
 };
 
+// Plugin API 8: tensors of one size that one forward of a block allocates on a CUDA stream of its
+// own (not the training loop's) and frees before the forward returns.
+struct StreamTensors {
+  std::string_view name;   // a string literal of the reporting plugin
+  std::int64_t bytes = 0;  // each
+  std::int64_t count = 0;
+};
+
 struct BlockActivations {
   // Tensors kept alive from this block's forward until its backward, for one micro-batch.
   TermList<ActTerm, 24> saved;
@@ -114,6 +122,12 @@ struct BlockActivations {
   // Tensors held across the micro-batches of a step until the pipeline flush (not per
   // micro-batch in flight), e.g. --defer-embedding-wgrad-compute's buffers of the output layer.
   TermList<ActTerm, 4> held_for_step;
+  // Plugin API 8: what the forward allocates on a stream of its own (Transformer Engine's
+  // context-parallel attention runs every other ring step on a second stream). Those bytes are in
+  // the block's peak already (its `transient`); they matter to reserved memory only: PyTorch's
+  // caching allocator serves a stream's requests from that stream's blocks alone, so the engine's
+  // allocator replay keeps them in a pool of their own, which the main stream never reuses.
+  TermList<StreamTensors, 4> side_stream;
 };
 
 // The process group a collective runs over.

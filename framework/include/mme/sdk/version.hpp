@@ -38,7 +38,11 @@
 //    kFlash now means its FlashAttention over flash-attn only, which keeps a second copy of the
 //    attention output (block_helpers.hpp flash_attn_output_copy_bytes). A block that asked
 //    `== kFlash` for "no score tensors" asks fused_kernel_attention() instead.
-#define MME_PLUGIN_API_VERSION 7
+// 8: BlockActivations gains side_stream (StreamTensors: what a block's forward allocates on a CUDA
+//    stream of its own, kept in a caching-allocator pool of its own by the reserved-memory replay);
+//    block_helpers.hpp add_context_parallel_side_stream reports TE's CP ring steps on its second
+//    stream.
+#define MME_PLUGIN_API_VERSION 8
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)
