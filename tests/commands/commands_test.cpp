@@ -10,6 +10,7 @@
 #include <mme/commands/estimate.hpp>
 #include <mme/commands/layout_choices.hpp>
 #include <mme/inputs/model_loader.hpp>
+#include <mme/report/next_steps.hpp>
 #include <mme/sdk/error.hpp>
 
 #include "test_support.hpp"
@@ -140,6 +141,22 @@ TEST(commands, LaunchScriptOptionsReachEveryFrontEndThroughTheRequest) {
   bare.input.model = "Qwen/Qwen3-0.6B";
   bare.input.script.assume_gpt_entry = true;
   EXPECT_THROW((void)commands::estimate(bare, context()), UsageError);
+}
+
+// A next step's predicted step-time cost as the text says it: a whole percentage with its sign,
+// and under half a percent either way (which would round to "+0 %" or "-0 %") in words.
+TEST(commands, NextStepsSayAStepTimeCostUnderHalfAPercentInWords) {
+  cli::NextStep s{"--optimizer-cpu-offload-fraction 1", 80LL << 30, "H100-SXM-80GB", false, 1.053};
+  EXPECT_EQ(cli::next_step_text(s, true),
+            "--optimizer-cpu-offload-fraction 1 brings the upper bound to 80.00 GiB: fits H100-SXM-80GB; step time "
+            "+5 % (predicted)");
+  s.step_ratio = 0.996;
+  EXPECT_NE(cli::next_step_text(s, true).find("; step time unchanged to within 0.5 % (predicted)"), std::string::npos);
+  s.step_ratio = 0.99;
+  EXPECT_NE(cli::next_step_text(s, false).find("to 80.00 GiB: fits H100-SXM-80GB; step time -1 % (predicted)"),
+            std::string::npos);
+  s.free = true;
+  EXPECT_NE(cli::next_step_text(s, false).find("; costs no step time"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "mme/report/next_steps.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -45,8 +46,10 @@ std::string next_step_text(const NextStep& s, bool on_bound) {
   std::string cost;
   if (s.free)
     cost = "; costs no step time";
-  else if (s.step_ratio > 0)
-    cost = fmt::format("; step time {:+.0f} % (predicted)", 100 * (s.step_ratio - 1));
+  else if (const double percent = 100 * (s.step_ratio - 1); s.step_ratio > 0)
+    // Under half a percent either way the rounding would print "+0 %" or "-0 %".
+    cost = std::abs(percent) < 0.5 ? std::string("; step time unchanged to within 0.5 % (predicted)")
+                                   : fmt::format("; step time {:+.0f} % (predicted)", percent);
   return fmt::format("{} brings the {} to {:.2f} GiB: fits {}{}", s.change, on_bound ? "upper bound" : "peak",
                      to_gib(s.needed_bytes), s.fits_on, cost);
 }
