@@ -117,6 +117,10 @@ TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory)
   const StageEstimate ring = est.run(s).peak();
   EXPECT_EQ(ring.side_stream_reserved_bytes, 38 * kMiB);
   EXPECT_GE(ring.reserved_bytes, ring.total_bytes + ring.side_stream_reserved_bytes);
+  // Without caching (PYTORCH_NO_CUDA_MEMORY_CACHING=1) the stream keeps nothing once freed.
+  TrainingSetup uncached = s;
+  apply_environment(uncached, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
+  EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
   s.cp_comm_type = CpCommType::kA2A;
   EXPECT_EQ(est.run(s).peak().side_stream_reserved_bytes, 0);
 }

@@ -556,7 +556,9 @@ std::int64_t side_stream_pool_bytes(const Pass& ps, const StageEstimate& st, con
     }
     if (ch.loss) add(lm.output_head.acts);
   }
-  if (blocks.empty()) return 0;
+  // PYTORCH_NO_CUDA_MEMORY_CACHING: every free goes back to the driver, nothing stays reserved
+  // beside the main replay's (which then counts those tensors while they live).
+  if (blocks.empty() || !config.caching) return 0;
   CachingAllocatorModel pool(config);
   std::vector<int> live;
   for (const BlockActivations* a : blocks) {
