@@ -2,6 +2,7 @@
 // context_parallel.py): what each --cp-comm-type holds at its busiest moment beyond the
 // gradients of Q, K and V, worked out by hand from the buffers each autograd function
 // allocates, and the flag's spellings on every input path.
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -123,6 +124,43 @@ TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory)
   EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
   s.cp_comm_type = CpCommType::kA2A;
   EXPECT_EQ(est.run(s).peak().side_stream_reserved_bytes, 0);
+}
+
+// Ulysses (AttnFuncWithCPAndQKVOA2A) saves the kernel's head-sharded output (out_part) for its
+// backward and returns a new sequence-sharded one for linear_proj, which saves it: two outputs of
+// 8 MiB where the ring saves the one it returns. a2a+p2p exchanges the output back the same way;
+// with core_attn recompute the kernel's output is not kept.
+std::int64_t saved_term(std::int64_t cp, CpCommType type, std::string_view name, bool recompute_core = false) {
+  const ModelSpec m = test::gpt_model(2, 1024, 16);
+  TrainingSetup s;
+  s.attention_backend = AttentionBackend::kFused;
+  s.cp_comm_type = type;
+  s.seq_length = 4096 * cp;
+  if (recompute_core) {
+    s.recompute.granularity = RecomputeGranularity::kSelective;
+    s.recompute.modules = kRecomputeCoreAttn;
+  }
+  BlockContext ctx{m, m.layers.front(), s};
+  ctx.cp = cp;
+  ctx.tokens = 4096;
+  ctx.local_tokens = 4096;
+  BlockActivations out;
+  plugins::GqaAttentionModel().activations(ctx, out);
+  std::int64_t bytes = 0;
+  for (const auto& t : out.saved)
+    if (t.name == name) bytes += t.bytes;
+  return bytes;
+}
+
+TEST(ContextParallel, UlyssesKeepsTheKernelsOutputBesideTheOneItReturns) {
+  constexpr std::string_view kCopy = "attention/cp_a2a_head_sharded_output";
+  EXPECT_EQ(saved_term(2, CpCommType::kA2A, "attention/output"), 8 * kMiB);
+  EXPECT_EQ(saved_term(2, CpCommType::kA2A, kCopy), 8 * kMiB);
+  EXPECT_EQ(saved_term(4, CpCommType::kA2AP2P, kCopy), 8 * kMiB);
+  EXPECT_EQ(saved_term(2, CpCommType::kP2P, kCopy), 0);
+  EXPECT_EQ(saved_term(2, CpCommType::kAllGather, kCopy), 0);
+  EXPECT_EQ(saved_term(1, CpCommType::kA2A, kCopy), 0);
+  EXPECT_EQ(saved_term(2, CpCommType::kA2A, kCopy, true), 0);
 }
 
 TEST(ContextParallel, MegatronFlagTakesTransformerEnginesSpellings) {

@@ -229,7 +229,7 @@ namespace {
 // under, and the bound may not cover fewer of them. The targets (issue 28): median <= 2 %,
 // p90 <= 4 %, none more than 3 % under, the bound on every row.
 TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
-  constexpr double kDocumentedMedian = 0.54, kDocumentedP90 = 2.35, kSlack = 0.05;
+  constexpr double kDocumentedMedian = 0.13, kDocumentedP90 = 0.93, kSlack = 0.05;
   constexpr std::size_t kDocumentedCovered = 22, kDocumentedUnder3 = 1, kDocumentedUnder5 = 1;
   const RunResult r =
       test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
@@ -255,8 +255,12 @@ TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
 // allocator's share (reserved - peak) and the rows the device bound's reserved part covers may
 // not get worse.
 TEST(ValidateRealRuns, TheReservedMemoryDoesNotRegress) {
-  constexpr double kDocumentedMedian = 1.62, kDocumentedGapGib = 0.83, kDocumentedBoundExcess = 1.6, kSlack = 0.05;
-  constexpr std::size_t kDocumentedUnder = 15, kDocumentedBoundCovered = 14;
+  // TE's in-place loss (language_model.cpp) moved the allocator share of the loss stages both ways
+  // (the point estimate: median 1.62 -> 1.74 %, 15 -> 16 rows under, the share's error 0.83 ->
+  // 1.22 GiB) and the bound up (14 -> 20 rows covered, the largest miss 1.6 -> 0.75 %);
+  // docs/accuracy.md, "Reserved memory".
+  constexpr double kDocumentedMedian = 1.74, kDocumentedGapGib = 1.22, kDocumentedBoundExcess = 0.75, kSlack = 0.05;
+  constexpr std::size_t kDocumentedUnder = 16, kDocumentedBoundCovered = 20;
   const RunResult r =
       test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);

@@ -61,12 +61,13 @@ struct LayerRef {
 // piece in forward order.
 struct Record {
   enum Kind { kBlock, kLayer, kGroup } kind = kBlock;
-  std::vector<int> saved;               // kBlock / kLayer: the saved tensors
-  std::int64_t transient = 0;           // the piece's backward working set
-  std::vector<const TypeEval*> group;   // kGroup: the recomputed layers
-  int input = -1;                       // kGroup: the group's kept input
-  const TypeEval* layer = nullptr;      // kLayer: the layer's kind
-  const BlockParams* params = nullptr;  // kBlock: the block's parameters (its linears' weight shapes)
+  std::vector<int> saved;                       // kBlock / kLayer: the saved tensors
+  std::int64_t transient = 0;                   // the piece's backward working set
+  std::vector<const TypeEval*> group;           // kGroup: the recomputed layers
+  int input = -1;                               // kGroup: the group's kept input
+  const TypeEval* layer = nullptr;              // kLayer: the layer's kind
+  const BlockParams* params = nullptr;          // kBlock: the block's parameters (its linears' weight shapes)
+  const TermList<ActTerm, 4>* parts = nullptr;  // kBlock: the working set's tensors, when listed
 };
 using MicroBatch = std::vector<Record>;
 
@@ -271,6 +272,7 @@ void StageReplay::forward(std::int64_t vr) {
       for (const auto& t : b.acts.saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
     r.transient = b.acts.transient;
     r.params = &b.params;
+    r.parts = &b.acts.transient_parts;
     mb.push_back(std::move(r));
   };
   // gpt_model.py forward: embedding, the decoder layers (MTP layers after them), then the output
@@ -330,7 +332,12 @@ void StageReplay::backward(std::int64_t vr) {
       alloc_.free(it->input);
       continue;
     }
-    const int work = take(static_cast<double>(it->transient));
+    // The working set: its tensors one by one where the block lists them, else one block.
+    std::vector<int> work;
+    if (it->parts != nullptr && !it->parts->empty())
+      for (const ActTerm& t : *it->parts) work.push_back(take(static_cast<double>(t.bytes)));
+    else
+      work.push_back(take(static_cast<double>(it->transient)));
     // The linears' backward (module/linear.py, layernorm_linear.py, grouped_linear.py) returns
     // the placeholders, MLP first: autograd runs the layer in reverse.
     if (it->layer != nullptr) {
@@ -340,7 +347,7 @@ void StageReplay::backward(std::int64_t vr) {
       place_dummy_wgrads(*it->params);
     }
     for (auto h = it->saved.rbegin(); h != it->saved.rend(); ++h) alloc_.free(*h);
-    alloc_.free(work);
+    for (const int h : work) alloc_.free(h);
   }
 }
 

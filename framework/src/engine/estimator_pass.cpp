@@ -37,6 +37,12 @@ void estimate_stage(const Pass& ps, std::int64_t r, const std::vector<std::int64
   // get_dummy_wgrad): its [V/TP, h] then stays; the bound's (StageEstimate).
   if (r == plan.p - 1 && s.gradient_accumulation_fusion && !s.lora.on() && s.fsdp.kind != FsdpKind::kTorchFsdp2)
     st.cached_output_wgrad_bytes = (plan.blocks.vocab_local * plan.h * plan.blocks.act_bytes).value();
+  // Newer TE's fp32 loss gradient (language_model.cpp OutputHeadModel::activations): beside the
+  // logits in its forward (6 B per logit against the in-place kernel's 2), or cast back beside
+  // them in backward; at most 4 B per logit more, per loss (the main one and each MTP depth's).
+  if (r == plan.p - 1 && s.cross_entropy_fusion && s.cross_entropy_te)
+    st.te_loss_fp32_gradient_bytes =
+        (CheckedInt(4) * plan.blocks.tokens * plan.blocks.vocab_local * (1 + plan.im.model.mtp_num_layers)).value();
   // Communication overlap (communication_buffers.cpp): the combined 1F1B schedule's extra
   // attention block; the userbuffers and the bucket padding count in the upper bound only.
   const StageCommunication comm =

@@ -78,7 +78,7 @@ std::vector<StageEstimate> bound_stages(const EngineTables& im, const TrainingSe
 
 // The largest of each extra the bound adds on a stage, for its terms.
 struct BoundExtras {
-  std::int64_t allocator_slack = 0, offload_slack = 0, graph_pool = 0, cached_wgrad = 0;
+  std::int64_t allocator_slack = 0, offload_slack = 0, graph_pool = 0, cached_wgrad = 0, te_loss_fp32 = 0;
 };
 
 // Each stage's upper_bytes from the worse of its two passes (`bound`: empty without a second
@@ -103,10 +103,12 @@ BoundExtras stage_upper_bytes(const std::vector<StageEstimate>& bound, Estimate&
     x.graph_pool = std::max(x.graph_pool, worst.cuda_graph_pool_bytes);
     // Communication buffers outside the allocator and the buckets' padding, next to either phase
     // (communication_buffers.cpp).
-    st.upper_bytes = (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) +
-                      st.outside_allocator_bytes + st.bucket_padding_bytes + st.cached_output_wgrad_bytes)
-                         .value();
+    st.upper_bytes =
+        (CheckedInt(std::max({st.total_bytes, worst.total_bytes, fb.value()})) + st.outside_allocator_bytes +
+         st.bucket_padding_bytes + st.cached_output_wgrad_bytes + st.te_loss_fp32_gradient_bytes)
+            .value();
     x.cached_wgrad = std::max(x.cached_wgrad, st.cached_output_wgrad_bytes);
+    x.te_loss_fp32 = std::max(x.te_loss_fp32, st.te_loss_fp32_gradient_bytes);
     x.allocator_slack = std::max(x.allocator_slack, worst.allocator_slack_bytes);
     if (st.upper_bytes > est.stages[est.upper_stage].upper_bytes) est.upper_stage = i;
   }
@@ -130,6 +132,11 @@ void add_extra_terms(const BoundExtras& x, Estimate& est) {
         fmt::format("the output layer's weight-gradient placeholder kept for the run, as Megatron-LM releases "
                     "after core_r0.14 keep it in Transformer Engine's cache ({} MiB on the loss stage)",
                     x.cached_wgrad / kMiB));
+  if (x.te_loss_fp32 > 0)
+    est.bound_terms.push_back(
+        fmt::format("Transformer Engine's cross-entropy may keep an fp32 gradient beside the logits, as its code "
+                    "newer than the 2.11 release does ({} MiB on the loss stage)",
+                    x.te_loss_fp32 / kMiB));
   if (x.allocator_slack > 0)
     est.bound_terms.push_back(
         fmt::format("allocator block rounding: up to 1 MiB for each live activation tensor "

@@ -129,9 +129,13 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
-  if (!recompute_core && proj_keeps_output && li == ab)
+  if (!recompute_core && proj_keeps_output && li == ab) {
     add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nq * d), kOffloadCoreAttn,
             T * nq * d);
+    // Under Ulysses CP the core's head-sharded output beside linear_proj's (block_helpers.hpp).
+    add_act(out, "attention/cp_a2a_head_sharded_output", a2a_context_parallel_output_copy_bytes(ctx, ab * T * nq * d),
+            kOffloadCoreAttn, T * nq * d);
+  }
   if (li != ab && !frozen)
     add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nq * d), kOffloadAttnProj, T * nq * d);
   add_lora_acts(ctx, out, kLoraLinearProj, LoraScope::kLayer, T, nq * d, true, Tl, h);

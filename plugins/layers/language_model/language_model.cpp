@@ -104,14 +104,24 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
     add_act(out, "final_norm_input", ab * Tl * h);
   else
     add_act(out, "final_norm_and_output_input", CheckedInt(2) * ab * Tl * h);
-  // Every loss path keeps an fp32 [T, V/TP] tensor for backward: the unfused
+  // Megatron-LM's loss paths keep an fp32 [T, V/TP] tensor for backward: the unfused
   // tensor_parallel/cross_entropy.py and the fused native fusions/fused_cross_entropy.py
-  // (calculate_logits_max: logits.float(); the softmax saved) alike, and TE's
-  // parallel_cross_entropy (cross_entropy.py: grad_input = empty_like(fp32), saved).
-  add_act(out, "logits_fp32_softmax", CheckedInt(4) * T * vl);
+  // (calculate_logits_max: logits.float(); the softmax saved) alike.
+  // Transformer Engine's parallel_cross_entropy (--cross-entropy-fusion-impl te) in the releases
+  // the measured containers run (TE 2.11 in the B200 runs): cross_entropy_kernel writes the gradient
+  // into the logits themselves, in their dtype, and the autograd function saves them (no copy,
+  // no cast back). Newer TE (the reference snapshot, triton/cross_entropy.py
+  // cross_entropy_forward) writes an fp32 grad_input beside the logits instead: the upper bound
+  // covers it (te_loss_fp32_gradient_bytes). The measured B200 runs at 32k-128k tokens per rank
+  // settle it: with the fp32 copy the estimate was 2.4-3.1 GiB over at 128k, in place within 0.4 %.
+  const bool te_loss = s.cross_entropy_fusion && s.cross_entropy_te;
+  if (te_loss)
+    add_act(out, "logits_with_gradient", ab * T * vl);
+  else
+    add_act(out, "logits_fp32_softmax", CheckedInt(4) * T * vl);
   // ...while the bf16 logits are still alive (forward), and the bf16 cast of the fp32 logits
-  // gradient (backward): one more 2-byte copy.
-  CheckedInt transient = ab * T * vl;
+  // gradient (backward): one more 2-byte copy. TE's in-place loss has neither.
+  CheckedInt transient = te_loss ? ab * T * h : ab * T * vl;  // TE: the layer's input gradient at least
   if (s.cross_entropy_fusion && !s.cross_entropy_te) {
     // The native fused path runs calculate_predicted_logits through jit_fuser (torch.compile,
     // megatron/core/jit.py): the compiled graph applies the in-place `-= max` and `exp(out=)` to
@@ -127,7 +137,15 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
     // activation dtype, a new tensor in every backward (the placeholder of gradient
     // accumulation fusion, torch.empty in core_r0.14, or the real gradient without it).
     const CheckedInt held = ab * T * vl + ab * vl * h + ab * T * h, freed = CheckedInt(4) * T * vl;
-    if (held > freed) transient = std::max(transient, held - freed);
+    if (te_loss) {
+      // The saved logits are the gradient: the layer adds its input's gradient, then the weight
+      // gradient (the order the replay of reserved memory allocates them in).
+      transient = ab * T * h + ab * vl * h;
+      out.transient_parts.push({"output_layer_input_gradient", (ab * T * h).value()});
+      out.transient_parts.push({"output_layer_weight_gradient", (ab * vl * h).value()});
+    } else if (held > freed) {
+      transient = std::max(transient, held - freed);
+    }
   }
   out.transient = transient.value();
   // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into the
@@ -160,11 +178,11 @@ void OutputHeadModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const double ab = static_cast<double>(ctx.act_bytes), cast = ctx.act_bytes == 4 ? 0.0 : 1.0;
   double per_logit = 0;
   if (s.cross_entropy_fusion && s.cross_entropy_te) {
-    // TE's parallel_cross_entropy (pytorch/triton/cross_entropy.py): online_softmax_kernel reads
-    // the logits, cross_entropy_kernel reads them again and writes the fp32 gradient; backward,
-    // element_mul_kernel scales it in place by the per-token loss gradient, and autograd casts it
-    // to the logits' dtype.
-    per_logit = ab + (ab + 4) + 8 + cast * (4 + ab);
+    // TE's parallel_cross_entropy (pytorch/triton/cross_entropy.py), as activations() takes it
+    // (TE 2.11): online_softmax_kernel reads the logits, cross_entropy_kernel reads them
+    // again and writes the gradient over them; backward, element_mul_kernel scales it in place by
+    // the per-token loss gradient. No cast.
+    per_logit = ab + 2 * ab + 2 * ab;
   } else if (s.cross_entropy_fusion) {
     // fusions/fused_cross_entropy.py, each jit_fuser function one compiled kernel:
     // calculate_logits_max (.float() and the max in one pass), calculate_predicted_logits and
@@ -179,7 +197,7 @@ void OutputHeadModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   }
   const double logits = static_cast<double>(ctx.tokens) * vl;
   out.elementwise_bytes = per_logit * logits;
-  out.elementwise_saved_bytes = 4 * logits;
+  out.elementwise_saved_bytes = (s.cross_entropy_fusion && s.cross_entropy_te ? ab : 4) * logits;
   // Column-parallel: the SP input all-gathered (backward: its gradient reduce-scattered), or,
   // without SP, the input's gradient all-reduced in backward.
   const double pass = ring_bytes(hidden_bytes(ctx), ctx.tp);

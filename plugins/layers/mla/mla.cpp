@@ -136,9 +136,13 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
-  if (!rc.has(kRecomputeCoreAttn) && li == ab)
+  if (!rc.has(kRecomputeCoreAttn) && li == ab) {
     add_act(out, "attention/flash_output_bshd", flash_attn_output_copy_bytes(ctx, ab * T * nl * dv), kOffloadCoreAttn,
             T * nl * dv);
+    // Under Ulysses CP the core's head-sharded output beside linear_proj's (block_helpers.hpp).
+    add_act(out, "attention/cp_a2a_head_sharded_output", a2a_context_parallel_output_copy_bytes(ctx, ab * T * nl * dv),
+            kOffloadCoreAttn, T * nl * dv);
+  }
   if (li != ab)
     add_act(out, "attention/proj_input_fp8", saved_gemm_input_bytes(ctx, T, nl * dv), kOffloadAttnProj, T * nl * dv);
   add_act(out, "attention/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);

@@ -85,6 +85,10 @@ struct StageEstimate {
   // releases take it from TE's cache (tensor_parallel/layers.py get_dummy_wgrad), core_r0.14 made
   // a new one in every backward (the estimate's transient). Upper bound only, on the loss stage.
   std::int64_t cached_output_wgrad_bytes = 0;
+  // With --cross-entropy-fusion-impl te on the loss stage: newer Transformer Engine writes the
+  // loss's gradient to an fp32 tensor beside the logits instead of over them (the estimate takes
+  // TE 2.11's in-place kernel): 4 B per logit of each loss (the main one and each MTP depth). Upper bound only.
+  std::int64_t te_loss_fp32_gradient_bytes = 0;
   std::int64_t inflight_microbatches = 0;  // micro-batches of the first chunk held at the peak
   std::vector<Component> components;
   // The device total (device_memory.cpp, docs/memory-model.md "Reserved memory and the device

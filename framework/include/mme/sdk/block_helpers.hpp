@@ -68,6 +68,20 @@ inline CheckedInt flash_attn_output_copy_bytes(const BlockContext& ctx, CheckedI
   return output_bytes;
 }
 
+// Ulysses context parallelism (attention/dot_product_attention/context_parallel.py,
+// AttnFuncWithCPAndQKVOA2A, and the a2a part of a2a+p2p in AttnFuncWithCPAndKVP2P) runs the
+// kernel on head shards of the whole sequence: it saves the kernel's head-sharded output for its
+// backward (out_part, before flash_attn_a2a_communicate sends it back) and returns a new
+// sequence-sharded one, the tensor linear_proj then saves. The p2p ring and the all-gather
+// exchange return the tensor they save. `output_bytes`: one attention output of a micro-batch on
+// this CP rank; returns the bytes of the second one (0 where there is none). The caller decides
+// whether both are kept.
+inline CheckedInt a2a_context_parallel_output_copy_bytes(const BlockContext& ctx, CheckedInt output_bytes) {
+  const CpCommType t = ctx.setup.cp_comm_type;
+  if (ctx.cp <= 1 || (t != CpCommType::kA2A && t != CpCommType::kA2AP2P)) return 0;
+  return output_bytes;
+}
+
 // Megatron's own DotProductAttention (--transformer-impl local) computes the raw scores with
 // baddbmm into the global memory buffer (dot_product_attention.py, get_tensor(..., "mpu")):
 // [b * n/TP, s, s_k] in the activation dtype, allocated once and kept. TE's unfused attention

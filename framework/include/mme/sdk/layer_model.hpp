@@ -128,6 +128,10 @@ struct BlockActivations {
   // caching allocator serves a stream's requests from that stream's blocks alone, so the engine's
   // allocator replay keeps them in a pool of their own, which the main stream never reuses.
   TermList<StreamTensors, 4> side_stream;
+  // Plugin API 8: the tensors of the backward's working set (`transient`) in the order the
+  // backward allocates them, for the reserved-memory replay, which otherwise allocates `transient`
+  // as one block. Empty: one block.
+  TermList<ActTerm, 4> transient_parts;
 };
 
 // The process group a collective runs over.

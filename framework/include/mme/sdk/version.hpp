@@ -41,7 +41,8 @@
 // 8: BlockActivations gains side_stream (StreamTensors: what a block's forward allocates on a CUDA
 //    stream of its own, kept in a caching-allocator pool of its own by the reserved-memory replay);
 //    block_helpers.hpp add_context_parallel_side_stream reports TE's CP ring steps on its second
-//    stream.
+//    stream; and transient_parts (the backward working set's tensors in allocation order, for
+//    the same replay).
 #define MME_PLUGIN_API_VERSION 8
 
 #define MME_STRINGIFY_INNER(x) #x

@@ -174,18 +174,43 @@ TEST(OutputHeadBlock, TheOutputLayersWeightGradientInItsBackward) {
 // counted op by op in each implementation (bf16 logits, 2 B): unfused tensor_parallel/
 // cross_entropy.py .float() 2 + 4, max 4, -= 8, exp 8, sum 4, div_ 8, backward mul_ 8 and the
 // cast 4 + 2: 52; the native fusion's four compiled kernels 6 + 16 + 16 + 10: 48; TE's triton
-// kernels 2 + 6 + 8 + 6: 22. They stand for the saved fp32 logits (4 B each).
+// kernels, the gradient written over the logits, 2 + 4 + 4: 10. They stand for the saved logits:
+// fp32 (4 B each), TE's the bf16 logits themselves (2 B).
 TEST(OutputHeadBlock, TheLossKernelsBytesPerLogit) {
   Case c;
   const double logits = 4096.0 * 12544;
-  for (const auto& [fusion, te, per] : {std::tuple{false, false, 52.0}, {true, false, 48.0}, {true, true, 22.0}}) {
+  for (const auto& [fusion, te, per, saved] :
+       {std::tuple{false, false, 52.0, 4.0}, {true, false, 48.0, 4.0}, {true, true, 10.0, 2.0}}) {
     c.setup.cross_entropy_fusion = fusion;
     c.setup.cross_entropy_te = te;
     BlockCosts k;
     OutputHeadModel().costs(c.context(), k);
     EXPECT_DOUBLE_EQ(k.elementwise_bytes, per * logits) << fusion << te;
-    EXPECT_DOUBLE_EQ(k.elementwise_saved_bytes, 4 * logits);
+    EXPECT_DOUBLE_EQ(k.elementwise_saved_bytes, saved * logits) << fusion << te;
   }
+}
+
+// Transformer Engine's parallel_cross_entropy as the measured containers run it (TE 2.11):
+// cross_entropy_kernel writes the gradient over the bf16 logits, which the autograd function
+// saves: 2 B x 4096 x 12544 = 102,760,448 saved, no fp32 copy and no cast back. The output
+// layer's backward then adds its input's gradient (2 B x 4096 x 1024 = 8 MiB) and the weight
+// gradient (2 B x 12544 x 1024 = 25,690,112), allocated in that order.
+TEST(OutputHeadBlock, TransformerEnginesLossKeepsTheLogitsWithTheirGradient) {
+  Case c;
+  c.setup.cross_entropy_fusion = c.setup.cross_entropy_te = true;
+  BlockActivations a;
+  OutputHeadModel().activations(c.context(), a);
+  EXPECT_EQ(saved(a, "logits_with_gradient"), 102'760'448);
+  EXPECT_EQ(saved(a, "logits_fp32_softmax"), -1);  // not there
+  EXPECT_EQ(a.transient, 8'388'608 + 25'690'112);
+  ASSERT_EQ(a.transient_parts.size(), 2u);
+  EXPECT_EQ(a.transient_parts[0].bytes, 8'388'608);
+  EXPECT_EQ(a.transient_parts[1].bytes, 25'690'112);
+  // The other loss paths list no parts: one working-set block.
+  c.setup.cross_entropy_te = false;
+  BlockActivations native;
+  OutputHeadModel().activations(c.context(), native);
+  EXPECT_TRUE(native.transient_parts.empty());
 }
 
 TEST(OutputHeadBlock, OutputGemmAndItsInputGather) {
