@@ -22,19 +22,28 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 // One MHA block: h 1024, 16 heads of 64, TP 1, bf16, 4096 tokens on the CP rank. Then
 // Q = O = 2 B x 4096 x 1024 = 8 MiB and K+V = 16 MiB; the block's own backward holds
 // dQ, dK, dV (24 MiB) and the gradient of its input (8 MiB).
-std::int64_t attention_transient(std::int64_t cp, CpCommType type) {
+BlockActivations attention_acts(std::int64_t cp, CpCommType type, AttentionBackend backend,
+                                bool recompute_core = false) {
   const ModelSpec m = test::gpt_model(2, 1024, 16);
   TrainingSetup s;
-  s.attention_backend = AttentionBackend::kFlash;
+  s.attention_backend = backend;
   s.cp_comm_type = type;
   s.seq_length = 4096 * cp;
+  if (recompute_core) {
+    s.recompute.granularity = RecomputeGranularity::kSelective;
+    s.recompute.modules = kRecomputeCoreAttn;
+  }
   BlockContext ctx{m, m.layers.front(), s};
   ctx.cp = cp;
   ctx.tokens = 4096;
   ctx.local_tokens = 4096;
   BlockActivations out;
   plugins::GqaAttentionModel().activations(ctx, out);
-  return out.transient;
+  return out;
+}
+
+std::int64_t attention_transient(std::int64_t cp, CpCommType type) {
+  return attention_acts(cp, type, AttentionBackend::kFlash).transient;
 }
 
 TEST(ContextParallel, WithoutCpTheBackwardHoldsTheGradientsOfQkvAndOfTheInput) {
@@ -74,17 +83,7 @@ TEST(ContextParallel, AllToAllHoldsTheExchangedGradients) {
 // CP 8: steps 1, 3, 5, 7, of which 1, 3 and 5 receive; CP 2: step 1 only, nothing to receive.
 // The other exchanges use the main stream.
 std::vector<std::pair<std::int64_t, std::int64_t>> side_stream(std::int64_t cp, CpCommType type) {
-  const ModelSpec m = test::gpt_model(2, 1024, 16);
-  TrainingSetup s;
-  s.attention_backend = AttentionBackend::kFused;
-  s.cp_comm_type = type;
-  s.seq_length = 4096 * cp;
-  BlockContext ctx{m, m.layers.front(), s};
-  ctx.cp = cp;
-  ctx.tokens = 4096;
-  ctx.local_tokens = 4096;
-  BlockActivations out;
-  plugins::GqaAttentionModel().activations(ctx, out);
+  const BlockActivations out = attention_acts(cp, type, AttentionBackend::kFused);
   std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
   for (const StreamTensors& t : out.side_stream) sizes.emplace_back(t.bytes, t.count);
   return sizes;
@@ -131,21 +130,7 @@ TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory)
 // 8 MiB where the ring saves the one it returns. a2a+p2p exchanges the output back the same way;
 // with core_attn recompute the kernel's output is not kept.
 std::int64_t saved_term(std::int64_t cp, CpCommType type, std::string_view name, bool recompute_core = false) {
-  const ModelSpec m = test::gpt_model(2, 1024, 16);
-  TrainingSetup s;
-  s.attention_backend = AttentionBackend::kFused;
-  s.cp_comm_type = type;
-  s.seq_length = 4096 * cp;
-  if (recompute_core) {
-    s.recompute.granularity = RecomputeGranularity::kSelective;
-    s.recompute.modules = kRecomputeCoreAttn;
-  }
-  BlockContext ctx{m, m.layers.front(), s};
-  ctx.cp = cp;
-  ctx.tokens = 4096;
-  ctx.local_tokens = 4096;
-  BlockActivations out;
-  plugins::GqaAttentionModel().activations(ctx, out);
+  const BlockActivations out = attention_acts(cp, type, AttentionBackend::kFused, recompute_core);
   std::int64_t bytes = 0;
   for (const auto& t : out.saved)
     if (t.name == name) bytes += t.bytes;
