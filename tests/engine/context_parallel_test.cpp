@@ -104,7 +104,7 @@ TEST(ContextParallel, RingStepsOnTheSecondStreamAllocateTheirReceiveBuffersOutpu
 // own, sized by get_allocation_size: at CP 4 (4096 tokens a rank) the 16 MiB receive buffer one
 // segment of 16 MiB, the two 8 MiB outputs one shared 20 MiB segment (the second takes the first
 // one's 12 MiB remainder), the two 256 KiB statistics one 2 MiB small-pool segment: 38 MiB, part of
-// reserved_bytes. The a2a exchange, on the main stream, has none.
+// reserved_bytes.
 TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory) {
   Registry reg;
   test::register_layer_models(reg);
@@ -121,8 +121,68 @@ TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory)
   TrainingSetup uncached = s;
   apply_environment(uncached, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
   EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
+}
+
+// Ulysses (AttnFuncWithCPAndQKVOA2A) finishes each exchange on cp_stream (flash_attn_a2a_communicate):
+// Q, K and V are reordered there by index_select, and the kernel saves those copies; the output it
+// returns is made contiguous there, and linear_proj saves it; the kernel's own head-sharded output
+// stays on the main stream. Its backward reorders dout there and makes dq, dk, dv contiguous there.
+// Under core_attn recompute the checkpoint keeps the exchange's inputs (main stream) and the
+// recomputed forward reorders Q, K, V there again.
+std::vector<std::string_view> terms_on_stream(CpCommType type, bool recompute_core = false) {
+  std::vector<std::string_view> names;
+  for (const auto& t : attention_acts(2, type, AttentionBackend::kFused, recompute_core).saved)
+    if (t.side_stream) names.push_back(t.name);
+  return names;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> backward_on_stream(CpCommType type, bool recompute_core = false) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
+  for (const StreamTensors& t : attention_acts(2, type, AttentionBackend::kFused, recompute_core).side_stream_backward)
+    sizes.emplace_back(t.bytes, t.count);
+  return sizes;
+}
+
+TEST(ContextParallel, UlyssesReordersQkvAndTheReturnedOutputOnItsStream) {
+  using N = std::vector<std::string_view>;
+  EXPECT_EQ(terms_on_stream(CpCommType::kA2A), (N{"attention/q", "attention/kv", "attention/output"}));
+  EXPECT_EQ(terms_on_stream(CpCommType::kA2A, true), (N{"attention/output"}));
+  EXPECT_TRUE(terms_on_stream(CpCommType::kP2P).empty());
+  EXPECT_TRUE(terms_on_stream(CpCommType::kAllGather).empty());
+  EXPECT_TRUE(terms_on_stream(CpCommType::kA2AP2P).empty());  // not modelled: an assumption says so
+  // MHA at 4096 tokens a rank: dout, dq, dk, dv of 8 MiB each; recompute adds Q, K, V again.
+  using V = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  const V grads{{8 * kMiB, 1}, {8 * kMiB, 1}, {8 * kMiB, 1}, {8 * kMiB, 1}};
+  EXPECT_EQ(backward_on_stream(CpCommType::kA2A), grads);
+  V again{{8 * kMiB, 1}, {8 * kMiB, 1}, {8 * kMiB, 1}};
+  again.insert(again.end(), grads.begin(), grads.end());
+  EXPECT_EQ(backward_on_stream(CpCommType::kA2A, true), again);
+  EXPECT_TRUE(backward_on_stream(CpCommType::kP2P).empty());
+}
+
+// The Ulysses stream's pool, by hand from get_allocation_size (requests under 10 MiB take 20 MiB
+// segments, larger ones their own size rounded to 2 MiB). Two layers at CP 4, 4096 tokens a rank,
+// one micro-batch at a time. Forward of layer 1: Q (8 MiB) opens segment A (20), K+V (one 16 MiB
+// request in the replay) segment B (16), the output (8) takes A's remainder; layer 2 the same in
+// C (20) and D (16): 72 MiB. Backward of layer 2, before its saved tensors go: dout and dq open E
+// (20), dk and dv F (20): 112 MiB. Layer 1's then fit in what layer 2 freed, and every later pass
+// in the cached segments: 112 MiB beside the main stream's.
+TEST(ContextParallel, UlyssesStreamKeepsItsSavedTensorsAndGradientsInSegmentsOfItsOwn) {
+  Registry reg;
+  test::register_layer_models(reg);
+  const Estimator est(test::gpt_model(2, 1024, 16), reg);
+  TrainingSetup s;
+  s.parallel.world_size = 4;
+  s.parallel.cp = 4;
+  s.seq_length = 16384;
+  s.attention_backend = AttentionBackend::kFused;
   s.cp_comm_type = CpCommType::kA2A;
-  EXPECT_EQ(est.run(s).peak().side_stream_reserved_bytes, 0);
+  const StageEstimate a2a = est.run(s).peak();
+  EXPECT_EQ(a2a.side_stream_reserved_bytes, 112 * kMiB);
+  EXPECT_GE(a2a.reserved_bytes, a2a.total_bytes);
+  TrainingSetup uncached = s;
+  apply_environment(uncached, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
+  EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
 }
 
 // Ulysses (AttnFuncWithCPAndQKVOA2A) saves the kernel's head-sharded output (out_part) for its

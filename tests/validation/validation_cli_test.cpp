@@ -257,10 +257,11 @@ TEST(ValidateRealRuns, TheBundledRealRunsDoNotRegress) {
 TEST(ValidateRealRuns, TheReservedMemoryDoesNotRegress) {
   // TE's in-place loss (language_model.cpp) moved the allocator share of the loss stages both ways
   // (the point estimate: median 1.62 -> 1.74 %, 15 -> 16 rows under, the share's error 0.83 ->
-  // 1.22 GiB) and the bound up (14 -> 20 rows covered, the largest miss 1.6 -> 0.75 %);
-  // docs/accuracy.md, "Reserved memory".
-  constexpr double kDocumentedMedian = 1.74, kDocumentedGapGib = 1.22, kDocumentedBoundExcess = 0.75, kSlack = 0.05;
-  constexpr std::size_t kDocumentedUnder = 16, kDocumentedBoundCovered = 20;
+  // 1.22 GiB) and the bound up (14 -> 20 rows covered, the largest miss 1.6 -> 0.75 %); the
+  // Ulysses exchange's own stream (ActTerm::side_stream) took the context-parallel rows up (median
+  // 1.64 %, 15 rows under, the share's error 1.02 GiB); docs/accuracy.md, "Reserved memory".
+  constexpr double kDocumentedMedian = 1.64, kDocumentedGapGib = 1.02, kDocumentedBoundExcess = 0.75, kSlack = 0.05;
+  constexpr std::size_t kDocumentedUnder = 15, kDocumentedBoundCovered = 20;
   const RunResult r =
       test::run_mme({"validate", (test::source_dir() / "bench" / "accuracy" / "real_runs.csv").string(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);

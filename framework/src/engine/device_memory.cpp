@@ -68,13 +68,14 @@ struct Record {
   const TypeEval* layer = nullptr;              // kLayer: the layer's kind
   const BlockParams* params = nullptr;          // kBlock: the block's parameters (its linears' weight shapes)
   const TermList<ActTerm, 4>* parts = nullptr;  // kBlock: the working set's tensors, when listed
+  const BlockActivations* acts = nullptr;       // kBlock: its tensors on a stream of its own
 };
 using MicroBatch = std::vector<Record>;
 
 class StageReplay {
  public:
   StageReplay(const Pass& ps, const StageEstimate& st, const AllocatorConfig& config)
-      : ps_(ps), st_(st), alloc_(config) {}
+      : ps_(ps), st_(st), alloc_(config), side_(config), streams_(config.caching) {}
 
   // Replays the model's construction, the same on every data-parallel rank; a copy of the
   // replay then goes on for one rank.
@@ -82,6 +83,8 @@ class StageReplay {
   // Replays the rest of the run for data-parallel shard (dense_rank, expert_rank); returns the
   // allocator.
   const CachingAllocatorModel& run(std::int64_t dense_rank, std::int64_t expert_rank);
+  // The pool of the blocks' own CUDA stream (BlockActivations::side_stream, ActTerm::side_stream).
+  const CachingAllocatorModel& side_pool() const { return side_; }
 
  private:
   void build_model();
@@ -94,10 +97,34 @@ class StageReplay {
   std::vector<LayerRef> chunk_layers(std::int64_t vr) const;
   double activation_scale(std::int64_t vr) const;
   int take(double bytes) { return alloc_.malloc(static_cast<std::int64_t>(bytes)); }
+  // A saved tensor: from the side stream's pool when its block allocates it there (handles of
+  // that pool are stored as -2 - handle), else from the main one.
+  int take_saved(const ActTerm& t, double bytes) {
+    if (streams_ && t.side_stream) return -2 - side_.malloc(static_cast<std::int64_t>(bytes));
+    return take(bytes);
+  }
+  void release(int h) {
+    if (h <= -2)
+      side_.free(-2 - h);
+    else
+      alloc_.free(h);
+  }
+  // What a block's forward allocates on its stream and frees before it returns.
+  void side_forward(const BlockActivations& a);
+  // What its backward allocates there, freed with its working set (appended to `held`).
+  void side_backward(const BlockActivations& a, std::vector<int>& held);
+  std::uint64_t digest() const { return alloc_.state_digest() * 0x9E3779B97F4A7C15ULL + side_.state_digest(); }
 
   const Pass& ps_;
   const StageEstimate& st_;
   CachingAllocatorModel alloc_;
+  // PyTorch's caching allocator serves a request only from blocks of the requesting stream
+  // (CUDACachingAllocator.cpp get_free_block: BlockComparatorSize orders a pool by stream first,
+  // and a split block keeps its segment's stream): what the blocks allocate on a stream of their
+  // own takes segments of its own, which only that stream reuses. Without caching
+  // (PYTORCH_NO_CUDA_MEMORY_CACHING) every free goes back, so one pool holds everything.
+  CachingAllocatorModel side_;
+  bool streams_ = true;
   std::vector<ParamTensor> params_;
   std::vector<std::pair<std::int64_t, bool>> shard_pieces_;  // elements, expert: this rank's optimizer shard
   std::vector<int> step_only_;                               // the step's fp32 gradient copies
@@ -269,10 +296,12 @@ void StageReplay::forward(std::int64_t vr) {
   auto block = [&](const LmBlockEval& b, std::int64_t n) {
     Record r;
     for (std::int64_t k = 0; k < n; ++k)
-      for (const auto& t : b.acts.saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
+      for (const auto& t : b.acts.saved) r.saved.push_back(take_saved(t, static_cast<double>(t.bytes) * f));
+    for (std::int64_t k = 0; k < n; ++k) side_forward(b.acts);
     r.transient = b.acts.transient;
     r.params = &b.params;
     r.parts = &b.acts.transient_parts;
+    r.acts = &b.acts;
     mb.push_back(std::move(r));
   };
   // gpt_model.py forward: embedding, the decoder layers (MTP layers after them), then the output
@@ -290,13 +319,18 @@ void StageReplay::forward(std::int64_t vr) {
         mb.push_back(std::move(r));
       }
       mb.back().group.push_back(l.eval);
+      // The checkpointed forward runs without keeping anything, its own stream's steps included.
+      side_forward(l.eval->attn_acts);
+      side_forward(l.eval->mlp_acts);
       continue;
     }
     Record r;
     r.kind = Record::kLayer;
     r.layer = l.eval;
-    for (const auto* acts : {&l.eval->attn_acts, &l.eval->mlp_acts})
-      for (const auto& t : acts->saved) r.saved.push_back(take(static_cast<double>(t.bytes) * f));
+    for (const auto* acts : {&l.eval->attn_acts, &l.eval->mlp_acts}) {
+      for (const auto& t : acts->saved) r.saved.push_back(take_saved(t, static_cast<double>(t.bytes) * f));
+      side_forward(*acts);
+    }
     r.transient = l.eval->transient.value();
     mb.push_back(std::move(r));
   }
@@ -318,16 +352,22 @@ void StageReplay::backward(std::int64_t vr) {
       std::vector<std::vector<int>> again;
       for (const TypeEval* e : it->group) {
         std::vector<int> hs;
-        for (const auto* acts : {&e->attn_acts, &e->mlp_acts})
-          for (const auto& t : acts->saved) hs.push_back(take(static_cast<double>(t.bytes)));
+        for (const auto* acts : {&e->attn_acts, &e->mlp_acts}) {
+          for (const auto& t : acts->saved) hs.push_back(take_saved(t, static_cast<double>(t.bytes)));
+          side_forward(*acts);
+        }
         again.push_back(std::move(hs));
       }
       for (std::size_t j = again.size(); j-- > 0;) {
         const int work = take(static_cast<double>(it->group[j]->transient.value()));
+        std::vector<int> side;
+        side_backward(it->group[j]->mlp_acts, side);
+        side_backward(it->group[j]->attn_acts, side);
         place_dummy_wgrads(it->group[j]->mlp_params);
         place_dummy_wgrads(it->group[j]->attn_params);
-        for (auto h = again[j].rbegin(); h != again[j].rend(); ++h) alloc_.free(*h);
+        for (auto h = again[j].rbegin(); h != again[j].rend(); ++h) release(*h);
         alloc_.free(work);
+        for (const int h : side) side_.free(h);
       }
       alloc_.free(it->input);
       continue;
@@ -338,6 +378,13 @@ void StageReplay::backward(std::int64_t vr) {
       for (const ActTerm& t : *it->parts) work.push_back(take(static_cast<double>(t.bytes)));
     else
       work.push_back(take(static_cast<double>(it->transient)));
+    std::vector<int> side;
+    if (it->layer != nullptr) {
+      side_backward(it->layer->mlp_acts, side);
+      side_backward(it->layer->attn_acts, side);
+    } else if (it->acts != nullptr) {
+      side_backward(*it->acts, side);
+    }
     // The linears' backward (module/linear.py, layernorm_linear.py, grouped_linear.py) returns
     // the placeholders, MLP first: autograd runs the layer in reverse.
     if (it->layer != nullptr) {
@@ -346,9 +393,24 @@ void StageReplay::backward(std::int64_t vr) {
     } else if (it->params != nullptr) {
       place_dummy_wgrads(*it->params);
     }
-    for (auto h = it->saved.rbegin(); h != it->saved.rend(); ++h) alloc_.free(*h);
+    for (auto h = it->saved.rbegin(); h != it->saved.rend(); ++h) release(*h);
     for (const int h : work) alloc_.free(h);
+    for (const int h : side) side_.free(h);
   }
+}
+
+void StageReplay::side_forward(const BlockActivations& a) {
+  if (!streams_ || a.side_stream.empty()) return;
+  std::vector<int> live;
+  for (const StreamTensors& t : a.side_stream)
+    for (std::int64_t k = 0; k < t.count; ++k) live.push_back(side_.malloc(t.bytes));
+  for (const int h : live) side_.free(h);
+}
+
+void StageReplay::side_backward(const BlockActivations& a, std::vector<int>& held) {
+  if (!streams_) return;  // one pool: the bytes are in the block's working set
+  for (const StreamTensors& t : a.side_stream_backward)
+    for (std::int64_t k = 0; k < t.count; ++k) held.push_back(side_.malloc(t.bytes));
 }
 
 void StageReplay::iteration(bool first) {
@@ -357,7 +419,7 @@ void StageReplay::iteration(bool first) {
   // (schedules.py), the gradients' reduce-scatter into the gradient buffer (in place), and the
   // optimizer step. --empty-unused-memory-level 2 emptied the cache after the last step (before
   // this zero_grad; nothing empties it after the model's construction).
-  if (!first && ps_.stages.s.empty_unused_memory_level >= 2) alloc_.empty_cache();
+  if (!first && ps_.stages.s.empty_unused_memory_level >= 2) alloc_.empty_cache(), side_.empty_cache();
   for (int h : step_only_) alloc_.free(h);
   step_only_.clear();
   const std::int64_t p = ps_.stages.p, v = ps_.stages.v, r = st_.pp_rank;
@@ -379,7 +441,7 @@ void StageReplay::iteration(bool first) {
   std::map<std::pair<std::uint64_t, std::int64_t>, std::int64_t> seen;
   const std::int64_t steady = total - warmup;
   for (std::int64_t k = 0; k < steady; ++k) {
-    const auto key = std::make_pair(alloc_.state_digest(), v == 1 ? 0 : fk % (group * v));
+    const auto key = std::make_pair(digest(), v == 1 ? 0 : fk % (group * v));
     if (auto it = seen.find(key); it != seen.end()) {
       const std::int64_t period = k - it->second;
       const std::int64_t skip = (steady - k) / period * period;
@@ -400,7 +462,7 @@ void StageReplay::iteration(bool first) {
   }
   // training.py train_step: --empty-unused-memory-level 1 or 2 empties the cache after the
   // forward and backward passes (2 after the optimizer step as well: above).
-  if (ps_.stages.s.empty_unused_memory_level >= 1) alloc_.empty_cache();
+  if (ps_.stages.s.empty_unused_memory_level >= 1) alloc_.empty_cache(), side_.empty_cache();
   // The optimizer step (distrib_optimizer.py step): 16-bit gradients become fp32 copies
   // (_copy_model_grads_to_main_grads); the first step creates Adam's exp_avg and exp_avg_sq per
   // shard piece (TE FusedAdam initialize_state, lazily on the first step).
@@ -470,7 +532,7 @@ const CachingAllocatorModel& StageReplay::run(std::int64_t dense_rank, std::int6
   // optimizer states, the next ones settle into the cached segments); at most eight.
   std::uint64_t before = 0;
   for (int it = 0; it < 8; ++it) {
-    const std::uint64_t start = alloc_.state_digest();
+    const std::uint64_t start = digest();
     if (it >= 2 && start == before) break;
     before = start;
     iteration(it == 0);
@@ -533,50 +595,6 @@ std::vector<Communicator> communicators(const Pass& ps, std::int64_t pp_rank) {
   return out;
 }
 
-// Transformer Engine's context-parallel attention allocates part of each forward on a second
-// CUDA stream (BlockActivations::side_stream). PyTorch's caching allocator serves a request only
-// from blocks of the requesting stream (CUDACachingAllocator.cpp get_free_block: BlockComparatorSize
-// orders the pool by stream first, and a split block keeps its segment's stream), so those tensors
-// take segments of their own, which the stream's next forward reuses and nothing else does: the
-// pool grows to the largest forward's need and stays reserved beside the main stream's segments.
-// Replayed on an allocator of its own, each block kind of the stage once (every forward of a kind
-// asks the same).
-std::int64_t side_stream_pool_bytes(const Pass& ps, const StageEstimate& st, const AllocatorConfig& config) {
-  std::vector<const BlockActivations*> blocks;
-  auto add = [&](const BlockActivations& a) {
-    if (!a.side_stream.empty() && std::find(blocks.begin(), blocks.end(), &a) == blocks.end()) blocks.push_back(&a);
-  };
-  const auto& im = ps.stages.im;
-  const auto& lm = *ps.stages.layers;
-  for (std::int64_t vr = 0; vr < ps.stages.v; ++vr) {
-    const ChunkLayout& ch = ps.stages.part->at(st.pp_rank, vr);
-    if (ch.embedding) add(lm.embedding.acts);
-    for (std::int64_t i = ch.first_layer; i < ch.first_layer + ch.num_layers; ++i) {
-      const TypeEval& e = lm.evals[im.layer_type[static_cast<std::size_t>(i)]];
-      add(e.attn_acts);
-      add(e.mlp_acts);
-    }
-    if (ch.mtp_layers > 0) {
-      add(lm.mtp_projection.acts);
-      add(lm.mtp_eval.attn_acts);
-      add(lm.mtp_eval.mlp_acts);
-    }
-    if (ch.loss) add(lm.output_head.acts);
-  }
-  // PYTORCH_NO_CUDA_MEMORY_CACHING: every free goes back to the driver, nothing stays reserved
-  // beside the main replay's (which then counts those tensors while they live).
-  if (blocks.empty() || !config.caching) return 0;
-  CachingAllocatorModel pool(config);
-  std::vector<int> live;
-  for (const BlockActivations* a : blocks) {
-    for (const StreamTensors& t : a->side_stream)
-      for (std::int64_t k = 0; k < t.count; ++k) live.push_back(pool.malloc(t.bytes));
-    for (const int h : live) pool.free(h);  // the forward returns: its lists of steps go
-    live.clear();
-  }
-  return pool.peak_reserved();
-}
-
 }  // namespace
 
 void add_device_memory(const Pass& ps, StageEstimate& st) {
@@ -585,22 +603,26 @@ void add_device_memory(const Pass& ps, StageEstimate& st) {
   // optimizer shards hold different parameters, so their segments differ; the largest counts.
   const std::int64_t ranks = std::max(ps.parameters.dense_shards, ps.parameters.expert_shards);
   const std::int64_t samples = std::min<std::int64_t>(ranks, 4);
-  std::int64_t reserved = 0, requested = 0;
+  std::int64_t reserved = 0, requested = 0, side = 0;
   StageReplay built(ps, st, config);
   built.build();
   for (std::int64_t k = 0; k < samples; ++k) {
     auto pick = [&](std::int64_t n) { return samples > 1 ? k * (n - 1) / (samples - 1) : 0; };
     StageReplay replay = k + 1 < samples ? StageReplay(built) : std::move(built);  // the last one takes it
     const CachingAllocatorModel& a = replay.run(pick(ps.parameters.dense_shards), pick(ps.parameters.expert_shards));
-    if (a.peak_reserved() > reserved) reserved = a.peak_reserved(), requested = a.peak_requested();
+    // The blocks' own stream keeps its segments beside the main stream's: reserved memory never
+    // shrinks (nothing empties the cache), so the two pools' peaks add up.
+    const CachingAllocatorModel& b = replay.side_pool();
+    if (a.peak_reserved() + b.peak_reserved() > reserved + side)
+      reserved = a.peak_reserved(), side = b.peak_reserved(), requested = a.peak_requested() + b.peak_requested();
   }
   // Bytes of the estimate's peak that the replayed sequence does not hold (terms with no place
   // of their own in it) take segments of their own, rounded like one.
   if (st.total_bytes > requested) reserved += allocator_segment_size(st.total_bytes - requested);
   // CUDA graphs: the graphs' private pool stays reserved beside the eager segments (cuda_graphs.cpp).
   reserved += st.cuda_graph_pool_bytes;
-  st.side_stream_reserved_bytes = side_stream_pool_bytes(ps, st, config);
-  reserved += st.side_stream_reserved_bytes;
+  st.side_stream_reserved_bytes = side;
+  reserved += side;
   st.reserved_bytes = std::max(reserved, st.total_bytes);
 
   std::vector<Component> outside;
@@ -650,6 +672,14 @@ void add_device_assumptions(const Pass& ps, std::vector<std::string>& a) {
     a.push_back(
         "reserved memory: Transformer Engine's CP ring runs every other step on a second CUDA stream, whose "
         "segments (side_stream_reserved_bytes) the main stream never reuses");
+  if (s.parallel.cp > 1 && s.cp_comm_type == CpCommType::kA2A)
+    a.push_back(
+        "reserved memory: Transformer Engine's a2a exchange reorders Q, K, V, the output and their gradients on its "
+        "CP stream, whose segments (side_stream_reserved_bytes) the main stream never reuses");
+  if (s.parallel.cp > 1 && s.cp_comm_type == CpCommType::kA2AP2P)
+    a.push_back(
+        "reserved memory: the a2a half of a2a+p2p reorders Q, K, V and the output on the CP stream too; only the "
+        "ring's steps are replayed there");
   if (const std::int64_t level = s.empty_unused_memory_level; level > 0)
     a.push_back(
         fmt::format("--empty-unused-memory-level {}: torch.cuda.empty_cache() after each step's forward and "

@@ -104,10 +104,14 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     const CheckedInt s_local = CheckedInt(ctx.setup.seq_length) / ctx.cp;
     add_act(out, "attention/rope_cos_sin", 4 * ab * s_local * d, 0, s_local * d);
   }
-  // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps).
+  // Core attention inputs Q, K, V (also what a core_attn checkpoint keeps). The kernel's, under
+  // Ulysses CP, are the exchange's reordered copies on cp_stream (block_helpers.hpp).
   const CheckedInt q_bytes = ab * T * nq * d, kv_bytes = 2 * ab * T * nkv * d;
+  const bool a2a_stream = a2a_context_parallel_stream(ctx);
+  const std::size_t qkv_first = out.saved.size();
   add_act(out, "attention/q", q_bytes, kOffloadCoreAttn, T * nq * d);
   add_act(out, "attention/kv", kv_bytes, kOffloadCoreAttn, T * nkv * d);
+  if (a2a_stream && !recompute_core) mark_side_stream(out, qkv_first);
   if (fused_kernel) {
     // Flash/fused attention keeps the fp32 softmax statistics [b, n/TP, s] (LSE).
     if (!recompute_core) add_act(out, "attention/softmax_lse", 4 * T * nq, kOffloadCoreAttn, T * nq);
@@ -125,8 +129,12 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // Under LoRA the frozen linear_proj keeps no input: O stays for flash attention, or for
   // linear_proj's adapter (the same tensor).
   const bool proj_keeps_output = !frozen || lora_wraps(ctx, kLoraLinearProj);
+  // Under Ulysses CP the output linear_proj keeps in 16 bits is the exchange's, on cp_stream.
+  const bool output_on_stream = a2a_stream && proj_keeps_output && li == ab;
+  const std::size_t output_first = out.saved.size();
   if (fused_kernel || proj_keeps_output)
     add_act(out, "attention/output", ab * T * nq * d, kOffloadAttnProj, T * nq * d);
+  if (output_on_stream) mark_side_stream(out, output_first);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
   if (!recompute_core && proj_keeps_output && li == ab) {
@@ -151,6 +159,8 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   transient += context_parallel_attention_transient(ctx, q_bytes, kv_bytes, ab * T * nq * d);
   out.transient = transient.value();
   add_context_parallel_side_stream(ctx, out, kv_bytes, ab * T * nq * d, 4 * T * nq);
+  add_a2a_context_parallel_stream(ctx, out, q_bytes, kv_bytes / 2, kv_bytes / 2, ab * T * nq * d, recompute_core,
+                                  output_on_stream);
   out.global_buffer = local_attention_score_buffer(ctx, nq, attention_key_length(ctx)).value();
 }
 

@@ -109,8 +109,11 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   if (!rc.has(kRecomputeMlaUpProj)) {
     // Q [s, b, n/TP, d_qk + d_rope], K of the same width (rope key broadcast to every head)
     // and V [s, b, n/TP, d_v], kept by the core attention; mla_up_proj recompute drops them.
+    // Under Ulysses CP the kernel's Q, K, V are the exchange's copies on cp_stream (block_helpers.hpp).
+    const std::size_t qkv_first = out.saved.size();
     add_act(out, "attention/q", ab * T * nl * dq, kOffloadCoreAttn, T * nl * dq);
     add_act(out, "attention/kv", ab * T * nl * (dq + dv), kOffloadCoreAttn, T * nl * dv);
+    if (a2a_context_parallel_stream(ctx) && !rc.has(kRecomputeCoreAttn)) mark_side_stream(out, qkv_first);
     // The rope key gathered over SP before it is broadcast to the heads.
     add_act(out, "attention/k_pos_emb", ab * T * d_rope, kOffloadQkvLinear, T * d_rope);
     if (!ctx.setup.apply_rope_fusion) {
@@ -133,7 +136,11 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   }
   // Core attention output, kept by flash attention and as linear_proj's input: it leaves the
   // GPU only with linear_proj's copy (attn_proj).
+  // Under Ulysses CP the output linear_proj keeps in 16 bits is the exchange's, on cp_stream.
+  const bool output_on_stream = a2a_context_parallel_stream(ctx) && li == ab;
+  const std::size_t output_first = out.saved.size();
   add_act(out, "attention/output", ab * T * nl * dv, kOffloadAttnProj, T * nl * dv);
+  if (output_on_stream) mark_side_stream(out, output_first);
   // Under TE's FlashAttention with several sequences per micro-batch, flash-attn's own [b, s, n, d]
   // output beside the [s, b, n * d] copy linear_proj keeps (block_helpers.hpp).
   if (!rc.has(kRecomputeCoreAttn) && li == ab) {
@@ -153,6 +160,8 @@ void MlaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   transient += context_parallel_attention_transient(ctx, ab * T * nl * dq, ab * T * nl * (dq + dv), ab * T * nl * dv);
   out.transient = transient.value();
   add_context_parallel_side_stream(ctx, out, ab * T * nl * (dq + dv), ab * T * nl * dv, 4 * T * nl);
+  add_a2a_context_parallel_stream(ctx, out, ab * T * nl * dq, ab * T * nl * dq, ab * T * nl * dv, ab * T * nl * dv,
+                                  rc.has(kRecomputeCoreAttn), output_on_stream);
   out.global_buffer = local_attention_score_buffer(ctx, nl, attention_key_length(ctx)).value();
 }
 

@@ -143,6 +143,46 @@ inline void add_context_parallel_side_stream(const BlockContext& ctx, BlockActiv
   out.side_stream.push({"context_parallel/softmax_lse_per_step", lse.value(), odd_steps});
 }
 
+// Transformer Engine's Ulysses exchange (--cp-comm-type a2a: context_parallel.py
+// AttnFuncWithCPAndQKVOA2A, flash_attn_a2a_communicate) finishes every all-to-all on cp_stream:
+// before the kernel it reorders each of Q, K and V there (reorder_seq_chunks_for_a2a_before_attn,
+// an index_select: the tensors the kernel saves), after it makes the output it returns to
+// linear_proj contiguous there, and in backward it reorders dout there and makes dq, dk and dv
+// contiguous there. PyTorch's caching allocator serves a stream from that stream's blocks only,
+// so these live in a pool of their own (ActTerm::side_stream for the saved ones). The hierarchical
+// a2a+p2p exchange is not reported (its ring keeps other tensors on the same stream).
+inline bool a2a_context_parallel_stream(const BlockContext& ctx) {
+  return ctx.cp > 1 && fused_kernel_attention(ctx.setup.attention_backend) &&
+         ctx.setup.cp_comm_type == CpCommType::kA2A;
+}
+
+// Marks the saved terms from index `first` on as allocated on the block's own stream
+// (ActTerm::side_stream): call it with out.saved.size() taken before adding them.
+inline void mark_side_stream(BlockActivations& out, std::size_t first) {
+  for (std::size_t i = first; i < out.saved.size(); ++i) out.saved.begin()[i].side_stream = true;
+}
+
+// What the Ulysses exchange allocates on cp_stream beyond the saved terms a block marks (q, k, v
+// and o: one micro-batch's bytes on this CP rank, each tensor). `core_recomputed`: core_attn
+// recompute, whose checkpoint keeps the exchange's inputs on the main stream and runs the forward
+// again in backward (Q, K, V and the output on cp_stream once more); `output_saved`: linear_proj
+// keeps the returned output (marked by the caller), else it goes when the forward returns.
+inline void add_a2a_context_parallel_stream(const BlockContext& ctx, BlockActivations& out, CheckedInt q, CheckedInt k,
+                                            CheckedInt v, CheckedInt o, bool core_recomputed, bool output_saved) {
+  if (!a2a_context_parallel_stream(ctx)) return;
+  if (!output_saved) out.side_stream.push({"context_parallel/a2a_output", o.value(), 1});
+  if (core_recomputed) {
+    out.side_stream_backward.push({"context_parallel/a2a_q_recomputed", q.value(), 1});
+    out.side_stream_backward.push({"context_parallel/a2a_k_recomputed", k.value(), 1});
+    out.side_stream_backward.push({"context_parallel/a2a_v_recomputed", v.value(), 1});
+    if (!output_saved) out.side_stream_backward.push({"context_parallel/a2a_output_recomputed", o.value(), 1});
+  }
+  out.side_stream_backward.push({"context_parallel/a2a_dout", o.value(), 1});
+  out.side_stream_backward.push({"context_parallel/a2a_dq", q.value(), 1});
+  out.side_stream_backward.push({"context_parallel/a2a_dk", k.value(), 1});
+  out.side_stream_backward.push({"context_parallel/a2a_dv", v.value(), 1});
+}
+
 // Adds a parameter term whose per-rank share is total / divisor.
 inline void add_param(BlockParams& out, std::string_view name, ParamGroup group, ShardClass shard, CheckedInt total,
                       CheckedInt divisor, CheckedInt active = -1) {

@@ -82,6 +82,11 @@ struct ActTerm {
   // and router (moe_router), its dispatcher preprocess (moe_preprocess). 0: only the whole
   // block's scope (attn for an attention block, mlp or moe for an MLP block) captures it.
   std::uint32_t graph_scope = 0;
+  // Plugin API 9: allocated on a CUDA stream of the block's own rather than the training loop's
+  // (Transformer Engine's Ulysses exchange reorders Q, K, V and the returned output on its
+  // cp_stream): the reserved-memory replay keeps the tensor in that stream's pool, from its
+  // forward until its backward frees it.
+  bool side_stream = false;
 };
 
 // A trainable linear's weight as one rank holds it, [rows, cols] (a GroupedLinear's: one
@@ -101,8 +106,9 @@ struct BlockParams {
   TermList<GemmWeight, 8> gemm_weights;
 };
 
-// Plugin API 8: tensors of one size that one forward of a block allocates on a CUDA stream of its
-// own (not the training loop's) and frees before the forward returns.
+// Plugin API 8: tensors of one size that a block allocates on a CUDA stream of its own (not the
+// training loop's): in BlockActivations::side_stream, freed before its forward returns; in
+// side_stream_backward (API 9), freed with its backward's working set.
 struct StreamTensors {
   std::string_view name;   // a string literal of the reporting plugin
   std::int64_t bytes = 0;  // each
@@ -132,6 +138,10 @@ struct BlockActivations {
   // backward allocates them, for the reserved-memory replay, which otherwise allocates `transient`
   // as one block. Empty: one block.
   TermList<ActTerm, 4> transient_parts;
+  // Plugin API 9: what the block's backward allocates on its own stream (the stream of the
+  // `side_stream` saved terms) and frees with its working set. Those bytes belong in `transient`
+  // as well when they set the block's busiest moment; the list only places them in the replay.
+  TermList<StreamTensors, 8> side_stream_backward;
 };
 
 // The process group a collective runs over.

@@ -43,7 +43,10 @@
 //    block_helpers.hpp add_context_parallel_side_stream reports TE's CP ring steps on its second
 //    stream; and transient_parts (the backward working set's tensors in allocation order, for
 //    the same replay).
-#define MME_PLUGIN_API_VERSION 8
+// 9: ActTerm gains side_stream (a saved tensor allocated on the block's own CUDA stream) and
+//    BlockActivations side_stream_backward (what its backward allocates there); block_helpers.hpp
+//    add_a2a_context_parallel_stream reports Transformer Engine's Ulysses exchange on cp_stream.
+#define MME_PLUGIN_API_VERSION 9
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)
