@@ -105,7 +105,9 @@ TEST(ContextParallel, RingStepsOnTheSecondStreamAllocateTheirReceiveBuffersOutpu
 // segment of 16 MiB, the two 8 MiB outputs one shared 20 MiB segment (the second takes the first
 // one's 12 MiB remainder), the two 256 KiB statistics one 2 MiB small-pool segment: 38 MiB, part of
 // reserved_bytes.
-TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory) {
+// The peak stage of two MHA layers at CP 4 with 4096 tokens a rank, cached or not
+// (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every free goes back, so no stream keeps anything).
+StageEstimate cp4_stage(CpCommType type, bool cached = true) {
   Registry reg;
   test::register_layer_models(reg);
   const Estimator est(test::gpt_model(2, 1024, 16), reg);
@@ -114,13 +116,16 @@ TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory)
   s.parallel.cp = 4;
   s.seq_length = 16384;
   s.attention_backend = AttentionBackend::kFused;
-  const StageEstimate ring = est.run(s).peak();
+  s.cp_comm_type = type;
+  if (!cached) apply_environment(s, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
+  return est.run(s).peak();
+}
+
+TEST(ContextParallel, TheRingsSecondStreamKeepsSegmentsOfItsOwnInReservedMemory) {
+  const StageEstimate ring = cp4_stage(CpCommType::kP2P);
   EXPECT_EQ(ring.side_stream_reserved_bytes, 38 * kMiB);
   EXPECT_GE(ring.reserved_bytes, ring.total_bytes + ring.side_stream_reserved_bytes);
-  // Without caching (PYTORCH_NO_CUDA_MEMORY_CACHING=1) the stream keeps nothing once freed.
-  TrainingSetup uncached = s;
-  apply_environment(uncached, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
-  EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
+  EXPECT_EQ(cp4_stage(CpCommType::kP2P, false).side_stream_reserved_bytes, 0);
 }
 
 // Ulysses (AttnFuncWithCPAndQKVOA2A) finishes each exchange on cp_stream (flash_attn_a2a_communicate):
@@ -168,21 +173,10 @@ TEST(ContextParallel, UlyssesReordersQkvAndTheReturnedOutputOnItsStream) {
 // (20), dk and dv F (20): 112 MiB. Layer 1's then fit in what layer 2 freed, and every later pass
 // in the cached segments: 112 MiB beside the main stream's.
 TEST(ContextParallel, UlyssesStreamKeepsItsSavedTensorsAndGradientsInSegmentsOfItsOwn) {
-  Registry reg;
-  test::register_layer_models(reg);
-  const Estimator est(test::gpt_model(2, 1024, 16), reg);
-  TrainingSetup s;
-  s.parallel.world_size = 4;
-  s.parallel.cp = 4;
-  s.seq_length = 16384;
-  s.attention_backend = AttentionBackend::kFused;
-  s.cp_comm_type = CpCommType::kA2A;
-  const StageEstimate a2a = est.run(s).peak();
+  const StageEstimate a2a = cp4_stage(CpCommType::kA2A);
   EXPECT_EQ(a2a.side_stream_reserved_bytes, 112 * kMiB);
   EXPECT_GE(a2a.reserved_bytes, a2a.total_bytes);
-  TrainingSetup uncached = s;
-  apply_environment(uncached, "PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
-  EXPECT_EQ(est.run(uncached).peak().side_stream_reserved_bytes, 0);
+  EXPECT_EQ(cp4_stage(CpCommType::kA2A, false).side_stream_reserved_bytes, 0);
 }
 
 // Ulysses (AttnFuncWithCPAndQKVOA2A) saves the kernel's head-sharded output (out_part) for its
