@@ -82,11 +82,15 @@ TEST(ContextParallel, AllToAllHoldsTheExchangedGradients) {
 // partial output (O, 8 MiB) and its fp32 softmax statistics (4 B x 16 heads x 4096 = 256 KiB).
 // CP 8: steps 1, 3, 5, 7, of which 1, 3 and 5 receive; CP 2: step 1 only, nothing to receive.
 // The other exchanges use the main stream.
+template <std::size_t N>
+std::vector<std::pair<std::int64_t, std::int64_t>> sizes(const TermList<StreamTensors, N>& list) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const StreamTensors& t : list) out.emplace_back(t.bytes, t.count);
+  return out;
+}
+
 std::vector<std::pair<std::int64_t, std::int64_t>> side_stream(std::int64_t cp, CpCommType type) {
-  const BlockActivations out = attention_acts(cp, type, AttentionBackend::kFused);
-  std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
-  for (const StreamTensors& t : out.side_stream) sizes.emplace_back(t.bytes, t.count);
-  return sizes;
+  return sizes(attention_acts(cp, type, AttentionBackend::kFused).side_stream);
 }
 
 TEST(ContextParallel, RingStepsOnTheSecondStreamAllocateTheirReceiveBuffersOutputsAndStatistics) {
@@ -142,10 +146,7 @@ std::vector<std::string_view> terms_on_stream(CpCommType type, bool recompute_co
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> backward_on_stream(CpCommType type, bool recompute_core = false) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
-  for (const StreamTensors& t : attention_acts(2, type, AttentionBackend::kFused, recompute_core).side_stream_backward)
-    sizes.emplace_back(t.bytes, t.count);
-  return sizes;
+  return sizes(attention_acts(2, type, AttentionBackend::kFused, recompute_core).side_stream_backward);
 }
 
 TEST(ContextParallel, UlyssesReordersQkvAndTheReturnedOutputOnItsStream) {

@@ -61,14 +61,13 @@ struct LayerRef {
 // piece in forward order.
 struct Record {
   enum Kind { kBlock, kLayer, kGroup } kind = kBlock;
-  std::vector<int> saved;                       // kBlock / kLayer: the saved tensors
-  std::int64_t transient = 0;                   // the piece's backward working set
-  std::vector<const TypeEval*> group;           // kGroup: the recomputed layers
-  int input = -1;                               // kGroup: the group's kept input
-  const TypeEval* layer = nullptr;              // kLayer: the layer's kind
-  const BlockParams* params = nullptr;          // kBlock: the block's parameters (its linears' weight shapes)
-  const TermList<ActTerm, 4>* parts = nullptr;  // kBlock: the working set's tensors, when listed
-  const BlockActivations* acts = nullptr;       // kBlock: its tensors on a stream of its own
+  std::vector<int> saved;                  // kBlock / kLayer: the saved tensors
+  std::int64_t transient = 0;              // the piece's backward working set
+  std::vector<const TypeEval*> group;      // kGroup: the recomputed layers
+  int input = -1;                          // kGroup: the group's kept input
+  const TypeEval* layer = nullptr;         // kLayer: the layer's kind
+  const BlockParams* params = nullptr;     // kBlock: the block's parameters (its linears' weight shapes)
+  const BlockActivations* acts = nullptr;  // kBlock: its working set's tensors, those on its own stream
 };
 using MicroBatch = std::vector<Record>;
 
@@ -295,12 +294,12 @@ void StageReplay::forward(std::int64_t vr) {
   MicroBatch mb;
   auto block = [&](const LmBlockEval& b, std::int64_t n) {
     Record r;
-    for (std::int64_t k = 0; k < n; ++k)
+    for (std::int64_t k = 0; k < n; ++k) {
       for (const auto& t : b.acts.saved) r.saved.push_back(take_saved(t, static_cast<double>(t.bytes) * f));
-    for (std::int64_t k = 0; k < n; ++k) side_forward(b.acts);
+      side_forward(b.acts);
+    }
     r.transient = b.acts.transient;
     r.params = &b.params;
-    r.parts = &b.acts.transient_parts;
     r.acts = &b.acts;
     mb.push_back(std::move(r));
   };
@@ -374,8 +373,8 @@ void StageReplay::backward(std::int64_t vr) {
     }
     // The working set: its tensors one by one where the block lists them, else one block.
     std::vector<int> work;
-    if (it->parts != nullptr && !it->parts->empty())
-      for (const ActTerm& t : *it->parts) work.push_back(take(static_cast<double>(t.bytes)));
+    if (it->acts != nullptr && !it->acts->transient_parts.empty())
+      for (const ActTerm& t : it->acts->transient_parts) work.push_back(take(static_cast<double>(t.bytes)));
     else
       work.push_back(take(static_cast<double>(it->transient)));
     std::vector<int> side;
