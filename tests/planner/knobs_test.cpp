@@ -258,10 +258,14 @@ TEST(planner_knobs, RefusedCombinationsAreInvalidCandidates) {
 // With memory to spare, offloading the optimizer only costs time. Megatron-FSDP's per-micro-batch
 // traffic hides under the other micro-batches' compute as the distributed optimizer's hides
 // under the last backward and the first forward (the recipes' overlaps): sharding costs nothing
-// there, never less than nothing, and on a tie the plan with more memory free comes first.
+// there, never less than nothing, and on a tie the plan with more memory free comes first. Both
+// reduce bf16 gradients here (--main-grads-dtype bf16): Megatron-FSDP reduces them in bf16 by
+// default, half the bytes of the distributed optimizer's default fp32 ones, and the embedding's,
+// reduced last, shows.
 TEST(planner_knobs, WithMemoryToSpareOffloadRanksLowerAndShardingIsNoFaster) {
   const Planner planner(bundled("Qwen/Qwen3-0.6B"), registry());
   PlanOptions o = options_for(8);
+  o.base.optimizer.main_grads = DType::kBF16;
   o.base.seq_length = 1024;  // every layout fits with either knob
   o.base.global_batch_size = 128;
   o.micro_batch_sizes = {1, 2};

@@ -20,6 +20,7 @@
 #include <mme/planner/planner.hpp>
 #include <mme/sdk/error.hpp>
 
+#include "planner/planner_internal.hpp"
 #include "planner_zoo.hpp"
 
 namespace mme {
@@ -494,6 +495,48 @@ PlanLayout qwen3_8b_tp2_pp4() {
   l.dp = 8;
   l.first_stage_layers = l.middle_stage_layers = l.last_stage_layers = 9;
   return l;
+}
+
+// The distributed optimizer's traffic under --overlap-grad-reduce / --overlap-param-gather, as
+// pipeline_parallel/schedules.py launches it (Megatron-LM's default --align-grad-reduce and
+// --align-param-gather), worked by hand in seconds.
+TEST(planner, DataParallelTrafficHidesWhereTheScheduleLaunchesIt) {
+  using planning::ChunkTraffic;
+  using planning::exposed_grad_reduce;
+  using planning::exposed_param_gather;
+  // Without VPP the first stage reduces each bucket as its backward readies it: what outlasts the
+  // backward shows, and at least the embedding's bucket, ready last.
+  const ChunkTraffic embedded{.layers = 3, .first = 1, .last = 0};
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(embedded, 2, 0, 4, 1), 2.0);   // 4 - 2
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(embedded, 10, 0, 4, 1), 1.0);  // the embedding's
+  // The other stages launch theirs after their cool-down, r backward passes before the first
+  // stage's ends: rank 2 of 4 has 2 x 1.5 s of it.
+  const ChunkTraffic plain{.layers = 4, .first = 0, .last = 0};
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(plain, 1.5, 2, 4, 1), 1.0);  // 4 - 3
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(plain, 3, 2, 4, 1), 0.0);
+  // PP 2, VPP 4, a backward of 4 s (1 s a chunk pass): chunk j's reduce-scatter starts 2 j passes
+  // before the first stage ends, one after another: 3 s a chunk gives max(3, 6 - 2, 9 - 4,
+  // 12 - 6) = 6, where "what outlasts one backward" would say 12 - 4 = 8.
+  const ChunkTraffic chunks{.layers = 12, .first = 0, .last = 0};
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(chunks, 4, 0, 2, 4), 6.0);
+  // 1 s a chunk: chunk 0's, launched when the backward ends, shows in full on the first stage;
+  // rank 1 launches it at its own end, a pass earlier, so nothing shows there.
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(plain, 4, 0, 2, 4), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(plain, 4, 1, 2, 4), 0.0);
+  // The output layer is in the last chunk, reduced first: it hides.
+  EXPECT_DOUBLE_EQ(exposed_grad_reduce(ChunkTraffic{.layers = 4, .first = 0, .last = 2}, 4, 0, 2, 4), 1.0);
+
+  // The parameters' all-gather without VPP: each bucket's ahead of its forward, the first
+  // (the embedding's on the first stage) waited for.
+  EXPECT_DOUBLE_EQ(exposed_param_gather(embedded, 2, 0, 4, 1), 2.0);
+  EXPECT_DOUBLE_EQ(exposed_param_gather(embedded, 10, 0, 4, 1), 1.0);
+  // PP 2, VPP 4, a forward of 4 s: chunks 0 and 1 launched at the start, chunk 2 at pass 2 and
+  // chunk 3 at pass 4 (rank 0), needed by the end of pass 1 (chunk 0, bucket by bucket) and at
+  // passes 2, 4 and 6: 3 s a chunk is done at 3, 6, 9 and 12 s, max(3 - 1, 6 - 2, 9 - 4, 12 - 6).
+  EXPECT_DOUBLE_EQ(exposed_param_gather(chunks, 4, 0, 2, 4), 6.0);
+  EXPECT_DOUBLE_EQ(exposed_param_gather(chunks, 4, 1, 2, 4), 6.0);  // chunk 2 at pass 1, 3 at 3
+  EXPECT_DOUBLE_EQ(exposed_param_gather(plain, 4, 0, 2, 4), 0.0);   // 1 s a chunk hides
+  EXPECT_DOUBLE_EQ(exposed_param_gather(ChunkTraffic{.layers = 4, .first = 0.5, .last = 0}, 4, 0, 2, 4), 0.5);
 }
 
 TEST(planner, SpeedProxyFollowsItsFormulas) {

@@ -350,26 +350,6 @@ double exposed_launch_seconds(double gpu_seconds, bool moe, const TrainingSetup&
   return std::max(0.0, host - gpu_seconds);
 }
 
-// Megatron-FSDP's data-parallel traffic beyond the distributed optimizer's one gradient
-// reduce-scatter and one parameter all-gather a step, for `shared` parameters of a rank sent
-// over its data-parallel group (megatron_fsdp.py). _process_post_backward_gradients reduces the
-// gradients on every backward under optim_grads and optim_grads_params
-// (grad_reduce_every_bprop), once a step otherwise; under optim_grads_params
-// _pre_forward_param_unshard and _pre_backward_param_unshard all-gather the weights before each
-// forward and each backward of every micro-batch (released after each: release_module_parameters),
-// where the other strategies keep them whole and gather them once a step (the optimizer's update).
-// Megatron-FSDP prefetches the next unit's weights and reduces the last one's gradients while a
-// unit computes: per micro-batch only what outlasts the rank's compute of it shows.
-double fsdp_extra_seconds(const SliceCost& c, double shared, double micro_batches, double bandwidth,
-                          double compute_per_micro_batch) {
-  const double m = std::max(micro_batches, 1.0);
-  double bytes = 0;
-  if (c.sharding == DpSharding::kOptimGrads) bytes = (m - 1) * c.grad_bytes;
-  if (c.sharding == DpSharding::kOptimGradsParams) bytes = (m - 1) * c.grad_bytes + (2 * m - 1) * c.weight_bytes;
-  const double seconds = shared * bytes / bandwidth;
-  return std::max(0.0, seconds - (m - 1) * compute_per_micro_batch);
-}
-
 // Optimizer CPU offload of a rank's optimizer shard of `params` parameters
 // (optimizer/cpu_offloading/hybrid_optimizer.py, HybridDeviceOptimizer): step() copies the main
 // gradients of the offloaded share to the host (_set_sub_optimizer_grads, on the D2H stream),
@@ -721,16 +701,20 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
     }
     const std::size_t ri = split * np + r;
     if (r == 0) t += c.embedding.total(), forward += c.embedding.forward;  // the first chunk runs the embedding
+    // What the last chunk holds beyond its layers: the output layer, a tied embedding's copy
+    // on the last stage, MTP.
+    double dense_last = 0, expert_last = 0;
     if (ps.loss[ri]) {
       t += c.output.total(), forward += c.output.forward;
-      dense += loss_params;
+      dense_last += loss_params;
     }
-    if (ps.embed[ri]) dense += embedding_params;
+    if (ps.embed[ri]) (r == 0 ? dense : dense_last) += embedding_params;
     if (ps.mtp[ri] > 0) {
       t += ps.mtp[ri] * c.mtp.total(), forward += ps.mtp[ri] * c.mtp.forward;
-      dense += ps.mtp[ri] * mtp_params;
-      expert += ps.mtp[ri] * c.mtp.expert_params;
+      dense_last += ps.mtp[ri] * mtp_params;
+      expert_last += ps.mtp[ri] * c.mtp.expert_params;
     }
+    dense += dense_last, expert += expert_last;
     const double sends = l.vpp > 1 ? std::max(0.0, p2p - t / v) : p2p;
     if (t + sends > worst) {
       worst = t + sends;
@@ -740,14 +724,21 @@ PlanScore Planner::Impl::score_of(const SliceCost& c, const PpSplits& ps, std::s
     const double shared = (dcp - 1) / dcp * dense + (edp - 1) / edp * expert;
     // The distributed optimizer (distributed/param_and_grad_buffer.py): the gradients'
     // reduce-scatter after the last micro-batch's backward, the parameters' all-gather before the
-    // next step's first forward. --overlap-grad-reduce launches each bucket's reduce-scatter as its
-    // gradients are ready during that backward, --overlap-param-gather each bucket's all-gather
-    // ahead of the forward that needs it: only what outlasts that pass shows.
-    double reduce = shared * c.grad_bytes / bw_dp, gather = shared * c.weight_bytes / bw_dp;
-    if (c.overlap_grad_reduce) reduce = std::max(0.0, reduce - (t - forward));
-    if (c.overlap_param_gather) gather = std::max(0.0, gather - forward);
+    // next step's first forward; --overlap-grad-reduce and --overlap-param-gather hide them as the
+    // schedule allows (exposed_grad_reduce, exposed_param_gather).
+    const double shared_first = r == 0 && ps.embed[ri] ? (dcp - 1) / dcp * embedding_params : 0;
+    const double shared_last = (dcp - 1) / dcp * dense_last + (edp - 1) / edp * expert_last;
+    const planning::ChunkTraffic params{
+        .layers = shared - shared_first - shared_last, .first = shared_first, .last = shared_last};
+    const double per_byte = shared > 0 ? 1 / bw_dp : 0;
+    const planning::ChunkTraffic rs = params.scaled(c.grad_bytes * per_byte),
+                                 ag = params.scaled(c.weight_bytes * per_byte);
+    const auto vn = static_cast<std::size_t>(l.vpp);
+    const double reduce =
+        c.overlap_grad_reduce ? planning::exposed_grad_reduce(rs, t - forward, r, np, vn) : rs.total();
+    const double gather = c.overlap_param_gather ? planning::exposed_param_gather(ag, forward, r, np, vn) : ag.total();
     worst_dp = std::max(worst_dp, reduce + gather);
-    worst_fsdp = std::max(worst_fsdp, fsdp_extra_seconds(c, shared, micro_batches, bw_dp, t));
+    worst_fsdp = std::max(worst_fsdp, planning::fsdp_extra_seconds(c, shared, micro_batches, bw_dp, t));
     const double shard = dense / dcp + expert / edp;
     worst_offload = std::max(worst_offload, offload_seconds(c, shard));
     worst_optimizer = std::max(worst_optimizer, (1 - c.offload_fraction) * shard * c.optimizer_bytes_per_param / f.hbm);

@@ -165,6 +165,31 @@ void apply_knobs(TrainingSetup& s, const PlanKnobs& k);
 // The sequences per step the speed proxy assumes (cost_model.cpp; plan_global_batch).
 double nominal_sequences(const PlanOptions& o);
 
+// A rank's distributed-optimizer traffic of one kind (gradient reduce-scatter or parameter
+// all-gather), in seconds: its layers' share, spread over its v model chunks, and what only its
+// first chunk (the embedding, on the first stage) or its last chunk (the output layer, a tied
+// embedding's copy, MTP) adds.
+struct ChunkTraffic {
+  double layers = 0, first = 0, last = 0;
+  double total() const { return layers + first + last; }
+  ChunkTraffic scaled(double k) const { return {.layers = layers * k, .first = first * k, .last = last * k}; }
+  double chunk(std::size_t j, std::size_t v) const {
+    return layers / static_cast<double>(v) + (j == 0 ? first : 0) + (j + 1 == v ? last : 0);
+  }
+};
+
+// What of the gradients' reduce-scatter (`c`, seconds) outlasts the backward under
+// --overlap-grad-reduce on pipeline rank r of p with v model chunks, whose backward of one
+// micro-batch takes `backward` seconds (cost_model.cpp, from pipeline_parallel/schedules.py).
+double exposed_grad_reduce(const ChunkTraffic& c, double backward, std::size_t r, std::size_t p, std::size_t v);
+// What of the parameters' all-gather (`g`, seconds) the next step's forward waits for under
+// --overlap-param-gather, with a forward of one micro-batch of `forward` seconds.
+double exposed_param_gather(const ChunkTraffic& g, double forward, std::size_t r, std::size_t p, std::size_t v);
+// Megatron-FSDP's per-micro-batch traffic beyond the distributed optimizer's, for `shared`
+// parameters of a rank, that the rank's compute of a micro-batch does not hide.
+double fsdp_extra_seconds(const SliceCost& c, double shared, double micro_batches, double bandwidth,
+                          double compute_per_micro_batch);
+
 }  // namespace planning
 
 struct Planner::Impl {

@@ -97,7 +97,7 @@ struct PlanLayout {
 // of Megatron-LM it models.
 struct StepTimeConstants {
   double gemm_bf16 = 0.72;  // a large BF16 (FP16) GEMM's share of the dense BF16 peak
-  double gemm_fp8 = 0.812;  // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
+  double gemm_fp8 = 0.808;  // a large FP8 (FP4) GEMM's share of the dense FP8 (FP4) peak
   double attention = 0.5;   // flash attention's share of the dense BF16 peak, forward and backward
   // HBM passes of a layer's memory-bound kernels (norms, activations, RoPE, dropout, casts,
   // token permutation) over the activations it saves for backward, forward and backward together.
