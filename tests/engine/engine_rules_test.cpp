@@ -1,6 +1,7 @@
 // Engine composition rules: schedules, recompute, MTP placement, layout validation.
 #include <gtest/gtest.h>
 
+#include <mme/engine/setup_checks.hpp>
 #include <mme/sdk/error.hpp>
 
 #include "engine_fixture.hpp"
@@ -121,6 +122,41 @@ TEST_F(Engine, LayoutErrorsNameTheNumbers) {
   s.parallel.ep = 2;
   s.parallel.world_size = 2;
   EXPECT_NE(layout_error(m, s).find("needs a mixture-of-experts model"), std::string::npos);
+}
+
+// schedules.py forward_backward_pipelining_with_interleaving: groups of G micro-batches per model
+// chunk (default G = PP); a group larger than the micro-batches (ValueError) and a last group of
+// fewer than PP (RuntimeError) are refused. Megatron's own example (model_parallel_config.py):
+// PP 2, VPP 2, G 3 runs 5 micro-batches (a last group of 2).
+TEST_F(Engine, InterleavedScheduleRunsOnlyWholeGroupsOfMicroBatches) {
+  EXPECT_TRUE(interleaved_schedule_runs(4, 2, 2));
+  EXPECT_FALSE(interleaved_schedule_runs(3, 2, 2));  // a last group of 1
+  EXPECT_FALSE(interleaved_schedule_runs(1, 2, 2));  // fewer than a group
+  EXPECT_TRUE(interleaved_schedule_runs(5, 2, 3));
+  EXPECT_FALSE(interleaved_schedule_runs(7, 2, 3));  // 7 = 2 x 3 + 1
+  EXPECT_TRUE(interleaved_schedule_runs(8, 2, 3));   // 8 = 2 x 3 + 2
+
+  const ModelSpec m = test::gpt_model(12, 1024, 16);
+  TrainingSetup s;
+  s.parallel.pp = 2;
+  s.parallel.vpp = 2;
+  s.parallel.world_size = 2;
+  s.micro_batch_size = 1;
+  s.global_batch_size = 3;
+  EXPECT_NE(
+      layout_error(m, s).find("3 micro-batches leave a last group of 1 in the interleaved schedule's groups of 2"),
+      std::string::npos);
+  s.global_batch_size = 1;
+  EXPECT_NE(layout_error(m, s).find("1 micro-batch (--global-batch-size 1 / (micro-batch 1 x DP 1)) is fewer than "
+                                    "the 2"),
+            std::string::npos);
+  s.global_batch_size = 5;
+  s.pipeline.microbatch_group_size = 3;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  s.parallel.vpp = 1;  // 1F1B runs any number
+  s.pipeline.microbatch_group_size.reset();
+  s.global_batch_size = 3;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
 }
 
 TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {

@@ -56,6 +56,12 @@ inline void require_positive(std::string_view flag, std::int64_t v, std::int64_t
 
 }  // namespace
 
+bool interleaved_schedule_runs(std::int64_t micro_batches, std::int64_t pp, std::int64_t group) {
+  if (group > micro_batches) return false;  // ValueError
+  const std::int64_t last = micro_batches % group;
+  return last == 0 || last >= pp;  // else RuntimeError: "dependency bubbles"
+}
+
 TrainingSetup resolve_setup(TrainingSetup s) {
   auto& p = s.parallel;
   require_positive("--tp", p.tp, kMaxParallelSize);
@@ -115,6 +121,21 @@ TrainingSetup resolve_setup(TrainingSetup s) {
       throw LayoutError(fmt::format("--global-batch-size {} is not divisible by micro-batch size x DP = {} x {} = {}",
                                     s.global_batch_size, s.micro_batch_size, p.dp, per_step));
     s.num_micro_batches = s.global_batch_size / per_step;
+    // The interleaved schedule's groups of micro-batches per model chunk (interleaved_schedule_runs).
+    if (p.vpp > 1) {
+      const std::int64_t m = s.num_micro_batches, G = s.pipeline.microbatch_group_size.value_or(p.pp);
+      if (G > m)
+        throw LayoutError(fmt::format(
+            "{} micro-batch{} (--global-batch-size {} / (micro-batch {} x DP {})) {} fewer than the {} that the "
+            "interleaved schedule runs per model chunk (--microbatch-group-size-per-virtual-pipeline-stage, default "
+            "--pp): Megatron-LM refuses it (schedules.py); raise the global batch or drop --vpp",
+            m, m == 1 ? "" : "es", s.global_batch_size, s.micro_batch_size, p.dp, m == 1 ? "is" : "are", G));
+      if (!interleaved_schedule_runs(m, p.pp, G))
+        throw LayoutError(fmt::format(
+            "{} micro-batches leave a last group of {} in the interleaved schedule's groups of {}, fewer than --pp "
+            "{}: Megatron-LM refuses it (schedules.py, \"dependency bubbles\"); use a multiple of {} micro-batches",
+            m, m % G, G, p.pp, G));
+    }
   } else {
     s.num_micro_batches = 0;
   }

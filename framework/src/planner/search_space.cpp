@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "mme/engine/pipeline.hpp"
+#include "mme/engine/setup_checks.hpp"
 #include "mme/sdk/error.hpp"
 
 #include "engine/communication_buffers.hpp"
@@ -545,6 +546,12 @@ void Planner::enumerate(const PlanOptions& o, const std::function<void(const Pla
           l.knobs = k;
           for (auto mi : spp.mbs) {
             l.micro_batch_size = o.micro_batch_sizes[mi];
+            // The engine refuses the VPP splits whose micro-batches the interleaved schedule
+            // does not run (setup_checks.hpp); the search's engine call counts them invalid.
+            if (l.vpp > 1 && o.base.global_batch_size > 0 &&
+                !interleaved_schedule_runs(o.base.global_batch_size / (l.micro_batch_size * l.dp), l.pp,
+                                           o.base.pipeline.microbatch_group_size.value_or(l.pp)))
+              continue;
             for (RecomputeVariant rc : o.recompute) {
               l.recompute = rc;
               visit(l);
