@@ -159,6 +159,39 @@ TEST_F(Engine, InterleavedScheduleRunsOnlyWholeGroupsOfMicroBatches) {
   EXPECT_EQ(layout_error(m, s), "(no error)");
 }
 
+// transformer_config.py __post_init__ (uneven PP): a given first/last stage count must be larger
+// than 0, and the middle stages must hold layers when there are any ("Mismatch: 0 middle layers
+// remaining but 2 middle PP stages available"). arguments.py: no more than one of
+// --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and the
+// layout, and no layers per virtual stage with an uneven first or last stage.
+TEST_F(Engine, PipelineSplitsMegatronRefusesAreRefused) {
+  const ModelSpec m = test::gpt_model(12, 1024, 16);
+  TrainingSetup s;
+  s.parallel.pp = 4;
+  s.parallel.world_size = 4;
+  s.pipeline.first_stage_layers = 0;
+  EXPECT_NE(layout_error(m, s).find("--num-layers-in-first-pipeline-stage must be larger than 0, got 0"),
+            std::string::npos);
+  s.pipeline.first_stage_layers = 6;
+  s.pipeline.last_stage_layers = 6;
+  EXPECT_NE(layout_error(m, s).find("the first/last pipeline stages hold all 12 layers, leaving none for the other 2 "
+                                    "pipeline stages"),
+            std::string::npos);
+  s.pipeline.last_stage_layers = 2;  // 6 + 2 x 2 + 2
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+
+  s = {};
+  s.parallel.pp = 2;
+  s.parallel.world_size = 2;
+  s.pipeline.layers_per_virtual_stage = 3;  // 6 layers a rank: VPP 2
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  s.parallel.vpp = 3;
+  EXPECT_NE(layout_error(m, s).find("--num-layers-per-virtual-pipeline-stage 3 and --vpp 3"), std::string::npos);
+  s.parallel.vpp = 1;
+  s.pipeline.first_stage_layers = 4;
+  EXPECT_NE(layout_error(m, s).find("with --num-layers-in-first/last-pipeline-stage"), std::string::npos);
+}
+
 TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {
   ModelSpec m = test::gpt_model(2, 1024, 16);
   for (auto& l : m.layers) {

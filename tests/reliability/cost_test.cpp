@@ -88,8 +88,9 @@ TEST(CostLimits, ConfigReaderLayersNameTheLimitForHugeValuesToo) {
 }
 
 // 4 layers have 6 things to place (4 decoder layers, the embedding, the loss): 8 chunks would
-// leave at least two empty. With first/last-stage counts the middle stages may hold 0 layers,
-// so VPP was bounded only by PP x VPP <= 2^20: a million chunks, 2.4 GB and 290 MB of JSON.
+// leave at least two empty. VPP was once bounded only by PP x VPP <= 2^20 (first/last-stage counts
+// then allowed empty stages, which Megatron-LM refuses and so does mme now): a million chunks,
+// 2.4 GB and 290 MB of JSON. The chunk count is checked first.
 TEST(CostLimits, NoMoreChunksThanThingsToPutInThem) {
   ParallelLayout par;
   par.pp = 4;
@@ -105,12 +106,16 @@ TEST(CostLimits, NoMoreChunksThanThingsToPutInThem) {
               "--pp 4 x --vpp 2 = 8 pipeline chunks is more than the model's 4 layers plus the embedding and the "
               "loss: at least one pipeline chunk would hold nothing");
   }
-  // 3 x 2 = 6 chunks for 4 layers is the most, and fine (first rank empty, 2 layers on each other).
+  // 3 x 2 = 6 chunks for 4 layers is the most, and fine: with the embedding and the loss counted
+  // in the split, the first chunk holds only the embedding, the last only the loss.
   par.pp = 3;
-  split.first_stage_layers = 0;
-  split.last_stage_layers = 2;
-  const PipelinePartition ok = partition_pipeline(4, 0, par, split);
-  EXPECT_EQ(ok.chunks.size(), 6u);
+  PipelineSplit counted;
+  counted.account_for_embedding = counted.account_for_loss = true;
+  const PipelinePartition ok = partition_pipeline(4, 0, par, counted);
+  ASSERT_EQ(ok.chunks.size(), 6u);
+  std::int64_t layers = 0;
+  for (const auto& c : ok.chunks) layers += c.num_layers;
+  EXPECT_EQ(layers, 4);
   // A layout with empty stages beyond the count.
   PipelineSplit layout;
   layout.layout = "Et|t||||mL";

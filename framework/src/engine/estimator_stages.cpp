@@ -440,6 +440,20 @@ TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& reques
     // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
     if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");
     if (requested.parallel.pp <= 1) throw LayoutError("--num-layers-per-virtual-pipeline-stage needs --pp > 1");
+    // arguments.py: no more than one of --num-layers-per-virtual-pipeline-stage,
+    // --num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout; with an uneven
+    // first or last stage the virtual stages are given as a count.
+    if (requested.parallel.vpp != 1 || !requested.pipeline.layout.empty())
+      throw LayoutError(fmt::format(
+          "--num-layers-per-virtual-pipeline-stage {} and {}: Megatron-LM takes no more than one of "
+          "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank (--vpp) and "
+          "--pipeline-model-parallel-layout",
+          *n,
+          requested.pipeline.layout.empty() ? fmt::format("--vpp {}", requested.parallel.vpp) : "--pipeline-layout"));
+    if (requested.pipeline.first_stage_layers || requested.pipeline.last_stage_layers)
+      throw LayoutError(
+          "--num-layers-per-virtual-pipeline-stage with --num-layers-in-first/last-pipeline-stage: Megatron-LM asks "
+          "for the virtual stages as a count there (--vpp, Megatron's --num-virtual-stages-per-pipeline-rank)");
     const std::int64_t per_rank = m.num_layers / requested.parallel.pp;
     if (per_rank % *n != 0)
       throw LayoutError(

@@ -223,8 +223,11 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     if (p == 1) throw LayoutError("--num-layers-in-first/last-pipeline-stage need --pp > 1");
     const std::int64_t first = split.first_stage_layers.value_or(-1);
     const std::int64_t last = split.last_stage_layers.value_or(-1);
-    if ((split.first_stage_layers && first < 0) || (split.last_stage_layers && last < 0))
-      throw LayoutError("pipeline-stage layer counts must not be negative");
+    // transformer_config.py __post_init__ (uneven PP): each given count must be larger than 0.
+    if ((split.first_stage_layers && first <= 0) || (split.last_stage_layers && last <= 0))
+      throw LayoutError(fmt::format("--num-layers-in-{}-pipeline-stage must be larger than 0, got {}",
+                                    split.first_stage_layers && first <= 0 ? "first" : "last",
+                                    split.first_stage_layers && first <= 0 ? first : last));
     if (first > L || last > L)
       throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
                                     std::max(first, last), L));
@@ -241,6 +244,12 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
         throw LayoutError(fmt::format("with --pp {} the first and last stages must hold all {} layers; they hold {}", p,
                                       L, L - rest));
     } else {
+      // "Mismatch: ... middle layers remaining but ... middle PP stages available".
+      if (rest == 0)
+        throw LayoutError(
+            fmt::format("the first/last pipeline stages hold all {} layers, leaving none for the other {} "
+                        "pipeline stage{}: Megatron-LM refuses empty middle stages",
+                        L, others, others == 1 ? "" : "s"));
       if (rest % others != 0)
         throw LayoutError(
             fmt::format("the {} layers left after the first/last stages do not split evenly over the "
