@@ -141,6 +141,45 @@ TEST(EstimateCli, MegatronFlagsAsInput) {
   EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
 }
 
+// --megatron-args takes the recompute flags as Megatron-LM does: full recompute names its method
+// and layer count (transformer_config.py), selective takes neither (arguments.py,
+// transformer_config.py), and --recompute-activations makes it selective whatever
+// --recompute-granularity says (arguments.py). mme's own flags default them (docs/cli.md).
+TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
+  const std::string base =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+      "--global-batch-size 16 --bf16 ";
+  auto run = [&](const std::string& extra) {
+    return run_mme({"estimate", "--megatron-args", base + extra, "--num-gpus", "8", "--json"});
+  };
+  const auto no_method = run("--recompute-granularity full --recompute-num-layers 1");
+  EXPECT_NE(no_method.exit_code, 0);
+  EXPECT_NE(no_method.err.find("--recompute-granularity full without --recompute-method"), std::string::npos)
+      << no_method.err;
+  const auto no_layers = run("--recompute-granularity full --recompute-method uniform");
+  EXPECT_NE(no_layers.exit_code, 0);
+  EXPECT_NE(no_layers.err.find("without --recompute-num-layers"), std::string::npos) << no_layers.err;
+  const auto selective_method = run("--recompute-granularity selective --recompute-method uniform");
+  EXPECT_NE(selective_method.exit_code, 0);
+  EXPECT_NE(selective_method.err.find("--recompute-method with selective recompute"), std::string::npos)
+      << selective_method.err;
+  const auto selective_layers = run("--recompute-granularity selective --recompute-num-layers 2");
+  EXPECT_NE(selective_layers.exit_code, 0);
+  EXPECT_NE(selective_layers.err.find("--recompute-num-layers with selective recompute"), std::string::npos)
+      << selective_layers.err;
+  const auto full = run("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_EQ(nlohmann::json::parse(full.out)["setup"]["recompute_granularity"], "full");
+  // --recompute-activations wins: selective, and then the full flags' method is refused.
+  const auto activations = run("--recompute-activations --recompute-granularity full");
+  ASSERT_EQ(activations.exit_code, 0) << activations.err;
+  EXPECT_EQ(nlohmann::json::parse(activations.out)["setup"]["recompute_granularity"], "selective");
+  EXPECT_NE(run("--recompute-activations --recompute-granularity full --recompute-method uniform "
+                "--recompute-num-layers 1")
+                .exit_code,
+            0);
+}
+
 // recompute.py's block loop checkpoints the first --recompute-num-layers layers of a chunk: with 0
 // it checkpoints none, so the run stores what a run without recompute stores (launchers write
 // "full block 0" to switch recompute off). Its uniform loop would never advance with 0: refused.

@@ -179,13 +179,29 @@ inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
 
 inline void megatron_recompute_granularity(const MegatronArgs& a, TrainingSetup& s) {
   auto& r = s.recompute;
-  if (a.enabled("recompute-activations")) r.granularity = RecomputeGranularity::kSelective;
   if (auto v = given(a, "recompute-granularity"))
     r.granularity =
         value_of<RecomputeGranularity>(
             kRecomputeGranularityNames,
             parse_knob_text(*find_knob("recompute-granularity"), "--recompute-granularity", *v, true), "none")
             .value_or(RecomputeGranularity::kNone);
+  // arguments.py: --recompute-activations sets selective, whatever --recompute-granularity says.
+  if (a.enabled("recompute-activations")) r.granularity = RecomputeGranularity::kSelective;
+  // transformer_config.py __post_init__ and arguments.py: full recompute names its method and its
+  // layer count; selective takes neither (mme's own flags default them: docs/cli.md).
+  const bool method = given(a, "recompute-method").has_value(), layers = given(a, "recompute-num-layers").has_value();
+  if (r.granularity == RecomputeGranularity::kFull && (!method || !layers))
+    throw UsageError(fmt::format(
+        "--recompute-granularity full without --recompute-{}: Megatron-LM refuses it (transformer_config.py: "
+        "recompute_method must be \"block\" or \"uniform\", recompute_num_layers between 1 and the layers per "
+        "pipeline rank)",
+        method ? "num-layers" : "method"));
+  if (r.granularity == RecomputeGranularity::kSelective && (method || layers))
+    throw UsageError(fmt::format("--recompute-{} with selective recompute: Megatron-LM refuses it ({})",
+                                 method ? "method" : "num-layers",
+                                 method ? "arguments.py: recompute method is not yet supported for selective "
+                                          "recomputing granularity"
+                                        : "transformer_config.py: recompute_num_layers must be None"));
 }
 
 inline void megatron_recompute_modules(const MegatronArgs& a, TrainingSetup& s) {

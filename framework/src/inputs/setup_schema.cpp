@@ -539,14 +539,14 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool res
     // would add the cuBLAS default).
     if (id == "deterministic-mode" && env_decides_determinism(s)) continue;
     J v = k.get(s);
-    // Resolved: an unset knob at the value mme gives it (sequence parallelism with TP > 1),
-    // which Megatron-LM's own default may not be.
-    if (resolved && k.spec_get) {
+    if (k.spec_get) {
       // A knob that does not apply to this setup (--recompute-method without full recompute,
       // which Megatron-LM refuses) is not written.
       const J applied = k.spec_get(s);
       if (applied.is_null() && !v.is_null()) continue;
-      if (v.is_null()) v = applied;
+      // Resolved: an unset knob at the value mme gives it (sequence parallelism with TP > 1),
+      // which Megatron-LM's own default may not be.
+      if (resolved && v.is_null()) v = applied;
     }
     if (v.is_null()) continue;
     if (k.kind == KnobKind::kBool) {
