@@ -107,6 +107,12 @@ TEST(MegatronExport, LayoutsPipelineSplitsAndKnobsReadBack) {
                      "--use-precision-aware-optimizer"});
   expect_round_trip("Qwen/Qwen3-30B-A3B", {"--tp", "2", "--ep", "8", "--etp", "1", "--num-gpus", "16",
                                            "--moe-token-dispatcher", "flex", "--micro-batch-size", "2"});
+  // A rotary model past its config's 8192 positions: Megatron-LM asserts max_position_embeddings
+  // >= seq_length, so the line carries 16384 (RoPE keeps no table of that size: the same run).
+  expect_round_trip("meta-llama/Meta-Llama-3-8B", {"--tp", "2", "--num-gpus", "8", "--seq-length", "16384"});
+  const auto printed = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--tp", "2", "--num-gpus", "8",
+                                "--seq-length", "16384", "--print-megatron-args"});
+  EXPECT_THAT(printed.out, HasSubstr("--max-position-embeddings 16384"));
 }
 
 TEST(MegatronExport, WhatNoFlagExpressesIsRefused) {

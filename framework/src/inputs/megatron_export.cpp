@@ -125,7 +125,13 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
     if (moe->shared_expert_ffn_hidden_size > 0)
       integer(MF::kMoeSharedExpertIntermediateSize, moe->shared_expert_ffn_hidden_size);
     if (moe->shared_expert_gate) flag(MF::kMoeSharedExpertGate);
-    if (moe->router_expert_bias) flag(MF::kMoeRouterEnableExpertBias);
+    if (moe->router_expert_bias) {
+      flag(MF::kMoeRouterEnableExpertBias);
+      // transformer_config.py takes the expert bias only with sigmoid (or sqrtsoftplus) scores; the
+      // models that have one (DeepSeek-V3, Kimi-K2, Moonlight: scoring_func "sigmoid") score with
+      // sigmoid. The score function is memory-neutral, so the model keeps no field for it.
+      a.insert(a.end(), {"--moe-router-score-function", "sigmoid"});
+    }
     if (moe->router_fp32) value(MF::kMoeRouterDtype, "fp32");
     if (dense) {
       // A Python list, as Megatron-LM's --moe-layer-freq takes it (one 0/1 per layer).
@@ -167,7 +173,14 @@ void check_expressible(const TrainingSetup& setup, const std::string& model_name
 std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
                                               const Registry& registry) {
   check_expressible(setup, model.name);
-  const std::vector<std::string> model_flags = model_to_megatron_args(model, registry);
+  // arguments.py asserts max_position_embeddings >= seq_length whatever the position embedding. A
+  // rotary model trained past its config's context (mme warns) needs the larger value on the line;
+  // RoPE keeps no table of that size, so the memory is the same.
+  ModelSpec launched = model;
+  if (launched.position_embedding != PositionEmbedding::kLearnedAbsolute &&
+      launched.max_position_embeddings < setup.seq_length)
+    launched.max_position_embeddings = setup.seq_length;
+  const std::vector<std::string> model_flags = model_to_megatron_args(launched, registry);
   const std::vector<std::string> rest = setup_to_megatron_args(setup, true);
   std::vector<std::string> out, flags;
   for (std::size_t i = 0; i < rest.size(); ++i) {

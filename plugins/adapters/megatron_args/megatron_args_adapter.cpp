@@ -1,5 +1,9 @@
 #include "megatron_args_adapter.hpp"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <fmt/core.h>
 
 #include <mme/inputs/megatron_args.hpp>
@@ -44,6 +48,57 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
   if (!d || !(*d >= 0 && *d < 1))
     throw ConfigError(fmt::format("{}: --{}: expected a rate in [0, 1), got '{}'", source, flag, *v));
   return *d;
+}
+
+}  // namespace
+
+namespace {
+
+// The router settings transformer_config.py __post_init__ refuses (they are memory-neutral, so
+// the setup does not keep them: checked here, where the launch line is read). Its defaults:
+// softmax scores, aux_loss balancing.
+void check_router_rules(const MegatronArgs& a, const std::string& src, const MlpSpec& moe) {
+  auto refuse = [&](const std::string& why) {
+    throw ConfigError(fmt::format("{}: {}: Megatron-LM refuses it (transformer_config.py)", src, why));
+  };
+  if (a.has(MF::kMoeSharedExpertIntermediateSize) && moe.shared_expert_ffn_hidden_size <= 0)
+    refuse(
+        "--moe-shared-expert-intermediate-size must be larger than 0 (num_shared_experts x "
+        "ffn_size_of_each_shared_expert)");
+  const std::string score = a.value("moe-router-score-function").value_or("softmax");
+  std::vector<std::string> balancing;
+  {
+    const std::string text = a.value("moe-router-load-balancing-type").value_or("aux_loss");
+    for (std::size_t b = 0; b < text.size();) {
+      const std::size_t e = std::min(text.find(' ', b), text.size());
+      if (e > b) balancing.push_back(text.substr(b, e - b));
+      b = e + 1;
+    }
+  }
+  const bool sinkhorn = std::find(balancing.begin(), balancing.end(), "sinkhorn") != balancing.end();
+  if (moe.top_k == 1 && score == "softmax" && !a.enabled("moe-router-pre-softmax") && !sinkhorn)
+    refuse("--moe-router-topk 1 with softmax scores needs --moe-router-pre-softmax");
+  if (moe.router_expert_bias && score != "sigmoid" && score != "sqrtsoftplus")
+    refuse(
+        fmt::format("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid or sqrtsoftplus, "
+                    "not {}",
+                    score));
+  if (a.has("moe-expert-capacity-factor"))
+    for (const auto& t : balancing)
+      if (t != "aux_loss" && t != "seq_aux_loss" && t != "global_aux_loss" && t != "none")
+        refuse(
+            fmt::format("--moe-expert-capacity-factor works with the aux_loss, seq_aux_loss, global_aux_loss or "
+                        "none load balancing, not {}",
+                        t));
+  const std::int64_t group_topk = size_flag(a, src, "moe-router-group-topk", 0, 0);
+  if (group_topk > 0) {
+    const std::int64_t groups = size_flag(a, src, "moe-router-num-groups", 0, 0);
+    if (groups == 0) refuse("group-limited routing (--moe-router-group-topk) needs --moe-router-num-groups");
+    if (moe.num_experts % groups != 0)
+      refuse(fmt::format("{} experts are not divisible by --moe-router-num-groups {}", moe.num_experts, groups));
+    if (group_topk > groups)
+      refuse(fmt::format("--moe-router-group-topk {} is more than --moe-router-num-groups {}", group_topk, groups));
+  }
 }
 
 }  // namespace
@@ -109,6 +164,12 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   // --seq-length is the setup's: the default of --max-position-embeddings.
   const std::int64_t seq = size_flag(a, src, find_knob("seq-length")->megatron.front(), 4096);
   m.max_position_embeddings = size_flag(a, src, MF::kMaxPositionEmbeddings, seq);
+  // arguments.py validate_args, whatever the position embedding.
+  if (m.max_position_embeddings < seq)
+    throw ConfigError(
+        fmt::format("{}: --{} {} is less than --seq-length {}: Megatron-LM refuses it "
+                    "(max_position_embeddings must be greater than or equal to seq_length)",
+                    src, flag_name(MF::kMaxPositionEmbeddings), m.max_position_embeddings, seq));
   m.tie_embeddings = !a.enabled(MF::kUntieEmbeddingsAndOutputWeights);
   m.hidden_dropout = rate_flag(a, src, MF::kHiddenDropout, 0.1);
   m.attention_dropout = rate_flag(a, src, MF::kAttentionDropout, 0.1);
@@ -142,6 +203,12 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   attn.qkv_bias = a.enabled(MF::kAddQkvBias);
   attn.qk_norm = a.enabled(MF::kQkLayernorm);
   if (a.enabled(MF::kMultiLatentAttention)) {
+    // arguments.py validate_args.
+    if (a.enabled(MF::kGroupQueryAttention))
+      throw ConfigError(
+          fmt::format("{}: --{} with --{}: Megatron-LM refuses it (group query attention is mutually "
+                      "exclusive with multi latent attention)",
+                      src, flag_name(MF::kMultiLatentAttention), flag_name(MF::kGroupQueryAttention)));
     attn.kind = "mla";
     if (a.has(MF::kQLoraRank)) attn.q_lora_rank = size_flag(a, src, MF::kQLoraRank, 0);
     attn.kv_lora_rank = size_flag(a, src, MF::kKvLoraRank, 32);
@@ -171,6 +238,12 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
       throw ConfigError(
           fmt::format("{}: --{}: unknown value '{}' (fp32, fp64)", src, flag_name(MF::kMoeRouterDtype), router));
     moe.router_fp32 = router == "fp32";
+    check_router_rules(a, src, moe);
+  } else if (a.has(MF::kMoeFfnHiddenSize)) {
+    throw ConfigError(
+        fmt::format("{}: --{} without --{}: Megatron-LM refuses it (transformer_config.py: "
+                    "moe_ffn_hidden_size is set but num_moe_experts is None)",
+                    src, flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts)));
   }
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq)) {
@@ -187,6 +260,12 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     m.layers.push_back(layer);
   }
   m.mtp_num_layers = size_flag(a, src, MF::kMtpNumLayers, 0, 0, ConfigReader::kMaxLayers);
+  // arguments.py validate_args: MTP with rope or no position embedding only.
+  if (m.mtp_num_layers > 0 && pos != "rope" && pos != "none")
+    throw ConfigError(
+        fmt::format("{}: --{} {} with --{} {}: Megatron-LM refuses it (Multi-Token Prediction "
+                    "supports the rope and none position embedding types)",
+                    src, flag_name(MF::kMtpNumLayers), m.mtp_num_layers, flag_name(MF::kPositionEmbeddingType), pos));
   for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
   return m;
 }

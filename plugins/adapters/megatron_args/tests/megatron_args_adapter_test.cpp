@@ -148,5 +148,48 @@ TEST(MegatronArgsAdapter, ABlockOfNoMegatronClassIsRefused) {
   EXPECT_THROW(model_to_megatron_args(m, registry()), UsageError);
 }
 
+// The model rules Megatron-LM's validate_args and TransformerConfig.__post_init__ refuse, each
+// with the flags that break it added to the model above (arguments.py, transformer_config.py).
+TEST(MegatronArgsAdapter, ModelsMegatronRefusesAreRefused) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> flags = kFlags;
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return flags;
+  };
+  auto refused = [&](const std::vector<std::string>& flags, const std::string& why) {
+    SCOPED_TRACE(why);
+    try {
+      (void)model_of(flags);
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(why));
+      EXPECT_THAT(e.what(), HasSubstr("Megatron-LM refuses it"));
+    }
+  };
+  refused(with({"--multi-latent-attention"}), "--multi-latent-attention with --group-query-attention");
+  refused(with({"--seq-length", "8192"}), "--max-position-embeddings 4096 is less than --seq-length 8192");
+  refused(with({"--mtp-num-layers", "1", "--position-embedding-type", "learned_absolute"}),
+          "--mtp-num-layers 1 with --position-embedding-type learned_absolute");
+  refused(with({"--moe-shared-expert-intermediate-size", "0"}), "--moe-shared-expert-intermediate-size must be");
+  refused(with({"--moe-router-topk", "1"}), "--moe-router-topk 1 with softmax scores needs --moe-router-pre-softmax");
+  refused(with({"--moe-router-enable-expert-bias"}), "needs --moe-router-score-function sigmoid or sqrtsoftplus");
+  refused(with({"--moe-expert-capacity-factor", "1.0", "--moe-router-load-balancing-type", "sinkhorn"}),
+          "not sinkhorn");
+  refused(with({"--moe-router-group-topk", "2"}), "needs --moe-router-num-groups");
+  refused(with({"--moe-router-group-topk", "1", "--moe-router-num-groups", "3"}),
+          "8 experts are not divisible by --moe-router-num-groups 3");
+  refused(with({"--moe-router-group-topk", "4", "--moe-router-num-groups", "2"}),
+          "--moe-router-group-topk 4 is more than --moe-router-num-groups 2");
+  // And what it accepts: top-1 with pre-softmax, the bias with sigmoid scores, group-limited routing.
+  EXPECT_NO_THROW(model_of(with({"--moe-router-topk", "1", "--moe-router-pre-softmax"})));
+  EXPECT_NO_THROW(model_of(with({"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid",
+                                 "--moe-router-group-topk", "2", "--moe-router-num-groups", "4"})));
+  // moe_ffn_hidden_size without experts.
+  std::vector<std::string> dense(kFlags.begin(), kFlags.end() - 8);  // without the MoE flags
+  ASSERT_EQ(dense.back(), "32000");
+  dense.insert(dense.end(), {"--moe-ffn-hidden-size", "512"});
+  refused(dense, "--moe-ffn-hidden-size without --num-experts");
+}
+
 }  // namespace
 }  // namespace mme::plugins
