@@ -188,12 +188,19 @@ TEST_F(Communication, SharedExpertOverlapKeepsTheGatheredInputAndAddsTheWorkingS
   const std::int64_t shared = 2 * kSeq * (S + S) / 2 + 2 * kSeq * kHidden;
   EXPECT_EQ(apart, std::max(routed, shared));
   EXPECT_EQ(layer_transient(m, s), routed + shared);
-  // shared_experts recompute no longer drops the shared experts' fc1 and activation outputs.
+  // transformer_config.py: not with shared_experts recompute, which without the overlap drops the
+  // shared experts' fc1 and activation outputs.
   s.recompute.granularity = RecomputeGranularity::kSelective;
   s.recompute.modules = kRecomputeSharedExperts;
-  EXPECT_EQ(component(m, s, "activations/moe/shared_fc1_output"), kLayers * 2 * kSeq * S / 2);
+  try {
+    (void)run(m, s);
+    ADD_FAILURE() << "shared_experts recompute with the overlap accepted";
+  } catch (const LayoutError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("shared_experts recompute cannot work with --moe-shared-expert-overlap"));
+  }
   s.comm.shared_expert_overlap = false;
   EXPECT_EQ(component(m, s, "activations/moe/shared_fc1_output"), 0);
+  s.recompute = {};
   // transformer_config.py: not with the allgather dispatcher.
   s.comm.shared_expert_overlap = true;
   s.dispatcher = TokenDispatcher::kAllGather;

@@ -192,6 +192,51 @@ TEST_F(Engine, PipelineSplitsMegatronRefusesAreRefused) {
   EXPECT_NE(layout_error(m, s).find("with --num-layers-in-first/last-pipeline-stage"), std::string::npos);
 }
 
+// More of Megatron-LM's refusals (model_parallel_config.py, transformer_config.py,
+// optimizer_config.py, arguments.py), each next to the setup it accepts.
+TEST_F(Engine, SettingsMegatronRefusesAreRefused) {
+  ModelSpec m = test::gpt_model(12, 1024, 16);
+  auto refused = [&](const TrainingSetup& s, const std::string& why) {
+    SCOPED_TRACE(why);
+    const std::string e = layout_error(m, s);
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+    EXPECT_NE(e.find("Megatron-LM"), std::string::npos) << e;
+  };
+  TrainingSetup s;
+  s.parallel.pp = 2;
+  s.parallel.world_size = 2;
+  s.defer_embedding_wgrad = true;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  s.gradient_accumulation_fusion = false;
+  refused(s, "--defer-embedding-wgrad-compute with --no-gradient-accumulation-fusion");
+
+  s = {};
+  s.recompute.granularity = RecomputeGranularity::kSelective;
+  s.recompute.modules = kRecomputeMoeAct;
+  s.moe_grouped_gemm = false;
+  refused(s, "--recompute-modules moe_act without --moe-grouped-gemm");
+  // shared_experts recompute with the shared-expert overlap: refused only when the model has shared
+  // experts (Communication.SharedExpertOverlapKeepsTheGatheredInputAndAddsTheWorkingSets).
+  s.moe_grouped_gemm = true;
+  s.recompute.modules = kRecomputeSharedExperts;
+  s.comm.shared_expert_overlap = true;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+
+  s = {};
+  s.optimizer.precision_aware = true;
+  s.optimizer.name = "sgd";
+  refused(s, "--use-precision-aware-optimizer with --optimizer sgd");
+
+  s = {};
+  s.fsdp.kind = FsdpKind::kTorchFsdp2;
+  s.optimizer.distributed = false;
+  s.gradient_accumulation_fusion = false;
+  m.tie_embeddings = false;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  m.tie_embeddings = true;
+  refused(s, "--use-torch-fsdp2 with");
+}
+
 TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {
   ModelSpec m = test::gpt_model(2, 1024, 16);
   for (auto& l : m.layers) {

@@ -88,19 +88,27 @@ TEST_F(ShardedDp, DoubleBufferHoldsTwoLayerSlots) {
 // FSDP2: bf16 weight and gradient shards, Float16Optimizer's fp32 main copy and moments, the
 // fp32 gradient copy in the step; the running and the prefetched layer plus one unsharded
 // gradient in flight.
+// FSDP2 needs untied embedding and output weights (arguments.py): the model's own 128 x 1024
+// output layer, P + 131,072 parameters.
 TEST_F(ShardedDp, TorchFsdp2ShardsEverythingInTheParamDtype) {
+  ModelSpec untied = test::gpt_model(4, 1024, 16);
+  untied.tie_embeddings = false;
+  const std::int64_t p = kP + 128 * 1024;
+  auto run_untied = [&](const TrainingSetup& s) { return Estimator(untied, registry_).run(s).peak(); };
   TrainingSetup s;
   s.parallel.world_size = 8;
   s.fsdp.kind = FsdpKind::kTorchFsdp2;
   s.optimizer.distributed = false;
   s.gradient_accumulation_fusion = false;
-  const StageEstimate st = run(s);
-  EXPECT_EQ(st.weight_bytes, 2 * kP / 8);
-  EXPECT_EQ(st.gradient_bytes, 2 * kP / 8);
-  EXPECT_EQ(st.optimizer_bytes, 16 * kP / 8);
+  const StageEstimate st = run_untied(s);
+  EXPECT_EQ(st.weight_bytes, 2 * p / 8);
+  EXPECT_EQ(st.gradient_bytes, 2 * p / 8);
+  EXPECT_EQ(st.optimizer_bytes, 16 * p / 8);
   EXPECT_EQ(test::component_sum(st, "activations/fsdp_in_flight"), 3 * 2 * kUnit);
   s.fsdp.reshard_after_forward = false;  // every layer stays gathered between its passes
-  EXPECT_EQ(test::component_sum(run(s), "activations/fsdp_in_flight"), 2 * kP - 2 * kP / 8 + 2 * kUnit);
+  EXPECT_EQ(test::component_sum(run_untied(s), "activations/fsdp_in_flight"), 2 * p - 2 * p / 8 + 2 * kUnit);
+  // The tied model is refused.
+  EXPECT_THROW(run(s), LayoutError);
 }
 
 // --fp8-param-gather and --fp4-param-gather: Megatron-FSDP gives every TE QuantizedTensor

@@ -620,13 +620,14 @@ TEST(EstimateCli, UnknownValuesOfKnownFlagsNameTheFlagAndTheValues) {
 }
 
 // --dump-config keeps every knob: the Megatron-LM switches without a spec field before (the
-// softmax, wgrad deferral, determinism) now read back into the same estimate.
+// softmax, wgrad deferral, determinism) now read back into the same estimate. (The wgrad
+// deferral needs gradient accumulation fusion: model_parallel_config.py.)
 TEST(EstimateCli, DumpConfigKeepsEveryKnob) {
   const std::string launch = kTinyLaunch +
                              "--pipeline-model-parallel-size 2 --transformer-impl local --no-masked-softmax-fusion "
                              "--apply-query-key-layer-scaling --defer-embedding-wgrad-compute --wgrad-deferral-limit 2 "
                              "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te --deterministic-mode "
-                             "--no-gradient-accumulation-fusion --use-distributed-optimizer";
+                             "--use-distributed-optimizer";
   const auto direct = run_mme({"estimate", "--megatron-args", launch, "--json"});
   ASSERT_EQ(direct.exit_code, 0) << direct.err;
   const auto dumped = run_mme({"estimate", "--megatron-args", launch, "--dump-config"});

@@ -155,7 +155,12 @@ TEST(MegatronExport, VppOffloadingAndFsdpUseMegatronLmsFlags) {
   expect_round_trip("Qwen/Qwen3-8B", {"--cpu-offloading-num-layers", "4", "--num-gpus", "8"});
   // Megatron-FSDP and FSDP2.
   expect_round_trip("Qwen/Qwen3-8B", {"--use-megatron-fsdp", "--fsdp-double-buffer", "--num-gpus", "8"});
-  expect_round_trip("Qwen/Qwen3-0.6B", {"--use-torch-fsdp2", "--num-gpus", "4"});
+  // FSDP2 needs untied embedding and output weights (arguments.py): Qwen3-8B's are, Qwen3-0.6B's
+  // tied ones are refused.
+  expect_round_trip("Qwen/Qwen3-8B", {"--use-torch-fsdp2", "--num-gpus", "4"});
+  const auto tied = run_mme({"estimate", "Qwen/Qwen3-0.6B", "--use-torch-fsdp2", "--num-gpus", "4"});
+  EXPECT_EQ(tied.exit_code, 4);
+  EXPECT_THAT(tied.err, HasSubstr("--untie-embeddings-and-output-weights"));
   const auto vpp = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--pp", "4", "--vpp", "2", "--num-gpus", "4",
                             "--print-megatron-args"});
   EXPECT_THAT(vpp.out, HasSubstr("--num-virtual-stages-per-pipeline-rank 2"));

@@ -156,6 +156,17 @@ TrainingSetup resolve_setup(TrainingSetup s) {
 
   if (s.defer_embedding_wgrad && p.pp == 1)
     throw LayoutError("--defer-embedding-wgrad-compute needs --pp > 1 (model_parallel_config.py)");
+  if (s.defer_embedding_wgrad && !s.gradient_accumulation_fusion)
+    throw LayoutError(
+        "--defer-embedding-wgrad-compute with --no-gradient-accumulation-fusion: Megatron-LM refuses it "
+        "(model_parallel_config.py: cannot defer embedding wgrad compute when gradient accumulation fusion is not "
+        "used)");
+  // transformer_config.py __post_init__, selective recompute modules.
+  if (r.granularity == RecomputeGranularity::kSelective && r.has(kRecomputeMoeAct) && !s.moe_grouped_gemm)
+    throw LayoutError(
+        "--recompute-modules moe_act without --moe-grouped-gemm: Megatron-LM refuses it (transformer_config.py: "
+        "moe_act in recompute_modules is only supported with moe_grouped_gemm)");
+
   if (s.wgrad_deferral_limit < 0 || s.wgrad_deferral_limit > kMaxWorldSize)
     throw LayoutError(
         fmt::format("--wgrad-deferral-limit must be in [0, {}], got {}", kMaxWorldSize, s.wgrad_deferral_limit));
@@ -173,6 +184,11 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                                   p.dp * p.cp, o.instances));
   if (o.precision_aware && !o.distributed)
     throw LayoutError("--use-precision-aware-optimizer needs the distributed optimizer");
+  if (o.precision_aware && o.name != "adam")
+    throw LayoutError(
+        fmt::format("--use-precision-aware-optimizer with --optimizer {}: Megatron-LM supports it only with adam "
+                    "(optimizer_config.py)",
+                    o.name));
   if (!o.precision_aware &&
       (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
     throw LayoutError(
@@ -278,6 +294,21 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
         fmt::format("--seq-length {} exceeds the learned position table of {} positions "
                     "(max_position_embeddings)",
                     s.seq_length, model.max_position_embeddings));
+  // transformer_config.py __post_init__: with shared experts (moe_shared_expert_intermediate_size).
+  const auto& rc = s.recompute;
+  if (rc.granularity == RecomputeGranularity::kSelective && rc.has(kRecomputeSharedExperts) &&
+      s.comm.shared_expert_overlap && std::any_of(model.layers.begin(), model.layers.end(), [](const LayerSpec& l) {
+        return l.mlp.shared_expert_ffn_hidden_size > 0;
+      }))
+    throw LayoutError(
+        "--recompute-modules shared_experts with --moe-shared-expert-overlap: Megatron-LM refuses it "
+        "(transformer_config.py: shared_experts recompute cannot work with --moe-shared-expert-overlap)");
+  // arguments.py validate_args.
+  if (s.fsdp.kind == FsdpKind::kTorchFsdp2 && model.tie_embeddings)
+    throw LayoutError(
+        fmt::format("--use-torch-fsdp2 with {}'s tied embedding and output weights: Megatron-LM requires "
+                    "--untie-embeddings-and-output-weights with FSDP2",
+                    model.name));
   check_communication_model(model, s);
   check_low_precision_setup(model, s);
 }
