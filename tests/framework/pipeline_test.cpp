@@ -1,6 +1,8 @@
 // Pipeline partition and schedule: values from Megatron-LM's rules, worked out by hand.
+#include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <mme/engine/pipeline.hpp>
@@ -8,6 +10,8 @@
 
 namespace mme {
 namespace {
+
+using ::testing::HasSubstr;
 
 ParallelLayout layout(std::int64_t pp, std::int64_t vpp = 1) {
   ParallelLayout p;
@@ -103,6 +107,30 @@ TEST(Pipeline, LayoutStringNestedRepeats) {
   }
   for (const char* bad : {"Et*|L", "Et*0|L", "(Et|L", "Et)|L", "Et*1234567|L", "E(t*999999|)*2L", "Ex|L"})
     EXPECT_THROW((void)parse_pipeline_layout(bad), LayoutError) << bad;
+}
+
+// pipeline_parallel_layer_layout.py validate_layer_layout, beyond the counts: the layout's first
+// layer is the embedding and its last the loss, no decoder layer follows an MTP layer (inside a
+// stage too), and the MTP layers sit together in the last virtual stage of a rank.
+TEST(Pipeline, LayoutStringsMegatronRefusesAreRefused) {
+  auto error_of = [](const std::string& text, std::int64_t layers, std::int64_t mtp) -> std::string {
+    PipelineSplit split;
+    split.layout = text;
+    try {
+      (void)partition_pipeline(layers, mtp, layout(2), split);
+    } catch (const LayoutError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_THAT(error_of("ttttE|ttttL", 8, 0), HasSubstr("the first layer must be the embedding 'E', not 't'"));
+  EXPECT_THAT(error_of("Etttt|tttLt", 8, 0), HasSubstr("the last layer must be the loss 'L', not 't'"));
+  EXPECT_THAT(error_of("Etttt|tttmtL", 8, 1), HasSubstr("a decoder layer 't' comes after an MTP layer 'm'"));
+  // Four stages over PP 2: stage 1 is rank 1's first virtual stage.
+  EXPECT_THAT(error_of("Etttt|ttttm||L", 8, 1), HasSubstr("MTP layers in virtual stage 0 of pipeline rank 1"));
+  EXPECT_THAT(error_of("Etttt|tttt|m|mL", 8, 2), HasSubstr("1 of the 2 MTP layers in one stage"));
+  EXPECT_EQ(error_of("Etttt|ttttmL", 8, 1), "(no error)");
+  EXPECT_EQ(error_of("Ett|tt||ttmmL", 6, 2), "(no error)");  // rank 1's last virtual stage
 }
 
 // The engine's cached partition: the same arguments share one partition, any other argument

@@ -109,6 +109,16 @@ std::vector<LayoutStage> parse_layout_text(const std::string& layout) {
       default: break;
     }
   }
+  // pipeline_parallel_layer_layout.py validate_layer_layout, on the layout without its '|': the
+  // first layer the embedding, the last the loss, no decoder layer after an MTP layer.
+  const std::size_t first = flat.find_first_not_of('|'), last = flat.find_last_not_of('|');
+  if (first != std::string::npos && flat[first] != 'E')
+    throw LayoutError(
+        fmt::format("--pipeline-layout: the first layer must be the embedding 'E', not '{}'", flat[first]));
+  if (last != std::string::npos && flat[last] != 'L')
+    throw LayoutError(fmt::format("--pipeline-layout: the last layer must be the loss 'L', not '{}'", flat[last]));
+  if (const std::size_t m = flat.find('m'); m != std::string::npos && flat.find('t', m) != std::string::npos)
+    throw LayoutError("--pipeline-layout: a decoder layer 't' comes after an MTP layer 'm'");
   // A trailing '|' leaves an empty last stage only if the text ends in '|'; Megatron keeps it
   // as an empty stage, and so do we.
   return stages;
@@ -192,6 +202,21 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
       throw LayoutError(fmt::format("--pipeline-layout has {} decoder layers 't' but the model has {}", decoders, L));
     if (mtps != M)
       throw LayoutError(fmt::format("--pipeline-layout has {} MTP layers 'm' but the model has {}", mtps, M));
+    // validate_layer_layout: the MTP layers all in one stage, the last virtual stage of its rank.
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto& s = stages[static_cast<std::size_t>(i)];
+      if (s.mtp == 0) continue;
+      if (i / p != v - 1)
+        throw LayoutError(
+            fmt::format("--pipeline-layout: MTP layers in virtual stage {} of pipeline rank {}; "
+                        "Megatron-LM keeps them in the last virtual stage of a rank ({})",
+                        i / p, i % p, v - 1));
+      if (s.mtp != M)
+        throw LayoutError(
+            fmt::format("--pipeline-layout: {} of the {} MTP layers in one stage; Megatron-LM "
+                        "keeps all of them in one virtual pipeline stage",
+                        s.mtp, M));
+    }
     out.vpp = v;
     out.chunks.resize(static_cast<std::size_t>(p * v));
     std::int64_t offset = 0;
