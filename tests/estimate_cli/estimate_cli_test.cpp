@@ -180,6 +180,25 @@ TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
             0);
 }
 
+// arguments.py validate_args: one of --bf16 and --fp16, and fp32 main gradients when
+// --accumulate-allreduce-grads-in-fp32 asks for fp32 accumulation.
+TEST(EstimateCli, MegatronArgsTakeThePrecisionFlagsAsMegatronDoes) {
+  const std::string base =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+      "--global-batch-size 16 ";
+  auto run = [&](const std::string& extra) {
+    return run_mme({"estimate", "--megatron-args", base + extra, "--num-gpus", "8", "--json"});
+  };
+  const auto both = run("--bf16 --fp16");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--bf16 and --fp16 together: Megatron-LM refuses it"), std::string::npos) << both.err;
+  const auto grads = run("--bf16 --accumulate-allreduce-grads-in-fp32 --main-grads-dtype bf16");
+  EXPECT_EQ(grads.exit_code, 2);
+  EXPECT_NE(grads.err.find("--main-grads-dtype can only be fp32"), std::string::npos) << grads.err;
+  EXPECT_EQ(run("--bf16 --accumulate-allreduce-grads-in-fp32").exit_code, 0);
+  EXPECT_EQ(run("--bf16 --grad-reduce-in-bf16").exit_code, 0);
+}
+
 // recompute.py's block loop checkpoints the first --recompute-num-layers layers of a chunk: with 0
 // it checkpoints none, so the run stores what a run without recompute stores (launchers write
 // "full block 0" to switch recompute off). Its uniform loop would never advance with 0: refused.

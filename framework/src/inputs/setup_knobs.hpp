@@ -103,6 +103,9 @@ inline void megatron_world_size(const MegatronArgs& a, TrainingSetup& s) {
 // Precision: fp32 unless --bf16/--fp16; --fp8-format on top of bf16 = FP8 GEMMs.
 inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
   s.precision = Precision::kFP32;
+  // arguments.py validate_args: `assert not args.bf16` under --fp16, and the other way round.
+  if (a.enabled("bf16") && a.enabled("fp16"))
+    throw UsageError("--bf16 and --fp16 together: Megatron-LM refuses it (arguments.py); give one of them");
   if (a.enabled("bf16")) s.precision = Precision::kBF16;
   if (a.enabled("fp16")) s.precision = Precision::kFP16;
   if (auto v = given(a, "fp8-format")) {
@@ -131,6 +134,12 @@ inline void megatron_main_grads(const MegatronArgs& a, TrainingSetup& s) {
   if (auto v = given(a, "main-grads-dtype"))
     s.optimizer.main_grads =
         value_of<DType>(kDTypeNames, parse_knob_text(*find_knob("main-grads-dtype"), "--main-grads-dtype", *v, true));
+  // arguments.py validate_args (bf16): fp32 accumulation asked for with other main gradients.
+  if (s.precision != Precision::kFP16 && a.enabled("accumulate-allreduce-grads-in-fp32") && s.optimizer.main_grads &&
+      *s.optimizer.main_grads != DType::kFP32)
+    throw UsageError(
+        "--accumulate-allreduce-grads-in-fp32 with --main-grads-dtype other than fp32: Megatron-LM refuses it "
+        "(arguments.py: --main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-fp32 is set)");
 }
 
 inline void megatron_use_megatron_fsdp(const MegatronArgs& a, TrainingSetup& s) {
