@@ -145,28 +145,29 @@ TEST(EstimateCli, MegatronFlagsAsInput) {
 // and layer count (transformer_config.py), selective takes neither (arguments.py,
 // transformer_config.py), and --recompute-activations makes it selective whatever
 // --recompute-granularity says (arguments.py). mme's own flags default them (docs/cli.md).
+// (estimate_small_launch: an 8-layer launch line with `flags` added, as JSON.)
+test::RunResult estimate_small_launch(const std::string& flags) {
+  return run_mme({"estimate", "--megatron-args",
+                  "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                  "--micro-batch-size 1 --global-batch-size 16 " +
+                      flags,
+                  "--num-gpus", "8", "--json"});
+}
+
 TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
-  const std::string base =
-      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
-      "--global-batch-size 16 --bf16 ";
-  auto run = [&](const std::string& extra) {
-    return run_mme({"estimate", "--megatron-args", base + extra, "--num-gpus", "8", "--json"});
-  };
-  const auto no_method = run("--recompute-granularity full --recompute-num-layers 1");
-  EXPECT_NE(no_method.exit_code, 0);
-  EXPECT_NE(no_method.err.find("--recompute-granularity full without --recompute-method"), std::string::npos)
-      << no_method.err;
-  const auto no_layers = run("--recompute-granularity full --recompute-method uniform");
-  EXPECT_NE(no_layers.exit_code, 0);
-  EXPECT_NE(no_layers.err.find("without --recompute-num-layers"), std::string::npos) << no_layers.err;
-  const auto selective_method = run("--recompute-granularity selective --recompute-method uniform");
-  EXPECT_NE(selective_method.exit_code, 0);
-  EXPECT_NE(selective_method.err.find("--recompute-method with selective recompute"), std::string::npos)
-      << selective_method.err;
-  const auto selective_layers = run("--recompute-granularity selective --recompute-num-layers 2");
-  EXPECT_NE(selective_layers.exit_code, 0);
-  EXPECT_NE(selective_layers.err.find("--recompute-num-layers with selective recompute"), std::string::npos)
-      << selective_layers.err;
+  auto run = [](const std::string& extra) { return estimate_small_launch("--bf16 " + extra); };
+  const std::pair<const char*, const char*> refused[] = {
+      {"--recompute-granularity full --recompute-num-layers 1",
+       "--recompute-granularity full without --recompute-method"},
+      {"--recompute-granularity full --recompute-method uniform", "without --recompute-num-layers"},
+      {"--recompute-granularity selective --recompute-method uniform", "--recompute-method with selective recompute"},
+      {"--recompute-granularity selective --recompute-num-layers 2",
+       "--recompute-num-layers with selective recompute"}};
+  for (const auto& [flags, why] : refused) {
+    const auto r = run(flags);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_NE(r.err.find(why), std::string::npos) << flags << ": " << r.err;
+  }
   const auto full = run("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
   ASSERT_EQ(full.exit_code, 0) << full.err;
   EXPECT_EQ(nlohmann::json::parse(full.out)["setup"]["recompute_granularity"], "full");
@@ -183,12 +184,7 @@ TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
 // arguments.py validate_args: one of --bf16 and --fp16, and fp32 main gradients when
 // --accumulate-allreduce-grads-in-fp32 asks for fp32 accumulation.
 TEST(EstimateCli, MegatronArgsTakeThePrecisionFlagsAsMegatronDoes) {
-  const std::string base =
-      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
-      "--global-batch-size 16 ";
-  auto run = [&](const std::string& extra) {
-    return run_mme({"estimate", "--megatron-args", base + extra, "--num-gpus", "8", "--json"});
-  };
+  const auto run = estimate_small_launch;
   const auto both = run("--bf16 --fp16");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("--bf16 and --fp16 together: Megatron-LM refuses it"), std::string::npos) << both.err;
