@@ -208,7 +208,11 @@ TEST(ContextParallel, MegatronFlagTakesTransformerEnginesSpellings) {
   EXPECT_EQ(parse("--context-parallel-size 2").cp_comm_type, CpCommType::kP2P);
   EXPECT_EQ(parse("--cp-comm-type a2a").cp_comm_type, CpCommType::kA2A);
   EXPECT_EQ(parse("--cp-comm-type all_gather all_gather").cp_comm_type, CpCommType::kAllGather);
-  EXPECT_EQ(parse("--cp-comm-type a2a+p2p").cp_comm_type, CpCommType::kA2AP2P);
+  // a2a+p2p with the two levels' sizes, which Megatron-LM asks for (arguments.py).
+  EXPECT_EQ(
+      parse("--context-parallel-size 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2").cp_comm_type,
+      CpCommType::kA2AP2P);
+  EXPECT_THROW(parse("--cp-comm-type a2a+p2p"), UsageError);
   // TE raises "Unsupported communication type" for Megatron's help-text spelling.
   try {
     parse("--cp-comm-type allgather");

@@ -183,8 +183,9 @@ TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
 
 // arguments.py validate_args: one of --bf16 and --fp16, fp32 main gradients when
 // --accumulate-allreduce-grads-in-fp32 asks for fp32 accumulation, and the prerequisites of the
-// parameter all-gather overlapped with the optimizer step; transformer_config.py: delayed weight
-// gradients only with the expert-parallel overlap (both flags not modelled, named as assumptions).
+// parameter all-gather overlapped with the optimizer step, the hierarchical sizes of a2a+p2p context
+// parallelism; transformer_config.py: delayed weight gradients only with the expert-parallel
+// overlap (the flags not modelled are named as assumptions, their prerequisites checked).
 TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
   const std::pair<const char*, const char*> refused[] = {
       {"--bf16 --fp16", "--bf16 and --fp16 together: Megatron-LM refuses it"},
@@ -193,7 +194,11 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
        "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm"},
       {"--bf16 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
        "--overlap-param-gather-with-optimizer-step",
-       "needs the distributed optimizer, --overlap-param-gather and the interleaved schedule"}};
+       "needs the distributed optimizer, --overlap-param-gather and the interleaved schedule"},
+      {"--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p",
+       "--cp-comm-type a2a+p2p without --hierarchical-context-parallel-sizes"},
+      {"--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4",
+       "--hierarchical-context-parallel-sizes 2 4 multiply to 8, not the context parallel size 4"}};
   for (const auto& [flags, why] : refused) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 2) << flags;
@@ -202,7 +207,9 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
   for (const char* flags : {"--bf16 --accumulate-allreduce-grads-in-fp32", "--bf16 --grad-reduce-in-bf16",
                             "--bf16 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
                             "--overlap-param-gather-with-optimizer-step --pipeline-model-parallel-size 2 "
-                            "--num-virtual-stages-per-pipeline-rank 2"}) {
+                            "--num-virtual-stages-per-pipeline-rank 2",
+                            "--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p "
+                            "--hierarchical-context-parallel-sizes 2 2"}) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
   }

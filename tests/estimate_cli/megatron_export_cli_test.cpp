@@ -123,6 +123,11 @@ TEST(MegatronExport, WhatNoFlagExpressesIsRefused) {
   const auto both = run_mme({"estimate", "Qwen/Qwen3-0.6B", "--print-megatron-args", "--dump-config"});
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_THAT(both.err, HasSubstr("--print-megatron-args prints the launch flags instead of the report"));
+  // a2a+p2p needs the two levels' sizes (arguments.py), which the setup does not keep.
+  const auto a2a_p2p = run_mme({"estimate", "meta-llama/Meta-Llama-3-8B", "--cp", "4", "--cp-comm-type", "a2a+p2p",
+                                "--num-gpus", "8", "--print-megatron-args"});
+  EXPECT_EQ(a2a_p2p.exit_code, 2);
+  EXPECT_THAT(a2a_p2p.err, HasSubstr("Megatron-LM also needs --hierarchical-context-parallel-sizes"));
 }
 
 TEST(MegatronExport, JsonIsTheArgumentList) {

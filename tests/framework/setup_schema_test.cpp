@@ -96,7 +96,9 @@ std::vector<Case> cases() {
       {"ep", [](S& s) { s.parallel.ep = 8; }},
       {"etp", [](S& s) { s.parallel.tp = 4, s.parallel.etp = 2; }},
       {"cp", [](S& s) { s.parallel.cp = 2; }},
-      {"cp-comm-type", [](S& s) { s.parallel.cp = 2, s.cp_comm_type = CpCommType::kA2AP2P; }},
+      // (a2a+p2p needs --hierarchical-context-parallel-sizes on a launch line, which the setup
+      // does not keep: its printed flags are refused, MegatronExport.WhatNoFlagExpressesIsRefused.)
+      {"cp-comm-type", [](S& s) { s.parallel.cp = 2, s.cp_comm_type = CpCommType::kA2A; }},
       {"micro-batch-size", [](S& s) { s.micro_batch_size = 3; }},
       {"seq-length", [](S& s) { s.seq_length = 8192; }},
       {"global-batch-size", [](S& s) { s.global_batch_size = 512; }},

@@ -158,6 +158,13 @@ std::vector<std::string> launcher_words(std::int64_t world_size) {
 // What no flag expresses is refused: the knobs Megatron-LM has no flag for must hold the value
 // a launch line gives them (its default).
 void check_expressible(const TrainingSetup& setup, const std::string& model_name) {
+  // arguments.py: a2a+p2p needs --hierarchical-context-parallel-sizes, the split of CP between
+  // its two levels, which the setup does not keep (the a2a level is not modelled).
+  if (setup.cp_comm_type == CpCommType::kA2AP2P)
+    throw UsageError(fmt::format(
+        "{}: --cp-comm-type a2a+p2p: Megatron-LM also needs --hierarchical-context-parallel-sizes, which mme does "
+        "not keep (its a2a level is not modelled); print with --cp-comm-type p2p and add both by hand",
+        model_name));
   TrainingSetup back = setup_from_megatron_args(MegatronArgs{}, TrainingSetup{});
   for (const SetupKnob& k : setup_knobs()) {
     if (!k.megatron.empty() || !k.megatron_off.empty() || k.megatron_read || !k.get) continue;

@@ -15,6 +15,7 @@
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/setup_schema.hpp"
 #include "mme/sdk/error.hpp"
+#include "mme/sdk/number_text.hpp"
 #include "mme/sdk/text.hpp"
 
 namespace mme::setup_knobs_detail {
@@ -242,6 +243,51 @@ inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
           fmt::format("--cp-comm-type: per-layer lists of different types ('{}' and '{}') are not "
                       "modelled; give one type for every layer",
                       types.front(), t));
+  // arguments.py validate_args: a2a+p2p needs the two levels' sizes (whose product is CP, checked
+  // in setup_from_megatron_args once CP is read).
+  if (s.cp_comm_type == CpCommType::kA2AP2P && !given(a, "hierarchical-context-parallel-sizes"))
+    throw UsageError(
+        "--cp-comm-type a2a+p2p without --hierarchical-context-parallel-sizes: Megatron-LM refuses it "
+        "(arguments.py: --hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm)");
+}
+
+// Megatron-LM's checks of a launch line that need several of its flags read first (arguments.py,
+// transformer_config.py); setup_from_megatron_args calls it last.
+inline void check_megatron_prerequisites(const MegatronArgs& a, const TrainingSetup& s) {
+  if (const auto sizes = a.value("hierarchical-context-parallel-sizes")) {
+    // arguments.py: context_parallel_size == prod(hierarchical_context_parallel_sizes).
+    std::int64_t product = 1;
+    for (std::size_t b = 0; b < sizes->size();) {
+      const std::size_t e = std::min(sizes->find(' ', b), sizes->size());
+      if (e > b) {
+        const auto n = parse_integer(sizes->substr(b, e - b));
+        if (!n || *n <= 0 || *n > kMaxParallelSize || product > kMaxParallelSize)
+          throw UsageError(fmt::format(
+              "--hierarchical-context-parallel-sizes: expected positive integers up to 2^20, got '{}'", *sizes));
+        product *= *n;
+      }
+      b = e + 1;
+    }
+    if (product != s.parallel.cp)
+      throw UsageError(
+          fmt::format("--hierarchical-context-parallel-sizes {} multiply to {}, not the context parallel "
+                      "size {}: Megatron-LM refuses it (arguments.py)",
+                      *sizes, product, s.parallel.cp));
+  }
+  // Two flags mme does not model (their assumption lines say so) whose prerequisites Megatron-LM
+  // checks: transformer_config.py for the delayed weight gradients, arguments.py for the
+  // parameter all-gather overlapped with the optimizer step.
+  if (a.enabled("delay-wgrad-compute") && !s.comm.ep_overlap)
+    throw UsageError(
+        "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: Megatron-LM refuses it "
+        "(transformer_config.py: overlap_moe_expert_parallel_comm must be enabled when enabling "
+        "delay_wgrad_compute)");
+  if (a.enabled("overlap-param-gather-with-optimizer-step") &&
+      (!s.optimizer.distributed || !s.comm.overlap_param_gather ||
+       (s.parallel.vpp <= 1 && !s.pipeline.layers_per_virtual_stage && s.pipeline.layout.empty())))
+    throw UsageError(
+        "--overlap-param-gather-with-optimizer-step needs the distributed optimizer, --overlap-param-gather and "
+        "the interleaved schedule (virtual pipeline stages): Megatron-LM refuses it otherwise (arguments.py)");
 }
 
 inline void megatron_env(const MegatronArgs& a, TrainingSetup& s) {

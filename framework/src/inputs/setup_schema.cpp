@@ -504,20 +504,7 @@ TrainingSetup setup_from_megatron_args(const MegatronArgs& a, TrainingSetup s) {
   } else {
     s.fsdp.reshard_after_forward = true;
   }
-  // Two flags mme does not model (their assumption lines say so) whose prerequisites Megatron-LM
-  // checks: transformer_config.py for the delayed weight gradients, arguments.py for the
-  // parameter all-gather overlapped with the optimizer step.
-  if (a.enabled("delay-wgrad-compute") && !s.comm.ep_overlap)
-    throw UsageError(
-        "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: Megatron-LM refuses it "
-        "(transformer_config.py: overlap_moe_expert_parallel_comm must be enabled when enabling "
-        "delay_wgrad_compute)");
-  if (a.enabled("overlap-param-gather-with-optimizer-step") &&
-      (!s.optimizer.distributed || !s.comm.overlap_param_gather ||
-       (s.parallel.vpp <= 1 && !s.pipeline.layers_per_virtual_stage && s.pipeline.layout.empty())))
-    throw UsageError(
-        "--overlap-param-gather-with-optimizer-step needs the distributed optimizer, --overlap-param-gather and "
-        "the interleaved schedule (virtual pipeline stages): Megatron-LM refuses it otherwise (arguments.py)");
+  setup_knobs_detail::check_megatron_prerequisites(a, s);
   return s;
 }
 
