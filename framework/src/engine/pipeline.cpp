@@ -249,10 +249,10 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
     const std::int64_t first = split.first_stage_layers.value_or(-1);
     const std::int64_t last = split.last_stage_layers.value_or(-1);
     // transformer_config.py __post_init__ (uneven PP): each given count must be larger than 0.
-    if ((split.first_stage_layers && first <= 0) || (split.last_stage_layers && last <= 0))
+    const bool bad_first = split.first_stage_layers && first <= 0;
+    if (bad_first || (split.last_stage_layers && last <= 0))
       throw LayoutError(fmt::format("--num-layers-in-{}-pipeline-stage must be larger than 0, got {}",
-                                    split.first_stage_layers && first <= 0 ? "first" : "last",
-                                    split.first_stage_layers && first <= 0 ? first : last));
+                                    bad_first ? "first" : "last", bad_first ? first : last));
     if (first > L || last > L)
       throw LayoutError(fmt::format("the first/last pipeline stages take more layers ({}) than the model has ({})",
                                     std::max(first, last), L));

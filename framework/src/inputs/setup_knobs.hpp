@@ -228,12 +228,7 @@ inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
   const auto v = given(a, "cp-comm-type");
   if (!v) return;
   // nargs='+' (arguments.py): one type for every layer, or one per layer.
-  std::vector<std::string> types;
-  for (std::size_t pos = 0; pos < v->size();) {
-    const std::size_t end = std::min(v->find(' ', pos), v->size());
-    if (end > pos) types.push_back(v->substr(pos, end - pos));
-    pos = end + 1;
-  }
+  const std::vector<std::string> types = split(*v, ' ', EmptyItems::kSkip);
   const SetupKnob& k = *find_knob("cp-comm-type");
   if (types.empty()) throw UsageError(fmt::format("--cp-comm-type: expected a type ({})", knob_values_text(k)));
   s.cp_comm_type = must<CpCommType>(kCpCommTypeNames, parse_knob_text(k, "--cp-comm-type", types.front(), true));
@@ -257,16 +252,12 @@ inline void check_megatron_prerequisites(const MegatronArgs& a, const TrainingSe
   if (const auto sizes = a.value("hierarchical-context-parallel-sizes")) {
     // arguments.py: context_parallel_size == prod(hierarchical_context_parallel_sizes).
     std::int64_t product = 1;
-    for (std::size_t b = 0; b < sizes->size();) {
-      const std::size_t e = std::min(sizes->find(' ', b), sizes->size());
-      if (e > b) {
-        const auto n = parse_integer(sizes->substr(b, e - b));
-        if (!n || *n <= 0 || *n > kMaxParallelSize || product > kMaxParallelSize)
-          throw UsageError(fmt::format(
-              "--hierarchical-context-parallel-sizes: expected positive integers up to 2^20, got '{}'", *sizes));
-        product *= *n;
-      }
-      b = e + 1;
+    for (const std::string& word : split(*sizes, ' ', EmptyItems::kSkip)) {
+      const auto n = parse_integer(word);
+      if (!n || *n <= 0 || *n > kMaxParallelSize || product > kMaxParallelSize)
+        throw UsageError(fmt::format(
+            "--hierarchical-context-parallel-sizes: expected positive integers up to 2^20, got '{}'", *sizes));
+      product *= *n;
     }
     if (product != s.parallel.cp)
       throw UsageError(

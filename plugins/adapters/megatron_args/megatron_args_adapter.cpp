@@ -12,6 +12,7 @@
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/number_text.hpp>
+#include <mme/sdk/text.hpp>
 
 namespace mme::plugins {
 
@@ -50,10 +51,6 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
   return *d;
 }
 
-}  // namespace
-
-namespace {
-
 // The router settings transformer_config.py __post_init__ refuses (they are memory-neutral, so
 // the setup does not keep them: checked here, where the launch line is read). Its defaults:
 // softmax scores, aux_loss balancing.
@@ -66,15 +63,8 @@ void check_router_rules(const MegatronArgs& a, const std::string& src, const Mlp
         "--moe-shared-expert-intermediate-size must be larger than 0 (num_shared_experts x "
         "ffn_size_of_each_shared_expert)");
   const std::string score = a.value("moe-router-score-function").value_or("softmax");
-  std::vector<std::string> balancing;
-  {
-    const std::string text = a.value("moe-router-load-balancing-type").value_or("aux_loss");
-    for (std::size_t b = 0; b < text.size();) {
-      const std::size_t e = std::min(text.find(' ', b), text.size());
-      if (e > b) balancing.push_back(text.substr(b, e - b));
-      b = e + 1;
-    }
-  }
+  const std::vector<std::string> balancing =
+      split(a.value("moe-router-load-balancing-type").value_or("aux_loss"), ' ', EmptyItems::kSkip);
   const bool sinkhorn = std::find(balancing.begin(), balancing.end(), "sinkhorn") != balancing.end();
   if (moe.top_k == 1 && score == "softmax" && !a.enabled("moe-router-pre-softmax") && !sinkhorn)
     refuse("--moe-router-topk 1 with softmax scores needs --moe-router-pre-softmax");
