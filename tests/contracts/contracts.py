@@ -208,7 +208,7 @@ def group_estimate(c):
 def group_errors(c):
     """Errors have no JSON form: with --json, a failing command leaves stdout empty and says one
     line on stderr."""
-    for args, rc in [(["estimate", "Qwen/Qwen3-235B-A22B", "--tp", "8", "--json"], 4),
+    for args, rc in [(["estimate", "Qwen/Qwen3-235B-A22B", "--tp", "3", "--json"], 4),
                      (["estimate", "no-such-org/no-such-model", "--json"], 6),
                      (["plan", "Qwen/Qwen3-8B", "--num-gpus", "3", "--tp", "8", "--json"], None),
                      (["params", "--json"], 2)]:

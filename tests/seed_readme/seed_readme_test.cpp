@@ -121,7 +121,7 @@ TEST(SeedReadme, EveryCommandWorksOrNamesAValueThatDoes) {
       EXPECT_NE(r.out.find("Peak Memory per GPU: "), std::string::npos);
     }
   }
-  EXPECT_EQ(refused, 2);  // the two Qwen3-235B-A22B layouts with --tp 8 (4 KV heads)
+  EXPECT_EQ(refused, 2);  // the two Qwen3-235B-A22B layouts with 94 layers over --pp 4
 }
 
 TEST(SeedReadme, UnevenLayersOverPpNameTheSplitThatWorks) {
@@ -143,10 +143,12 @@ TEST(SeedReadme, UnevenLayersOverPpNameTheSplitThatWorks) {
 }
 
 TEST(SeedReadme, AttentionHeadsByTpNameTheSizesThatWork) {
-  // Qwen3-8B: 32 heads, 8 KV heads: TP 3 divides neither; 1, 2, 4 and 8 divide both.
+  // Qwen3-8B: 32 heads, 8 KV heads: TP 3 divides neither; 1, 2, 4 and 8 divide both, and 16
+  // and 32 are multiples of the 8 groups (each rank keeps one, attention.py) that divide the heads
+  // and linear_qkv's (32 + 16) x 128 outputs.
   const auto r = run_mme({"estimate", "Qwen/Qwen3-8B", "--tp", "3", "--num-gpus", "6"});
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_NE(r.err.find("1, 2, 4 or 8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1, 2, 4, 8, 16 or 32"), std::string::npos) << r.err;
 }
 
 nlohmann::json estimate_json(std::vector<std::string> args) {

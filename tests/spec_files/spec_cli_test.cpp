@@ -358,13 +358,17 @@ TEST(spec_cli, BadSpecsFailWithExactMessages) {
   }
   {
     // A command-line value is named as such.
-    auto [path, r] = run("heads.yaml", kSmall, {"--tp", "8", "--num-gpus", "8"});
+    // (24 heads, 6 query groups: TP 4 divides the heads, and is neither a divisor nor a multiple
+    // of the groups, transformer_config.py's rule.)
+    const std::string groups6 = with(kSmall, "num_attention_heads: 16\n  num_query_groups: 4",
+                                     "num_attention_heads: 24\n  num_query_groups: 6\n  kv_channels: 64");
+    auto [path, r] = run("heads.yaml", groups6, {"--tp", "4", "--num-gpus", "8"});
     EXPECT_EQ(r.exit_code, 4);
     EXPECT_EQ(r.err,
               "mme: error: " + path +
                   ": parallelism.tensor_model_parallel_size (--tp on the command line): num_query_groups must be "
-                  "divisible by tensor_model_parallel_size (4 query groups on line 6, tensor_model_parallel_size "
-                  "8); Megatron-LM does not replicate KV heads\n");
+                  "a multiple or a divisor of tensor_model_parallel_size (6 query groups on line 6, "
+                  "tensor_model_parallel_size 4)\n");
   }
   {
     // What only the engine checks still names the file.

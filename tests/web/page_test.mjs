@@ -215,8 +215,8 @@ try {
   check(bad.error !== null && bad.error.length > 0 && cli.stderr.includes(bad.error),
     `invalid layout: the page's message is the CLI's (${cli.stderr.trim()})`);
   await page.screenshot({ path: path.join(args.artifacts, "invalid.png"), fullPage: true });
-  // The TP choices the page offers are the ones the CLI's message lists ("1, 2 or 4").
-  const listed = cli.stderr.match(/: ([\d, or]+) \(/)?.[1].split(/, | or /).join(",");
+  // The TP choices the page offers are the ones the CLI's message lists ("one of 1, 2 or 4").
+  const listed = cli.stderr.match(/one of ([\d, or]+) \(/)?.[1].split(/, | or /).join(",");
   const offered = await page.$eval("#choices", (e) => e.dataset.tp);
   check(listed !== undefined && offered === listed, `choices: TP offered ${offered} == the CLI's ${listed}`);
   await setLayout("deepseek-ai/DeepSeek-V3", {});

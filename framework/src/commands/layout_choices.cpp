@@ -125,7 +125,8 @@ LayoutChoices layout_choices(const ModelSpec& model, const BlockLimits& limits, 
   std::iota(all_layers.begin(), all_layers.end(), 0);
 
   out.values.emplace_back("tp", limits.tp);
-  out.lines.push_back(fmt::format("TP: {} (divides the heads, query groups and MLP widths)", listed(limits.tp)));
+  out.lines.push_back(fmt::format(
+      "TP: {} (divides the heads and MLP widths; divides or is a multiple of the query groups)", listed(limits.tp)));
   out.values.emplace_back("ep", limits.ep);
   if (limits.experts > 0)
     out.lines.push_back(fmt::format("EP: {} (divides {} experts)", listed(limits.ep, 12), limits.experts));

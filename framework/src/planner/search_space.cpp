@@ -517,7 +517,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
     throw LayoutError(fmt::format("no layout can work with these flags: {}", refusal));
   if (sp.total == 0 && !allow_empty)
     throw LayoutError(fmt::format(
-        "no layout of {} GPUs suits {}: TP (at most {}) must divide the attention heads and query groups, "
+        "no layout of {} GPUs suits {}: TP (at most {}) must divide the attention heads and divide or be a multiple of "
+        "the query groups, "
         "EP the experts, CP the sequence ({}), PP at most the {} layers, TP x CP x PP and ETP x EP x PP the GPU "
         "count{}",
         N, m.name, max_tp, seq, L,

@@ -1,7 +1,9 @@
 #include "gqa.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -11,6 +13,33 @@
 #include <mme/sdk/low_precision.hpp>
 
 namespace mme::plugins {
+
+namespace {
+
+// Query groups (K and V heads) each TP rank keeps (attention.py, SelfAttention.__init__,
+// num_query_groups_per_partition): g / TP, or one group when TP is a multiple of g (the group's
+// K and V replicated over the TP / g ranks that share its query heads).
+CheckedInt query_groups_per_rank(const AttentionSpec& a, std::int64_t tp) {
+  if (tp > a.num_query_groups) return 1;
+  return CheckedInt(a.num_query_groups) / tp;
+}
+
+// The TP sizes validate() accepts, as text: the divisors of the heads that are a divisor or a
+// multiple of the query groups and split linear_qkv's outputs evenly.
+std::string tp_choices_text(const AttentionSpec& a) {
+  const std::int64_t width = (a.num_heads + 2 * a.num_query_groups) * a.kv_channels;
+  std::vector<std::int64_t> ok;
+  for (std::int64_t t = 1; t <= a.num_heads && ok.size() < 64; ++t)
+    if (a.num_heads % t == 0 && (a.num_query_groups % t == 0 || t % a.num_query_groups == 0) &&
+        (width == 0 || width % t == 0))
+      ok.push_back(t);
+  std::string out;
+  for (std::size_t i = 0; i < ok.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == ok.size() ? " or " : ", ") + std::to_string(ok[i]);
+  return out;
+}
+
+}  // namespace
 
 void GqaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& layer, std::size_t index) const {
   require_layer_field(model, index, "kv_channels", layer.attention.kv_channels, limits::kMaxDimension);
@@ -23,19 +52,26 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
       (ctx.setup.recompute.modules & kRecomputeMlaUpProj))
     throw LayoutError("--recompute-modules mla_up_proj needs a model with multi-latent attention");
   const auto& a = ctx.layer.attention;
-  // Megatron splits whole heads and whole query groups over TP (attention.py divide()).
+  // Megatron splits whole heads over TP (attention.py divide(); linear_proj's rows).
   if (a.num_heads % ctx.tp != 0)
-    throw LayoutError(fmt::format(
-        "{} attention heads are not divisible by --tp {}; --tp must divide the {} attention "
-        "heads{}: {}",
-        a.num_heads, ctx.tp, a.num_heads,
-        a.num_query_groups != a.num_heads ? fmt::format(" and the {} query groups", a.num_query_groups) : std::string(),
-        divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
-  if (a.num_query_groups % ctx.tp != 0)
-    throw LayoutError(fmt::format(
-        "{} query groups (KV heads) are not divisible by --tp {}; --tp must divide the {} "
-        "query groups: {} (Megatron-LM does not replicate KV heads)",
-        a.num_query_groups, ctx.tp, a.num_query_groups, divisors_text(std::gcd(a.num_heads, a.num_query_groups))));
+    throw LayoutError(fmt::format("{} attention heads are not divisible by --tp {}; --tp must be one of {}",
+                                  a.num_heads, ctx.tp, tp_choices_text(a)));
+  // transformer_config.py __post_init__: num_query_groups "must be a multiple or divisor of"
+  // TP. With more TP ranks than groups each rank keeps one group's K and V (attention.py,
+  // SelfAttention; query_groups_per_rank above).
+  if (a.num_query_groups % ctx.tp != 0 && ctx.tp % a.num_query_groups != 0)
+    throw LayoutError(
+        fmt::format("{} query groups (KV heads) are neither a multiple nor a divisor of --tp {} (Megatron-LM's rule, "
+                    "transformer_config.py); --tp must be one of {}",
+                    a.num_query_groups, ctx.tp, tp_choices_text(a)));
+  // linear_qkv is one column-parallel linear of (n + 2g) d outputs, split evenly over TP (TE's
+  // Linear divides out_features by the TP size), whichever of g and TP is larger.
+  const std::int64_t qkv_width = (a.num_heads + 2 * a.num_query_groups) * a.kv_channels;
+  if (qkv_width % ctx.tp != 0)
+    throw LayoutError(
+        fmt::format("linear_qkv's {} outputs ((heads + 2 x query groups) x kv_channels) are not divisible by --tp {}; "
+                    "--tp must be one of {}",
+                    qkv_width, ctx.tp, tp_choices_text(a)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
 }
@@ -71,7 +107,7 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   const auto& rc = ctx.setup.recompute;
   const CheckedInt h = ctx.model.hidden_size, d = a.kv_channels, t = ctx.tp;
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes, li = ctx.linear_input_bytes;
-  const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = CheckedInt(a.num_query_groups) / t;
+  const CheckedInt nq = CheckedInt(a.num_heads) / t, nkv = query_groups_per_rank(a, ctx.tp);
   const bool fused_kernel = fused_kernel_attention(ctx.setup.attention_backend);  // no s^2 scores
   const bool recompute_core = rc.has(kRecomputeCoreAttn);
   // linear_qkv (TELayerNormColumnParallelLinear) all-gathers its normed input under SP.
@@ -154,6 +190,16 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
   // sequence before the SP reduce-scatter), plus the re-gathered QKV input under SP; unfused
   // attention also materialises the gradient of the score tensor.
   CheckedInt transient = ab * T * (nq + 2 * nkv) * d + ab * T * h;
+  if (ctx.tp > a.num_query_groups) {
+    // With more TP ranks than groups (get_query_key_value_tensors) the backward of the group's
+    // slice writes the gradient into zeros of the all-gathered [T, (n + 2g) d] linear_qkv output,
+    // beside the group's own [T, (n/g + 2) d] (the split's concatenated gradient), before
+    // all_gather_last_dim_from_tensor_parallel_region's reduce-scatter brings it back to this
+    // rank's share. The forward's all-gathered output (freed after the split: TE's
+    // get_qkv_layout copies the query, key and value views it cannot use as they are) is as large.
+    const CheckedInt n = a.num_heads, g = a.num_query_groups;
+    transient += ab * T * (n + 2 * g) * d + ab * T * (n / g + 2) * d;
+  }
   if (ctx.sequence_parallel) transient += li * T * h;
   if (!fused_kernel) transient += 2 * ab * T * nq * attention_key_length(ctx);
   transient += context_parallel_attention_transient(ctx, q_bytes, kv_bytes, ab * T * nq * d);
@@ -173,8 +219,19 @@ void GqaAttentionModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   const auto& a = ctx.layer.attention;
   const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels : ctx.model.hidden_size / a.num_heads);
   const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
-  add_attention_core_costs(ctx, static_cast<double>(a.num_heads) * 2 * d, groups * 2 * d, out);
+  // With more TP ranks than groups every rank keeps one group's K and V: what CP exchanges per
+  // rank is one group's, as if there were TP groups.
+  const double groups_kept = std::max(groups, static_cast<double>(ctx.tp));
+  add_attention_core_costs(ctx, static_cast<double>(a.num_heads) * 2 * d, groups_kept * 2 * d, out);
   add_tp_block_collectives(ctx, out, "attention_tp");
+  if (ctx.tp > a.num_query_groups) {
+    // get_query_key_value_tensors all-gathers linear_qkv's output over TP before taking its
+    // group's slice; its backward reduce-scatters the gradient.
+    const double gathered = static_cast<double>(ctx.tokens) * (static_cast<double>(a.num_heads) + 2 * groups) * d *
+                            static_cast<double>(ctx.act_bytes);
+    const double pass = ring_bytes(gathered, ctx.tp);
+    add_collective(out, "attention_qkv_all_gather", CommGroup::kTensor, pass, pass);
+  }
   // linear_qkv [h -> (n + 2g) d] column-parallel, linear_proj [n d -> h] row-parallel.
   const double h = static_cast<double>(ctx.model.hidden_size), q = static_cast<double>(a.num_heads) * d;
   add_gemm(ctx, out, "linear_qkv", h, q + 2 * groups * d, GemmSplit::kColumn);

@@ -79,10 +79,12 @@ void check_spec_layout(const SpecFile* spec, const ModelSpec& model, const Train
           "tensor_model_parallel_size {})",
           where("parallelism.tensor_model_parallel_size"), a.num_heads, model_value("num_attention_heads"), p.tp));
     // Only attention with fewer KV heads than heads (GQA) can fail here: MLA has one per head.
-    if (a.num_query_groups != a.num_heads && a.num_query_groups % p.tp != 0)
+    // transformer_config.py: the groups a multiple or a divisor of TP (attention.py keeps one
+    // group's K and V per rank when TP is the larger).
+    if (a.num_query_groups != a.num_heads && a.num_query_groups % p.tp != 0 && p.tp % a.num_query_groups != 0)
       fail(fmt::format(
-          "{}: num_query_groups must be divisible by tensor_model_parallel_size ({} query groups {}, "
-          "tensor_model_parallel_size {}); Megatron-LM does not replicate KV heads",
+          "{}: num_query_groups must be a multiple or a divisor of tensor_model_parallel_size ({} query groups "
+          "{}, tensor_model_parallel_size {})",
           where("parallelism.tensor_model_parallel_size"), a.num_query_groups, model_value("num_query_groups"), p.tp));
   }
   // Uneven pipelines need num_layers_in_first/last_pipeline_stage.

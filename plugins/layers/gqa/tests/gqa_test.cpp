@@ -107,6 +107,68 @@ TEST(GqaBlock, FlashAttnKeepsASecondOutputForSeveralSequences) {
   EXPECT_EQ(saved(AttentionBackend::kFlash, 2), saved(AttentionBackend::kFused, 2));
 }
 
+// Qwen3-235B-A22B's attention: 64 heads of 128, 4 query groups. Megatron-LM takes TP 8 (a
+// multiple of the groups, transformer_config.py): each rank keeps one group's K and V and its 8
+// query heads (attention.py, SelfAttention), all-gathering linear_qkv's output to take its
+// group's slice (get_query_key_value_tensors).
+TEST(GqaBlock, MoreTensorParallelRanksThanQueryGroupsKeepOneGroupEach) {
+  test::BlockCase b = llama_attention();
+  b.layer.attention.num_heads = 64;
+  b.layer.attention.num_query_groups = 4;
+  b.setup.attention_backend = AttentionBackend::kFused;
+  auto acts = [&](std::int64_t tp) {
+    BlockActivations a;
+    GqaAttentionModel().activations(b.context(tp), a);
+    return a;
+  };
+  auto saved = [](const BlockActivations& a, const std::string& name) {
+    for (const auto& t : a.saved)
+      if (t.name == name) return t.bytes;
+    return std::int64_t{-1};
+  };
+  const BlockActivations tp4 = acts(4), tp8 = acts(8);
+  // Q: 4096 tokens x 16 (TP 4) or 8 (TP 8) heads x 128 x 2 B.
+  EXPECT_EQ(saved(tp4, "attention/q"), 16'777'216);
+  EXPECT_EQ(saved(tp8, "attention/q"), 8'388'608);
+  // K and V: one group on every rank either way: 2 x 4096 x 128 x 2 B.
+  EXPECT_EQ(saved(tp4, "attention/kv"), 2'097'152);
+  EXPECT_EQ(saved(tp8, "attention/kv"), 2'097'152);
+  // Backward at TP 8, bf16: dQ, dK, dV (8 + 2 heads) 10,485,760; the block input's gradient and
+  // the SP-gathered linear_qkv input, [4096, 4096] each, 33,554,432 x 2; the all-gathered
+  // [4096, (64 + 8) x 128] gradient 75,497,472 beside its group's [4096, (16 + 2) x 128]
+  // 18,874,368.
+  EXPECT_EQ(tp8.transient, 10'485'760 + 2 * 33'554'432 + 75'497'472 + 18'874'368);
+  // TP 4 (= the groups) has no gathered gradient: 2 B x 4096 x (16 + 2) x 128 + the two above.
+  EXPECT_EQ(tp4.transient, 18'874'368 + 2 * 33'554'432);
+
+  // Step time: the all-gather of linear_qkv's output (forward) and the reduce-scatter of its
+  // gradient (backward), 75,497,472 B over a ring of 8 (7/8 of it sent), beside the block's two
+  // SP passes of [4096, 4096] bf16 (2 x 7/8 x 33,554,432).
+  BlockCosts c;
+  GqaAttentionModel().costs(b.context(8), c);
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kTensor, true), 66'060'288.0 + 58'720'256.0);
+  EXPECT_DOUBLE_EQ(bytes_of(c, CommGroup::kTensor, false), 66'060'288.0 + 58'720'256.0);
+
+  // Megatron's rule: the groups a divisor or a multiple of TP, and TP dividing the heads.
+  b.layer.attention.num_heads = 48;
+  b.layer.attention.num_query_groups = 6;
+  auto layout_error = [&](std::int64_t tp) {
+    try {
+      GqaAttentionModel().validate(b.context(tp));
+    } catch (const LayoutError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(layout_error(12), "(no error)");
+  EXPECT_EQ(layout_error(3), "(no error)");
+  EXPECT_EQ(layout_error(4),
+            "6 query groups (KV heads) are neither a multiple nor a divisor of --tp 4 (Megatron-LM's rule, "
+            "transformer_config.py); --tp must be one of 1, 2, 3, 6, 12, 24 or 48");
+  EXPECT_EQ(layout_error(5),
+            "48 attention heads are not divisible by --tp 5; --tp must be one of 1, 2, 3, 6, 12, 24 or 48");
+}
+
 TEST(GqaBlock, ChecksItsOwnFields) {
   test::BlockCase b = llama_attention();
   EXPECT_EQ(b.spec_error(GqaAttentionModel()), "(no error)");
