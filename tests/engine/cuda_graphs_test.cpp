@@ -157,6 +157,29 @@ TEST_F(CudaGraphs, WhatMegatronRefuses) {
   dropout.recompute.granularity = RecomputeGranularity::kSelective;
   dropout.recompute.modules = kRecomputeCoreAttn;
   refused(dropout, "attention dropout is not supported with graphed attention recomputation.");
+  // Under the expert-parallel overlap TE graphs may take neither the moe nor the mlp scope
+  // (transformer_config.py); attn is fine. (The first layer dense, the mlp scope's.)
+  ModelSpec moe = test_model();
+  ASSERT_GT(moe.layers.size(), 1u);
+  for (std::size_t i = 1; i < moe.layers.size(); ++i) {
+    auto& l = moe.layers[i];
+    l.mlp.kind = "moe";
+    l.mlp.num_experts = 4;
+    l.mlp.top_k = 2;
+    l.mlp.expert_ffn_hidden_size = l.mlp.ffn_hidden_size;
+  }
+  for (const std::uint32_t modules : {kGraphMlp, kGraphAttn}) {
+    TrainingSetup overlap = graphs(modules);
+    overlap.parallel.ep = 2;
+    overlap.parallel.world_size = 2;
+    overlap.comm.ep_overlap = true;
+    if (modules == kGraphMlp)
+      EXPECT_THAT([&] { (void)run(overlap, moe); },
+                  ::testing::ThrowsMessage<LayoutError>(HasSubstr(
+                      "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm.")));
+    else
+      EXPECT_NO_THROW((void)run(overlap, moe));
+  }
 }
 
 // The Megatron-LM flags, their deprecated spellings, and the refused values.

@@ -235,6 +235,32 @@ TEST_F(Engine, SettingsMegatronRefusesAreRefused) {
   EXPECT_EQ(layout_error(m, s), "(no error)");
   m.tie_embeddings = true;
   refused(s, "--use-torch-fsdp2 with");
+
+  // Experts with linear biases: ETP 1 only (transformer_config.py), and TE's grouped experts
+  // without the fused bias-dropout-add (experts.py TEGroupedMLP).
+  ModelSpec moe = test::gpt_model(2, 1024, 16);
+  moe.add_bias_linear = true;
+  for (auto& l : moe.layers) {
+    l.mlp.kind = "moe";
+    l.mlp.num_experts = 8;
+    l.mlp.top_k = 2;
+    l.mlp.expert_ffn_hidden_size = 512;
+  }
+  s = {};
+  s.bias_dropout_fusion = false;
+  s.parallel.tp = 2;
+  s.parallel.etp = 1;
+  s.parallel.world_size = 2;
+  EXPECT_EQ(layout_error(moe, s), "(no error)");
+  s.parallel.etp = 2;
+  EXPECT_NE(layout_error(moe, s).find("the experts' linear biases need --etp 1, not 2: Megatron-LM refuses them"),
+            std::string::npos);
+  s.parallel.etp = 1;
+  s.bias_dropout_fusion = true;
+  EXPECT_NE(layout_error(moe, s).find("with --moe-grouped-gemm need --no-bias-dropout-fusion: Megatron-LM refuses"),
+            std::string::npos);
+  s.moe_grouped_gemm = false;  // SequentialMLP takes them
+  EXPECT_EQ(layout_error(moe, s), "(no error)");
 }
 
 TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {

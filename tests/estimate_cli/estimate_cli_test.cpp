@@ -173,8 +173,11 @@ TEST(EstimateCli, MegatronArgsTakeTheRecomputeFlagsAsMegatronDoes) {
 // arguments.py validate_args: one of --bf16 and --fp16, fp32 main gradients when
 // --accumulate-allreduce-grads-in-fp32 asks for fp32 accumulation, and the prerequisites of the
 // parameter all-gather overlapped with the optimizer step, the hierarchical sizes of a2a+p2p context
-// parallelism; transformer_config.py: delayed weight gradients only with the expert-parallel
-// overlap (the flags not modelled are named as assumptions, their prerequisites checked).
+// parallelism, delayed weight gradients only with TE, saved activations distributed over TP only
+// with full recompute and without SP (transformer_config.py too), the interleaved schedule without
+// p2p overlap only over more than 2 stages; transformer_config.py: delayed weight gradients only
+// with the expert-parallel overlap (the flags not modelled are named as assumptions, their
+// prerequisites checked).
 TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
   const std::pair<const char*, const char*> refused[] = {
       {"--bf16 --recompute-granularity full --recompute-num-layers 1",
@@ -194,7 +197,20 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
       {"--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p",
        "--cp-comm-type a2a+p2p without --hierarchical-context-parallel-sizes"},
       {"--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4",
-       "--hierarchical-context-parallel-sizes 2 4 multiply to 8, not the context parallel size 4"}};
+       "--hierarchical-context-parallel-sizes 2 4 multiply to 8, not the context parallel size 4"},
+      {"--bf16 --transformer-impl local --delay-wgrad-compute",
+       "--delay-wgrad-compute with --transformer-impl local: Megatron-LM refuses it"},
+      {"--bf16 --distribute-saved-activations --recompute-granularity full --recompute-method uniform "
+       "--recompute-num-layers 1",
+       "--distribute-saved-activations needs --tensor-model-parallel-size > 1"},
+      {"--bf16 --tensor-model-parallel-size 2 --distribute-saved-activations",
+       "--distribute-saved-activations needs --tensor-model-parallel-size > 1 and --recompute-granularity full"},
+      {"--bf16 --tensor-model-parallel-size 2 --sequence-parallel --distribute-saved-activations "
+       "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+       "--distribute-saved-activations with --sequence-parallel: Megatron-LM refuses it"},
+      {"--bf16 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+       "--no-overlap-p2p-communication",
+       "--no-overlap-p2p-communication with virtual pipeline stages over --pipeline-model-parallel-size 2"}};
   for (const auto& [flags, why] : refused) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 2) << flags;
@@ -205,7 +221,12 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
                             "--overlap-param-gather-with-optimizer-step --pipeline-model-parallel-size 2 "
                             "--num-virtual-stages-per-pipeline-rank 2",
                             "--bf16 --context-parallel-size 4 --cp-comm-type a2a+p2p "
-                            "--hierarchical-context-parallel-sizes 2 2"}) {
+                            "--hierarchical-context-parallel-sizes 2 2",
+                            "--bf16 --tensor-model-parallel-size 2 --distribute-saved-activations "
+                            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                            "--bf16 --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                            "--no-overlap-p2p-communication",
+                            "--bf16 --pipeline-model-parallel-size 2 --no-overlap-p2p-communication"}) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
   }

@@ -83,6 +83,10 @@ void validate_cuda_graphs(const ModelSpec& m, const TrainingSetup& s) {
   // transformer_layer.py _te_cuda_graph_replay_impl.
   if (s.comm.ep_overlap && any_moe && (whole || (mods & kGraphMoe)))
     throw LayoutError("EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part.");
+  // transformer_config.py __post_init__, under overlap_moe_expert_parallel_comm: TE graphs may
+  // not take the mlp scope either (the dense layers' MLP beside the MoE layers').
+  if (s.comm.ep_overlap && g.impl == CudaGraphImpl::kTransformerEngine && (mods & kGraphMlp))
+    throw LayoutError("CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm.");
 }
 
 void evaluate_layer_graphs(const ModelSpec& m, const BlockLayout& blocks, const LayerSpec& layer, bool moe,

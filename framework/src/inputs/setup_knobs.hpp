@@ -268,11 +268,35 @@ inline void check_megatron_prerequisites(const MegatronArgs& a, const TrainingSe
   // Two flags mme does not model (their assumption lines say so) whose prerequisites Megatron-LM
   // checks: transformer_config.py for the delayed weight gradients, arguments.py for the
   // parameter all-gather overlapped with the optimizer step.
+  if (a.enabled("delay-wgrad-compute") && !s.transformer_engine)
+    throw UsageError(
+        "--delay-wgrad-compute with --transformer-impl local: Megatron-LM refuses it (arguments.py: Delaying wgrad "
+        "compute is only supported with transformer_engine implementation)");
   if (a.enabled("delay-wgrad-compute") && !s.comm.ep_overlap)
     throw UsageError(
         "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: Megatron-LM refuses it "
         "(transformer_config.py: overlap_moe_expert_parallel_comm must be enabled when enabling "
         "delay_wgrad_compute)");
+  // arguments.py and transformer_config.py: --distribute-saved-activations (not modelled) spreads
+  // full recompute's checkpointed inputs over TP, without sequence parallelism.
+  if (a.enabled("distribute-saved-activations")) {
+    if (s.parallel.tp <= 1 || s.recompute.granularity != RecomputeGranularity::kFull)
+      throw UsageError(
+          "--distribute-saved-activations needs --tensor-model-parallel-size > 1 and --recompute-granularity full: "
+          "Megatron-LM refuses it otherwise (arguments.py)");
+    if (sequence_parallel_on(s.parallel))
+      throw UsageError(
+          "--distribute-saved-activations with --sequence-parallel: Megatron-LM refuses it (transformer_config.py: "
+          "distribute_saved_activations must be false when sequence parallel is enabled)");
+  }
+  // arguments.py: the interleaved schedule without --overlap-p2p-communication (on by default)
+  // needs more than two pipeline stages.
+  if (a.enabled("no-overlap-p2p-communication") && s.parallel.pp == 2 &&
+      (s.parallel.vpp > 1 || s.pipeline.layers_per_virtual_stage))
+    throw UsageError(
+        "--no-overlap-p2p-communication with virtual pipeline stages over --pipeline-model-parallel-size 2: "
+        "Megatron-LM refuses it (arguments.py: pipeline-model-parallel size should be greater than 2 to avoid "
+        "having multiple p2p sends and recvs between same 2 ranks per communication batch)");
   if (a.enabled("overlap-param-gather-with-optimizer-step") &&
       (!s.optimizer.distributed || !s.comm.overlap_param_gather ||
        (s.parallel.vpp <= 1 && !s.pipeline.layers_per_virtual_stage && s.pipeline.layout.empty())))

@@ -66,6 +66,12 @@ void check_router_rules(const MegatronArgs& a, const std::string& src, const Mlp
   const std::vector<std::string> balancing =
       split(a.value("moe-router-load-balancing-type").value_or("aux_loss"), ' ', EmptyItems::kSkip);
   const bool sinkhorn = std::find(balancing.begin(), balancing.end(), "sinkhorn") != balancing.end();
+  // arguments.py keeps a list of one as its value; a longer list of balancing types needs one
+  // --moe-aux-loss-coeff per type.
+  const std::size_t coeffs = split(a.value("moe-aux-loss-coeff").value_or(""), ' ', EmptyItems::kSkip).size();
+  if (balancing.size() > 1 && coeffs != balancing.size())
+    refuse(fmt::format("{} --moe-router-load-balancing-type values need as many --moe-aux-loss-coeff values, not {}",
+                       balancing.size(), coeffs));
   if (moe.top_k == 1 && score == "softmax" && !a.enabled("moe-router-pre-softmax") && !sinkhorn)
     refuse("--moe-router-topk 1 with softmax scores needs --moe-router-pre-softmax");
   if (moe.router_expert_bias && score != "sigmoid" && score != "sqrtsoftplus")

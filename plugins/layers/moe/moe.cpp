@@ -33,6 +33,20 @@ void MoeModel::validate(const BlockContext& ctx) const {
   if (f.shared_expert_ffn_hidden_size % ctx.tp != 0)
     throw LayoutError(
         fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size, ctx.tp));
+  // Linear biases in the experts (--add-bias-linear, or a model whose linears have them): Megatron-LM
+  // supports them only with ETP 1 (transformer_config.py __post_init__), and TE's grouped experts
+  // only without the fused bias-dropout-add (experts.py, TEGroupedMLP.__init__).
+  if (ctx.model.add_bias_linear && ctx.etp > 1)
+    throw LayoutError(fmt::format(
+        "the experts' linear biases need --etp 1, not {}: Megatron-LM refuses them otherwise (transformer_config.py: "
+        "\"Bias in Moe is only supported when ETP==1\")",
+        ctx.etp));
+  if (ctx.model.add_bias_linear && ctx.setup.transformer_engine && ctx.setup.moe_grouped_gemm &&
+      ctx.setup.bias_dropout_fusion)
+    throw LayoutError(
+        "the experts' linear biases with --moe-grouped-gemm need --no-bias-dropout-fusion: Megatron-LM refuses them "
+        "otherwise (experts.py TEGroupedMLP: \"bias_dropout_fusion is not supported in TEGroupedMLP when "
+        "add_bias_linear=True\")");
 }
 
 CheckedInt MoeModel::expert_capacity(const BlockContext& ctx) {

@@ -180,6 +180,12 @@ TEST(MegatronArgsAdapter, ModelsMegatronRefusesAreRefused) {
           "8 experts are not divisible by --moe-router-num-groups 3");
   refused(with({"--moe-router-group-topk", "4", "--moe-router-num-groups", "2"}),
           "--moe-router-group-topk 4 is more than --moe-router-num-groups 2");
+  // transformer_config.py: a list of balancing types needs a list of coefficients as long.
+  refused(with({"--moe-router-load-balancing-type", "aux_loss", "seq_aux_loss", "--moe-aux-loss-coeff", "1e-2"}),
+          "2 --moe-router-load-balancing-type values need as many --moe-aux-loss-coeff values, not 1");
+  (void)model_of(
+      with({"--moe-router-load-balancing-type", "aux_loss", "seq_aux_loss", "--moe-aux-loss-coeff", "1e-2", "1e-3"}));
+  (void)model_of(with({"--moe-router-load-balancing-type", "seq_aux_loss"}));
   // And what it accepts: top-1 with pre-softmax, the bias with sigmoid scores, group-limited routing.
   EXPECT_NO_THROW(model_of(with({"--moe-router-topk", "1", "--moe-router-pre-softmax"})));
   EXPECT_NO_THROW(model_of(with({"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid",
