@@ -153,7 +153,11 @@ TEST_F(Engine, InterleavedScheduleRunsOnlyWholeGroupsOfMicroBatches) {
   s.global_batch_size = 5;
   s.pipeline.microbatch_group_size = 3;
   EXPECT_EQ(layout_error(m, s), "(no error)");
-  s.parallel.vpp = 1;  // 1F1B runs any number
+  s.pipeline.microbatch_group_size = 1;  // smaller than PP: refused by the interleaved schedule
+  EXPECT_NE(layout_error(m, s).find("--microbatch-group-size-per-virtual-pipeline-stage 1 is smaller than --pp 2"),
+            std::string::npos);
+  s.parallel.vpp = 1;  // 1F1B runs any number, and never reads the group size
+  EXPECT_EQ(layout_error(m, s), "(no error)");
   s.pipeline.microbatch_group_size.reset();
   s.global_batch_size = 3;
   EXPECT_EQ(layout_error(m, s), "(no error)");

@@ -232,6 +232,62 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
   }
 }
 
+// Two launch-line readings of arguments.py and transformer_config.py: layers per virtual stage
+// count the embedding and the loss as a layer each under --account-for-*-in-pipeline-split
+// ((30 + 2) / 4 ranks = 8 a rank, 4 a virtual stage: VPP 2, the same run as
+// --num-virtual-stages-per-pipeline-rank 2); a negative --moe-expert-capacity-factor is no
+// capacity factor (dropless).
+TEST(EstimateCli, MegatronArgsReadVirtualStagesAndCapacityAsMegatronDoes) {
+  const std::string base =
+      "--num-layers 30 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 "
+      "--global-batch-size 64 --bf16 --pipeline-model-parallel-size 4 --account-for-embedding-in-pipeline-split "
+      "--account-for-loss-in-pipeline-split ";
+  const auto per_stage = run_mme(
+      {"estimate", "--megatron-args", base + "--num-layers-per-virtual-pipeline-stage 4", "--num-gpus", "4", "--json"});
+  const auto count = run_mme(
+      {"estimate", "--megatron-args", base + "--num-virtual-stages-per-pipeline-rank 2", "--num-gpus", "4", "--json"});
+  ASSERT_EQ(per_stage.exit_code, 0) << per_stage.err;
+  ASSERT_EQ(count.exit_code, 0) << count.err;
+  EXPECT_EQ(nlohmann::json::parse(per_stage.out)["stages"], nlohmann::json::parse(count.out)["stages"]);
+
+  const std::string moe =
+      "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 --bf16 "
+      "--num-experts 8 --moe-router-topk 2 ";
+  const auto negative =
+      run_mme({"estimate", "--megatron-args", moe + "--moe-expert-capacity-factor -1", "--num-gpus", "8", "--json"});
+  const auto dropless = run_mme({"estimate", "--megatron-args", moe, "--num-gpus", "8", "--json"});
+  ASSERT_EQ(negative.exit_code, 0) << negative.err;
+  ASSERT_EQ(dropless.exit_code, 0) << dropless.err;
+  const auto jn = nlohmann::json::parse(negative.out), jd = nlohmann::json::parse(dropless.out);
+  EXPECT_TRUE(jn["setup"]["moe_capacity_factor"].is_null());
+  EXPECT_EQ(jn["stages"], jd["stages"]);
+  EXPECT_EQ(
+      run_mme({"estimate", "--megatron-args", moe + "--moe-expert-capacity-factor 1.5", "--num-gpus", "8"}).exit_code,
+      0);
+}
+
+// --tp-comm-overlap with the local implementation: Megatron-LM asks only for sequence
+// parallelism (arguments.py) and initialize.py creates TE's userbuffers all the same; the local
+// linears never use them. The upper bound takes them: 4096 tokens x 4096 hidden x (8 all-gather
+// buffers x 2 B + 4 reduce-scatter buffers x 2 B) = 402,653,184 B (communication_buffers.cpp
+// userbuffer_bytes); the point estimate is the NCCL path's either way.
+TEST(EstimateCli, TpCommOverlapWithTheLocalImplementationKeepsUnusedUserbuffers) {
+  auto stage = [](bool overlap) {
+    std::vector<std::string> args{"estimate", "Qwen/Qwen3-8B",      "--tp",  "2",     "--num-gpus",
+                                  "2",        "--transformer-impl", "local", "--json"};
+    if (overlap) args.push_back("--tp-comm-overlap");
+    const auto r = run_mme(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const auto off = stage(false), on = stage(true);
+  ASSERT_TRUE(on.contains("stages") && off.contains("stages"));
+  EXPECT_EQ(on["stages"][0]["total_bytes"], off["stages"][0]["total_bytes"]);
+  EXPECT_EQ(on["stages"][0]["upper_bytes"].get<std::int64_t>() - off["stages"][0]["upper_bytes"].get<std::int64_t>(),
+            402'653'184);
+  EXPECT_NE(on.dump().find("--tp-comm-overlap with --transformer-impl local"), std::string::npos);
+}
+
 // recompute.py's block loop checkpoints the first --recompute-num-layers layers of a chunk: with 0
 // it checkpoints none, so the run stores what a run without recompute stores (launchers write
 // "full block 0" to switch recompute off). Its uniform loop would never advance with 0: refused.

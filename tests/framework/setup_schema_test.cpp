@@ -420,8 +420,12 @@ TEST(setup_schema, OneDefinitionPerKnob) {
   EXPECT_THROW((void)mme({"--main-params-dtype", "bf16"}), UsageError);
   EXPECT_THROW((void)megatron("--main-grads-dtype fp8"), UsageError);
   EXPECT_THROW((void)mme({"--outer-dp-sharding-strategy", "optim_grads"}), UsageError);
-  // Ranges: the capacity factor and the dropout rates are the spec file's.
-  EXPECT_THROW((void)megatron("--moe-expert-capacity-factor -1"), UsageError);
+  // Ranges: the capacity factor and the dropout rates are the spec file's; on a launch line a
+  // negative capacity factor is none (transformer_config.py), 0 is still refused.
+  EXPECT_THROW((void)mme({"--moe-capacity-factor", "-1"}), UsageError);
+  EXPECT_FALSE(megatron("--moe-expert-capacity-factor 1.5 --moe-expert-capacity-factor -1").moe_capacity_factor);
+  EXPECT_THROW((void)megatron("--moe-expert-capacity-factor 0"), UsageError);
+  EXPECT_EQ(megatron("--moe-expert-capacity-factor 1.5").moe_capacity_factor, 1.5);
   EXPECT_THROW((void)megatron("--use-distributed-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 2"),
                UsageError);
   // arguments.py validate_args: a batch-size schedule with an explicit global batch is refused;

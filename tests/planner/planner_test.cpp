@@ -596,6 +596,14 @@ TEST(planner, SpeedProxyFollowsItsFormulas) {
   // The overlap hides part of it: what outlasts the GEMMs it is pipelined with.
   EXPECT_LT(planner.score(wide, o).tp_seconds, w.tp_seconds);
   EXPECT_GT(b.dp_seconds, base.dp_seconds);  // --overlap-grad-reduce / --overlap-param-gather
+  // The local implementation's linears do not use the userbuffers --tp-comm-overlap creates
+  // (NCCL's collectives): nothing hidden.
+  PlanOptions local = plain;
+  local.base.transformer_engine = false;
+  PlanOptions local_overlap = local;
+  local_overlap.base.comm.tp_comm_overlap = true;
+  EXPECT_GT(planner.score(l, local).tp_seconds, 0.0);
+  EXPECT_EQ(planner.score(l, local_overlap).tp_seconds, planner.score(l, local).tp_seconds);
 
   PlanLayout nopp = l;
   nopp.pp = 1;

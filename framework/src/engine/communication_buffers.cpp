@@ -30,8 +30,6 @@ void check_communication_setup(const TrainingSetup& s) {
     throw LayoutError(
         "--tp-comm-overlap: Tensor parallel communication/GEMM overlap can happen only when sequence parallelism "
         "is enabled (Megatron-LM; it turns sequence parallelism off with --tp 1)");
-  if (c.tp_comm_overlap && !s.transformer_engine)
-    throw LayoutError("--tp-comm-overlap needs --transformer-impl transformer_engine (TE's userbuffers)");
   if (c.overlap_param_gather && !s.optimizer.distributed && s.fsdp.kind != FsdpKind::kMegatron)
     throw LayoutError(
         "--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or dist_muon "
@@ -197,11 +195,15 @@ void add_communication_assumptions(const StagePlan& plan, std::vector<std::strin
           "largest tokens per rank x local experts) is allocated by DeepEP outside PyTorch's allocator: in neither the "
           "estimate nor the bound (count it in --overhead-per-gpu)");
   }
-  if (c.tp_comm_overlap)
+  if (c.tp_comm_overlap && s.transformer_engine)
     a.push_back(
         "--tp-comm-overlap: Transformer Engine's default userbuffer method per GEMM (no --tp-comm-overlap-cfg); the "
         "userbuffers are in the upper bound, not in the allocator-visible estimate, which keeps the NCCL path's "
         "gathered GEMM inputs (an overestimate of at most one gathered [T, h] per layer)");
+  else if (c.tp_comm_overlap)
+    a.push_back(
+        "--tp-comm-overlap with --transformer-impl local: initialize.py still creates Transformer Engine's userbuffers "
+        "(in the upper bound), but the local linears do not use them: their collectives are NCCL's, not overlapped");
   if (c.overlap_grad_reduce || c.overlap_param_gather)
     a.push_back(
         "overlapped data-parallel communication: the buckets are views of the gradient and parameter buffers; "

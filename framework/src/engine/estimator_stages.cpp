@@ -454,7 +454,11 @@ TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& reques
       throw LayoutError(
           "--num-layers-per-virtual-pipeline-stage with --num-layers-in-first/last-pipeline-stage: Megatron-LM asks "
           "for the virtual stages as a count there (--vpp, Megatron's --num-virtual-stages-per-pipeline-rank)");
-    const std::int64_t per_rank = m.num_layers / requested.parallel.pp;
+    // arguments.py: the embedding and the loss count as a layer each under
+    // --account-for-embedding/loss-in-pipeline-split before the division by PP.
+    const std::int64_t counted = m.num_layers + (requested.pipeline.account_for_embedding ? 1 : 0) +
+                                 (requested.pipeline.account_for_loss ? 1 : 0);
+    const std::int64_t per_rank = counted / requested.parallel.pp;
     if (per_rank % *n != 0)
       throw LayoutError(
           fmt::format("{} layers per pipeline rank are not divisible by "

@@ -172,8 +172,9 @@ TrainingSetup resolve_setup(TrainingSetup s) {
         fmt::format("--wgrad-deferral-limit must be in [0, {}], got {}", kMaxWorldSize, s.wgrad_deferral_limit));
   if (const auto& g = s.pipeline.microbatch_group_size) {
     require_positive("--microbatch-group-size-per-virtual-pipeline-stage", *g, kMaxParallelSize);
-    // schedules.py: the group may not be smaller than PP (nor larger than m, checked by the engine).
-    if (*g < p.pp)
+    // schedules.py forward_backward_pipelining_with_interleaving: the group may not be smaller
+    // than PP (nor larger than m, checked by the engine); the 1F1B schedule never reads it.
+    if (*g < p.pp && p.vpp > 1)
       throw LayoutError(
           fmt::format("--microbatch-group-size-per-virtual-pipeline-stage {} is smaller than --pp {}", *g, p.pp));
   }

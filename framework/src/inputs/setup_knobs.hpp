@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -222,6 +223,20 @@ inline void megatron_recompute_modules(const MegatronArgs& a, TrainingSetup& s) 
     r.granularity = RecomputeGranularity::kSelective;
     r.modules |= kRecomputeMoe;
   }
+}
+
+// transformer_config.py __post_init__: a negative --moe-expert-capacity-factor is None, the
+// dropless MoE; any other value is read as mme's own flag reads it.
+inline void megatron_capacity_factor(const MegatronArgs& a, TrainingSetup& s) {
+  const auto v = given(a, "moe-expert-capacity-factor");
+  if (!v) return;
+  const auto d = parse_decimal(*v);
+  if (d && std::isfinite(*d) && *d < 0) {
+    s.moe_capacity_factor.reset();
+    return;
+  }
+  const SetupKnob& k = *find_knob("moe-capacity-factor");
+  k.set(s, parse_knob_text(k, "--moe-expert-capacity-factor", *v, true));
 }
 
 inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {

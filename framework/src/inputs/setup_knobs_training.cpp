@@ -211,6 +211,7 @@ void add_moe_knobs(std::vector<SetupKnob>& k) {
        .hi = kCapacityFactorRange.hi,
        .lo_open = kCapacityFactorRange.lo_open,
        .megatron = {"moe-expert-capacity-factor"},
+       .megatron_read = megatron_capacity_factor,
        .spec_section = "training",
        .spec_name = "moe_expert_capacity_factor",
        .spec_default = "null",

@@ -496,7 +496,8 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   rules.full_recompute = rs.granularity == RecomputeGranularity::kFull;
   rules.attention_recompute = rs.granularity == RecomputeGranularity::kSelective && rs.has(kRecomputeCoreAttn);
   rules.moe_recompute = rs.granularity == RecomputeGranularity::kSelective && rs.has(kRecomputeMoe);
-  rules.tp_overlap = setup.comm.tp_comm_overlap && q.tp > 1;
+  // Only TE's linears use the userbuffers (the local ones run NCCL's collectives, unhidden).
+  rules.tp_overlap = setup.comm.tp_comm_overlap && setup.transformer_engine && q.tp > 1;
   rules.ep_overlap = setup.comm.ep_overlap;
   rules.shared_overlap = setup.comm.shared_expert_overlap;
   rules.cp_ring = setup.cp_comm_type == CpCommType::kP2P || setup.cp_comm_type == CpCommType::kA2AP2P;

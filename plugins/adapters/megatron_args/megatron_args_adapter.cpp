@@ -51,6 +51,16 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
   return *d;
 }
 
+// Whether --moe-layer-freq describes a mixed dense/MoE model as transformer_config.py tells one:
+// an integer above 1, or a list with a 0 in it.
+bool mixed_dense_moe_pattern(const MegatronArgs& a, std::int64_t num_layers) {
+  const auto freq = a.value(MF::kMoeLayerFreq);
+  if (!freq) return false;
+  if (const auto n = parse_integer(*freq)) return *n > 1;
+  const std::vector<int> pattern = parse_moe_layer_freq(*freq, num_layers);
+  return std::find(pattern.begin(), pattern.end(), 0) != pattern.end();
+}
+
 // The router settings transformer_config.py __post_init__ refuses (they are memory-neutral, so
 // the setup does not keep them: checked here, where the launch line is read). Its defaults:
 // softmax scores, aux_loss balancing.
@@ -236,10 +246,18 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     moe.router_fp32 = router == "fp32";
     check_router_rules(a, src, moe);
   } else if (a.has(MF::kMoeFfnHiddenSize)) {
-    throw ConfigError(
-        fmt::format("{}: --{} without --{}: Megatron-LM refuses it (transformer_config.py: "
-                    "moe_ffn_hidden_size is set but num_moe_experts is None)",
-                    src, flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts)));
+    // transformer_config.py __post_init__: without experts the expert width is refused, unless
+    // --moe-layer-freq leaves dense layers, where it is ignored with a warning.
+    if (mixed_dense_moe_pattern(a, m.num_layers))
+      m.warnings.push_back(
+          fmt::format("--{} without --{} is ignored, as Megatron-LM ignores it with a dense/MoE "
+                      "--{}: every layer is dense",
+                      flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts), flag_name(MF::kMoeLayerFreq)));
+    else
+      throw ConfigError(
+          fmt::format("{}: --{} without --{}: Megatron-LM refuses it (transformer_config.py: "
+                      "moe_ffn_hidden_size is set but num_moe_experts is None)",
+                      src, flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts)));
   }
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq)) {
@@ -256,11 +274,11 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
     m.layers.push_back(layer);
   }
   m.mtp_num_layers = size_flag(a, src, MF::kMtpNumLayers, 0, 0, ConfigReader::kMaxLayers);
-  // arguments.py validate_args: MTP with rope or no position embedding only.
-  if (m.mtp_num_layers > 0 && pos != "rope" && pos != "none")
+  // arguments.py validate_args: MTP with the position types that use position_ids only.
+  if (m.mtp_num_layers > 0 && pos != "learned_absolute" && pos != "rope" && pos != "mrope" && pos != "none")
     throw ConfigError(
         fmt::format("{}: --{} {} with --{} {}: Megatron-LM refuses it (Multi-Token Prediction "
-                    "supports the rope and none position embedding types)",
+                    "supports the learned_absolute, rope, mrope and none position embedding types)",
                     src, flag_name(MF::kMtpNumLayers), m.mtp_num_layers, flag_name(MF::kPositionEmbeddingType), pos));
   for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
   return m;

@@ -168,8 +168,11 @@ TEST(MegatronArgsAdapter, ModelsMegatronRefusesAreRefused) {
   };
   refused(with({"--multi-latent-attention"}), "--multi-latent-attention with --group-query-attention");
   refused(with({"--seq-length", "8192"}), "--max-position-embeddings 4096 is less than --seq-length 8192");
-  refused(with({"--mtp-num-layers", "1", "--position-embedding-type", "learned_absolute"}),
-          "--mtp-num-layers 1 with --position-embedding-type learned_absolute");
+  // MTP takes the position types that use position_ids (learned_absolute, rope, mrope, none).
+  refused(with({"--mtp-num-layers", "1", "--position-embedding-type", "yarn"}),
+          "--mtp-num-layers 1 with --position-embedding-type yarn");
+  EXPECT_EQ(model_of(with({"--mtp-num-layers", "1", "--position-embedding-type", "learned_absolute"})).mtp_num_layers,
+            1);
   refused(with({"--moe-shared-expert-intermediate-size", "0"}), "--moe-shared-expert-intermediate-size must be");
   refused(with({"--moe-router-topk", "1"}), "--moe-router-topk 1 with softmax scores needs --moe-router-pre-softmax");
   refused(with({"--moe-router-enable-expert-bias"}), "needs --moe-router-score-function sigmoid or sqrtsoftplus");
@@ -195,6 +198,20 @@ TEST(MegatronArgsAdapter, ModelsMegatronRefusesAreRefused) {
   ASSERT_EQ(dense.back(), "32000");
   dense.insert(dense.end(), {"--moe-ffn-hidden-size", "512"});
   refused(dense, "--moe-ffn-hidden-size without --num-experts");
+  // ... unless --moe-layer-freq leaves dense layers: Megatron-LM ignores it with a warning, and so
+  // does mme, saying so.
+  for (const char* freq : {"2", "[0,1,1,1]"}) {
+    SCOPED_TRACE(freq);
+    std::vector<std::string> mixed = dense;
+    mixed.insert(mixed.end(), {"--moe-layer-freq", freq});
+    const ModelSpec m = model_of(mixed);
+    for (const LayerSpec& l : m.layers) EXPECT_EQ(l.mlp.kind, "dense");
+    ASSERT_EQ(m.warnings.size(), 1u);
+    EXPECT_THAT(m.warnings[0], HasSubstr("--moe-ffn-hidden-size without --num-experts is ignored"));
+  }
+  std::vector<std::string> all_moe = dense;
+  all_moe.insert(all_moe.end(), {"--moe-layer-freq", "1"});
+  refused(all_moe, "--moe-ffn-hidden-size without --num-experts");
 }
 
 }  // namespace
