@@ -183,6 +183,28 @@ TEST_F(Engine, PipelineSplitsMegatronRefusesAreRefused) {
             std::string::npos);
   s.pipeline.last_stage_layers = 2;  // 6 + 2 x 2 + 2
   EXPECT_EQ(layout_error(m, s), "(no error)");
+  // One stage: a first (or last) stage of every layer is that stage (the mismatch check of
+  // transformer_config.py counts 0 middle layers and 0 middle stages); both counts are refused.
+  s = {};
+  s.pipeline.first_stage_layers = 12;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  s.pipeline.last_stage_layers = 12;
+  EXPECT_NE(layout_error(m, s).find("with --pp 1: the first stage is the last"), std::string::npos);
+  // --account-for-embedding/loss-in-pipeline-split count the embedding and the loss as a layer
+  // each: 2 + 2 over PP 4 gives the first and last stages no decoder layer (transformer_block.py
+  // builds them empty); without them PP 4 is more stages than layers.
+  const ModelSpec two = test::gpt_model(2, 1024, 16);
+  s = {};
+  s.parallel.pp = 4;
+  s.parallel.world_size = 4;
+  EXPECT_NE(layout_error(two, s).find("--pp 4 is more pipeline stages than the model's 2 layers"), std::string::npos);
+  s.pipeline.account_for_embedding = s.pipeline.account_for_loss = true;
+  const Estimate e = run(two, s);
+  ASSERT_EQ(e.stages.size(), 4u);
+  EXPECT_EQ(e.stages[0].layers, 0);
+  EXPECT_EQ(e.stages[1].layers, 1);
+  EXPECT_EQ(e.stages[2].layers, 1);
+  EXPECT_EQ(e.stages[3].layers, 0);
 
   s = {};
   s.parallel.pp = 2;

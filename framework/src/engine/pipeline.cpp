@@ -245,7 +245,12 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
       throw LayoutError(
           "--num-layers-in-first/last-pipeline-stage cannot be combined with "
           "--account-for-embedding/loss-in-pipeline-split");
-    if (p == 1) throw LayoutError("--num-layers-in-first/last-pipeline-stage need --pp > 1");
+    // With one stage transformer_config.py takes a first (or last) stage of all the layers; both
+    // counts would make one stage two.
+    if (p == 1 && split.first_stage_layers && split.last_stage_layers)
+      throw LayoutError(
+          "--num-layers-in-first-pipeline-stage and --num-layers-in-last-pipeline-stage with --pp 1: "
+          "the first stage is the last, give at most one of them");
     const std::int64_t first = split.first_stage_layers.value_or(-1);
     const std::int64_t last = split.last_stage_layers.value_or(-1);
     // transformer_config.py __post_init__ (uneven PP): each given count must be larger than 0.
@@ -282,7 +287,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
                         rest, others));
       middle = rest / others;
     }
-    // The layers of pipeline rank r (p > 1 here).
+    // The layers of pipeline rank r.
     auto per_rank = [&](std::int64_t r) {
       if (r == 0 && split.first_stage_layers) return first;
       if (r == p - 1 && split.last_stage_layers) return last;

@@ -254,9 +254,15 @@ TrainingSetup resolve_setup(TrainingSetup s) {
 
 void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
   const auto& p = s.parallel;
-  if (p.pp > model.num_layers)
-    throw LayoutError(
-        fmt::format("--pp {} is more pipeline stages than the model's {} layers", p.pp, model.num_layers));
+  // Every stage holds a decoder layer, or under --account-for-embedding/loss-in-pipeline-split the
+  // embedding or the loss, which count as a layer each (arguments.py; transformer_block.py builds
+  // a stage of no decoder layer then). A pipeline layout says it itself (partition_pipeline).
+  const std::int64_t counted =
+      model.num_layers + (s.pipeline.account_for_embedding ? 1 : 0) + (s.pipeline.account_for_loss ? 1 : 0);
+  if (s.pipeline.layout.empty() && p.pp > counted)
+    throw LayoutError(fmt::format("--pp {} is more pipeline stages than the model's {} layers{}", p.pp,
+                                  model.num_layers,
+                                  counted > model.num_layers ? " (with the embedding and the loss)" : ""));
   if (s.seq_length % p.cp != 0)
     throw LayoutError(fmt::format("--seq-length {} is not divisible by --cp {}", s.seq_length, p.cp));
   if (p.cp > 1 && s.seq_length % (2 * p.cp) != 0)
