@@ -622,7 +622,6 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "moe-z-loss-coeff",
                                                "moe-router-num-groups",
                                                "moe-router-group-topk",
-                                               "moe-input-jitter-eps",
                                                "moe-token-drop-policy",
                                                "mtp-loss-scaling-factor",
                                                "no-check-for-nan-in-loss-and-grad",
@@ -730,6 +729,9 @@ constexpr NotModelled kNotModelled[] = {
     {"moe-permute-fusion-into-hybridep", "HybridEP's own permutation buffers"},
     {"moe-expert-rank-capacity-factor", "HybridEP's fixed per-rank token budget"},
     {"moe-router-fusion", "the fused router's buffers"},
+    // router.py apply_input_jitter: input * noise, a new [tokens, h] tensor the router's GEMM keeps
+    // beside the noise the product keeps.
+    {"moe-input-jitter-eps", "the router's jittered input and its noise (two [tokens, h] tensors per MoE layer)"},
     {"use-transformer-engine-op-fuser", "Transformer Engine's operation fuser"},
     {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
     {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
