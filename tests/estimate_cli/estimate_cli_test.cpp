@@ -288,6 +288,53 @@ TEST(EstimateCli, TpCommOverlapWithTheLocalImplementationKeepsUnusedUserbuffers)
   EXPECT_NE(on.dump().find("--tp-comm-overlap with --transformer-impl local"), std::string::npos);
 }
 
+// The dataloader's attention mask: Megatron-LM creates it unless told not to
+// (--no-create-attention-mask-in-dataloader), mme's own flags only when asked. Under core_attn
+// recompute the checkpoints keep one bool [1, 1, 8192, 8192] (64 MiB) per micro-batch in flight:
+// 2 on the first of 2 stages, 1 on the last.
+TEST(EstimateCli, TheDataloaderAttentionMaskFollowsMegatronsDefaultOnLaunchLines) {
+  const std::string line =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 8192 --max-position-embeddings 8192 "
+      "--micro-batch-size 1 --global-batch-size 16 --bf16 --pipeline-model-parallel-size 2 --recompute-activations ";
+  auto masks = [](const test::RunResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::int64_t> out;
+    if (r.exit_code != 0) return out;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& st : j["stages"]) {
+      const auto& c = st["components"];
+      out.push_back(c.value("activations/embedding/dataloader_attention_mask", std::int64_t{0}) +
+                    c.value("activations/dataloader_attention_mask", std::int64_t{0}));
+    }
+    return out;
+  };
+  const std::int64_t mask = std::int64_t{8192} * 8192;
+  EXPECT_EQ(masks(run_mme({"estimate", "--megatron-args", line, "--num-gpus", "2", "--json"})),
+            (std::vector<std::int64_t>{2 * mask, mask}));
+  EXPECT_EQ(masks(run_mme({"estimate", "--megatron-args", line + "--no-create-attention-mask-in-dataloader",
+                           "--num-gpus", "2", "--json"})),
+            (std::vector<std::int64_t>{0, 0}));
+  const std::vector<std::string> own{"estimate",
+                                     "Qwen/Qwen3-0.6B",
+                                     "--pp",
+                                     "2",
+                                     "--num-gpus",
+                                     "2",
+                                     "--seq-length",
+                                     "8192",
+                                     "--micro-batch-size",
+                                     "1",
+                                     "--global-batch-size",
+                                     "16",
+                                     "--recompute-granularity",
+                                     "selective",
+                                     "--json"};
+  EXPECT_EQ(masks(run_mme(own)), (std::vector<std::int64_t>{0, 0}));
+  auto asked = own;
+  asked.push_back("--create-attention-mask-in-dataloader");
+  EXPECT_EQ(masks(run_mme(asked)), (std::vector<std::int64_t>{2 * mask, mask}));
+}
+
 // recompute.py's block loop checkpoints the first --recompute-num-layers layers of a chunk: with 0
 // it checkpoints none, so the run stores what a run without recompute stores (launchers write
 // "full block 0" to switch recompute off). Its uniform loop would never advance with 0: refused.

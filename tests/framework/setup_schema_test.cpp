@@ -190,6 +190,7 @@ std::vector<Case> cases() {
       {"bias-gelu-fusion", [](S& s) { s.bias_gelu_fusion = false; }},
       {"rope-fusion", [](S& s) { s.apply_rope_fusion = false; }},
       {"bias-dropout-fusion", [](S& s) { s.bias_dropout_fusion = false; }},
+      {"create-attention-mask-in-dataloader", [](S& s) { s.create_attention_mask = true; }},
       {"attention-softmax-in-fp32", [](S& s) { s.attention_softmax_in_fp32 = true; }},
       {"transformer-impl", [](S& s) { s.transformer_engine = false; }},
       {"gradient-accumulation-fusion", [](S& s) { s.gradient_accumulation_fusion = false; }},

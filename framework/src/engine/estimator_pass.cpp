@@ -99,6 +99,11 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   if (!s.bias_dropout_fusion)
     a.push_back(
         "no bias-dropout-add fusion: the eager bias-dropout-add keeps the same dropout mask (no memory effect)");
+  if (s.create_attention_mask)
+    a.push_back(
+        "the dataloader's attention mask (--create-attention-mask-in-dataloader): a bool [b, 1, s/CP, s] per "
+        "micro-batch on the first and last stages, kept until its backward only by recompute's checkpoints; "
+        "without recompute it lives through the forward alone, and is not in the estimate");
   add_offload_assumptions(ps.stages, a);
   add_graph_assumptions(s.cuda_graph, a);
   for (const auto& st : est.stages) {

@@ -493,6 +493,24 @@ void add_infrastructure_knobs(std::vector<SetupKnob>& k) {
   using K = KnobKind;
   using S = TrainingSetup;
   auto add = [&](SetupKnob knob) { k.push_back(std::move(knob)); };
+  add({.id = "create-attention-mask-in-dataloader",
+       .kind = K::kBool,
+       .flag = "create-attention-mask-in-dataloader",
+       .help = "the dataloader's dense bool [b, 1, s, s] attention mask on the GPU (Megatron-LM's default)",
+       .off_flag = "no-create-attention-mask-in-dataloader",
+       .off_help = "no dataloader attention mask (mme's default)",
+       .doc = "the dataloader's dense bool `[b, 1, s/CP, s]` attention mask on the first and last stages, kept per "
+              "micro-batch by the recompute checkpoints (Megatron-LM's default; mme's is off)",
+       .off_doc = "no dataloader attention mask (mme's default)",
+       .megatron_off = {"no-create-attention-mask-in-dataloader"},
+       .megatron_default = J(true),
+       .spec_section = "training",
+       .spec_name = "create_attention_mask_in_dataloader",
+       .spec_default = "false",
+       .spec_summary = "the dataloader's dense causal attention mask on the GPU (Megatron-LM's default is true)",
+       .json_key = "create_attention_mask_in_dataloader",
+       .get = [](const S& s) { return J(s.create_attention_mask); },
+       .set = [](S& s, const J& v) { s.create_attention_mask = v.get<bool>(); }});
 
   // infrastructure ------------------------------------------------------------------------------
   add({.id = "num-gpus",

@@ -56,6 +56,8 @@ void EmbeddingModel::activations(const BlockContext& ctx, BlockActivations& out)
   add_act(out, "embedding/token_ids", CheckedInt(8) * ctx.tokens);
   // Embedding dropout keeps a 1-byte mask of its [s/TP, b, h] output.
   add_act(out, "embedding/dropout_mask", bda_dropout_mask_bytes(ctx));
+  // The first stage's dataloader attention mask, kept by the recompute checkpoints.
+  add_act(out, "embedding/dataloader_attention_mask", dataloader_attention_mask_bytes(ctx));
   // The lookup's backward: tensor_parallel/layers.py VocabParallelEmbedding.forward runs
   // F.embedding (or weight[masked_input] in deterministic mode), whose backward builds a dense
   // weight gradient [V/TP, h] in the output's dtype (zeros, then the rows added); AccumulateGrad
@@ -148,6 +150,12 @@ void OutputHeadModel::activations(const BlockContext& ctx, BlockActivations& out
     }
   }
   out.transient = transient.value();
+  // The last stage's dataloader attention mask, kept by the recompute checkpoints (the first
+  // stage's embedding counts it when one stage holds both). The engine counts this block's saved
+  // tensors once per loss (1 + MTP depths) where the mask is one tensor: with MTP it is left out
+  // (at most b x s^2 / CP bytes under).
+  if (ctx.pp > 1 && ctx.model.mtp_num_layers == 0)
+    add_act(out, "dataloader_attention_mask", dataloader_attention_mask_bytes(ctx));
   // Megatron's own ColumnParallelLinear (the output layer) all-gathers its SP input into the
   // persistent global memory buffer (parallel_state.get_global_memory_buffer).
   if (ctx.sequence_parallel && !frozen) out.global_buffer = (ab * T * h).value();

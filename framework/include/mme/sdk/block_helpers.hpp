@@ -22,6 +22,27 @@ inline CheckedInt bda_dropout_mask_bytes(const BlockContext& ctx) {
   return ctx.hidden_dropout > 0 ? CheckedInt(ctx.local_tokens) * ctx.model.hidden_size : CheckedInt(0);
 }
 
+// The dataloader's attention mask a micro-batch keeps until its backward
+// (--create-attention-mask-in-dataloader): core/utils.py get_batch_on_this_tp_rank puts a bool
+// [b, 1, s, s] on the GPU of the first and last pipeline stages (the chunks of the embedding and
+// the loss: training/utils is_first_or_last_pipeline_stage), get_batch_on_this_cp_rank slices it
+// to [b, 1, s/CP, s] (index_select: a new tensor), and the model hands it to every layer. The
+// recompute checkpoints keep their inputs, the mask among them: full recompute
+// (transformer_block.py _checkpointed_forward, tensor_parallel.checkpoint) on a chunk with a
+// recomputed layer, and `core_attn` recompute (attention.py _checkpointed_attention_forward).
+// Without them nothing keeps it after the forward. One tensor per micro-batch, whatever the
+// number of layers; ctx.tokens x s bytes.
+inline CheckedInt dataloader_attention_mask_bytes(const BlockContext& ctx) {
+  const TrainingSetup& s = ctx.setup;
+  if (!s.create_attention_mask) return 0;
+  const auto& rc = s.recompute;
+  const bool full =
+      rc.granularity == RecomputeGranularity::kFull && (rc.method == RecomputeMethod::kUniform || rc.num_layers > 0);
+  const bool core_attn = rc.granularity == RecomputeGranularity::kSelective && rc.has(kRecomputeCoreAttn);
+  if (!full && !core_attn) return 0;
+  return CheckedInt(ctx.tokens) * s.seq_length;
+}
+
 // Whether a gated MLP's activation runs in one of Megatron-LM's fused kernels, which keep only
 // their input (fc1's output): mlp.py MLP.forward takes bias_swiglu_impl for SwiGLU
 // (--no-bias-swiglu-fusion turns it off) and bias_geglu_impl for a gated F.gelu

@@ -312,6 +312,11 @@ struct TrainingSetup {
   bool bias_gelu_fusion = true;  // Megatron-LM turns it off without --add-bias-linear (arguments.py)
   bool apply_rope_fusion = true;
   bool bias_dropout_fusion = true;
+  // The dataloader's dense causal attention mask (Megatron-LM's --create-attention-mask-in-dataloader,
+  // on by default there; off here unless asked for: recipes turn it off, and the estimates before it
+  // existed assumed none). core/utils.py get_batch_on_this_tp_rank puts a bool [b, 1, s, s] on the
+  // first and last stages' GPUs, sliced to [b, 1, s/CP, s] per CP rank.
+  bool create_attention_mask = false;
   // --attention-softmax-in-fp32 (set by --apply-query-key-layer-scaling): what Megatron's own
   // attention softmax computes in when it falls back to torch softmax.
   bool attention_softmax_in_fp32 = false;

@@ -81,6 +81,42 @@ TEST(EmbeddingBlock, TokenIdsAndDropoutMask) {
   EXPECT_EQ(saved(b, "embedding/dropout_mask"), 1'048'576);  // 1 B x 1024 local tokens x 1024
 }
 
+// The dataloader's attention mask (--create-attention-mask-in-dataloader, core/utils.py
+// get_batch_on_this_tp_rank): bool [b, 1, s/CP, s] = 2 x 2048 x 2048 = 8,388,608 bytes per
+// micro-batch (4096 tokens x 2048), kept only by the recompute checkpoints (full recompute with a
+// recomputed layer, or core_attn), on the first stage (the embedding's chunk) and the last (the
+// loss's, when it is another stage: at PP 1 the embedding counts the one mask).
+TEST(EmbeddingBlock, TheDataloaderAttentionMaskIsKeptByRecomputeCheckpoints) {
+  Case c;
+  auto masks = [&](std::int64_t pp) {
+    BlockContext ctx = c.context();
+    ctx.pp = pp;
+    BlockActivations e, h;
+    EmbeddingModel().activations(ctx, e);
+    OutputHeadModel().activations(ctx, h);
+    return std::pair{saved(e, "embedding/dataloader_attention_mask"), saved(h, "dataloader_attention_mask")};
+  };
+  // Off (mme's default), or on without recompute: nothing kept.
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{-1}, std::int64_t{-1}));
+  c.setup.create_attention_mask = true;
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{-1}, std::int64_t{-1}));
+  c.setup.recompute.granularity = RecomputeGranularity::kSelective;
+  c.setup.recompute.modules = kRecomputeMlp;  // the MLP's checkpoint does not take the mask
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{-1}, std::int64_t{-1}));
+  c.setup.recompute.modules = kRecomputeCoreAttn;
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{8'388'608}, std::int64_t{8'388'608}));
+  EXPECT_EQ(masks(1), std::pair(std::int64_t{8'388'608}, std::int64_t{-1}));
+  c.setup.recompute.granularity = RecomputeGranularity::kFull;
+  c.setup.recompute.method = RecomputeMethod::kBlock;
+  c.setup.recompute.num_layers = 0;  // "block 0": no layer recomputed, no checkpoint
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{-1}, std::int64_t{-1}));
+  c.setup.recompute.num_layers = 1;
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{8'388'608}, std::int64_t{8'388'608}));
+  // With MTP the head's terms count once per loss: the last stage's mask is left out there.
+  c.model.mtp_num_layers = 1;
+  EXPECT_EQ(masks(2), std::pair(std::int64_t{8'388'608}, std::int64_t{-1}));
+}
+
 // The lookup's backward (F.embedding, tensor_parallel/layers.py VocabParallelEmbedding) builds a
 // dense weight gradient of the rank's table, [V/TP, h] in the output's dtype, which the DDP hook
 // adds into main_grad and drops: 2 B x 12544 x 1024 = 25,690,112 bytes. Under LoRA the table is
