@@ -652,7 +652,6 @@ constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
                                                "tiktoken-pattern",
                                                "train-iters",
                                                "train-samples",
-                                               "use-checkpoint-args",
                                                "use-checkpoint-opt_param-scheduler",
                                                "use-mcore-models",
                                                "use-persistent-ckpt-worker",
@@ -745,6 +744,9 @@ constexpr NotModelled kNotModelled[] = {
     {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
     {"distribute-saved-activations", "saved activations distributed over TP"},
     {"spec", "a custom layer spec"},
+    // arguments.py -> checkpointing.py load_args_from_checkpoint: the checkpoint's model arguments
+    // (layers, widths, heads, experts, vocabulary) replace the launch line's.
+    {"use-checkpoint-args", "the model arguments of --load's checkpoint (the launch line's are taken as the model)"},
     {"hybrid-override-pattern", "hybrid Mamba models"},
     {"hybrid-layer-pattern", "hybrid Mamba models"},
     {"is-hybrid-model", "hybrid Mamba models"},
