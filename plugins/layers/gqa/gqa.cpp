@@ -1,7 +1,6 @@
 #include "gqa.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
