@@ -53,12 +53,16 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
 
 // Whether --moe-layer-freq describes a mixed dense/MoE model as transformer_config.py tells one:
 // an integer above 1, or a list with a 0 in it.
-bool mixed_dense_moe_pattern(const MegatronArgs& a, std::int64_t num_layers) {
+bool mixed_dense_moe_pattern(const MegatronArgs& a, const std::string& src, std::int64_t num_layers) {
   const auto freq = a.value(MF::kMoeLayerFreq);
   if (!freq) return false;
   if (const auto n = parse_integer(*freq)) return *n > 1;
-  const std::vector<int> pattern = parse_moe_layer_freq(*freq, num_layers);
-  return std::find(pattern.begin(), pattern.end(), 0) != pattern.end();
+  try {
+    const std::vector<int> pattern = parse_moe_layer_freq(*freq, num_layers);
+    return std::find(pattern.begin(), pattern.end(), 0) != pattern.end();
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", src, e.what()));
+  }
 }
 
 // The router settings transformer_config.py __post_init__ refuses (they are memory-neutral, so
@@ -248,7 +252,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   } else if (a.has(MF::kMoeFfnHiddenSize)) {
     // transformer_config.py __post_init__: without experts the expert width is refused, unless
     // --moe-layer-freq leaves dense layers, where it is ignored with a warning.
-    if (mixed_dense_moe_pattern(a, m.num_layers))
+    if (mixed_dense_moe_pattern(a, src, m.num_layers))
       m.warnings.push_back(
           fmt::format("--{} without --{} is ignored, as Megatron-LM ignores it with a dense/MoE "
                       "--{}: every layer is dense",
