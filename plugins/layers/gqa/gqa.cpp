@@ -27,14 +27,24 @@ CheckedInt query_groups_per_rank(const AttentionSpec& a, std::int64_t tp) {
 // multiple of the query groups and split linear_qkv's outputs evenly.
 std::string tp_choices_text(const AttentionSpec& a) {
   const std::int64_t width = (a.num_heads + 2 * a.num_query_groups) * a.kv_channels;
+  // The heads' divisors in pairs up to the square root: a few thousand steps at most (the heads
+  // are bounded by limits::kMaxDimension), since an error of the planner's search builds this too.
+  std::vector<std::int64_t> divisors;
+  for (std::int64_t d = 1; d <= a.num_heads / d; ++d)
+    if (a.num_heads % d == 0) {
+      divisors.push_back(d);
+      if (d != a.num_heads / d) divisors.push_back(a.num_heads / d);
+    }
+  std::sort(divisors.begin(), divisors.end());
   std::vector<std::int64_t> ok;
-  for (std::int64_t t = 1; t <= a.num_heads && ok.size() < 64; ++t)
-    if (a.num_heads % t == 0 && (a.num_query_groups % t == 0 || t % a.num_query_groups == 0) &&
-        (width == 0 || width % t == 0))
-      ok.push_back(t);
+  for (const std::int64_t t : divisors)
+    if ((a.num_query_groups % t == 0 || t % a.num_query_groups == 0) && (width == 0 || width % t == 0)) ok.push_back(t);
+  // At most 12 listed: the first 11, then "..." and the largest.
+  const bool cut = ok.size() > 12;
+  if (cut) ok.erase(ok.begin() + 11, ok.end() - 1);
   std::string out;
   for (std::size_t i = 0; i < ok.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == ok.size() ? " or " : ", ") + std::to_string(ok[i]);
+    out += (i == 0 ? "" : i + 1 == ok.size() ? (cut ? ", ..., " : " or ") : ", ") + std::to_string(ok[i]);
   return out;
 }
 
