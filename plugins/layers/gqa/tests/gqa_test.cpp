@@ -167,6 +167,12 @@ TEST(GqaBlock, MoreTensorParallelRanksThanQueryGroupsKeepOneGroupEach) {
             "transformer_config.py); --tp must be one of 1, 2, 3, 6, 12, 24 or 48");
   EXPECT_EQ(layout_error(5),
             "48 attention heads are not divisible by --tp 5; --tp must be one of 1, 2, 3, 6, 12, 24 or 48");
+  // A list of more than 12 sizes keeps the first 11 and the largest: 5040 heads have 60 divisors.
+  b.layer.attention.num_heads = b.layer.attention.num_query_groups = 5040;
+  b.layer.attention.kv_channels = 1;
+  EXPECT_EQ(layout_error(11),
+            "5040 attention heads are not divisible by --tp 11; --tp must be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, "
+            "..., 5040");
 }
 
 TEST(GqaBlock, ChecksItsOwnFields) {
