@@ -120,14 +120,19 @@ using spec_detail::edit_distance;
 std::string closest_name(std::string_view word, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = std::numeric_limits<std::size_t>::max();
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   for (const auto& c : candidates) {
+    // The distance is at least the difference of the lengths: a candidate that far off cannot be
+    // suggested, and skipping it keeps a long unknown name (a fuzzer's 47 KB key) from costing
+    // its length times every field's.
+    const std::size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap > limit) continue;
     const std::size_t d = edit_distance(word, c);
     if (d < best_d) {
       best_d = d;
       best = c;
     }
   }
-  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   return best_d <= limit ? best : std::string();
 }
 
