@@ -368,6 +368,11 @@ TEST(LaunchScript, SyntaxErrorsNameTheLine) {
   EXPECT_THAT(error_of("python pretrain_gpt.py --num-layers $((2/0))\n"), HasSubstr("division by 0"));
   EXPECT_THAT(error_of("declare -A M=([a]=1)\npython pretrain_gpt.py\n"),
               HasSubstr("associative arrays are not evaluated"));
+  // An operator in a for loop's word list is bash's syntax error (the fuzzer's input once looped
+  // on the empty word it read there, until memory ran out).
+  EXPECT_EQ(error_of("for x in 1 2 (( i < 3 )); do echo; done\n"),
+            "launch.sh:1: unexpected '(' in the word list of 'for'");
+  EXPECT_EQ(error_of("for x in a | b; do echo; done\n"), "launch.sh:1: unexpected '|' in the word list of 'for'");
 }
 
 TEST(LaunchScript, ParseMegatronArgsIsTheReaderWithoutChecks) {

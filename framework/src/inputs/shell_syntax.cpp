@@ -288,7 +288,11 @@ std::unique_ptr<Node> Parser::parse_for() {
       for (;;) {
         skip_blanks();
         if (peek() == ';' || peek() == '\n' || eof()) break;
+        // An operator ('(', '|', '&', '<', '>', ...) is no word: bash stops with a syntax error
+        // there, and an empty word would never move on.
+        const std::size_t start = i_;
         node->words.push_back(read_word(Mode::kCommand, ""));
+        if (i_ == start) fail(fmt::format("unexpected '{}' in the word list of 'for'", peek()));
       }
     } else {
       node->for_all_args = true;
