@@ -280,9 +280,10 @@ inline void check_megatron_prerequisites(const MegatronArgs& a, const TrainingSe
                       "size {}: Megatron-LM refuses it (arguments.py)",
                       *sizes, product, s.parallel.cp));
   }
-  // Two flags mme does not model (their assumption lines say so) whose prerequisites Megatron-LM
-  // checks: transformer_config.py for the delayed weight gradients, arguments.py for the
-  // parameter all-gather overlapped with the optimizer step.
+  // Flags mme does not model (their assumption lines say so) whose prerequisites Megatron-LM
+  // checks: arguments.py and transformer_config.py for the delayed weight gradients and the saved
+  // activations distributed over TP, arguments.py for the interleaved schedule without p2p overlap
+  // and the parameter all-gather overlapped with the optimizer step.
   if (a.enabled("delay-wgrad-compute") && !s.transformer_engine)
     throw UsageError(
         "--delay-wgrad-compute with --transformer-impl local: Megatron-LM refuses it (arguments.py: Delaying wgrad "
