@@ -13,15 +13,6 @@
 
 namespace mme {
 
-namespace {
-
-bool any_shared_experts(const ModelSpec& m) {
-  return std::any_of(m.layers.begin(), m.layers.end(),
-                     [](const LayerSpec& l) { return l.mlp.shared_expert_ffn_hidden_size > 0; });
-}
-
-}  // namespace
-
 void check_communication_setup(const TrainingSetup& s) {
   const auto& c = s.comm;
   const ParallelLayout& p = s.parallel;

@@ -456,9 +456,7 @@ TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& reques
           "for the virtual stages as a count there (--vpp, Megatron's --num-virtual-stages-per-pipeline-rank)");
     // arguments.py: the embedding and the loss count as a layer each under
     // --account-for-embedding/loss-in-pipeline-split before the division by PP.
-    const std::int64_t counted = m.num_layers + (requested.pipeline.account_for_embedding ? 1 : 0) +
-                                 (requested.pipeline.account_for_loss ? 1 : 0);
-    const std::int64_t per_rank = counted / requested.parallel.pp;
+    const std::int64_t per_rank = (m.num_layers + requested.pipeline.accounted_blocks()) / requested.parallel.pp;
     if (per_rank % *n != 0)
       throw LayoutError(
           fmt::format("{} layers per pipeline rank are not divisible by "

@@ -309,7 +309,7 @@ PipelinePartition partition_pipeline(std::int64_t L, std::int64_t M, const Paral
       }
     }
   } else {
-    const std::int64_t extra = (split.account_for_embedding ? 1 : 0) + (split.account_for_loss ? 1 : 0);
+    const std::int64_t extra = split.accounted_blocks();
     const std::int64_t slots = L + extra;
     if (slots % (p * v) != 0) {
       if (v == 1) {

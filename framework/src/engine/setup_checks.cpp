@@ -257,8 +257,7 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
   // Every stage holds a decoder layer, or under --account-for-embedding/loss-in-pipeline-split the
   // embedding or the loss, which count as a layer each (arguments.py; transformer_block.py builds
   // a stage of no decoder layer then). A pipeline layout says it itself (partition_pipeline).
-  const std::int64_t counted =
-      model.num_layers + (s.pipeline.account_for_embedding ? 1 : 0) + (s.pipeline.account_for_loss ? 1 : 0);
+  const std::int64_t counted = model.num_layers + s.pipeline.accounted_blocks();
   if (s.pipeline.layout.empty() && p.pp > counted)
     throw LayoutError(fmt::format("--pp {} is more pipeline stages than the model's {} layers{}", p.pp,
                                   model.num_layers,
@@ -304,9 +303,7 @@ void validate_setup(const ModelSpec& model, const TrainingSetup& s) {
   // transformer_config.py __post_init__: with shared experts (moe_shared_expert_intermediate_size).
   const auto& rc = s.recompute;
   if (rc.granularity == RecomputeGranularity::kSelective && rc.has(kRecomputeSharedExperts) &&
-      s.comm.shared_expert_overlap && std::any_of(model.layers.begin(), model.layers.end(), [](const LayerSpec& l) {
-        return l.mlp.shared_expert_ffn_hidden_size > 0;
-      }))
+      s.comm.shared_expert_overlap && any_shared_experts(model))
     throw LayoutError(
         "--recompute-modules shared_experts with --moe-shared-expert-overlap: Megatron-LM refuses it "
         "(transformer_config.py: shared_experts recompute cannot work with --moe-shared-expert-overlap)");

@@ -51,18 +51,23 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
   return *d;
 }
 
+// --moe-layer-freq's 0/1 per layer (parse_moe_layer_freq), its errors naming the launch line.
+std::vector<int> moe_layer_pattern(const std::string& freq, const std::string& src, std::int64_t num_layers) {
+  try {
+    return parse_moe_layer_freq(freq, num_layers);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", src, e.what()));
+  }
+}
+
 // Whether --moe-layer-freq describes a mixed dense/MoE model as transformer_config.py tells one:
 // an integer above 1, or a list with a 0 in it.
 bool mixed_dense_moe_pattern(const MegatronArgs& a, const std::string& src, std::int64_t num_layers) {
   const auto freq = a.value(MF::kMoeLayerFreq);
   if (!freq) return false;
   if (const auto n = parse_integer(*freq)) return *n > 1;
-  try {
-    const std::vector<int> pattern = parse_moe_layer_freq(*freq, num_layers);
-    return std::find(pattern.begin(), pattern.end(), 0) != pattern.end();
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", src, e.what()));
-  }
+  const std::vector<int> pattern = moe_layer_pattern(*freq, src, num_layers);
+  return std::find(pattern.begin(), pattern.end(), 0) != pattern.end();
 }
 
 // The router settings transformer_config.py __post_init__ refuses (they are memory-neutral, so
@@ -264,13 +269,8 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
                       src, flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts)));
   }
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
-  if (experts > 0 && a.has(MF::kMoeLayerFreq)) {
-    try {
-      pattern = parse_moe_layer_freq(*a.value(MF::kMoeLayerFreq), m.num_layers);
-    } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("{}: {}", src, e.what()));
-    }
-  }
+  if (experts > 0 && a.has(MF::kMoeLayerFreq))
+    pattern = moe_layer_pattern(*a.value(MF::kMoeLayerFreq), src, m.num_layers);
   for (std::int64_t i = 0; i < m.num_layers; ++i) {
     LayerSpec layer;
     layer.attention = attn;

@@ -3,6 +3,7 @@
 // produce it, layer-memory models and the engine read it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -114,6 +115,13 @@ struct LayerKinds {
   std::vector<std::size_t> kind_of_layer;
 };
 LayerKinds group_layer_kinds(const ModelSpec& spec);
+
+// Whether any layer has shared experts (moe_shared_expert_intermediate_size): the rules about
+// shared experts (their overlap, their recompute) apply only then.
+inline bool any_shared_experts(const ModelSpec& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(),
+                     [](const LayerSpec& l) { return l.mlp.shared_expert_ffn_hidden_size > 0; });
+}
 
 // Checks a spec for internal consistency (sizes positive, layer count matches, kinds
 // named, heads divide): what every block kind shares. A block's own fields are checked by its

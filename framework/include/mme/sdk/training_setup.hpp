@@ -119,6 +119,10 @@ struct PipelineSplit {
   // --microbatch-group-size-per-virtual-pipeline-stage (unset: PP, Megatron's default).
   std::optional<std::int64_t> microbatch_group_size;
 
+  // The blocks the --account-for-* flags count as a layer each when the layers are split over the
+  // pipeline (arguments.py adds them to num_layers before dividing by PP): 0, 1 or 2.
+  std::int64_t accounted_blocks() const { return (account_for_embedding ? 1 : 0) + (account_for_loss ? 1 : 0); }
+
   bool operator==(const PipelineSplit&) const = default;
 };
 
