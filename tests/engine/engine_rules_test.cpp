@@ -254,6 +254,13 @@ TEST_F(Engine, SettingsMegatronRefusesAreRefused) {
   refused(s, "--use-precision-aware-optimizer with --optimizer sgd");
 
   s = {};
+  s.optimizer.name = "muon";
+  s.precision = Precision::kBF16;
+  EXPECT_EQ(layout_error(m, s), "(no error)");
+  s.precision = Precision::kFP16;
+  refused(s, "--optimizer muon with fp16");
+
+  s = {};
   s.fsdp.kind = FsdpKind::kTorchFsdp2;
   s.optimizer.distributed = false;
   s.gradient_accumulation_fusion = false;

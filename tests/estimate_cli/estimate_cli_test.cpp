@@ -210,7 +210,9 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
        "--distribute-saved-activations with --sequence-parallel: Megatron-LM refuses it"},
       {"--bf16 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
        "--no-overlap-p2p-communication",
-       "--no-overlap-p2p-communication with virtual pipeline stages over --pipeline-model-parallel-size 2"}};
+       "--no-overlap-p2p-communication with virtual pipeline stages over --pipeline-model-parallel-size 2"},
+      {"--bf16 --optimizer lion", "--optimizer lion: Megatron-LM's emerging optimizer lion is not modelled"},
+      {"--bf16 --optimizer soap", "--optimizer soap: Megatron-LM's emerging optimizer soap is not modelled"}};
   for (const auto& [flags, why] : refused) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 2) << flags;
@@ -230,6 +232,24 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
     const auto r = estimate_small_launch(flags);
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
   }
+}
+
+// arguments.py validate_args: the deprecated --optimizer dist_muon is Muon with the layer-wise
+// distributed optimizer, the run `--optimizer muon --use-distributed-optimizer` describes: the same
+// setup and the same bytes, which differ from Muon without the distributed optimizer.
+TEST(EstimateCli, MegatronArgsReadDistMuonAsMuonWithTheDistributedOptimizer) {
+  const auto dist = estimate_small_launch("--bf16 --optimizer dist_muon");
+  const auto muon = estimate_small_launch("--bf16 --optimizer muon --use-distributed-optimizer");
+  const auto plain = estimate_small_launch("--bf16 --optimizer muon");
+  for (const auto* r : {&dist, &muon, &plain}) ASSERT_EQ(r->exit_code, 0) << r->err;
+  const auto d = nlohmann::json::parse(dist.out), m = nlohmann::json::parse(muon.out),
+             p = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(d["setup"]["optimizer"], "muon");
+  EXPECT_EQ(d["setup"]["distributed_optimizer"], true);
+  EXPECT_EQ(p["setup"]["distributed_optimizer"], false);
+  EXPECT_EQ(d["stages"][0]["optimizer_bytes"], m["stages"][0]["optimizer_bytes"]);
+  EXPECT_EQ(d["peak"], m["peak"]);
+  EXPECT_NE(d["stages"][0]["optimizer_bytes"], p["stages"][0]["optimizer_bytes"]);
 }
 
 // Two launch-line readings of arguments.py and transformer_config.py: layers per virtual stage

@@ -170,6 +170,27 @@ inline void megatron_fsdp_main_params(const MegatronArgs& a, TrainingSetup& s) {
                                                                 "--megatron-fsdp-main-params-dtype", *v, true));
 }
 
+// arguments.py validate_args ("emerging optimizer check"): the deprecated `dist_muon` is Muon
+// with the layer-wise distributed optimizer, as `--optimizer muon --use-distributed-optimizer`
+// (which Megatron-LM turns into the same layer-wise sharding). Its other emerging optimizers
+// (lion, soap, adaptive_muon) keep states mme does not model: an error naming them, not "unknown".
+inline void megatron_optimizer(const MegatronArgs& a, TrainingSetup& s) {
+  const auto v = given(a, "optimizer");
+  if (!v) return;
+  if (*v == "dist_muon") {
+    s.optimizer.name = "muon";
+    s.optimizer.distributed = true;
+    return;
+  }
+  if (*v == "lion" || *v == "soap" || *v == "adaptive_muon")
+    throw UsageError(fmt::format(
+        "--optimizer {}: Megatron-LM's emerging optimizer {} is not modelled (its states differ from Adam's); mme "
+        "models adam, sgd and muon (dist_muon: muon with the distributed optimizer)",
+        *v, *v));
+  const SetupKnob& k = *find_knob("optimizer");
+  k.set(s, parse_knob_text(k, "--optimizer", *v, true));
+}
+
 inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
   if (!a.enabled("optimizer-cpu-offload")) return;
   // arguments.py validate_args (megatron.core itself, e.g. through Megatron-Bridge, takes it

@@ -20,6 +20,7 @@ void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k) {
        .table = kOptimizerNames,
        .values = {"adam", "sgd", "muon"},
        .megatron = {"optimizer"},
+       .megatron_read = megatron_optimizer,
        .spec_section = "training",
        .spec_name = "optimizer",
        .spec_default = "adam",
