@@ -445,6 +445,51 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
   EXPECT_FALSE(has(given["assumptions"], "from the config.json of --tokenizer-model"));
 }
 
+// GPT2BPETokenizer (Megatron-LM's default here) counts the entries of --vocab-file plus the special
+// tokens the file lacks (megatron_hf_tokenizer.py, huggingface_tokenizer.py vocab_size). A file
+// mme cannot read leaves GPT-2's 50257 as a stated assumption; --vocab-size still wins.
+TEST(EstimateCli, MegatronGpt2TokenizerCountsItsVocabularyFile) {
+  const std::string base =
+      "torchrun --nproc_per_node 2 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
+      "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --tensor-model-parallel-size 2 ";
+  test::TempDir dir;
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int i = 0; i < 1023; ++i) vocab["t" + std::to_string(i)] = i;
+  vocab["<|endoftext|>"] = 1023;
+  test::write_file(dir.path() / "vocab.json", vocab.dump());
+  test::write_file(dir.path() / "list.json", "[1, 2]");
+  const std::string file = (dir.path() / "vocab.json").string();
+  auto run = [&](const std::string& extra) {
+    const auto r = run_mme({"estimate", "--megatron-args", base + extra, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  auto said = [](const nlohmann::json& j, const std::string& part) {
+    for (const auto& x : j["assumptions"])
+      if (x.get<std::string>().find(part) != std::string::npos) return true;
+    return false;
+  };
+  // 1024 entries: already a multiple of 128 x TP = 256.
+  const auto counted = run("--vocab-file " + file);
+  EXPECT_EQ(counted["model"]["padded_vocab_size"], 1024);
+  EXPECT_TRUE(said(counted, "vocabulary 1024: the entries of --vocab-file " + file)) << counted["assumptions"];
+  // One special token the file lacks makes 1025, padded to 1280; one it has adds nothing.
+  const auto special = run("--vocab-file " + file + " --tokenizer-special-tokens '<|endoftext|>' '<pad>'");
+  EXPECT_EQ(special["model"]["padded_vocab_size"], 1280);
+  EXPECT_TRUE(said(special, "vocabulary 1025: the entries of --vocab-file"));
+  // Not readable here, or not a vocabulary: GPT-2's 50257 (padded to 50432), said.
+  for (const auto& bad : {(dir.path() / "missing.json").string(), (dir.path() / "list.json").string()}) {
+    const auto j = run("--vocab-file " + bad);
+    EXPECT_EQ(j["model"]["padded_vocab_size"], 50432);
+    EXPECT_TRUE(said(j, "GPT2BPETokenizer: --vocab-file " + bad)) << j["assumptions"];
+    EXPECT_TRUE(said(j, "GPT-2's 50257 entries assumed"));
+  }
+  // --vocab-size wins, and then the file is not read.
+  const auto given = run("--vocab-file " + file + " --vocab-size 2000");
+  EXPECT_EQ(given["model"]["padded_vocab_size"], 2048);
+  EXPECT_FALSE(said(given, "--vocab-file"));
+}
+
 // --breakdown: each stage's memory as a tree (category, block, term; each node the sum of its
 // leaves) and its modules: the runs of layers of one kind per chunk with the parameters and
 // activations of layer_kinds x the run's length, MTP on the last stage. The figures are the

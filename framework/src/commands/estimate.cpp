@@ -18,6 +18,7 @@
 #include <mme/report/render_svg.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/input_text.hpp>
+#include <mme/sdk/text.hpp>
 #include <mme/sdk/units.hpp>
 
 #include "resolve.hpp"
@@ -115,8 +116,58 @@ namespace {
 // --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
 // local folder with a config.json (never a download), its vocab_size stands in for
 // --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
-MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& args, const SourceOptions& sources,
+// Megatron-LM's GPT2BPETokenizer (tokenizers/text/libraries/megatron_hf_tokenizer.py) counts the
+// entries of --vocab-file, GPT-2's vocab.json (50257) when none is given, plus the special tokens
+// the file lacks (huggingface_tokenizer.py vocab_size: len(tokenizer)). A readable local file is
+// counted; one that cannot be read here leaves GPT-2's 50257, and the assumption says so.
+constexpr std::uintmax_t kMaxVocabFileBytes = std::uintmax_t{256} << 20;
+MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
+  const auto type = args.value("tokenizer-type");
+  const auto file = args.value("vocab-file");
+  if ((type && *type != "GPT2BPETokenizer") || args.has("vocab-size") || !file || file->empty()) return args;
+  for (const auto& f : args.flags())
+    if (f.name == "vocab-file" && !f.unknown.empty()) {
+      assumptions.push_back(printable(fmt::format(
+          "GPT2BPETokenizer: the value of --vocab-file is not known ({}); GPT-2's 50257 entries assumed (--vocab-size "
+          "sets another)",
+          f.unknown)));
+      return args;
+    }
+  std::int64_t entries = 0;
+  try {
+    const std::string text = read_text_file(*file, kMaxVocabFileBytes, "a GPT-2 vocabulary file");
+    check_json_nesting(text, *file, "a vocab.json");
+    const auto vocab = nlohmann::json::parse(text);
+    if (!vocab.is_object() || vocab.empty())
+      throw ConfigError(fmt::format("{}: not a JSON object of tokens and their ids", *file));
+    entries = static_cast<std::int64_t>(vocab.size());
+    for (const char* flag : {"tokenizer-special-tokens", "special-tokens"})
+      if (const auto special = args.value(flag))
+        for (const auto& token : split(*special, ' ', EmptyItems::kSkip))
+          if (!vocab.contains(token)) ++entries;
+  } catch (const nlohmann::json::exception& e) {
+    assumptions.push_back(printable(fmt::format(
+        "GPT2BPETokenizer: --vocab-file {} is not a JSON vocabulary ({}); GPT-2's 50257 entries assumed (--vocab-size "
+        "sets another)",
+        *file, e.what())));
+    return args;
+  } catch (const Error& e) {
+    assumptions.push_back(printable(
+        fmt::format("GPT2BPETokenizer: --vocab-file {} cannot be read here ({}); GPT-2's 50257 entries assumed "
+                    "(--vocab-size sets another)",
+                    *file, e.what())));
+    return args;
+  }
+  MegatronArgs out = args;
+  out.set("vocab-size", {std::to_string(entries)});
+  assumptions.push_back(printable(fmt::format(
+      "vocabulary {}: the entries of --vocab-file {}, as Megatron-LM's GPT2BPETokenizer counts them", entries, *file)));
+  return out;
+}
+
+MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOptions& sources,
                                        std::vector<std::string>& assumptions) {
+  const MegatronArgs args = with_gpt2_vocabulary(given, assumptions);
   const auto tokenizer = args.value("tokenizer-model");
   if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || args.has("vocab-size") || !tokenizer ||
       tokenizer->empty())

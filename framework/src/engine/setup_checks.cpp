@@ -192,8 +192,9 @@ TrainingSetup resolve_setup(TrainingSetup s) {
                     o.name));
   // optimizer/__init__.py (the emerging optimizers' factory).
   if (o.name == "muon" && s.precision == Precision::kFP16)
-    throw LayoutError("--optimizer muon with fp16: Megatron-LM refuses it (optimizer/__init__.py: emerging optimizer "
-                      "with fp16 is not supported)");
+    throw LayoutError(
+        "--optimizer muon with fp16: Megatron-LM refuses it (optimizer/__init__.py: emerging optimizer "
+        "with fp16 is not supported)");
   if (!o.precision_aware &&
       (o.exp_avg != DType::kFP32 || o.exp_avg_sq != DType::kFP32 || o.main_params != DType::kFP32))
     throw LayoutError(
