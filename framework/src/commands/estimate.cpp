@@ -112,15 +112,11 @@ std::vector<std::string> split_list(const std::string& text) {
 
 namespace {
 
-// Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
-// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
-// local folder with a config.json (never a download), its vocab_size stands in for
-// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
 // Megatron-LM's GPT2BPETokenizer (tokenizers/text/libraries/megatron_hf_tokenizer.py) counts the
 // entries of --vocab-file, GPT-2's vocab.json (50257) when none is given, plus the special tokens
 // the file lacks (huggingface_tokenizer.py vocab_size: len(tokenizer)). A readable local file is
 // counted; one that cannot be read here leaves GPT-2's 50257, and the assumption says so.
-constexpr std::uintmax_t kMaxVocabFileBytes = std::uintmax_t{256} << 20;
+constexpr std::uintmax_t kMaxVocabFileBytes = std::uintmax_t{64} << 20;  // GPT-2's is 1 MB
 MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
   const auto type = args.value("tokenizer-type");
   const auto file = args.value("vocab-file");
@@ -165,6 +161,11 @@ MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::str
   return out;
 }
 
+// Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
+// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
+// local folder with a config.json (never a download), its vocab_size stands in for
+// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
+// GPT2BPETokenizer's --vocab-file is read first (with_gpt2_vocabulary).
 MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOptions& sources,
                                        std::vector<std::string>& assumptions) {
   const MegatronArgs args = with_gpt2_vocabulary(given, assumptions);
