@@ -446,8 +446,9 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
 }
 
 // GPT2BPETokenizer (Megatron-LM's default here) counts the entries of --vocab-file plus the special
-// tokens the file lacks (megatron_hf_tokenizer.py, huggingface_tokenizer.py vocab_size). A file
-// mme cannot read leaves GPT-2's 50257 as a stated assumption; --vocab-size still wins.
+// tokens the file lacks (megatron_hf_tokenizer.py, huggingface_tokenizer.py vocab_size), whatever
+// --vocab-size says. A file mme cannot read leaves --vocab-size, else GPT-2's 50257, as a stated
+// assumption.
 TEST(EstimateCli, MegatronGpt2TokenizerCountsItsVocabularyFile) {
   const std::string base =
       "torchrun --nproc_per_node 2 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
@@ -484,10 +485,17 @@ TEST(EstimateCli, MegatronGpt2TokenizerCountsItsVocabularyFile) {
     EXPECT_TRUE(said(j, "GPT2BPETokenizer: --vocab-file " + bad)) << j["assumptions"];
     EXPECT_TRUE(said(j, "GPT-2's 50257 entries assumed"));
   }
-  // --vocab-size wins, and then the file is not read.
+  // Megatron-LM does not read --vocab-size with this tokenizer (build_tokenizer.py pads the
+  // tokenizer's own count): the file's 1024 replace it, said; without a readable file it stands.
   const auto given = run("--vocab-file " + file + " --vocab-size 2000");
-  EXPECT_EQ(given["model"]["padded_vocab_size"], 2048);
-  EXPECT_FALSE(said(given, "--vocab-file"));
+  EXPECT_EQ(given["model"]["padded_vocab_size"], 1024);
+  EXPECT_TRUE(said(given, "vocabulary 1024: the entries of --vocab-file " + file +
+                              ", as Megatron-LM's GPT2BPETokenizer counts them (it does not read --vocab-size 2000)"))
+      << given["assumptions"];
+  const auto unread = run("--vocab-file " + (dir.path() / "missing.json").string() + " --vocab-size 2000");
+  EXPECT_EQ(unread["model"]["padded_vocab_size"], 2048);
+  EXPECT_TRUE(said(unread, "cannot be read here")) << unread["assumptions"];
+  EXPECT_TRUE(said(unread, "--vocab-size 2000 taken as the tokenizer's count"));
 }
 
 // --breakdown: each stage's memory as a tree (category, block, term; each node the sum of its

@@ -114,19 +114,23 @@ namespace {
 
 // Megatron-LM's GPT2BPETokenizer (tokenizers/text/libraries/megatron_hf_tokenizer.py) counts the
 // entries of --vocab-file, GPT-2's vocab.json (50257) when none is given, plus the special tokens
-// the file lacks (huggingface_tokenizer.py vocab_size: len(tokenizer)). A readable local file is
-// counted; one that cannot be read here leaves GPT-2's 50257, and the assumption says so.
+// the file lacks (huggingface_tokenizer.py vocab_size: len(tokenizer)); build_tokenizer.py
+// _set_padded_vocab_size pads that count, and --vocab-size is not read. A readable local file is
+// counted, and its count replaces a different --vocab-size; a file that cannot be read here leaves
+// --vocab-size, else GPT-2's 50257. The assumptions say which.
 constexpr std::uintmax_t kMaxVocabFileBytes = std::uintmax_t{64} << 20;  // GPT-2's is 1 MB
 MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
   const auto type = args.value("tokenizer-type");
   const auto file = args.value("vocab-file");
-  if ((type && *type != "GPT2BPETokenizer") || args.has("vocab-size") || !file || file->empty()) return args;
+  if ((type && *type != "GPT2BPETokenizer") || !file || file->empty()) return args;
+  const auto given = args.value("vocab-size");
+  const std::string fallback =
+      given ? fmt::format("--vocab-size {} taken as the tokenizer's count", *given) : "GPT-2's 50257 entries assumed";
   for (const auto& f : args.flags())
     if (f.name == "vocab-file" && !f.unknown.empty()) {
-      assumptions.push_back(printable(fmt::format(
-          "GPT2BPETokenizer: the value of --vocab-file is not known ({}); GPT-2's 50257 entries assumed (--vocab-size "
-          "sets another)",
-          f.unknown)));
+      assumptions.push_back(
+          printable(fmt::format("GPT2BPETokenizer: the value of --vocab-file is not known ({}); {}", f.unknown,
+                                fallback + (given ? "" : " (--vocab-size sets another)"))));
       return args;
     }
   std::int64_t entries = 0;
@@ -142,22 +146,22 @@ MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::str
         for (const auto& token : split(*special, ' ', EmptyItems::kSkip))
           if (!vocab.contains(token)) ++entries;
   } catch (const nlohmann::json::exception& e) {
-    assumptions.push_back(printable(fmt::format(
-        "GPT2BPETokenizer: --vocab-file {} is not a JSON vocabulary ({}); GPT-2's 50257 entries assumed (--vocab-size "
-        "sets another)",
-        *file, e.what())));
+    assumptions.push_back(
+        printable(fmt::format("GPT2BPETokenizer: --vocab-file {} is not a JSON vocabulary ({}); {}", *file, e.what(),
+                              fallback + (given ? "" : " (--vocab-size sets another)"))));
     return args;
   } catch (const Error& e) {
-    assumptions.push_back(printable(
-        fmt::format("GPT2BPETokenizer: --vocab-file {} cannot be read here ({}); GPT-2's 50257 entries assumed "
-                    "(--vocab-size sets another)",
-                    *file, e.what())));
+    assumptions.push_back(printable(fmt::format("GPT2BPETokenizer: --vocab-file {} cannot be read here ({}); {}", *file,
+                                                e.what(), fallback + (given ? "" : " (--vocab-size sets another)"))));
     return args;
   }
+  const std::string count = std::to_string(entries);
+  if (given && *given == count) return args;
   MegatronArgs out = args;
-  out.set("vocab-size", {std::to_string(entries)});
-  assumptions.push_back(printable(fmt::format(
-      "vocabulary {}: the entries of --vocab-file {}, as Megatron-LM's GPT2BPETokenizer counts them", entries, *file)));
+  out.set("vocab-size", {count});
+  assumptions.push_back(printable(
+      fmt::format("vocabulary {}: the entries of --vocab-file {}, as Megatron-LM's GPT2BPETokenizer counts them{}",
+                  entries, *file, given ? fmt::format(" (it does not read --vocab-size {})", *given) : std::string())));
   return out;
 }
 
