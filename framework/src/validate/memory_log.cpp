@@ -327,36 +327,29 @@ MemoryLog parse_memory_log(std::istream& in, const std::string& source, std::uin
     take(line);
   }
   if (in.bad()) throw ConfigError(fmt::format("{}: a read error after line {}", source, log.lines));
+  // A rank's figures: from its steady iterations when it logged any, else from its first.
+  auto rank_memory = [](const RankState& st) {
+    RankMemory m;
+    m.reports = st.reports;
+    m.first_line = st.first_line;
+    m.first_iteration = st.first_iteration;
+    m.steady = st.steady.count > 0;
+    const Bucket& b = m.steady ? st.steady : st.first;
+    m.used = b.count;
+    m.max_allocated_bytes = b.max_allocated;
+    m.allocated_bytes = b.allocated;
+    m.reserved_bytes = b.reserved;
+    m.max_reserved_bytes = b.max_reserved;
+    return m;
+  };
+  // The numbered ranks in order, then the lines that name no rank (key -1).
   for (const auto& [key, st] : ranks) {
-    RankMemory m;
-    if (key >= 0) m.rank = key;
-    m.reports = st.reports;
-    m.first_line = st.first_line;
-    m.first_iteration = st.first_iteration;
-    m.steady = st.steady.count > 0;
-    const Bucket& b = m.steady ? st.steady : st.first;
-    m.used = b.count;
-    m.max_allocated_bytes = b.max_allocated;
-    m.allocated_bytes = b.allocated;
-    m.reserved_bytes = b.reserved;
-    m.max_reserved_bytes = b.max_reserved;
-    if (key >= 0) log.ranks.push_back(m);
-  }
-  if (const auto it = ranks.find(-1); it != ranks.end()) {
-    RankMemory m;
-    const RankState& st = it->second;
-    m.reports = st.reports;
-    m.first_line = st.first_line;
-    m.first_iteration = st.first_iteration;
-    m.steady = st.steady.count > 0;
-    const Bucket& b = m.steady ? st.steady : st.first;
-    m.used = b.count;
-    m.max_allocated_bytes = b.max_allocated;
-    m.allocated_bytes = b.allocated;
-    m.reserved_bytes = b.reserved;
-    m.max_reserved_bytes = b.max_reserved;
+    if (key < 0) continue;
+    RankMemory m = rank_memory(st);
+    m.rank = key;
     log.ranks.push_back(m);
   }
+  if (const auto it = ranks.find(-1); it != ranks.end()) log.ranks.push_back(rank_memory(it->second));
   const bool any_peak = std::any_of(log.ranks.begin(), log.ranks.end(),
                                     [](const RankMemory& r) { return r.max_allocated_bytes.has_value(); });
   if (!any_peak && log.refused_count > 0)
