@@ -166,17 +166,26 @@ MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::str
 }
 
 // Megatron-LM's HuggingFaceTokenizer takes the vocabulary from the tokenizer that
-// --tokenizer-model names. When that is a bundled model, a hub id in the Hugging Face cache or a
-// local folder with a config.json (never a download), its vocab_size stands in for
-// --vocab-size, and the assumption says so; otherwise the adapter's warning and GPT-2's size.
+// --tokenizer-model names (huggingface_tokenizer.py vocab_size: len(tokenizer)) and does not read
+// --vocab-size (build_tokenizer.py pads the tokenizer's count). When that model is a bundled one,
+// a hub id in the Hugging Face cache or a local folder with a config.json (never a download),
+// its vocab_size stands in for the count, whatever --vocab-size says, and the assumption says so;
+// otherwise --vocab-size if given (said), else the adapter's warning and GPT-2's size.
 // GPT2BPETokenizer's --vocab-file is read first (with_gpt2_vocabulary).
 MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOptions& sources,
                                        std::vector<std::string>& assumptions) {
   const MegatronArgs args = with_gpt2_vocabulary(given, assumptions);
   const auto tokenizer = args.value("tokenizer-model");
-  if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || args.has("vocab-size") || !tokenizer ||
-      tokenizer->empty())
+  if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || !tokenizer || tokenizer->empty()) return args;
+  const auto vocab_size = args.value("vocab-size");
+  auto keep_given = [&](const std::string& why) {
+    if (vocab_size)
+      assumptions.push_back(printable(fmt::format(
+          "HuggingFaceTokenizer: --tokenizer-model {} {}; --vocab-size {} taken as the tokenizer's count (Megatron-LM "
+          "counts the tokenizer's entries)",
+          *tokenizer, why, *vocab_size)));
     return args;
+  };
   SourceOptions offline = sources;
   offline.allow_network = false;
   ResolvedModel resolved;
@@ -184,20 +193,23 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOp
     resolved = resolve_model(*tokenizer, offline);
   } catch (const Error& e) {
     spdlog::debug("--tokenizer-model {}: no config.json to take the vocabulary from ({})", *tokenizer, e.what());
-    return args;
+    return keep_given("has no config.json here");
   }
   const auto it = resolved.config.is_object() ? resolved.config.find("vocab_size") : resolved.config.end();
   if (it == resolved.config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
       it->get<std::int64_t>() > (std::int64_t{1} << 32))
-    return args;
+    return keep_given("has a config.json without a usable vocab_size");
   const std::int64_t vocab = it->get<std::int64_t>();
+  if (vocab_size && *vocab_size == std::to_string(vocab)) return args;
   MegatronArgs out = args;
   out.set("vocab-size", {std::to_string(vocab)});
   assumptions.push_back(printable(
-      fmt::format("vocabulary {} from the config.json of --tokenizer-model {} ({}), not GPT-2's 50257: Megatron-LM's "
+      fmt::format("vocabulary {} from the config.json of --tokenizer-model {} ({}), not {}: Megatron-LM's "
                   "HuggingFaceTokenizer counts the tokenizer's entries, which can be fewer than the config's padded "
-                  "vocab_size (--vocab-size in the launch line sets it)",
-                  vocab, *tokenizer, resolved.path.string())));
+                  "vocab_size",
+                  vocab, *tokenizer, resolved.path.string(),
+                  vocab_size ? fmt::format("--vocab-size {}, which it does not read", *vocab_size)
+                             : std::string("GPT-2's 50257"))));
   return out;
 }
 
