@@ -43,9 +43,9 @@ def _text(value: Any) -> str:
 def megatron_flags(args: Any) -> list[str]:
     """The Megatron-LM flags (``["--num-layers", "32", "--bf16", ...]``) that give ``args``, an
     argparse.Namespace as Megatron-LM parses it (or a mapping of the same names). Attributes mme
-    does not read are left out (learning rates, data paths, ...), as are ``None`` values; a
-    Namespace after Megatron-LM's validation may carry ``padded_vocab_size`` only, which then
-    stands for ``--vocab-size`` (padding it again changes nothing)."""
+    does not read are left out (learning rates, data paths, ...), as are ``None`` values. A
+    Namespace after Megatron-LM's tokenizer holds ``padded_vocab_size``, the rows the model was
+    built with: it becomes ``--padded-vocab-size``, which mme takes as it is."""
     values: Mapping[str, Any] = args if hasattr(args, "items") else vars(args)
     known = known_megatron_flags()
     out: list[str] = []
@@ -74,8 +74,6 @@ def megatron_flags(args: Any) -> list[str]:
                 out += ["--" + flag, *(_text(v) for v in value)]
             continue
         out += ["--" + flag, _text(value)]
-    if values.get("vocab_size") is None and values.get("padded_vocab_size") is not None:
-        out += ["--vocab-size", _text(values["padded_vocab_size"])]
     return out
 
 

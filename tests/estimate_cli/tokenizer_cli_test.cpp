@@ -80,6 +80,13 @@ TEST(EstimateCli, MegatronHuggingFaceTokenizerTakesTheVocabularyOfItsModel) {
                   "taken as the tokenizer's count"))
       << kept["assumptions"];
   EXPECT_EQ(kept["warnings"], nlohmann::json::array());
+  // A launch script that leaves the tokenizer model unknown: --vocab-size stands, said.
+  test::TempDir dir;
+  test::write_file(dir.path() / "train.sh", base + "--tokenizer-model $1 --vocab-size 1000\n");
+  const auto script =
+      json_of(run_mme({"estimate", "--megatron-args-file", (dir.path() / "train.sh").string(), "--json"}));
+  EXPECT_EQ(script["model"]["padded_vocab_size"], 1024);
+  EXPECT_TRUE(has(script["assumptions"], "is not known (")) << script["assumptions"];
 }
 
 // GPT2BPETokenizer (Megatron-LM's default here) counts the entries of --vocab-file plus the special
@@ -133,6 +140,39 @@ TEST(EstimateCli, MegatronGpt2TokenizerCountsItsVocabularyFile) {
   EXPECT_EQ(unread["model"]["padded_vocab_size"], 2048);
   EXPECT_TRUE(said(unread, "cannot be read here")) << unread["assumptions"];
   EXPECT_TRUE(said(unread, "--vocab-size 2000 taken as the tokenizer's count"));
+}
+
+// --padded-vocab-size (TokenizerConfig.padded_vocab_size): the model holds exactly that many rows,
+// whatever the tokenizer, --vocab-size and --make-vocab-size-divisible-by say (build_tokenizer.py
+// keeps a given one, training/models/gpt.py pads nothing), split over TP, which must divide it.
+TEST(EstimateCli, MegatronPaddedVocabSizeIsTheModelsRows) {
+  const std::string base =
+      "torchrun --nproc_per_node 4 pretrain_gpt.py --num-layers 2 --hidden-size 1024 --num-attention-heads 8 "
+      "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --tensor-model-parallel-size 4 ";
+  auto run = [&](const std::string& extra) { return run_mme({"estimate", "--megatron-args", base + extra, "--json"}); };
+  const auto exact =
+      run("--tokenizer-type NullTokenizer --vocab-size 1000 --make-vocab-size-divisible-by 128 "
+          "--padded-vocab-size 4100");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  const auto j = nlohmann::json::parse(exact.out);
+  EXPECT_EQ(j["model"]["padded_vocab_size"], 4100);  // 1001 would pad to 1024, 4100 to 4608
+  EXPECT_EQ(j["setup"]["make_vocab_size_divisible_by"], 1);
+  EXPECT_EQ(j["warnings"], nlohmann::json::array());
+  // The same run as mme's own flags describe it: 4100 rows padded to a multiple of 1 x TP 4.
+  const auto own = run("--tokenizer-type NullTokenizer --vocab-size 4099 --make-vocab-size-divisible-by 1");
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(nlohmann::json::parse(own.out)["peak"], j["peak"]);
+  // A tokenizer's vocabulary file is not read then.
+  const auto gpt2 = run("--vocab-file /nowhere/vocab.json --padded-vocab-size 4100");
+  ASSERT_EQ(gpt2.exit_code, 0) << gpt2.err;
+  EXPECT_EQ(nlohmann::json::parse(gpt2.out)["model"]["padded_vocab_size"], 4100);
+  EXPECT_EQ(nlohmann::json::parse(gpt2.out)["assumptions"].dump().find("vocab-file"), std::string::npos);
+  const auto odd = run("--padded-vocab-size 4098");
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.err.find("--padded-vocab-size 4098 is not divisible by --tensor-model-parallel-size 4: Megatron-LM's "
+                         "VocabParallelEmbedding divides the vocabulary over TP"),
+            std::string::npos)
+      << odd.err;
 }
 
 }  // namespace

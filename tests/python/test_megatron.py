@@ -30,7 +30,7 @@ def llama_namespace(**overrides) -> argparse.Namespace:
         num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, group_query_attention=True,
         num_query_groups=8, kv_channels=128, swiglu=True, normalization="RMSNorm", position_embedding_type="rope",
         untie_embeddings_and_output_weights=True, add_bias_linear=False, add_qkv_bias=False,
-        max_position_embeddings=8192, vocab_size=None, padded_vocab_size=128256, make_vocab_size_divisible_by=128,
+        max_position_embeddings=8192, vocab_size=128256, padded_vocab_size=None, make_vocab_size_divisible_by=128,
         tokenizer_type="NullTokenizer", qk_layernorm=False, num_experts=None, multi_latent_attention=False,
         # the layout and the training step
         tensor_model_parallel_size=4, pipeline_model_parallel_size=2, context_parallel_size=1,
@@ -81,18 +81,25 @@ def test_interleaved_namespace_carries_both_vpp_attributes():
 
 
 def test_flags_of_a_namespace():
-    flags = mme.megatron_flags(llama_namespace())
+    flags = mme.megatron_flags(llama_namespace(padded_vocab_size=128512))
     assert "--lr" not in flags and "--rank" not in flags and "--data-path" not in flags and "--seed" not in flags
     assert "--params-dtype" not in flags and "--fp16" not in flags and "--qk-layernorm" not in flags
     assert flags[flags.index("--attention-backend") + 1] == "auto"
-    assert flags[flags.index("--vocab-size") + 1] == "128256"  # from padded_vocab_size
+    # NullTokenizer's 128256 + 1 padded to 128 x TP 4 by Megatron-LM's tokenizer: the model's rows.
+    assert flags[flags.index("--padded-vocab-size") + 1] == "128512"
+    assert flags[flags.index("--vocab-size") + 1] == "128256"
+    # ... the same run as the launch line's: the same bytes, the rows given rather than padded.
+    r = mme.from_megatron_args(llama_namespace(padded_vocab_size=128512))
+    line = run_cli("estimate", "--megatron-args", LLAMA_LINE + " --padded-vocab-size 128512", "--json").json()
+    assert r.to_dict() == line
+    assert r.to_dict()["peak"] == run_cli("estimate", "--megatron-args", LLAMA_LINE, "--json").json()["peak"]
     assert "--disable-bias-linear" in flags and "--no-masked-softmax-fusion" not in flags
     off = mme.megatron_flags(llama_namespace(masked_softmax_fusion=False, gradient_accumulation_fusion=False,
                                              apply_rope_fusion=False))
     assert "--no-masked-softmax-fusion" in off and "--no-gradient-accumulation-fusion" in off
     assert "--no-rope-fusion" in off
     # A mapping of the same names works too, and every flag is one mme reads.
-    assert mme.megatron_flags(vars(llama_namespace())) == flags
+    assert mme.megatron_flags(vars(llama_namespace(padded_vocab_size=128512))) == flags
     known = mme.known_megatron_flags()
     assert all(f[2:] in known for f in flags if f.startswith("--"))
 

@@ -174,6 +174,8 @@ MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::str
 // GPT2BPETokenizer's --vocab-file is read first (with_gpt2_vocabulary).
 MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOptions& sources,
                                        std::vector<std::string>& assumptions) {
+  // --padded-vocab-size sets the rows whatever the tokenizer counts (the megatron_args adapter).
+  if (given.has("padded-vocab-size")) return given;
   const MegatronArgs args = with_gpt2_vocabulary(given, assumptions);
   const auto tokenizer = args.value("tokenizer-model");
   if (args.value("tokenizer-type") != "HuggingFaceTokenizer" || !tokenizer || tokenizer->empty()) return args;
@@ -186,6 +188,9 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOp
           *tokenizer, why, *vocab_size)));
     return args;
   };
+  for (const auto& f : args.flags())
+    if (f.name == "tokenizer-model" && !f.unknown.empty())
+      return keep_given(fmt::format("is not known ({})", f.unknown));
   SourceOptions offline = sources;
   offline.allow_network = false;
   ResolvedModel resolved;

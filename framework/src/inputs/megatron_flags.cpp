@@ -40,7 +40,7 @@ std::size_t distance(std::string_view a, std::string_view b, std::size_t limit) 
 bool hugging_face_vocabulary(const MegatronArgs& a) {
   // with_tokenizer_vocabulary (cli): the tokenizer's config.json stands in for --vocab-size.
   return a.value(flag_name(ModelFlag::kTokenizerType)) == "HuggingFaceTokenizer" &&
-         !a.has(flag_name(ModelFlag::kVocabSize));
+         !a.has(flag_name(ModelFlag::kVocabSize)) && !a.has(flag_name(ModelFlag::kPaddedVocabSize));
 }
 
 using MF = ModelFlag;
@@ -65,6 +65,7 @@ constexpr ModelFlagInfo kModelFlags[] = {
     {MF::kAttentionDropout, "attention-dropout", "dropout of the attention scores"},
     {MF::kTokenizerType, "tokenizer-type", "the tokenizer, which sizes the vocabulary"},
     {MF::kVocabSize, "vocab-size", "the vocabulary (before padding)"},
+    {MF::kPaddedVocabSize, "padded-vocab-size", "the embedding's rows as given, without padding"},
     {MF::kTokenizerModel, "tokenizer-model", "HuggingFaceTokenizer's model, whose config gives the vocabulary",
      hugging_face_vocabulary},
     {MF::kAddQkvBias, "add-qkv-bias", "biases on Q, K and V"},

@@ -191,6 +191,20 @@ inline void megatron_optimizer(const MegatronArgs& a, TrainingSetup& s) {
   k.set(s, parse_knob_text(k, "--optimizer", *v, true));
 }
 
+// TokenizerConfig.padded_vocab_size (--padded-vocab-size): the model keeps exactly that many
+// rows (build_tokenizer.py leaves a given one; training/models/gpt.py pads nothing), which the
+// megatron_args adapter takes as the vocabulary; a multiple of 1 x TP pads it no further.
+inline void megatron_vocab_padding(const MegatronArgs& a, TrainingSetup& s) {
+  if (a.has("padded-vocab-size")) {
+    s.make_vocab_size_divisible_by = 1;
+    return;
+  }
+  if (auto v = given(a, "make-vocab-size-divisible-by")) {
+    const SetupKnob& k = *find_knob("make-vocab-size-divisible-by");
+    k.set(s, parse_knob_text(k, "--make-vocab-size-divisible-by", *v, true));
+  }
+}
+
 inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
   if (!a.enabled("optimizer-cpu-offload")) return;
   // arguments.py validate_args (megatron.core itself, e.g. through Megatron-Bridge, takes it

@@ -166,6 +166,7 @@ void add_optimizer_and_recompute_knobs(std::vector<SetupKnob>& k) {
        .doc_default = "128",
        .max = kMaxSequenceSize,
        .megatron = {"make-vocab-size-divisible-by"},
+       .megatron_read = megatron_vocab_padding,
        .spec_section = "training",
        .spec_name = "make_vocab_size_divisible_by",
        .spec_default = "128",

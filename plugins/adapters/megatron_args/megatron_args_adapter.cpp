@@ -192,7 +192,18 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   // Vocabulary: the tokenizer decides (megatron/training/tokenizer). NullTokenizer adds an EOD
   // token to --vocab-size; GPT2BPETokenizer has 50257 entries.
   const std::string tokenizer = a.value(MF::kTokenizerType).value_or("GPT2BPETokenizer");
-  if (a.has(MF::kVocabSize)) {
+  if (a.has(MF::kPaddedVocabSize)) {
+    // TokenizerConfig.padded_vocab_size: build_tokenizer.py _set_padded_vocab_size keeps a given
+    // one, and the model is built with exactly that many rows (training/models/gpt.py: no
+    // padding); VocabParallelEmbedding divides them over TP (tensor_parallel/utils.py divide).
+    m.vocab_size = size_flag(a, src, MF::kPaddedVocabSize, 0);
+    const std::int64_t tp = size_flag(a, src, "tensor-model-parallel-size", 1);
+    if (m.vocab_size % tp != 0)
+      throw ConfigError(
+          fmt::format("{}: --{} {} is not divisible by --tensor-model-parallel-size {}: Megatron-LM's "
+                      "VocabParallelEmbedding divides the vocabulary over TP",
+                      src, flag_name(MF::kPaddedVocabSize), m.vocab_size, tp));
+  } else if (a.has(MF::kVocabSize)) {
     m.vocab_size = size_flag(a, src, MF::kVocabSize, 0) + (tokenizer == "NullTokenizer" ? 1 : 0);
   } else if (tokenizer == "GPT2BPETokenizer") {
     m.vocab_size = 50257;

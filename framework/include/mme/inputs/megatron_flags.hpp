@@ -54,6 +54,7 @@ enum class ModelFlag : std::uint8_t {
   kAttentionDropout,
   kTokenizerType,
   kVocabSize,
+  kPaddedVocabSize,
   kTokenizerModel,
   kAddQkvBias,
   kQkLayernorm,
