@@ -19,6 +19,12 @@ _INVERTED = {
 }
 # Value flags whose attribute has another name (argparse dest=).
 _RENAMED = {"fp8": "fp8-format"}
+# Attributes validate_args() sets from another when their flag was not given (arguments.py:
+# encoder_num_layers = num_layers, encoder_seq_length = seq_length): equal to it, left out.
+_DERIVED = {"encoder_num_layers": "num_layers", "encoder_seq_length": "seq_length"}
+# validate_args() turns the dtype flags into torch dtypes (main_grads_dtype "fp32" ->
+# torch.float32): their flag spellings back.
+_TORCH_DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.uint8": "fp8"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,13 +43,17 @@ def _text(value: Any) -> str:
     enum = sys.modules.get("enum")  # an Enum value exists only once enum is imported
     if enum is not None and isinstance(value, enum.Enum):
         return str(value.name)  # AttnBackend.flash -> flash
-    return str(value)
+    text = str(value)
+    if not isinstance(value, str) and text in _TORCH_DTYPES:
+        return _TORCH_DTYPES[text]
+    return text
 
 
 def megatron_flags(args: Any) -> list[str]:
     """The Megatron-LM flags (``["--num-layers", "32", "--bf16", ...]``) that give ``args``, an
     argparse.Namespace as Megatron-LM parses it (or a mapping of the same names). Attributes mme
-    does not read are left out (learning rates, data paths, ...), as are ``None`` values. A
+    does not read are left out (learning rates, data paths, ...), as are ``None`` values and the
+    lengths Megatron-LM copies from others (``encoder_seq_length`` from ``seq_length``). A
     Namespace after Megatron-LM's tokenizer holds ``padded_vocab_size``, the rows the model was
     built with: it becomes ``--padded-vocab-size``, which mme takes as it is."""
     values: Mapping[str, Any] = args if hasattr(args, "items") else vars(args)
@@ -51,7 +61,7 @@ def megatron_flags(args: Any) -> list[str]:
     out: list[str] = []
     for name in sorted(values):
         value = values[name]
-        if value is None:
+        if value is None or (name in _DERIVED and values.get(_DERIVED[name]) == value):
             continue
         flag = _RENAMED.get(name, name.replace("_", "-"))
         if isinstance(value, bool):

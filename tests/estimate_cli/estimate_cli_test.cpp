@@ -1,5 +1,8 @@
 // `mme estimate` end to end: the JSON contract, the seed tool's text layout, the seed's
 // DeepSeek-V3 example, Megatron flags as input, and invalid layouts.
+#include <set>
+#include <string>
+
 #include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,11 +109,11 @@ TEST(EstimateCli, WarningsBeforeThePluginsLoadGoToStderrNotIntoTheJson) {
   // --megatron-args is read before the plugins load; its warnings must not land on stdout.
   const auto r = run_mme({"estimate", "--megatron-args",
                           "--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
-                          "--max-position-embeddings 128 --vocab-size 1000 --micro-batch-size 1 --quick-geglu",
+                          "--max-position-embeddings 128 --vocab-size 1000 --micro-batch-size 1 --enable-experimental",
                           "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
-  EXPECT_NE(r.err.find("memory effect mme does not know, taken to have none: --quick-geglu"), std::string::npos)
+  EXPECT_NE(r.err.find("memory effect mme does not know, taken to have none: --enable-experimental"), std::string::npos)
       << r.err;
 }
 
@@ -212,6 +215,8 @@ TEST(EstimateCli, MegatronArgsRefuseTheSettingsMegatronRefuses) {
        "--no-overlap-p2p-communication",
        "--no-overlap-p2p-communication with virtual pipeline stages over --pipeline-model-parallel-size 2"},
       {"--bf16 --optimizer lion", "--optimizer lion: Megatron-LM's emerging optimizer lion is not modelled"},
+      {"--bf16 --batch-size 4", "--batch-size: Megatron-LM refuses it (arguments.py: --batch-size is no longer valid"},
+      {"--bf16 --checkpoint-activations", "--checkpoint-activations: Megatron-LM refuses it"},
       {"--bf16 --optimizer soap", "--optimizer soap: Megatron-LM's emerging optimizer soap is not modelled"}};
   for (const auto& [flags, why] : refused) {
     const auto r = estimate_small_launch(flags);
@@ -673,14 +678,15 @@ const std::string kTinyLaunch =
 // in the assumptions, the ones without a memory effect nowhere (issue 15: they used to vanish
 // silently, all alike); a flag Megatron-LM's parser lacks is an error (issue 30).
 TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
-  const auto r = run_mme({"estimate", "--megatron-args",
-                          kTinyLaunch + "--lr 3e-4 --save /ckpt --log-interval 10 --quick-geglu --tp-comm-overlap-cfg "
-                                        "ub.yaml --moe-per-layer-logging",
-                          "--json"});
+  const auto r =
+      run_mme({"estimate", "--megatron-args",
+               kTinyLaunch + "--lr 3e-4 --save /ckpt --log-interval 10 --enable-experimental --tp-comm-overlap-cfg "
+                             "ub.yaml --lazy-mpu-init",
+               "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err,
             "mme: warning: --megatron-args: 2 Megatron-LM flags whose memory effect mme does not know, taken to have "
-            "none: --quick-geglu, --moe-per-layer-logging\n");
+            "none: --enable-experimental, --lazy-mpu-init\n");
   const auto made_up = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--made-up-flag 3"});
   EXPECT_EQ(made_up.exit_code, 2);
   EXPECT_THAT(made_up.err, ::testing::HasSubstr("--made-up-flag"));
@@ -696,6 +702,35 @@ TEST(EstimateCli, MegatronFlagsMmeDoesNotKnowAreOneWarning) {
   const auto clean = run_mme({"estimate", "--megatron-args", kTinyLaunch + "--lr 3e-4 --train-iters 10", "--json"});
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
   EXPECT_EQ(clean.err, "");
+}
+
+// A flag mme does not model, at the value where Megatron-LM's feature is off (its default:
+// softmax_type "vanilla", mlp_chunks_for_training 1, glu_linear_offset 0.0, patch_dim 16,
+// moe_dispatch_fwd_dtype "bf16", inference_max_seq_length 2560), has no memory effect: no
+// assumption and no warning, a number equal as a number (0.0 for 0). At another value each is
+// named, --inference-max-seq-length by its own entry ahead of the inference- prefix's.
+TEST(EstimateCli, NotModelledFlagsAtTheirNeutralValueAreSilent) {
+  auto named = [](const std::string& extra) {
+    const auto r = run_mme({"estimate", "--megatron-args", kTinyLaunch + extra, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "") << extra;
+    const auto j = nlohmann::json::parse(r.out);
+    std::set<std::string> flags;
+    for (const auto& a : j["assumptions"]) {
+      const std::string text = a.get<std::string>();
+      if (const auto at = text.find(" is not modelled"); at != std::string::npos) flags.insert(text.substr(0, at));
+    }
+    return flags;
+  };
+  EXPECT_EQ(named("--softmax-type vanilla --mlp-chunks-for-training 1 --glu-linear-offset 0.0 --patch-dim 16 "
+                  "--moe-dispatch-fwd-dtype bf16 --inference-max-seq-length 2560"),
+            std::set<std::string>{});
+  EXPECT_EQ(named("--softmax-type off-by-one --mlp-chunks-for-training 2 --glu-linear-offset 0.5 --patch-dim 14 "
+                  "--moe-dispatch-fwd-dtype mxfp8 --inference-max-seq-length 4096"),
+            (std::set<std::string>{"--softmax-type", "--mlp-chunks-for-training", "--glu-linear-offset", "--patch-dim",
+                                   "--moe-dispatch-fwd-dtype", "--inference-max-seq-length"}));
+  // A flag without a neutral value (Megatron-LM's default None) is named at any value.
+  EXPECT_EQ(named("--moe-input-jitter-eps 0"), std::set<std::string>{"--moe-input-jitter-eps"});
 }
 
 // --megatron-args with an FP8 recipe (issue 16): accepted, no longer listed as not modelled, and

@@ -98,13 +98,14 @@ TEST(LaunchScriptCli, PastedLaunchLines) {
 }
 
 TEST(LaunchScriptCli, WarningsReachTheJsonDocument) {
-  // --quick-geglu is Megatron-LM's (arguments.py), but mme does not know its memory effect.
-  const auto r = run_mme({"estimate", "--megatron-args", kModel + "--quick-geglu", "--json"});
+  // --enable-experimental is Megatron-LM's (arguments.py), but mme does not know its memory effect.
+  const auto r = run_mme({"estimate", "--megatron-args", kModel + "--enable-experimental", "--json"});
   const auto j = json_of(r);
   bool found = false;
-  for (const auto& w : j["warnings"]) found = found || w.get<std::string>().find("--quick-geglu") != std::string::npos;
+  for (const auto& w : j["warnings"])
+    found = found || w.get<std::string>().find("--enable-experimental") != std::string::npos;
   EXPECT_TRUE(found) << j["warnings"].dump();
-  EXPECT_THAT(r.err, HasSubstr("--quick-geglu"));
+  EXPECT_THAT(r.err, HasSubstr("--enable-experimental"));
   // A launch without a GPU count: said in both places.
   const auto none = run_mme({"estimate", "--megatron-args", "python pretrain_gpt.py " + kModel, "--json"});
   EXPECT_THAT(json_of(none)["warnings"].dump(), HasSubstr("does not say how many GPUs"));

@@ -168,7 +168,7 @@ def test_the_gil_is_released_during_a_plan():
 
 def test_log_lines_become_warnings():
     line = "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 --max-position-embeddings 512 " \
-           "--micro-batch-size 1 --vocab-size 1000 --quick-geglu"  # Megatron-LM's, of an effect mme does not know
+           "--micro-batch-size 1 --vocab-size 1000 --enable-experimental"  # Megatron-LM's, effect unknown to mme
     cli = run_cli("estimate", "--megatron-args", line, "--json")
     cli_warnings = [l[len("mme: warning: "):] for l in cli.err.splitlines() if l.startswith("mme: warning: ")]
     assert cli_warnings, cli.err

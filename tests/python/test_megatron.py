@@ -104,6 +104,47 @@ def test_flags_of_a_namespace():
     assert all(f[2:] in known for f in flags if f.startswith("--"))
 
 
+class TorchDtype:  # a torch.dtype as validate_args() leaves the dtype flags: str() is "torch.bfloat16"
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        return "torch." + self.name
+
+
+# Attributes a plain GPT run's get_args() holds for features it does not use: Megatron-LM's
+# defaults (arguments.py, TransformerConfig), and the values validate_args() derives.
+GPT_DEFAULTS = dict(
+    softmax_type="vanilla", mlp_chunks_for_training=1, glu_linear_offset=0.0, patch_dim=16, img_h=224, img_w=224,
+    num_channels=3, mamba_num_groups=8, mamba_head_dim=64, mamba_state_dim=128, moe_dispatch_fwd_dtype="bf16",
+    tp_comm_bootstrap_backend="nccl", muon_tp_mode="duplicated", inference_max_seq_length=2560,
+    encoder_num_layers=32, encoder_seq_length=4096, mamba_inference_ssm_states_dtype=TorchDtype("bfloat16"),
+    main_grads_dtype=TorchDtype("float32"), moe_input_jitter_eps=None, retriever_report_topk_accuracies=[])
+
+
+def not_modelled(result) -> list[str]:
+    return [a for a in result.to_dict()["assumptions"] if " is not modelled" in a]
+
+
+def test_a_gpt_namespace_names_no_feature_it_does_not_use():
+    ns = llama_namespace(**GPT_DEFAULTS)
+    flags = mme.megatron_flags(ns)
+    # Derived lengths are left out; torch dtypes become Megatron-LM's spellings.
+    assert "--encoder-seq-length" not in flags and "--encoder-num-layers" not in flags
+    assert flags[flags.index("--main-grads-dtype") + 1] == "fp32"
+    assert flags[flags.index("--mamba-inference-ssm-states-dtype") + 1] == "bf16"
+    assert flags[flags.index("--glu-linear-offset") + 1] == "0.0"
+    r = mme.from_megatron_args(ns)
+    assert not_modelled(r) == []
+    assert r.to_dict()["warnings"] == []
+    assert r.to_dict()["peak"] == mme.from_megatron_args(llama_namespace()).to_dict()["peak"]
+    # The same attributes away from their defaults: each named.
+    changed = dict(softmax_type="learnable", mlp_chunks_for_training=2, patch_dim=14,
+                   mamba_inference_ssm_states_dtype=TorchDtype("float32"))
+    lines = not_modelled(mme.from_megatron_args(llama_namespace(**{**GPT_DEFAULTS, **changed})))
+    assert sorted(line.split(" ")[0] for line in lines) == sorted("--" + k.replace("_", "-") for k in changed)
+
+
 def test_moe_mla_namespace_and_renamed_attributes():
     # A DeepSeek-V3-like MoE + MLA run; Megatron-LM parses --moe-layer-freq into a list and keeps
     # --fp8-format under args.fp8.

@@ -299,6 +299,17 @@ inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
 // Megatron-LM's checks of a launch line that need several of its flags read first (arguments.py,
 // transformer_config.py); setup_from_megatron_args calls it last.
 inline void check_megatron_prerequisites(const MegatronArgs& a, const TrainingSetup& s) {
+  // arguments.py validate_args: removed flags it refuses (assert ... is None; exit() for
+  // --checkpoint-activations), with what replaces each.
+  constexpr std::pair<const char*, const char*> kRemoved[] = {
+      {"batch-size", "--micro-batch-size"},
+      {"warmup", "--lr-warmup-fraction"},
+      {"model-parallel-size", "--tensor-model-parallel-size"},
+      {"checkpoint-activations", "--recompute-activations, or --recompute-granularity and --recompute-method"}};
+  for (const auto& [removed, instead] : kRemoved)
+    if (a.has(removed) && (std::string_view(removed) != "checkpoint-activations" || a.enabled(removed)))
+      throw UsageError(fmt::format("--{}: Megatron-LM refuses it (arguments.py: --{} is no longer valid, use {})",
+                                   removed, removed, instead));
   if (const auto sizes = a.value("hierarchical-context-parallel-sizes")) {
     // arguments.py: context_parallel_size == prod(hierarchical_context_parallel_sizes).
     std::int64_t product = 1;

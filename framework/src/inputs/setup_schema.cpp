@@ -583,193 +583,23 @@ std::vector<std::string> setup_to_megatron_args(const TrainingSetup& s, bool res
 
 namespace {
 
-// Flags without an effect on the memory of a training step (optimizer hyper-parameters,
-// schedules, data, checkpoints, logging, numerics), and the launcher's own.
-constexpr std::string_view kNoEffectFlags[] = {"adam-beta1",
-                                               "adam-beta2",
-                                               "adam-eps",
-                                               "apply-layernorm-1p",
-                                               "auto-detect-ckpt-format",
-                                               "calculate-per-token-loss",
-                                               "check-weight-hash-across-dp-replicas-interval",
-                                               "clip-grad",
-                                               "dataloader-type",
-                                               "ddp-average-in-collective",
-                                               "decoupled-lr",
-                                               "decoupled-min-lr",
-                                               "disable-gloo-process-groups",
-                                               "distributed-backend",
-                                               "distributed-timeout-minutes",
-                                               "finetune",
-                                               "fp8-amax-compute-algo",  // scaling numerics of the amax history
-                                               "fp8-interval",           // deprecated in TE, ignored
-                                               "fp8-margin",
-                                               "init-method-std",
-                                               "init-method-xavier-uniform",
-                                               "load",
-                                               "logging-level",
-                                               "lr",
-                                               "min-lr",
-                                               "manual-gc",
-                                               "manual-gc-interval",
-                                               "merge-file",
-                                               "mock-data",
-                                               "moe-aux-loss-coeff",
-                                               "moe-router-bias-update-rate",
-                                               "moe-router-load-balancing-type",
-                                               "moe-router-pre-softmax",
-                                               "moe-router-score-function",
-                                               "moe-router-topk-scaling-factor",
-                                               "moe-z-loss-coeff",
-                                               "moe-router-num-groups",
-                                               "moe-router-group-topk",
-                                               "moe-token-drop-policy",
-                                               "mtp-loss-scaling-factor",
-                                               "no-check-for-nan-in-loss-and-grad",
-                                               "no-load-optim",
-                                               "no-load-rng",
-                                               "no-save-optim",
-                                               "no-save-rng",
-                                               "no-mmap-bin-files",
-                                               "no-use-tokenizer-model-from-checkpoint-args",
-                                               "no-persist-layer-norm",
-                                               "norm-epsilon",
-                                               "num-workers",
-                                               "override-opt_param-scheduler",
-                                               "rerun-mode",
-                                               "rotary-base",
-                                               "rotary-interleaved",
-                                               "rotary-percent",
-                                               "rotary-scaling-factor",
-                                               "rotary-seq-len-interpolation-factor",
-                                               "mscale",
-                                               "mscale-all-dim",
-                                               "save",
-                                               "save-interval",
-                                               "save-retain-interval",
-                                               "seed",
-                                               "split",
-                                               "tiktoken-pattern",
-                                               "train-iters",
-                                               "train-samples",
-                                               "use-checkpoint-opt_param-scheduler",
-                                               "use-mcore-models",
-                                               "use-persistent-ckpt-worker",
-                                               "verify-integrity",
-                                               "vocab-extra-ids",
-                                               "vocab-file",
-                                               "weight-decay",
-                                               "weight-decay-incr-style",
-                                               "start-weight-decay",
-                                               "end-weight-decay",
-                                               "straggler-minmax-count",
-                                               "test-mode",
-                                               "muon-momentum",
-                                               "muon-scale-mode",
-                                               "muon-extra-scale-factor",
-                                               "te-rng-tracker",
-                                               "use-tp-pp-dp-mapping",
-                                               "sgd-momentum",
-                                               "loss-scale",
-                                               "initial-loss-scale",
-                                               "min-loss-scale",
-                                               "loss-scale-window",
-                                               "hysteresis",
-                                               "exit-on-missing-checkpoint",
-                                               "ckpt-step",
-                                               "pretrained-checkpoint",
-                                               "eod-mask-loss",
-                                               "reset-position-ids",
-                                               "reset-attention-mask",
-                                               "rampup-batch-size",
-                                               "num-dataset-builder-threads",
-                                               "data-args-path",
-                                               "per-split-data-args-path",
-                                               "train-data-path",
-                                               "valid-data-path",
-                                               "test-data-path",
-                                               "object-storage-cache-path",
-                                               "use-torch-optimizer-for-cpu-offload",
-                                               "no-pin-cpu-grads",
-                                               "no-pin-cpu-params",
-                                               "cpu-offloading-retain-pinned-cpu-buffers"};
-// Prefixes of such flags (checkpoints, logging, schedules, evaluation, data).
-constexpr std::string_view kNoEffectPrefixes[] = {"log-",
-                                                  "wandb-",
-                                                  "tensorboard-",
-                                                  "ckpt-",
-                                                  "dist-ckpt-",
-                                                  "async-",
-                                                  "lr-",
-                                                  "eval-",
-                                                  "exit-",
-                                                  "timing-",
-                                                  "data-",
-                                                  "one-logger-",
-                                                  "non-persistent-",
-                                                  "profile",
-                                                  "record-memory-history",
-                                                  "memory-snapshot-path",
-                                                  "num-tokens-to-generate"};
-
 struct NotModelled {
   std::string_view flag;
   std::string_view what;
+  std::string_view neutral = {};  // the value without a memory effect; empty: none
 };
-// Flags with a memory effect mme does not model: the report's assumptions name them.
-constexpr NotModelled kNotModelled[] = {
-    {"tp-comm-overlap-cfg",
-     "a userbuffers configuration file (--tp-comm-overlap is modelled with Transformer Engine's default "
-     "method per GEMM)"},
-    {"overlap-param-gather-with-optimizer-step", "overlapped parameter all-gather"},
-    {"overlap-p2p-communication-warmup-flush", "overlapped pipeline send/receive buffers"},
-    {"delay-wgrad-compute", "weight gradients delayed for overlap"},
-    {"moe-permute-fusion", "the fused token permutation's buffers"},
-    {"moe-permute-fusion-into-hybridep", "HybridEP's own permutation buffers"},
-    {"moe-expert-rank-capacity-factor", "HybridEP's fixed per-rank token budget"},
-    {"moe-router-fusion", "the fused router's buffers"},
-    // router.py apply_input_jitter: input * noise, a new [tokens, h] tensor the router's GEMM keeps
-    // beside the noise the product keeps.
-    {"moe-input-jitter-eps", "the router's jittered input and its noise (two [tokens, h] tensors per MoE layer)"},
-    {"use-transformer-engine-op-fuser", "Transformer Engine's operation fuser"},
-    {"delay-offload-until-cuda-graph", "fine-grained offloads delayed until after CUDA graph replay"},
-    {"fine-grained-offloading-max-inflight-offloads", "offloads in flight under full-iteration CUDA graphs"},
-    {"fp8-output-proj", "the output layer under MXFP8"},
-    {"no-fp8-wgrad", "weight gradients in high precision (their bf16 saved inputs)"},
-    {"fp8-quantizer-factory", "a custom FP8 recipe"},
-    {"fp4-quantizer-factory", "a custom FP4 recipe"},
-    {"te-precision-config-file", "per-module precision overrides"},
-    {"keep-fp8-transpose-cache", "Megatron-FSDP's kept FP8 transposes"},
-    {"use-flash-attn", "the deprecated flash-attention switch (give --attention-backend flash)"},
-    {"hierarchical-context-parallel-sizes", "hierarchical context parallelism"},
-    {"distribute-saved-activations", "saved activations distributed over TP"},
-    {"spec", "a custom layer spec"},
-    // arguments.py -> checkpointing.py load_args_from_checkpoint: the checkpoint's model arguments
-    // (layers, widths, heads, experts, vocabulary) replace the launch line's.
-    {"use-checkpoint-args", "the model arguments of --load's checkpoint (the launch line's are taken as the model)"},
-    {"hybrid-override-pattern", "hybrid Mamba models"},
-    {"hybrid-layer-pattern", "hybrid Mamba models"},
-    {"is-hybrid-model", "hybrid Mamba models"},
-    {"mamba-head-dim", "hybrid Mamba models"},
-    {"mamba-num-heads", "hybrid Mamba models"},
-    {"mamba-state-dim", "hybrid Mamba models"},
-    {"encoder-num-layers", "encoder-decoder models"},
-    {"decoder-num-layers", "encoder-decoder models"},
-    {"encoder-seq-length", "encoder-decoder models"},
-    {"decoder-seq-length", "encoder-decoder models"},
-    {"bert-no-binary-head", "BERT models"},
-    {"img-h", "vision models"},
-    {"img-w", "vision models"},
-    {"patch-dim", "vision models"},
-    {"perform-rl-step", "RL loops (a generation engine next to training)"},
-    {"inference-max-seq-length", "inference"},
-    {"moe-pad-experts-for-cuda-graph-inference", "inference"},
-};
-constexpr NotModelled kNotModelledPrefixes[] = {
-    {"rl-", "RL loops (a generation engine next to training)"},
-    {"grpo-", "RL loops (a generation engine next to training)"},
-    {"inference-", "inference"},
-};
+
+#include "megatron_flag_review.inc"
+
+// A flag's given value is its neutral one: the same number where both parse as decimals (1 and
+// 1.0, 0 and 0.0), else the same text.
+bool is_neutral_value(const MegatronArgs::Flag& f, std::string_view neutral) {
+  if (neutral.empty() || !f.unknown.empty()) return false;
+  std::string given;
+  for (const auto& v : f.values) given += (given.empty() ? "" : " ") + v;
+  const auto a = parse_decimal(given), b = parse_decimal(neutral);
+  return a && b ? *a == *b : given == neutral;
+}
 
 }  // namespace
 
@@ -810,9 +640,11 @@ MegatronFlagReview review_megatron_flags(const MegatronArgs& args) {
   for (const auto& f : args.flags()) {
     const std::string_view name = f.name;
     if (known.count(name)) continue;
-    std::string_view what;
+    const NotModelled* listed = nullptr;
     for (const auto& n : kNotModelled)
-      if (n.flag == name) what = n.what;
+      if (n.flag == name) listed = &n;
+    if (listed && is_neutral_value(f, listed->neutral)) continue;  // at its neutral value: no effect
+    std::string_view what = listed ? listed->what : std::string_view{};
     for (const auto& n : kNotModelledPrefixes)
       if (what.empty() && name.rfind(n.flag, 0) == 0) what = n.what;
     if (!what.empty()) {
