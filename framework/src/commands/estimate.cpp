@@ -119,20 +119,29 @@ namespace {
 // counted, and its count replaces a different --vocab-size; a file that cannot be read here leaves
 // --vocab-size, else GPT-2's 50257. The assumptions say which.
 constexpr std::uintmax_t kMaxVocabFileBytes = std::uintmax_t{64} << 20;  // GPT-2's is 1 MB
+
+// Why a launch script left the value of flag `name` unknown; "" when it is known or absent.
+std::string unknown_value(const MegatronArgs& args, std::string_view name) {
+  for (const auto& f : args.flags())
+    if (f.name == name) return f.unknown;
+  return {};
+}
+
 MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::string>& assumptions) {
   const auto type = args.value("tokenizer-type");
   const auto file = args.value("vocab-file");
   if ((type && *type != "GPT2BPETokenizer") || !file || file->empty()) return args;
   const auto given = args.value("vocab-size");
-  const std::string fallback =
-      given ? fmt::format("--vocab-size {} taken as the tokenizer's count", *given) : "GPT-2's 50257 entries assumed";
-  for (const auto& f : args.flags())
-    if (f.name == "vocab-file" && !f.unknown.empty()) {
-      assumptions.push_back(
-          printable(fmt::format("GPT2BPETokenizer: the value of --vocab-file is not known ({}); {}", f.unknown,
-                                fallback + (given ? "" : " (--vocab-size sets another)"))));
-      return args;
-    }
+  // Without a count from the file: what stands, said.
+  auto unread = [&](const std::string& why) {
+    assumptions.push_back(
+        printable(fmt::format("GPT2BPETokenizer: {}; {}", why,
+                              given ? fmt::format("--vocab-size {} taken as the tokenizer's count", *given)
+                                    : std::string("GPT-2's 50257 entries assumed (--vocab-size sets another)"))));
+    return args;
+  };
+  if (const std::string why = unknown_value(args, "vocab-file"); !why.empty())
+    return unread(fmt::format("the value of --vocab-file is not known ({})", why));
   std::int64_t entries = 0;
   try {
     const std::string text = read_text_file(*file, kMaxVocabFileBytes, "a GPT-2 vocabulary file");
@@ -146,14 +155,9 @@ MegatronArgs with_gpt2_vocabulary(const MegatronArgs& args, std::vector<std::str
         for (const auto& token : split(*special, ' ', EmptyItems::kSkip))
           if (!vocab.contains(token)) ++entries;
   } catch (const nlohmann::json::exception& e) {
-    assumptions.push_back(
-        printable(fmt::format("GPT2BPETokenizer: --vocab-file {} is not a JSON vocabulary ({}); {}", *file, e.what(),
-                              fallback + (given ? "" : " (--vocab-size sets another)"))));
-    return args;
+    return unread(fmt::format("--vocab-file {} is not a JSON vocabulary ({})", *file, e.what()));
   } catch (const Error& e) {
-    assumptions.push_back(printable(fmt::format("GPT2BPETokenizer: --vocab-file {} cannot be read here ({}); {}", *file,
-                                                e.what(), fallback + (given ? "" : " (--vocab-size sets another)"))));
-    return args;
+    return unread(fmt::format("--vocab-file {} cannot be read here ({})", *file, e.what()));
   }
   const std::string count = std::to_string(entries);
   if (given && *given == count) return args;
@@ -188,9 +192,8 @@ MegatronArgs with_tokenizer_vocabulary(const MegatronArgs& given, const SourceOp
           *tokenizer, why, *vocab_size)));
     return args;
   };
-  for (const auto& f : args.flags())
-    if (f.name == "tokenizer-model" && !f.unknown.empty())
-      return keep_given(fmt::format("is not known ({})", f.unknown));
+  if (const std::string why = unknown_value(args, "tokenizer-model"); !why.empty())
+    return keep_given(fmt::format("is not known ({})", why));
   SourceOptions offline = sources;
   offline.allow_network = false;
   ResolvedModel resolved;

@@ -129,6 +129,12 @@ inline void megatron_precision(const MegatronArgs& a, TrainingSetup& s) {
   }
 }
 
+// `value` of a Megatron-LM flag read as the setup knob `id` reads its own (parse_knob_text).
+inline void set_knob_from(TrainingSetup& s, const char* id, const std::string& flag, const std::string& value) {
+  const SetupKnob& k = *find_knob(id);
+  k.set(s, parse_knob_text(k, flag, value, true));
+}
+
 inline void megatron_main_grads(const MegatronArgs& a, TrainingSetup& s) {
   if (s.precision == Precision::kFP16 && a.enabled("accumulate-allreduce-grads-in-fp32"))
     s.optimizer.main_grads = DType::kFP32;
@@ -187,8 +193,7 @@ inline void megatron_optimizer(const MegatronArgs& a, TrainingSetup& s) {
         "--optimizer {}: Megatron-LM's emerging optimizer {} is not modelled (its states differ from Adam's); mme "
         "models adam, sgd and muon (dist_muon: muon with the distributed optimizer)",
         *v, *v));
-  const SetupKnob& k = *find_knob("optimizer");
-  k.set(s, parse_knob_text(k, "--optimizer", *v, true));
+  set_knob_from(s, "optimizer", "--optimizer", *v);
 }
 
 // TokenizerConfig.padded_vocab_size (--padded-vocab-size): the model keeps exactly that many
@@ -199,10 +204,8 @@ inline void megatron_vocab_padding(const MegatronArgs& a, TrainingSetup& s) {
     s.make_vocab_size_divisible_by = 1;
     return;
   }
-  if (auto v = given(a, "make-vocab-size-divisible-by")) {
-    const SetupKnob& k = *find_knob("make-vocab-size-divisible-by");
-    k.set(s, parse_knob_text(k, "--make-vocab-size-divisible-by", *v, true));
-  }
+  if (auto v = given(a, "make-vocab-size-divisible-by"))
+    set_knob_from(s, "make-vocab-size-divisible-by", "--make-vocab-size-divisible-by", *v);
 }
 
 inline void megatron_cpu_offload(const MegatronArgs& a, TrainingSetup& s) {
@@ -270,8 +273,7 @@ inline void megatron_capacity_factor(const MegatronArgs& a, TrainingSetup& s) {
     s.moe_capacity_factor.reset();
     return;
   }
-  const SetupKnob& k = *find_knob("moe-capacity-factor");
-  k.set(s, parse_knob_text(k, "--moe-expert-capacity-factor", *v, true));
+  set_knob_from(s, "moe-capacity-factor", "--moe-expert-capacity-factor", *v);
 }
 
 inline void megatron_cp_comm_type(const MegatronArgs& a, TrainingSetup& s) {
