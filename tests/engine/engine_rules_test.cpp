@@ -294,6 +294,20 @@ TEST_F(Engine, SettingsMegatronRefusesAreRefused) {
             std::string::npos);
   s.moe_grouped_gemm = false;  // SequentialMLP takes them
   EXPECT_EQ(layout_error(moe, s), "(no error)");
+  // Not given (not a launch line): off for such a model, as its recipes run it, and said.
+  s.moe_grouped_gemm = true;
+  s.bias_dropout_fusion.reset();
+  EXPECT_EQ(layout_error(moe, s), "(no error)");
+  EXPECT_FALSE(bias_dropout_fusion_on(moe, s));
+  const Estimate e = run(moe, s);
+  EXPECT_EQ(e.setup.bias_dropout_fusion, false);
+  bool said = false;
+  for (const auto& a : e.assumptions)
+    said = said || a.find("Megatron-LM refuses for the experts' linear biases") != std::string::npos;
+  EXPECT_TRUE(said);
+  // Without biases the default stays Megatron-LM's: on.
+  moe.add_bias_linear = false;
+  EXPECT_TRUE(bias_dropout_fusion_on(moe, s));
 }
 
 TEST_F(Engine, ExpertsMustDivideByExpertParallelism) {

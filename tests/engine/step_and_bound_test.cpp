@@ -82,6 +82,35 @@ TEST(AttentionChoice, FollowsTransformerEnginesFilters) {
   EXPECT_EQ(resolve_attention(s, 90).backend, AttentionBackend::kUnfused);
 }
 
+// The model's attention in TE's filters: no FlashAttention for an off-by-one or learnable softmax,
+// no cuDNN fused attention for sliding windows under the p2p CP exchange.
+TEST(AttentionChoice, FollowsWhatTheModelsAttentionRulesOut) {
+  ModelSpec m;
+  m.layers.resize(2);
+  m.layers[0].attention.window = 127;
+  m.layers[1].attention.softmax_type = SoftmaxType::kLearnable;
+  TrainingSetup s;
+  // sm80 prefers flash-attn, which has no learnable softmax: cuDNN fused attention.
+  EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(s, 80, &m).backend, AttentionBackend::kFused);
+  // Under CP 2 with the p2p exchange the windows rule cuDNN out too: unfused, which then refuses
+  // CP (GqaBlock.ContextParallelP2pHasNoBackendForWindowsWithSinks).
+  s.parallel.cp = 2;
+  const AttentionChoice ring = resolve_attention(s, 90, &m);
+  EXPECT_EQ(ring.backend, AttentionBackend::kUnfused);
+  EXPECT_NE(ring.reason.find("learnable softmax rules out FlashAttention"), std::string::npos) << ring.reason;
+  s.cp_comm_type = CpCommType::kA2A;
+  EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kFused);
+  // With a vanilla softmax the windowed ring falls to flash-attn.
+  m.layers[1].attention.softmax_type = SoftmaxType::kVanilla;
+  s.cp_comm_type = CpCommType::kP2P;
+  EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kFlash);
+  // An explicit flash backend cannot run the learnable softmax.
+  m.layers[1].attention.softmax_type = SoftmaxType::kLearnable;
+  s.attention_backend = AttentionBackend::kFlash;
+  EXPECT_THROW(resolve_attention(s, 90, &m), UsageError);
+}
+
 TEST(Environment, LaunchScriptExportsAndDeterministicMode) {
   const MegatronArgs a = parse_megatron_args(
       "export NVTE_FLASH_ATTN=0\nexport NVTE_FUSED_ATTN=0\nCUBLAS_WORKSPACE_CONFIG=:16:8 torchrun pretrain_gpt.py "

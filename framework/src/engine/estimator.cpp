@@ -216,8 +216,9 @@ Estimator::LoraCount Estimator::count_lora_parameters(const LoraSettings& lora) 
 
 Estimate Estimator::run(const TrainingSetup& requested, const EstimateOptions& options) const {
   // Transformer Engine's attention choice on this GPU (training_setup.cpp resolve_attention).
-  // (It reads only the backend, the implementation and the environment, which resolve_setup keeps.)
-  const AttentionChoice attn = resolve_attention(requested, options.compute_capability);
+  // (It reads the backend, the implementation, the environment and CP, which resolve_setup keeps,
+  // and what the model's attention rules out.)
+  const AttentionChoice attn = resolve_attention(requested, options.compute_capability, &impl_->model);
   // The point estimate's pass (phases 1 to 3 for every stage), then the bound (phase 4).
   Estimate est = point_estimate(*impl_, requested, options, attn);
   add_upper_bound(*impl_, options, attn, est);
@@ -233,7 +234,7 @@ Estimate estimate_peak_stages(const Estimator& estimator, const TrainingSetup& s
   quiet.bound_terms = false;
   quiet.device_memory = false;
   const EngineTables& im = engine_tables(estimator);
-  const AttentionChoice attn = resolve_attention(setup, quiet.compute_capability);
+  const AttentionChoice attn = resolve_attention(setup, quiet.compute_capability, &im.model);
   Estimate est = point_estimate(im, setup, quiet, attn, StageSelection::kMaySetPeak);
   add_upper_bound(im, quiet, attn, est, StageSelection::kMaySetPeak);
   return est;

@@ -96,9 +96,13 @@ void add_assumptions(const Pass& ps, Estimate& est) {
   if (!s.gradient_accumulation_fusion)
     a.push_back("no gradient accumulation fusion: each weight gradient is a separate tensor before it joins main_grad");
   // fused_bias_dropout.py: the same function, compiled or eager; both keep dropout's 1-byte mask.
-  if (!s.bias_dropout_fusion)
-    a.push_back(
-        "no bias-dropout-add fusion: the eager bias-dropout-add keeps the same dropout mask (no memory effect)");
+  if (!s.bias_dropout_fusion.value_or(true))
+    a.push_back(experts_refuse_bias_dropout_fusion(im.model, s)
+                    ? "no bias-dropout-add fusion, which Megatron-LM refuses for the experts' linear biases under "
+                      "grouped GEMM (experts.py TEGroupedMLP; a launch needs --no-bias-dropout-fusion): the eager "
+                      "bias-dropout-add keeps the same dropout mask (no memory effect)"
+                    : "no bias-dropout-add fusion: the eager bias-dropout-add keeps the same dropout mask (no memory "
+                      "effect)");
   if (s.create_attention_mask)
     a.push_back(
         "the dataloader's attention mask (--create-attention-mask-in-dataloader): a bool [b, 1, s/CP, s] per "

@@ -435,7 +435,10 @@ ElementBytes element_bytes(const TrainingSetup& s) {
   return b;
 }
 
-TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& requested) {
+TrainingSetup resolve_pass_setup(const ModelSpec& m, const TrainingSetup& given) {
+  // What the model decides of an unset setting (training_setup.hpp bias_dropout_fusion_on).
+  TrainingSetup requested = given;
+  requested.bias_dropout_fusion = bias_dropout_fusion_on(m, given);
   if (const auto& n = requested.pipeline.layers_per_virtual_stage) {
     // arguments.py: virtual_pipeline_model_parallel_size = (num_layers // PP) // N.
     if (*n <= 0) throw LayoutError("--num-layers-per-virtual-pipeline-stage must be positive");

@@ -415,6 +415,7 @@ void add_moe_knobs(std::vector<SetupKnob>& k);
 void add_communication_knobs(std::vector<SetupKnob>& k);  // setup_knobs_comm.cpp
 void add_graph_knobs(std::vector<SetupKnob>& k);          // setup_knobs_graphs.cpp
 void add_kernel_knobs(std::vector<SetupKnob>& k);
+void add_implementation_knobs(std::vector<SetupKnob>& k);
 void add_infrastructure_knobs(std::vector<SetupKnob>& k);
 void add_precision_knobs(std::vector<SetupKnob>& k);
 void add_low_precision_knobs(std::vector<SetupKnob>& k);  // called by add_precision_knobs

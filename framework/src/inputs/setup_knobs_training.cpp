@@ -288,7 +288,7 @@ void add_moe_knobs(std::vector<SetupKnob>& k) {
        .set = [](S& s, const J& v) { s.moe_grouped_gemm = v.get<bool>(); }});
 }
 
-// Fusions and kernels, the weight-gradient deferral.
+// Fusions and kernels.
 void add_kernel_knobs(std::vector<SetupKnob>& k) {
   using K = KnobKind;
   using S = TrainingSetup;
@@ -403,13 +403,20 @@ void add_kernel_knobs(std::vector<SetupKnob>& k) {
        .off_help = "bias-dropout-add in eager torch ops (it keeps the same dropout mask: no memory effect)",
        .off_doc = "bias-dropout-add in eager torch ops: it keeps the same 1-byte dropout mask, so no memory effect",
        .megatron_off = {"no-bias-dropout-fusion"},
+       // A launch line means Megatron-LM's default, on, whatever the model (which it may refuse).
+       .megatron_default = J(true),
        .spec_section = "training",
        .spec_name = "bias_dropout_fusion",
        .spec_default = "true",
        .spec_summary = "bias-dropout-add compiled (false: eager; the same tensors are kept either way)",
+       .spec_get = [](const S& s) { return J(s.bias_dropout_fusion.value_or(true)); },
        .json_key = "bias_dropout_fusion",
-       .get = [](const S& s) { return J(s.bias_dropout_fusion); },
-       .set = [](S& s, const J& v) { s.bias_dropout_fusion = v.get<bool>(); }});
+       .json_get = [](const S& s) { return J(s.bias_dropout_fusion.value_or(true)); },
+       .get = [](const S& s) { return s.bias_dropout_fusion ? J(*s.bias_dropout_fusion) : J(); },
+       .set =
+           [](S& s, const J& v) {
+             s.bias_dropout_fusion = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+           }});
   add({.id = "attention-softmax-in-fp32",
        .kind = K::kBool,
        .flag = "attention-softmax-in-fp32",
@@ -425,6 +432,15 @@ void add_kernel_knobs(std::vector<SetupKnob>& k) {
        .json_key = "attention_softmax_in_fp32",
        .get = [](const S& s) { return J(s.attention_softmax_in_fp32); },
        .set = [](S& s, const J& v) { s.attention_softmax_in_fp32 = v.get<bool>(); }});
+}
+
+// The implementation of the layers and the weight gradients' paths (TE or local, the
+// gradient-accumulation fusion, the deferred embedding and weight gradients).
+void add_implementation_knobs(std::vector<SetupKnob>& k) {
+  using K = KnobKind;
+  using S = TrainingSetup;
+  auto add = [&](SetupKnob knob) { k.push_back(std::move(knob)); };
+
   add({.id = "transformer-impl",
        .kind = K::kEnum,
        .flag = "transformer-impl",

@@ -45,6 +45,7 @@ std::vector<SetupKnob> build_knobs() {
   add_communication_knobs(k);
   add_graph_knobs(k);
   add_kernel_knobs(k);
+  add_implementation_knobs(k);
   add_infrastructure_knobs(k);
   add_precision_knobs(k);
   add_model_override_knobs(k);

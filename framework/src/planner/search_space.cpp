@@ -445,9 +445,10 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   // the layout with PP 1, the smallest micro-batch and no recompute (the blocks' rules read none
   // of them; the global batch is left to the micro-batch filter below).
   const std::int64_t min_mbs = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  // Transformer Engine's attention choice, as Estimator::run makes it (it reads only the
-  // backend, the implementation and the environment: the same for every layout).
-  const AttentionBackend attention = resolve_attention(o.base, o.gpu->compute_capability).backend;
+  // Transformer Engine's attention choice, as Estimator::run makes it (it reads the backend, the
+  // implementation, the environment and, for a model with sliding windows, CP and its exchange:
+  // resolved per CP below).
+  TrainingSetup cp_probe = o.base;
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   const std::uint64_t budget = o.max_candidates;
   std::string refusal;  // the engine's reason for the first slice it refuses as a whole
@@ -504,6 +505,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
           }
           probe.parallel.ep = ep;
           probe.parallel.etp = etp;
+          cp_probe.parallel.cp = cp;
+          const AttentionBackend attention = resolve_attention(cp_probe, o.gpu->compute_capability, &model()).backend;
           if (!blocks_accept(probe, attention, refusal)) continue;
           q.first_ordinal = sp.total;
           sp.total += q.count;

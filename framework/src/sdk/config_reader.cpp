@@ -150,6 +150,21 @@ std::vector<std::int64_t> ConfigReader::count_list_or(std::string_view key, std:
   return out;
 }
 
+std::optional<std::vector<std::string>> ConfigReader::optional_string_list(std::string_view key) {
+  const nlohmann::json* v = get(key);
+  if (!v) return std::nullopt;
+  if (!v->is_array()) fail(key, fmt::format("expected a list of strings, got {}", describe(*v)));
+  if (v->size() > static_cast<std::size_t>(kMaxCount))
+    fail(key, fmt::format("a list of {} entries is longer than any real model needs", v->size()));
+  std::vector<std::string> out;
+  out.reserve(v->size());
+  for (const auto& item : *v) {
+    if (!item.is_string()) fail(key, fmt::format("expected a list of strings, found {}", describe(item)));
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 std::optional<std::string> ConfigReader::first_present(std::initializer_list<std::string_view> keys) const {
   for (auto k : keys)
     if (has(k)) return std::string(k);

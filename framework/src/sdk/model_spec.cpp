@@ -1,5 +1,7 @@
 #include "mme/sdk/model_spec.hpp"
 
+#include <cmath>
+
 #include <fmt/core.h>
 
 #include "mme/sdk/config_reader.hpp"
@@ -52,6 +54,15 @@ void validate_model_spec(const ModelSpec& m) {
   // Written so that NaN fails too (it once passed `d < 0 || d >= 1` as no dropout).
   for (const double d : {m.hidden_dropout, m.attention_dropout})
     if (!(d >= 0 && d < 1)) throw ConfigError(fmt::format("{}: dropout rates must be in [0, 1), got {}", m.name, d));
+  // transformer_config.py __post_init__: the clamp must be finite and positive (0 here: none); the
+  // offset finite.
+  if (!(m.activation_clamp_value >= 0 && std::isfinite(m.activation_clamp_value)))
+    throw ConfigError(fmt::format("{}: activation_func_clamp_value must be finite and greater than zero, got {}",
+                                  m.name, m.activation_clamp_value));
+  if (!std::isfinite(m.glu_linear_offset))
+    throw ConfigError(fmt::format("{}: glu_linear_offset must be finite, got {}", m.name, m.glu_linear_offset));
+  if ((m.activation_clamp_value > 0 || m.glu_linear_offset != 0) && !m.gated_linear_unit)
+    throw ConfigError(fmt::format("{}: a clamped or offset activation needs a gated linear unit (glu())", m.name));
   if (m.lm_blocks.embedding.empty() || m.lm_blocks.output_head.empty() || m.lm_blocks.mtp_projection.empty())
     throw ConfigError(fmt::format("{}: the embedding, output head and MTP projection kinds must be named", m.name));
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
@@ -64,6 +75,9 @@ void validate_model_spec(const ModelSpec& m) {
     if (a.num_query_groups <= 0 || a.num_query_groups > a.num_heads || a.num_heads % a.num_query_groups != 0)
       throw ConfigError(fmt::format("{}: {}: num_query_groups = {} must divide num_attention_heads = {}", m.name, where,
                                     a.num_query_groups, a.num_heads));
+    if (a.window < 0 || a.window > kDim)
+      throw ConfigError(fmt::format("{}: {}: the attention window must be between 0 (none) and {}, got {}", m.name,
+                                    where, kDim, a.window));
   }
 }
 

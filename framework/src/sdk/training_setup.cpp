@@ -111,7 +111,40 @@ bool apply_environment(TrainingSetup& s, const std::string& name, const std::str
   return true;
 }
 
-AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability) {
+bool experts_refuse_bias_dropout_fusion(const ModelSpec& model, const TrainingSetup& setup) {
+  if (!model.add_bias_linear || !setup.transformer_engine || !setup.moe_grouped_gemm) return false;
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const LayerSpec& l) { return l.mlp.num_experts > 0; });
+}
+
+bool bias_dropout_fusion_on(const ModelSpec& model, const TrainingSetup& setup) {
+  return setup.bias_dropout_fusion.value_or(!experts_refuse_bias_dropout_fusion(model, setup));
+}
+
+namespace {
+
+// What a model's attention asks of Transformer Engine's backends (dot_product_attention/utils.py
+// get_attention_backend).
+struct AttentionNeeds {
+  std::optional<SoftmaxType> softmax;  // a softmax other than vanilla, where some layer has one
+  bool window = false;                 // some layer attends through a sliding window
+};
+
+AttentionNeeds attention_needs(const ModelSpec* m) {
+  AttentionNeeds n;
+  if (m == nullptr) return n;
+  for (const auto& l : m->layers) {
+    if (l.attention.softmax_type != SoftmaxType::kVanilla) n.softmax = l.attention.softmax_type;
+    n.window = n.window || l.attention.window > 0;
+  }
+  return n;
+}
+
+const char* softmax_name(SoftmaxType t) { return t == SoftmaxType::kLearnable ? "learnable" : "off-by-one"; }
+
+}  // namespace
+
+AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability, const ModelSpec* model) {
   AttentionChoice c;
   if (!s.transformer_engine) {
     // The local spec's core attention is megatron/core/transformer/dot_product_attention.py.
@@ -119,6 +152,12 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
     c.reason = "unfused attention (--transformer-impl local)";
     return c;
   }
+  const AttentionNeeds needs = attention_needs(model);
+  if (needs.softmax && s.attention_backend == AttentionBackend::kFlash)
+    throw UsageError(fmt::format(
+        "--attention-backend flash: Transformer Engine's FlashAttention has no {} softmax (dot_product_attention/"
+        "utils.py get_attention_backend disables it), so the run would find no attention backend; use fused or auto",
+        softmax_name(*needs.softmax)));
   if (s.attention_backend != AttentionBackend::kAuto) {
     c.backend = s.attention_backend;
     c.reason = fmt::format("{} attention (--attention-backend {})", to_string(s.attention_backend),
@@ -131,8 +170,22 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   // Hopper+"). Its determinism filter drops the F16 arbitrary-seqlen fused kernel in training on
   // GPUs before sm90.
   const auto& env = s.attention_env;
-  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability));
-  const bool flash_ok = env.flash_enabled && env.flash_attn_installed != false;
+  // get_attention_backend: no cuDNN fused attention for sliding windows under the p2p exchange of
+  // context parallelism ("does not support context parallelism with sliding window attention"),
+  // no FlashAttention for an off-by-one or learnable softmax.
+  const bool window_ring = needs.window && s.parallel.cp > 1 &&
+                           (s.cp_comm_type == CpCommType::kP2P || s.cp_comm_type == CpCommType::kA2AP2P);
+  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability)) && !window_ring;
+  const bool flash_ok = env.flash_enabled && env.flash_attn_installed != false && !needs.softmax;
+  if (needs.softmax && !fused_ok) {
+    c.backend = AttentionBackend::kUnfused;
+    c.reason =
+        fmt::format("unfused attention: the {} softmax rules out FlashAttention and {}", softmax_name(*needs.softmax),
+                    window_ring          ? "sliding windows under the p2p CP exchange rule out cuDNN fused attention"
+                    : !env.fused_enabled ? "NVTE_FUSED_ATTN=0 turns off cuDNN fused attention"
+                                         : "deterministic training before sm90 rules out cuDNN fused attention");
+    return c;
+  }
   if (fused_ok && (!before_hopper(compute_capability) || !flash_ok)) {
     c.backend = AttentionBackend::kFused;
     c.reason = "cuDNN fused attention (--attention-backend auto)";
@@ -155,7 +208,8 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
     return c;
   }
   const std::string why_not_fused =
-      !env.fused_enabled
+      window_ring ? "sliding windows under the p2p CP exchange rule out cuDNN fused attention"
+      : !env.fused_enabled
           ? "NVTE_FUSED_ATTN=0"
           : fmt::format("deterministic training on sm{} disables cuDNN fused attention", compute_capability);
   if (!env.flash_enabled || env.flash_attn_installed == false) {

@@ -16,6 +16,10 @@ void DenseMlpModel::validate_spec(const ModelSpec& model, const LayerSpec& layer
 void DenseMlpModel::validate(const BlockContext& ctx) const {
   const std::int64_t f = ctx.layer.mlp.ffn_hidden_size;
   if (f % ctx.tp != 0) throw LayoutError(fmt::format("ffn_hidden_size {} is not divisible by --tp {}", f, ctx.tp));
+  if (mlp_refuses_fused_activation(ctx))
+    throw LayoutError(
+        "a dense quick-GEGLU MLP with the bias-activation fusion: Megatron-LM's MLP.forward fuses only gelu and SwiGLU "
+        "and raises (mlp.py, \"Only support fusion of gelu and swiglu\"); give --no-bias-gelu-fusion");
 }
 
 void DenseMlpModel::parameters(const BlockContext& ctx, BlockParams& out) const {
@@ -77,6 +81,9 @@ void DenseMlpModel::activations(const BlockContext& ctx, BlockActivations& out) 
     // --no-bias-gelu-fusion): the product act(x_glu) * x_linear keeps act(x_glu) [s, b, f/TP]
     // besides x_linear, a view of fc1's output (x_glu's activation keeps the other half).
     if (unfused_glu) add_act(out, "mlp/activation_glu_act", ab * T * f / t, 0, T * f / t);
+    // ... and its clamped or offset inputs (block_helpers.hpp unfused_glu_extra_tensors).
+    if (unfused_glu && unfused_glu_extra_tensors(m) > 0)
+      add_act(out, "mlp/activation_glu_clamped", unfused_glu_extra_tensors(m) * ab * T * f / t, 0, T * f / t);
   }
   if (ctx.layer.post_mlp_norm) add_act(out, "mlp/post_norm_input", ab * Tl * h, 0, Tl * h);
   add_act(out, "mlp/bda_dropout_mask", bda_dropout_mask_bytes(ctx), 0, Tl * h);

@@ -81,8 +81,17 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
         fmt::format("linear_qkv's {} outputs ((heads + 2 x query groups) x kv_channels) are not divisible by --tp {}; "
                     "--tp must be one of {}",
                     qkv_width, ctx.tp, tp_choices_text(a)));
-  if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1)
+  if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1) {
+    // A learnable (or off-by-one) softmax rules out FlashAttention, and sliding windows under the
+    // p2p exchange cuDNN fused attention (training_setup.cpp resolve_attention): none is left.
+    if (a.softmax_type != SoftmaxType::kVanilla && a.window > 0)
+      throw LayoutError(fmt::format(
+          "context parallelism (--cp {}) with this model's sliding-window attention and its {} softmax needs "
+          "--cp-comm-type a2a or all_gather: under p2p Transformer Engine has no attention backend for it "
+          "(dot_product_attention/utils.py get_attention_backend)",
+          ctx.cp, a.softmax_type == SoftmaxType::kLearnable ? "learnable" : "off-by-one"));
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
+  }
 }
 
 void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) const {
@@ -104,6 +113,10 @@ void GqaAttentionModel::parameters(const BlockContext& ctx, BlockParams& out) co
   add_gemm_weight(out, ParamGroup::kAttention, (q + 2 * kv) / t, h);
   add_gemm_weight(out, ParamGroup::kAttention, h, q / t);
   if (m.add_bias_linear) add_param(out, "linear_proj_bias", ParamGroup::kAttention, ShardClass::kReplicated, h, 1);
+  // The learnable softmax's per-head offsets, GPT-OSS's attention sinks (TE DotProductAttention
+  // softmax_offset, num_heads / TP per rank; Megatron's TEDotProductAttention shards it over TP).
+  if (a.softmax_type == SoftmaxType::kLearnable)
+    add_param(out, "softmax_offset", ParamGroup::kAttention, ShardClass::kTensorParallel, CheckedInt(a.num_heads), t);
   if (ctx.layer.post_attention_norm)
     add_param(out, "post_attention_norm", ParamGroup::kNorms, ShardClass::kReplicated, norm_weight_count(m, h), 1);
   // LoRA adapters beside linear_qkv (column parallel) and linear_proj (row parallel).

@@ -17,6 +17,12 @@ void MlaAttentionModel::validate_spec(const ModelSpec& model, const LayerSpec& l
   require_layer_field(model, index, "qk_head_dim", a.qk_head_dim, kDim);
   require_layer_field(model, index, "qk_pos_emb_head_dim", a.qk_pos_emb_head_dim, kDim);
   require_layer_field(model, index, "v_head_dim", a.v_head_dim, kDim);
+  // This block models MLA's softmax over all earlier tokens only.
+  if (a.window > 0 || a.softmax_type != SoftmaxType::kVanilla)
+    throw ConfigError(
+        fmt::format("{}: layer {}: multi-latent attention with a sliding window or a softmax other than "
+                    "vanilla is not modelled",
+                    model.name, index));
 }
 
 void MlaAttentionModel::validate(const BlockContext& ctx) const {

@@ -36,13 +36,17 @@ void MoeModel::validate(const BlockContext& ctx) const {
   // Linear biases in the experts (--add-bias-linear, or a model whose linears have them): Megatron-LM
   // supports them only with ETP 1 (transformer_config.py __post_init__), and TE's grouped experts
   // only without the fused bias-dropout-add (experts.py, TEGroupedMLP.__init__).
+  // The shared experts run MLP.forward (shared_experts.py), which raises for a fused quick-GEGLU.
+  if (f.shared_expert_ffn_hidden_size > 0 && mlp_refuses_fused_activation(ctx))
+    throw LayoutError(
+        "shared experts with a quick-GEGLU and the bias-activation fusion: Megatron-LM's MLP.forward fuses only gelu "
+        "and SwiGLU and raises (mlp.py, \"Only support fusion of gelu and swiglu\"); give --no-bias-gelu-fusion");
   if (ctx.model.add_bias_linear && ctx.etp > 1)
     throw LayoutError(fmt::format(
         "the experts' linear biases need --etp 1, not {}: Megatron-LM refuses them otherwise (transformer_config.py: "
         "\"Bias in Moe is only supported when ETP==1\")",
         ctx.etp));
-  if (ctx.model.add_bias_linear && ctx.setup.transformer_engine && ctx.setup.moe_grouped_gemm &&
-      ctx.setup.bias_dropout_fusion)
+  if (experts_refuse_bias_dropout_fusion(ctx.model, ctx.setup) && ctx.setup.bias_dropout_fusion.value_or(false))
     throw LayoutError(
         "the experts' linear biases with --moe-grouped-gemm need --no-bias-dropout-fusion: Megatron-LM refuses them "
         "otherwise (experts.py TEGroupedMLP: \"bias_dropout_fusion is not supported in TEGroupedMLP when "
@@ -200,8 +204,9 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       if (!frozen)
         add_act(out, "moe/expert_activation_output", saved_gemm_input_bytes(ctx, N, F / etp), 0, N * F / etp);
       add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kRoutedExperts, N, F / etp, false, N, h);
-      // Only SwiGLU has a fused probability-weighted kernel (weighted_bias_swiglu_impl, off with
-      // --no-bias-swiglu-fusion); otherwise experts.py bias_act_func multiplies the activation by
+      // SwiGLU and a gated quick_gelu have fused probability-weighted kernels
+      // (weighted_bias_swiglu_impl, weighted_bias_quick_geglu_impl; off with --no-bias-swiglu-fusion
+      // and --no-bias-gelu-fusion); otherwise experts.py bias_act_func multiplies the activation by
       // the routing probabilities in torch, which keeps the unscaled activation for the
       // probabilities' gradient ...
       if (!expert_glu_fused)
@@ -210,6 +215,10 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       // the product with x_linear.
       if (g == 2 && !expert_glu_fused)
         add_act(out, "moe/expert_activation_glu_act", ab * N * F / etp, kOffloadMoeAct, N * F / etp);
+      // ... and its clamped or offset inputs (block_helpers.hpp unfused_glu_extra_tensors).
+      if (g == 2 && !expert_glu_fused && unfused_glu_extra_tensors(ctx.model) > 0)
+        add_act(out, "moe/expert_activation_glu_clamped", unfused_glu_extra_tensors(ctx.model) * ab * N * F / etp,
+                kOffloadMoeAct, N * F / etp);
     }
     // Routing probabilities of the dispatched tokens (fp32), applied inside the activation.
     add_act(out, "moe/permuted_probs", 4 * N, kOffloadMoeAct, N);
@@ -224,8 +233,12 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       add_lora_acts(ctx, out, kLoraLinearFc2, LoraScope::kSharedExperts, T, S / t, false, Tl, h);
       // shared_experts.py (MLP.forward, or linear_fc1_forward_and_act when overlapped): glu()
       // without the fused kernel keeps act(x_glu) [s, b, S/TP] for the product with x_linear.
-      if (g == 2 && !gated_activation_fused(ctx, false))
+      if (g == 2 && !gated_activation_fused(ctx, false)) {
         add_act(out, "moe/shared_activation_glu_act", ab * T * S / t, 0, T * S / t);
+        if (unfused_glu_extra_tensors(ctx.model) > 0)
+          add_act(out, "moe/shared_activation_glu_clamped", unfused_glu_extra_tensors(ctx.model) * ab * T * S / t, 0,
+                  T * S / t);
+      }
       if (!shared_overlap) mark_graph_scope(out, shared_first, kGraphMoeRouter);
     }
     if (shared_overlap && ctx.sequence_parallel && !frozen) {

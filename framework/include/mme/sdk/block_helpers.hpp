@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "mme/sdk/checked.hpp"
@@ -48,11 +49,34 @@ inline CheckedInt dataloader_attention_mask_bytes(const BlockContext& ctx) {
 // (--no-bias-swiglu-fusion turns it off) and bias_geglu_impl for a gated F.gelu
 // (--no-bias-gelu-fusion, which arguments.py also turns off without --add-bias-linear). The routed
 // experts (experts.py TEGroupedMLP and SequentialMLP, which scale by the routing probabilities)
-// fuse SwiGLU only. Unfused, glu() = act(x_glu) * x_linear also keeps act(x_glu) for the product.
+// fuse SwiGLU and a gated quick_gelu (weighted_bias_quick_geglu_impl, fused_bias_geglu.py, which
+// keeps fc1's output, the bias and the probabilities as weighted_bias_swiglu_impl does), under
+// bias_activation_fusion: --bias-gelu-fusion for anything but SwiGLU (argument_utils.py), which
+// arguments.py turns off without --add-bias-linear. Unfused, glu() = act(x_glu) * x_linear also keeps
+// act(x_glu) for the product. (A dense or shared-expert quick-GEGLU under that fusion is refused:
+// MLP.forward raises "Only support fusion of gelu and swiglu".)
 inline bool gated_activation_fused(const BlockContext& ctx, bool routed_experts) {
   const auto& m = ctx.model;
   if (m.activation == "silu" || m.activation == "swish") return ctx.setup.bias_swiglu_fusion;
+  if (m.activation == "quick_gelu") return routed_experts && m.add_bias_linear && ctx.setup.bias_gelu_fusion;
   return !routed_experts && m.activation == "gelu" && m.add_bias_linear && ctx.setup.bias_gelu_fusion;
+}
+
+// Whether Megatron-LM's MLP.forward (dense MLPs and shared experts, mlp.py) refuses the model's gated
+// activation: under bias_activation_fusion it fuses only gelu and SwiGLU and raises for a
+// quick-GEGLU (no per-token scale there).
+inline bool mlp_refuses_fused_activation(const BlockContext& ctx) {
+  const auto& m = ctx.model;
+  return m.activation == "quick_gelu" && m.gated_linear_unit && m.add_bias_linear && ctx.setup.bias_gelu_fusion;
+}
+
+// The [tokens, F] tensors glu() keeps beyond act(x_glu) where no fused kernel runs it (mlp.py
+// MLP.forward, experts.py bias_act_func): with activation_func_clamp_value, x_glu.clamp() is a new
+// tensor the activation keeps and the product keeps the clamped x_linear (both had been views of
+// fc1's output); with glu_linear_offset alone, the product keeps x_linear + offset.
+inline int unfused_glu_extra_tensors(const ModelSpec& m) {
+  const bool clamp = m.activation_clamp_value > 0;
+  return (clamp ? 1 : 0) + (clamp || m.glu_linear_offset != 0 ? 1 : 0);
 }
 
 // Key length the unfused attention scores of one CP rank span.
@@ -426,16 +450,30 @@ inline double cp_ring_correction_bytes(const BlockContext& ctx, double width, do
   return ab * (q_and_out + kv);
 }
 
+// Keys per query the attention kernel works through, times two: the sequence length s for causal
+// attention (half the keys on average). Under a sliding window of w earlier tokens
+// (AttentionSpec::window) flash-attn and cuDNN compute whole 128-key tiles: a block of 128 queries
+// spans ceil((w + 128) / 128) tiles of the band, at most the causal count.
+inline double attention_keys_times_two(const BlockContext& ctx) {
+  const double s = static_cast<double>(ctx.setup.seq_length);
+  const std::int64_t w = ctx.layer.attention.window;
+  if (w <= 0) return s;
+  constexpr double kTile = 128;
+  const double band = std::ceil((static_cast<double>(w) + kTile) / kTile) * kTile;
+  return std::min(s, 2 * band);
+}
+
 // The attention core of one CP rank's queries against the whole causal sequence: width = heads
-// x (d_qk + d_v) multiply-adds per query and key, half the keys on average (causal), on the
-// rank's heads (heads / TP); `core_attn` recompute runs it again. Context parallelism passes
-// each rank's K and V (kv_width elements per token, on the rank's heads) around the CP ring
-// once forward and, with their gradients, twice backward (TE context_parallel.py, p2p).
+// x (d_qk + d_v) multiply-adds per query and key, half the keys on average (causal; a sliding
+// window's band, attention_keys_times_two), on the rank's heads (heads / TP); `core_attn`
+// recompute runs it again. Context parallelism passes each rank's K and V (kv_width elements per
+// token, on the rank's heads) around the CP ring once forward and, with their gradients, twice
+// backward (TE context_parallel.py, p2p).
 inline void add_attention_core_costs(const BlockContext& ctx, double width, double kv_width, BlockCosts& out) {
   const auto tokens = static_cast<double>(ctx.tokens), tp = static_cast<double>(ctx.tp);
-  out.attention_flops += width * static_cast<double>(ctx.setup.seq_length) * tokens / tp;
-  if (ctx.setup.recompute.has(kRecomputeCoreAttn))
-    out.recompute_flops += width * static_cast<double>(ctx.setup.seq_length) * tokens / tp;
+  const double core = width * attention_keys_times_two(ctx) * tokens / tp;
+  out.attention_flops += core;
+  if (ctx.setup.recompute.has(kRecomputeCoreAttn)) out.recompute_flops += core;
   if (ctx.cp > 1) {
     const double ab = static_cast<double>(ctx.act_bytes), cp = static_cast<double>(ctx.cp);
     const double ring = (cp - 1) * tokens * (kv_width / tp) * ab;

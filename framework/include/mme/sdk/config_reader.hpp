@@ -37,6 +37,8 @@ class ConfigReader {
   std::optional<std::string> optional_string(std::string_view key);
   // A list of non-negative integers (e.g. mlp_only_layers).
   std::vector<std::int64_t> count_list_or(std::string_view key, std::vector<std::int64_t> fallback);
+  // A list of strings (e.g. layer_types); nullopt when absent or null.
+  std::optional<std::vector<std::string>> optional_string_list(std::string_view key);
 
   // The first key of `keys` that is present (Megatron-Bridge style "first match wins").
   std::optional<std::string> first_present(std::initializer_list<std::string_view> keys) const;

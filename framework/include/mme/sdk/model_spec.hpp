@@ -14,6 +14,12 @@ namespace mme {
 
 enum class Normalization { kRMSNorm, kLayerNorm };
 enum class PositionEmbedding { kRope, kLearnedAbsolute, kNone };
+// How the attention softmax normalises (TransformerConfig.softmax_type; Transformer Engine's
+// DotProductAttention): vanilla; off-by-one (a fixed 1 added to the denominator); learnable (a
+// per-head offset in the denominator, GPT-OSS's attention sinks: a parameter of num_heads / TP
+// elements per layer, DotProductAttention.softmax_offset). Neither of the last two runs on
+// FlashAttention (dot_product_attention/utils.py get_attention_backend).
+enum class SoftmaxType { kVanilla, kOffByOne, kLearnable };
 
 // The attention block of one decoder layer. `kind` names the layer-memory model that
 // handles it ("gqa" for MHA/GQA/MQA, "mla" for multi-latent attention, or a plugin's own).
@@ -30,6 +36,11 @@ struct AttentionSpec {
   std::int64_t qk_head_dim = 0;          // qk_nope_head_dim
   std::int64_t qk_pos_emb_head_dim = 0;  // qk_rope_head_dim
   std::int64_t v_head_dim = 0;
+  // Sliding-window attention (TransformerConfig.window_size = (window, 0)): each query attends to
+  // itself and the `window` tokens before it; 0 = full causal attention. The flash/fused kernels
+  // keep the same tensors either way; the window cuts their work.
+  std::int64_t window = 0;
+  SoftmaxType softmax_type = SoftmaxType::kVanilla;
 
   bool operator==(const AttentionSpec&) const = default;
 };
@@ -87,9 +98,14 @@ struct ModelSpec {
   bool tie_embeddings = false;  // share_embeddings_and_output_weights
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
   Normalization normalization = Normalization::kRMSNorm;
-  bool add_bias_linear = false;   // biases on every linear layer (Megatron default: on)
-  bool gated_linear_unit = true;  // SwiGLU / GeGLU
-  std::string activation = "silu";
+  bool add_bias_linear = false;     // biases on every linear layer (Megatron default: on)
+  bool gated_linear_unit = true;    // SwiGLU / GeGLU
+  std::string activation = "silu";  // silu, gelu, quick_gelu (x sigmoid(1.702 x)), squared_relu, ...
+  // The gated unit's variants (TransformerConfig.glu_linear_offset, activation_func_clamp_value):
+  // glu(x) = act(min(x_glu, c)) * (clamp(x_linear, -c, c) + offset); GPT-OSS's clamped quick-GEGLU
+  // has c = 7 and offset 1. 0 = no clamp, no offset.
+  double glu_linear_offset = 0.0;
+  double activation_clamp_value = 0.0;
   double hidden_dropout = 0.0;
   double attention_dropout = 0.0;
 

@@ -315,7 +315,10 @@ struct TrainingSetup {
   bool bias_swiglu_fusion = true;
   bool bias_gelu_fusion = true;  // Megatron-LM turns it off without --add-bias-linear (arguments.py)
   bool apply_rope_fusion = true;
-  bool bias_dropout_fusion = true;
+  // Unset: Megatron-LM's default, on, except for a model whose experts have linear biases under TE's
+  // grouped GEMM, which Megatron-LM refuses with it (experts.py TEGroupedMLP): off there, and said
+  // (bias_dropout_fusion_on; the engine's pass setup holds the resolved value).
+  std::optional<bool> bias_dropout_fusion;
   // The dataloader's dense causal attention mask (Megatron-LM's --create-attention-mask-in-dataloader,
   // on by default there; off here unless asked for: recipes turn it off, and the estimates before it
   // existed assumed none). core/utils.py get_batch_on_this_tp_rank puts a bool [b, 1, s, s] on the
@@ -382,7 +385,18 @@ struct AttentionChoice {
   bool may_use_flash_attn = false;
   std::string reason;  // one line for the report
 };
-AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capability);
+// `model`, where given, adds what its attention asks of the backends: a softmax other than vanilla
+// (SoftmaxType) rules out FlashAttention; sliding windows rule out cuDNN fused attention under the
+// p2p context-parallel exchange. Throws UsageError for an --attention-backend that cannot run the
+// model's softmax.
+struct ModelSpec;
+// Whether the bias-dropout-add runs compiled: as given, else Megatron-LM's default (on) unless the
+// model's experts have linear biases under Transformer Engine's grouped GEMM, whose TEGroupedMLP
+// refuses the fusion (experts.py): recipes of such models (GPT-OSS) turn it off.
+bool experts_refuse_bias_dropout_fusion(const ModelSpec& model, const TrainingSetup& setup);
+bool bias_dropout_fusion_on(const ModelSpec& model, const TrainingSetup& setup);
+
+AttentionChoice resolve_attention(const TrainingSetup& setup, int compute_capability, const ModelSpec* model = nullptr);
 
 // Applies one environment variable of the run (--env NAME=VALUE, a launch script's export
 // line, a ground-truth env: column) to the setup: CUBLAS_WORKSPACE_CONFIG, NVTE_FLASH_ATTN,

@@ -46,7 +46,11 @@
 // 9: ActTerm gains side_stream (a saved tensor allocated on the block's own CUDA stream) and
 //    BlockActivations side_stream_backward (what its backward allocates there); block_helpers.hpp
 //    add_a2a_context_parallel_stream reports Transformer Engine's Ulysses exchange on cp_stream.
-#define MME_PLUGIN_API_VERSION 9
+// 10: AttentionSpec gains window (sliding-window attention) and softmax_type (SoftmaxType: GPT-OSS's
+//    learnable attention sinks); ModelSpec gains glu_linear_offset and activation_clamp_value (the
+//    clamped quick-GEGLU); resolve_attention takes the model (a softmax other than vanilla rules
+//    out FlashAttention).
+#define MME_PLUGIN_API_VERSION 10
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)

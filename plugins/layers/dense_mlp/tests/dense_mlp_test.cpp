@@ -26,6 +26,39 @@ TEST(DenseMlpBlock, CostsAndTheirRecompute) {
   EXPECT_EQ(c.attention_flops, 0);
 }
 
+// A saved term's bytes, 0 when the block reports none of that name.
+std::int64_t saved_bytes(const BlockActivations& a, std::string_view name) {
+  for (const auto& t : a.saved)
+    if (t.name == name) return t.bytes;
+  return 0;
+}
+
+TEST(DenseMlpBlock, QuickGegluIsRefusedFusedAndKeepsItsClampedInputsUnfused) {
+  test::BlockCase b;
+  b.model.gated_linear_unit = true;
+  b.model.activation = "quick_gelu";
+  b.model.add_bias_linear = true;
+  b.model.activation_clamp_value = 7;
+  b.model.glu_linear_offset = 1;
+  b.layer.mlp.kind = "dense";
+  b.layer.mlp.ffn_hidden_size = 14336;
+  // mlp.py MLP.forward: with bias_activation_fusion only gelu and SwiGLU are fused; it raises.
+  EXPECT_THROW(DenseMlpModel().validate(b.context(2)), LayoutError);
+  b.setup.bias_gelu_fusion = false;
+  EXPECT_NO_THROW(DenseMlpModel().validate(b.context(2)));
+  BlockActivations a;
+  DenseMlpModel().activations(b.context(2), a);
+  // glu(): act(x_glu) [4096, 14336 / 2] bf16 = 58,720,256 B for the product, and the clamped
+  // x_glu and the offset x_linear (x_linear's clamp is consumed by the offset's add), as large.
+  EXPECT_EQ(saved_bytes(a, "mlp/activation_glu_act"), 58'720'256);
+  EXPECT_EQ(saved_bytes(a, "mlp/activation_glu_clamped"), 2 * 58'720'256);
+  // An offset alone: only x_linear + offset is new.
+  b.model.activation_clamp_value = 0;
+  BlockActivations offset_only;
+  DenseMlpModel().activations(b.context(2), offset_only);
+  EXPECT_EQ(saved_bytes(offset_only, "mlp/activation_glu_clamped"), 58'720'256);
+}
+
 TEST(DenseMlpBlock, ChecksItsOwnFields) {
   test::BlockCase b;
   b.layer.mlp.kind = "dense";

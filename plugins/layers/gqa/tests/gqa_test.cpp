@@ -175,6 +175,54 @@ TEST(GqaBlock, MoreTensorParallelRanksThanQueryGroupsKeepOneGroupEach) {
             "..., 5040");
 }
 
+TEST(GqaBlock, SlidingWindowCutsTheCoreAndSinksAreParameters) {
+  test::BlockCase b = llama_attention();
+  b.layer.attention.window = 127;  // GPT-OSS's sliding layers: 128 tokens with the query's own
+  b.layer.attention.softmax_type = SoftmaxType::kLearnable;
+  BlockCosts c;
+  GqaAttentionModel().costs(b.context(2), c);
+  // A block of 128 queries spans ceil((127 + 128) / 128) = 2 tiles of 128 keys: 256 keys per
+  // query against 4096 / 2 causal ones: 8192 x 512 x 4096 / TP 2.
+  EXPECT_DOUBLE_EQ(c.attention_flops, 8'589'934'592.0);
+  // A window wider than the causal average changes nothing: 8192 x 4096 x 4096 / 2.
+  b.layer.attention.window = 4000;
+  BlockCosts wide;
+  GqaAttentionModel().costs(b.context(2), wide);
+  EXPECT_DOUBLE_EQ(wide.attention_flops, 68'719'476'736.0);
+  // The learnable softmax's offsets: one per head, split over TP (TE softmax_offset).
+  BlockParams p;
+  GqaAttentionModel().parameters(b.context(2), p);
+  bool found = false;
+  for (const auto& t : p.terms)
+    if (t.name == "softmax_offset") {
+      found = true;
+      EXPECT_EQ(t.total, 32);
+      EXPECT_EQ(t.per_rank, 16);
+    }
+  EXPECT_TRUE(found);
+  // The flash/fused kernels keep the same tensors whatever the window.
+  BlockActivations windowed, full;
+  GqaAttentionModel().activations(b.context(2), windowed);
+  b.layer.attention.window = 0;
+  GqaAttentionModel().activations(b.context(2), full);
+  EXPECT_EQ(windowed.saved.size(), full.saved.size());
+  for (std::size_t i = 0; i < full.saved.size() && i < windowed.saved.size(); ++i)
+    EXPECT_EQ(windowed.saved[i].bytes, full.saved[i].bytes) << full.saved[i].name;
+}
+
+TEST(GqaBlock, ContextParallelP2pHasNoBackendForWindowsWithSinks) {
+  test::BlockCase b = llama_attention();
+  b.layer.attention.window = 127;
+  b.layer.attention.softmax_type = SoftmaxType::kLearnable;
+  b.setup.attention_backend = AttentionBackend::kUnfused;  // what resolve_attention leaves (step_and_bound_test)
+  try {
+    GqaAttentionModel().validate(b.context(2, 2));
+    ADD_FAILURE() << "no error";
+  } catch (const LayoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cp-comm-type a2a or all_gather"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GqaBlock, ChecksItsOwnFields) {
   test::BlockCase b = llama_attention();
   EXPECT_EQ(b.spec_error(GqaAttentionModel()), "(no error)");

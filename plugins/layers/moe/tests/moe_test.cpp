@@ -55,6 +55,46 @@ TEST(MoeBlock, RecomputeModules) {
   EXPECT_DOUBLE_EQ(whole.recompute_flops, 568'009'424'896.0);  // router, shared and routed experts
 }
 
+std::int64_t saved_bytes(const BlockActivations& a, std::string_view name) {
+  for (const auto& t : a.saved)
+    if (t.name == name) return t.bytes;
+  return 0;
+}
+
+TEST(MoeBlock, QuickGegluExpertsFuseWithBiasesAndKeepTheirClampedInputsUnfused) {
+  // GPT-OSS's experts: a gated quick_gelu clamped at 7 with offset 1, biases on every linear.
+  test::BlockCase b = lite_moe();
+  b.layer.mlp.shared_expert_ffn_hidden_size = 0;
+  b.model.activation = "quick_gelu";
+  b.model.add_bias_linear = true;
+  b.model.activation_clamp_value = 7;
+  b.model.glu_linear_offset = 1;
+  BlockActivations fused;
+  MoeModel().activations(b.context(1, 1, 8), fused);
+  // weighted_bias_quick_geglu_impl keeps fc1's output (with the bias and the probabilities), as
+  // the SwiGLU kernel does: nothing of glu()'s own.
+  const std::int64_t fc1 = saved_bytes(fused, "moe/expert_fc1_output");  // [N, 2 x 1408] bf16
+  ASSERT_GT(fc1, 0);
+  EXPECT_EQ(saved_bytes(fused, "moe/expert_activation_unscaled"), 0);
+  EXPECT_EQ(saved_bytes(fused, "moe/expert_activation_glu_act"), 0);
+  EXPECT_EQ(saved_bytes(fused, "moe/expert_activation_glu_clamped"), 0);
+  // --no-bias-gelu-fusion: experts.py bias_act_func runs glu() and the probabilities' product in
+  // torch: the unscaled activation and act(x_glu), each [N, 1408] (half of fc1's output), and the
+  // clamped x_glu and the offset x_linear.
+  b.setup.bias_gelu_fusion = false;
+  BlockActivations unfused;
+  MoeModel().activations(b.context(1, 1, 8), unfused);
+  EXPECT_EQ(saved_bytes(unfused, "moe/expert_activation_unscaled"), fc1 / 2);
+  EXPECT_EQ(saved_bytes(unfused, "moe/expert_activation_glu_act"), fc1 / 2);
+  EXPECT_EQ(saved_bytes(unfused, "moe/expert_activation_glu_clamped"), fc1);
+  // Without biases arguments.py turns the gelu fusion off: the same as unfused.
+  b.setup.bias_gelu_fusion = true;
+  b.model.add_bias_linear = false;
+  BlockActivations no_bias;
+  MoeModel().activations(b.context(1, 1, 8), no_bias);
+  EXPECT_EQ(saved_bytes(no_bias, "moe/expert_activation_glu_clamped"), fc1);
+}
+
 TEST(MoeBlock, ChecksItsExpertCounts) {
   test::BlockCase b = lite_moe();
   EXPECT_EQ(b.spec_error(MoeModel()), "(no error)");
