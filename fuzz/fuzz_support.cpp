@@ -8,6 +8,7 @@
 #include "deepseek_adapter.hpp"
 #include "dense_mlp.hpp"
 #include "generic_hf_adapter.hpp"
+#include "gpt_oss_adapter.hpp"
 #include "gqa.hpp"
 #include "json_profiles.hpp"
 #include "language_model.hpp"
@@ -33,6 +34,7 @@ std::vector<commands::BuiltinPlugin> all_plugins() {
   static const Entry kPlugins[] = {
       {"adapter_deepseek", plugins::register_deepseek_adapter},
       {"adapter_generic_hf", plugins::register_generic_hf_adapter},
+      {"adapter_gpt_oss", plugins::register_gpt_oss_adapter},
       {"adapter_megatron_args", plugins::register_megatron_args},
       {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
       {"adapter_qwen", plugins::register_qwen_adapter},

@@ -40,6 +40,7 @@ const std::map<std::string, Claim>& expected_claims() {
       {"meta-llama/Meta-Llama-3-70B", {"generic_hf", "llama"}},
       {"mistralai/Mixtral-8x7B-v0.1", {"generic_hf", "mixtral"}},
       {"google/gemma-2-9b-it", {"generic_hf", "gemma2"}},
+      {"openai/gpt-oss-120b", {"gpt_oss", "gpt_oss"}},
   };
   return claims;
 }
