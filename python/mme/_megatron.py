@@ -78,8 +78,10 @@ def megatron_flags(args: Any) -> list[str]:
         if isinstance(value, (list, tuple)):
             if not value:
                 continue
-            if flag == "moe-layer-freq":  # parsed by Megatron-LM into one 0/1 per layer
+            if flag in ("moe-layer-freq", "window-attn-skip-freq"):  # parsed into one 0/1 per layer
                 out += ["--" + flag, "[" + ",".join(_text(v) for v in value) + "]"]
+            elif flag == "window-size":  # arguments.py tuple_type: "left,right"
+                out += ["--" + flag, ",".join(_text(v) for v in value)]
             else:
                 out += ["--" + flag, *(_text(v) for v in value)]
             continue

@@ -139,7 +139,7 @@ def test_a_gpt_namespace_names_no_feature_it_does_not_use():
     assert r.to_dict()["warnings"] == []
     assert r.to_dict()["peak"] == mme.from_megatron_args(llama_namespace()).to_dict()["peak"]
     # The same attributes away from their defaults: each named.
-    changed = dict(softmax_type="learnable", mlp_chunks_for_training=2, patch_dim=14,
+    changed = dict(mamba_head_dim=32, mlp_chunks_for_training=2, patch_dim=14,
                    mamba_inference_ssm_states_dtype=TorchDtype("float32"))
     lines = not_modelled(mme.from_megatron_args(llama_namespace(**{**GPT_DEFAULTS, **changed})))
     assert sorted(line.split(" ")[0] for line in lines) == sorted("--" + k.replace("_", "-") for k in changed)

@@ -40,14 +40,27 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
     return model ? model->megatron_block() : MegatronBlock::kNone;
   };
   const LayerSpec& first = m.layers.front();
-  const AttentionSpec& attn = first.attention;
+  // Layers may differ in their sliding window alone (--window-size with --window-attn-skip-freq):
+  // one window size, on the layers that have one.
+  AttentionSpec attn = first.attention;
+  attn.window = 0;
+  std::int64_t window = 0;
+  std::vector<int> windowed;
+  for (const LayerSpec& l : m.layers) {
+    if (l.attention.window > 0 && window > 0 && l.attention.window != window)
+      not_expressible(m, "sliding windows of different sizes");
+    if (l.attention.window > 0) window = l.attention.window;
+    windowed.push_back(l.attention.window > 0 ? 1 : 0);
+  }
   const MegatronBlock attn_block = block(attn.kind);
   const MlpSpec* dense = nullptr;
   const MlpSpec* moe = nullptr;
   std::vector<int> pattern;
   for (const LayerSpec& l : m.layers) {
     // One attention for every layer, one dense MLP and one MoE kind at most (--moe-layer-freq).
-    if (!(l.attention == attn)) not_expressible(m, "decoder layers with different attention blocks");
+    AttentionSpec unwindowed = l.attention;
+    unwindowed.window = 0;
+    if (!(unwindowed == attn)) not_expressible(m, "decoder layers with different attention blocks");
     if (l.post_attention_norm || l.post_mlp_norm) not_expressible(m, "post-attention / post-MLP norms");
     const MegatronBlock mlp_block = block(l.mlp.kind);
     if (mlp_block != MegatronBlock::kMlp && mlp_block != MegatronBlock::kMoeLayer)
@@ -89,6 +102,27 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
     if (attn.qkv_bias) not_expressible(m, "QKV biases in multi-latent attention");
   }
   if (attn.qk_norm) flag(MF::kQkLayernorm);
+  if (attn.softmax_type != SoftmaxType::kVanilla)
+    value(MF::kSoftmaxType, attn.softmax_type == SoftmaxType::kLearnable ? "learnable" : "off-by-one");
+  if (window > 0) {
+    value(MF::kWindowSize, fmt::format("{},0", window));
+    // An integer N when every N-th layer (1-based) has the whole sequence (transformer/utils.py
+    // is_layer_window_attention), else a Python list (1: the window, 0: the whole sequence).
+    std::int64_t every = 0;
+    for (std::int64_t n = 2; n <= m.num_layers && every == 0; ++n) {
+      bool same = true;
+      for (std::int64_t i = 0; i < m.num_layers && same; ++i)
+        same = windowed[static_cast<std::size_t>(i)] == ((i + 1) % n != 0 ? 1 : 0);
+      if (same) every = n;
+    }
+    if (every > 0) {
+      integer(MF::kWindowAttnSkipFreq, every);
+    } else if (std::find(windowed.begin(), windowed.end(), 0) != windowed.end()) {
+      std::string list = "[";
+      for (std::size_t i = 0; i < windowed.size(); ++i) list += (i ? "," : "") + std::to_string(windowed[i]);
+      value(MF::kWindowAttnSkipFreq, list + "]");
+    }
+  }
 
   // The adapter reads --ffn-hidden-size as the dense MLP's width and as the MoE blocks' nominal
   // one, which sizes nothing; an all-MoE model without one gets its experts' width (Megatron-LM
@@ -97,8 +131,14 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
                               : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
                                                          : moe->expert_ffn_hidden_size);
   if (m.gated_linear_unit) {
-    if (m.activation != "silu") not_expressible(m, fmt::format("a gated MLP with activation '{}'", m.activation));
-    flag(MF::kSwiglu);
+    if (m.activation == "silu")
+      flag(MF::kSwiglu);
+    else if (m.activation == "quick_gelu")
+      flag(MF::kQuickGeglu);
+    else
+      not_expressible(m, fmt::format("a gated MLP with activation '{}'", m.activation));
+    if (m.glu_linear_offset != 0) value(MF::kGluLinearOffset, number(m.glu_linear_offset));
+    if (m.activation_clamp_value > 0) value(MF::kActivationFuncClampValue, number(m.activation_clamp_value));
   } else if (m.activation == "squared_relu") {
     flag(MF::kSquaredRelu);
   } else if (m.activation != "gelu") {
@@ -180,6 +220,10 @@ void check_expressible(const TrainingSetup& setup, const std::string& model_name
 std::vector<std::string> megatron_launch_args(const ModelSpec& model, const TrainingSetup& setup,
                                               const Registry& registry) {
   check_expressible(setup, model.name);
+  // What the model decides of an unset setting is written out: a launch line means Megatron-LM's
+  // default (training_setup.hpp bias_dropout_fusion_on).
+  TrainingSetup written = setup;
+  written.bias_dropout_fusion = bias_dropout_fusion_on(model, setup);
   // arguments.py asserts max_position_embeddings >= seq_length whatever the position embedding. A
   // rotary model trained past its config's context (mme warns) needs the larger value on the line;
   // RoPE keeps no table of that size, so the memory is the same.
@@ -188,7 +232,7 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
       launched.max_position_embeddings < setup.seq_length)
     launched.max_position_embeddings = setup.seq_length;
   const std::vector<std::string> model_flags = model_to_megatron_args(launched, registry);
-  const std::vector<std::string> rest = setup_to_megatron_args(setup, true);
+  const std::vector<std::string> rest = setup_to_megatron_args(written, true);
   std::vector<std::string> out, flags;
   for (std::size_t i = 0; i < rest.size(); ++i) {
     if (rest[i] == "export" && i + 1 < rest.size()) {

@@ -1,6 +1,8 @@
 #include "megatron_args_adapter.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,92 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
   if (!d || !(*d >= 0 && *d < 1))
     throw ConfigError(fmt::format("{}: --{}: expected a rate in [0, 1), got '{}'", source, flag, *v));
   return *d;
+}
+
+// A finite decimal (--glu-linear-offset, --activation-func-clamp-value); `fallback` when absent.
+double number_flag(const MegatronArgs& a, const std::string& source, MF f, double fallback) {
+  const char* flag = flag_name(f);
+  const auto v = a.value(flag);
+  if (!v) return fallback;
+  const auto d = parse_decimal(*v);  // the same under every locale (number_text.hpp)
+  if (!d || !std::isfinite(*d))
+    throw ConfigError(fmt::format("{}: --{}: expected a number, got '{}'", source, flag, *v));
+  return *d;
+}
+
+// The gated unit's activation (argument_utils.py): --swiglu (SiLU) or --quick-geglu (quick_gelu,
+// which asserts not --swiglu), clamped (--activation-func-clamp-value) and offset
+// (--glu-linear-offset) as transformer_config.py __post_init__ allows.
+void read_activation(const MegatronArgs& a, const std::string& src, bool moe, ModelSpec& m) {
+  const bool swiglu = a.enabled(MF::kSwiglu), quick = a.enabled(MF::kQuickGeglu);
+  if (swiglu && quick)
+    throw ConfigError(fmt::format("{}: --{} with --{}: Megatron-LM asserts not both (argument_utils.py)", src,
+                                  flag_name(MF::kQuickGeglu), flag_name(MF::kSwiglu)));
+  m.gated_linear_unit = swiglu || quick;
+  m.activation = swiglu ? "silu" : quick ? "quick_gelu" : (a.enabled(MF::kSquaredRelu) ? "squared_relu" : "gelu");
+  m.glu_linear_offset = number_flag(a, src, MF::kGluLinearOffset, 0);
+  m.activation_clamp_value = number_flag(a, src, MF::kActivationFuncClampValue, 0);
+  auto refuse = [&](const std::string& why) {
+    throw ConfigError(fmt::format("{}: {}: Megatron-LM refuses it (transformer_config.py)", src, why));
+  };
+  if (a.has(MF::kActivationFuncClampValue) && !(m.activation_clamp_value > 0))
+    refuse(fmt::format("--{} {} must be greater than zero", flag_name(MF::kActivationFuncClampValue),
+                       m.activation_clamp_value));
+  // bias_activation_fusion (--bias-swiglu-fusion with SwiGLU, else --bias-gelu-fusion, off without
+  // biases in arguments.py) takes an offset only with quick_gelu.
+  const bool biases = !a.enabled(MF::kDisableBiasLinear);
+  const bool fusion = swiglu ? !a.enabled("no-bias-swiglu-fusion") : biases && !a.enabled("no-bias-gelu-fusion");
+  if (fusion && m.glu_linear_offset != 0 && !quick)
+    refuse("a non-zero --glu-linear-offset with the bias-activation fusion needs --quick-geglu");
+  if (swiglu && m.activation_clamp_value > 0) {
+    if (!moe) refuse("--activation-func-clamp-value with --swiglu is supported with MoE only");
+    if (m.glu_linear_offset != 0)
+      refuse("--glu-linear-offset must be zero with --activation-func-clamp-value and --swiglu");
+  }
+  if ((m.glu_linear_offset != 0 || m.activation_clamp_value > 0) && !m.gated_linear_unit)
+    throw ConfigError(fmt::format("{}: --{} and --{} act on a gated unit (--swiglu or --quick-geglu)", src,
+                                  flag_name(MF::kGluLinearOffset), flag_name(MF::kActivationFuncClampValue)));
+}
+
+// --window-size (left, right) and --window-attn-skip-freq (transformer/utils.py
+// is_layer_window_attention): the earlier tokens each layer's queries attend to, 0 for the full
+// causal sequence. A window that also reaches later tokens is not modelled.
+std::vector<std::int64_t> read_windows(const MegatronArgs& a, const std::string& src, std::int64_t num_layers) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(num_layers), 0);
+  const auto text = a.value(MF::kWindowSize);
+  if (!text) return out;
+  // arguments.py tuple_type: "a,b" or "(a,b)".
+  std::string t = *text;
+  t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '(' || c == ')' || c == ' '; }), t.end());
+  const std::vector<std::string> parts = split(t, ',', EmptyItems::kKeep);
+  std::optional<std::int64_t> left, right;
+  if (parts.size() == 2) left = parse_integer(parts[0]), right = parse_integer(parts[1]);
+  if (!left || !right || *left < -1 || *left > ConfigReader::kMaxDimension || *right < -1)
+    throw ConfigError(fmt::format("{}: --{}: expected two integers 'left,right' (-1: unbounded), got '{}'", src,
+                                  flag_name(MF::kWindowSize), *text));
+  if (*right > 0)
+    throw ConfigError(fmt::format("{}: --{} {}: a window that reaches later tokens is not modelled", src,
+                                  flag_name(MF::kWindowSize), *text));
+  if (*left < 0) return out;  // (-1, 0): the whole causal sequence
+  // The layers that attend through it: an integer N skips every N-th (1-based) layer, a list says 1
+  // (window) or 0 per layer, in --moe-layer-freq's grammar.
+  std::vector<int> windowed(static_cast<std::size_t>(num_layers), 1);
+  if (const auto freq = a.value(MF::kWindowAttnSkipFreq)) {
+    if (const auto n = parse_integer(*freq)) {
+      if (*n <= 0)
+        throw ConfigError(fmt::format("{}: --{}: expected a positive integer or a list, got '{}'", src,
+                                      flag_name(MF::kWindowAttnSkipFreq), *freq));
+      for (std::int64_t i = 0; i < num_layers; ++i) windowed[static_cast<std::size_t>(i)] = (i + 1) % *n != 0;
+    } else {
+      try {
+        windowed = parse_moe_layer_freq(*freq, num_layers);
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}: --{}: {}", src, flag_name(MF::kWindowAttnSkipFreq), e.what()));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = windowed[i] ? *left : 0;
+  return out;
 }
 
 // --moe-layer-freq's 0/1 per layer (parse_moe_layer_freq), its errors naming the launch line.
@@ -162,8 +250,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   else
     throw ConfigError(
         fmt::format("{}: --{}: unknown value '{}' (LayerNorm, RMSNorm)", src, flag_name(MF::kNormalization), norm));
-  m.gated_linear_unit = swiglu;
-  m.activation = swiglu ? "silu" : (a.enabled(MF::kSquaredRelu) ? "squared_relu" : "gelu");
+  read_activation(a, src, a.has(MF::kNumExperts), m);
   m.add_bias_linear = !a.enabled(MF::kDisableBiasLinear);
   const std::string pos = a.value(MF::kPositionEmbeddingType)
                               .value_or(a.enabled(MF::kUseRotaryPositionEmbeddings) ? "rope" : "learned_absolute");
@@ -228,6 +315,14 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   attn.kv_channels = kv_channels;
   attn.qkv_bias = a.enabled(MF::kAddQkvBias);
   attn.qk_norm = a.enabled(MF::kQkLayernorm);
+  const std::string softmax = a.value(MF::kSoftmaxType).value_or("vanilla");
+  if (softmax == "learnable")
+    attn.softmax_type = SoftmaxType::kLearnable;
+  else if (softmax == "off-by-one")
+    attn.softmax_type = SoftmaxType::kOffByOne;
+  else if (softmax != "vanilla")
+    throw ConfigError(fmt::format("{}: --{}: unknown value '{}' (vanilla, off-by-one, learnable)", src,
+                                  flag_name(MF::kSoftmaxType), softmax));
   if (a.enabled(MF::kMultiLatentAttention)) {
     // arguments.py validate_args.
     if (a.enabled(MF::kGroupQueryAttention))
@@ -282,9 +377,11 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq))
     pattern = moe_layer_pattern(*a.value(MF::kMoeLayerFreq), src, m.num_layers);
+  const std::vector<std::int64_t> windows = read_windows(a, src, m.num_layers);
   for (std::int64_t i = 0; i < m.num_layers; ++i) {
     LayerSpec layer;
     layer.attention = attn;
+    layer.attention.window = windows[static_cast<std::size_t>(i)];
     layer.mlp = pattern[static_cast<std::size_t>(i)] ? moe : dense;
     m.layers.push_back(layer);
   }

@@ -122,6 +122,101 @@ TEST(MegatronArgsAdapter, FlagsReadBackAsTheSameFlags) {
   EXPECT_EQ(model_to_megatron_args(m, registry()), kFlags);
 }
 
+// GPT-OSS's flags: a clamped, offset quick-GEGLU, learnable softmax offsets and a sliding window on
+// every other layer. They read back as the same flags; the window follows
+// transformer/utils.py is_layer_window_attention.
+std::vector<std::string> gpt_oss_flags(std::vector<std::string> window_flags) {
+  std::vector<std::string> f = {"--num-layers",
+                                "4",
+                                "--hidden-size",
+                                "1024",
+                                "--num-attention-heads",
+                                "16",
+                                "--group-query-attention",
+                                "--num-query-groups",
+                                "4",
+                                "--kv-channels",
+                                "64",
+                                "--add-qkv-bias",
+                                "--softmax-type",
+                                "learnable"};
+  f.insert(f.end(), window_flags.begin(), window_flags.end());
+  const std::vector<std::string> rest = {"--ffn-hidden-size",
+                                         "512",
+                                         "--quick-geglu",
+                                         "--glu-linear-offset",
+                                         "1",
+                                         "--activation-func-clamp-value",
+                                         "7",
+                                         "--normalization",
+                                         "RMSNorm",
+                                         "--position-embedding-type",
+                                         "rope",
+                                         "--max-position-embeddings",
+                                         "4096",
+                                         "--untie-embeddings-and-output-weights",
+                                         "--hidden-dropout",
+                                         "0",
+                                         "--attention-dropout",
+                                         "0",
+                                         "--tokenizer-type",
+                                         "NullTokenizer",
+                                         "--vocab-size",
+                                         "32000",
+                                         "--num-experts",
+                                         "8",
+                                         "--moe-router-topk",
+                                         "2",
+                                         "--moe-ffn-hidden-size",
+                                         "512"};
+  f.insert(f.end(), rest.begin(), rest.end());
+  return f;
+}
+
+TEST(MegatronArgsAdapter, GptOssFlagsReadBackAsTheSameFlags) {
+  const auto flags = gpt_oss_flags({"--window-size", "127,0", "--window-attn-skip-freq", "2"});
+  const ModelSpec m = model_of(flags);
+  EXPECT_EQ(m.activation, "quick_gelu");
+  EXPECT_TRUE(m.gated_linear_unit);
+  EXPECT_DOUBLE_EQ(m.glu_linear_offset, 1);
+  EXPECT_DOUBLE_EQ(m.activation_clamp_value, 7);
+  // Layer numbers 1 and 3 (1-based) are not multiples of 2: the window; 2 and 4 the whole sequence.
+  EXPECT_EQ(m.layers[0].attention.window, 127);
+  EXPECT_EQ(m.layers[1].attention.window, 0);
+  EXPECT_EQ(m.layers[2].attention.window, 127);
+  EXPECT_EQ(m.layers[3].attention.window, 0);
+  EXPECT_EQ(m.layers[0].attention.softmax_type, SoftmaxType::kLearnable);
+  EXPECT_EQ(model_to_megatron_args(m, registry()), flags);
+  // A list says it layer by layer; every layer windowed needs no skip list.
+  const ModelSpec listed =
+      model_of(gpt_oss_flags({"--window-size", "'(64, 0)'", "--window-attn-skip-freq", "[0,0,1,1]"}));
+  EXPECT_EQ(listed.layers[1].attention.window, 0);
+  EXPECT_EQ(listed.layers[2].attention.window, 64);
+  EXPECT_EQ(model_to_megatron_args(listed, registry()),
+            gpt_oss_flags({"--window-size", "64,0", "--window-attn-skip-freq", "[0,0,1,1]"}));
+  const ModelSpec all = model_of(gpt_oss_flags({"--window-size", "64,0"}));
+  for (const auto& l : all.layers) EXPECT_EQ(l.attention.window, 64);
+  // (-1, 0) is the whole causal sequence.
+  for (const auto& l : model_of(gpt_oss_flags({"--window-size", "-1,0"})).layers) EXPECT_EQ(l.attention.window, 0);
+}
+
+TEST(MegatronArgsAdapter, GptOssFlagsMegatronRefusesAreRefused) {
+  auto error = [](const std::vector<std::string>& extra) -> std::string {
+    try {
+      model_of(gpt_oss_flags(extra));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_THAT(error({"--swiglu"}), HasSubstr("--quick-geglu with --swiglu"));
+  EXPECT_THAT(error({"--window-size", "64,8"}), HasSubstr("reaches later tokens is not modelled"));
+  EXPECT_THAT(error({"--window-size", "64"}), HasSubstr("expected two integers"));
+  EXPECT_THAT(error({"--softmax-type", "sparse"}), HasSubstr("unknown value 'sparse'"));
+  EXPECT_THAT(error({"--window-size", "64,0", "--window-attn-skip-freq", "[1,2"}),
+              HasSubstr("--window-attn-skip-freq"));
+}
+
 TEST(MegatronArgsAdapter, TheExportAsksTheBlockNotItsKind) {
   // Blocks of other kinds that model the same Megatron-LM classes give the same flags.
   ModelSpec m = model_of(kFlags);
