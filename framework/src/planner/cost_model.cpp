@@ -414,7 +414,10 @@ double nominal_sequences(const PlanOptions& o) {
 double megatron_model_flops(const ModelSpec& m, const TrainingSetup& s, double sequences) {
   const double h = static_cast<double>(m.hidden_size), seq = static_cast<double>(s.seq_length);
   const double mtp = static_cast<double>(m.mtp_num_layers);
-  const double ffn_factor = m.gated_linear_unit ? 3 : 2;
+  // ffn_expansion_factor = 3 if args.swiglu else 2: the formula knows SwiGLU as the one gated
+  // unit; GPT-OSS's quick-GEGLU (--quick-geglu) counts as 2, as the published tables do.
+  const bool swiglu = m.gated_linear_unit && (m.activation == "silu" || m.activation == "swish");
+  const double ffn_factor = swiglu ? 3 : 2;
   auto layer_flops = [&](const LayerSpec& l) {
     const AttentionSpec& a = l.attention;
     const double n = static_cast<double>(a.num_heads);
@@ -474,7 +477,7 @@ SliceCost Planner::Impl::setup_cost(const TrainingSetup& setup, const Slice& q, 
   const RecomputeSettings& rs = setup.recompute;
   // Transformer Engine's attention choice on this GPU, as Estimator::run makes it (flash, or the
   // unfused fallback that saves the score matrix).
-  const BlockLayout b = block_layout(m, setup, resolve_attention(setup, o.gpu->compute_capability).backend, 1.0);
+  const BlockLayout b = block_layout(m, setup, resolve_attention(setup, o.gpu->compute_capability, &m).backend, 1.0);
   // The saved bytes the memory-bound kernels touch do not depend on recompute or offloading
   // (`plain`: what offloading would move), nor on LoRA (`base`): the base model's norms and
   // activations run as before, and no such kernel writes what the adapters keep, their inputs

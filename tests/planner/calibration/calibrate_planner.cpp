@@ -20,6 +20,7 @@
 
 #include "deepseek_adapter.hpp"
 #include "generic_hf_adapter.hpp"
+#include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
     registry.register_plugin("adapter_deepseek", "tool", "", plugins::register_deepseek_adapter);
     registry.register_plugin("adapter_qwen", "tool", "", plugins::register_qwen_adapter);
     registry.register_plugin("adapter_generic_hf", "tool", "", plugins::register_generic_hf_adapter);
+    registry.register_plugin("adapter_gpt_oss", "tool", "", plugins::register_gpt_oss_adapter);
     test::register_layer_plugins(registry);
     registry.register_plugin("hw_nvidia_hopper", "tool", "", plugins::register_nvidia_hopper);
     registry.register_plugin("hw_nvidia_blackwell", "tool", "", plugins::register_nvidia_blackwell);

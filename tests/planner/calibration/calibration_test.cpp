@@ -14,6 +14,7 @@
 
 #include "deepseek_adapter.hpp"
 #include "generic_hf_adapter.hpp"
+#include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
@@ -32,6 +33,7 @@ const Registry& registry() {
     reg->register_plugin("adapter_deepseek", "test", "", plugins::register_deepseek_adapter);
     reg->register_plugin("adapter_qwen", "test", "", plugins::register_qwen_adapter);
     reg->register_plugin("adapter_generic_hf", "test", "", plugins::register_generic_hf_adapter);
+    reg->register_plugin("adapter_gpt_oss", "test", "", plugins::register_gpt_oss_adapter);
     test::register_layer_plugins(*reg);
     reg->register_plugin("hw_nvidia_hopper", "test", "", plugins::register_nvidia_hopper);
     reg->register_plugin("hw_nvidia_blackwell", "test", "", plugins::register_nvidia_blackwell);
@@ -46,8 +48,8 @@ const std::vector<ThroughputRow>& rows() {
 }
 
 TEST(Calibration, TheTableAndItsMappingAgree) {
-  // 15 published rows; GPT-OSS-120B (sliding-window attention with sinks) and Nemotron-3-Nano
-  // (Mamba) are not modelled, the others are, four of them held out of the fit.
+  // 15 published rows; Nemotron-3-Nano (Mamba) is not modelled, the others are, five of them held
+  // out of the fit (GPT-OSS-120B among them: modelled after the constants were fitted).
   ASSERT_EQ(rows().size(), 15u);
   int fit = 0, holdout = 0, not_modelled = 0;
   for (const ThroughputRow& r : rows()) {
@@ -58,8 +60,8 @@ TEST(Calibration, TheTableAndItsMappingAgree) {
     EXPECT_GT(r.measured_step_seconds, 0) << r.row;
   }
   EXPECT_EQ(fit, 9);
-  EXPECT_EQ(holdout, 4);
-  EXPECT_EQ(not_modelled, 2);
+  EXPECT_EQ(holdout, 5);
+  EXPECT_EQ(not_modelled, 1);
 }
 
 // Each fitted constant 5 % up or down makes the fit worse: the defaults are the fit's minimum
