@@ -93,12 +93,14 @@ TEST(AttentionChoice, FollowsWhatTheModelsAttentionRulesOut) {
   // sm80 prefers flash-attn, which has no learnable softmax: cuDNN fused attention.
   EXPECT_EQ(resolve_attention(s, 80).backend, AttentionBackend::kFlash);
   EXPECT_EQ(resolve_attention(s, 80, &m).backend, AttentionBackend::kFused);
-  // Under CP 2 with the p2p exchange the windows rule cuDNN out too: unfused, which then refuses
-  // CP (GqaBlock.ContextParallelP2pHasNoBackendForWindowsWithSinks).
+  // Under CP 2 with any exchange but a2a the learnable softmax rules cuDNN out too: unfused, which
+  // then refuses CP (GqaBlock.ContextParallelBeyondA2aHasNoBackendForSinks).
   s.parallel.cp = 2;
   const AttentionChoice ring = resolve_attention(s, 90, &m);
   EXPECT_EQ(ring.backend, AttentionBackend::kUnfused);
   EXPECT_NE(ring.reason.find("learnable softmax rules out FlashAttention"), std::string::npos) << ring.reason;
+  s.cp_comm_type = CpCommType::kAllGather;
+  EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kUnfused);
   s.cp_comm_type = CpCommType::kA2A;
   EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kFused);
   // With a vanilla softmax the windowed ring falls to flash-attn.

@@ -172,16 +172,21 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   const auto& env = s.attention_env;
   // get_attention_backend: no cuDNN fused attention for sliding windows under the p2p exchange of
   // context parallelism ("does not support context parallelism with sliding window attention"),
-  // no FlashAttention for an off-by-one or learnable softmax.
+  // nor for an off-by-one or learnable softmax under any CP exchange but a2a ("Disabling
+  // FusedAttention for context parallelism with softmax_type"), and no FlashAttention for such a
+  // softmax at all.
   const bool window_ring = needs.window && s.parallel.cp > 1 &&
                            (s.cp_comm_type == CpCommType::kP2P || s.cp_comm_type == CpCommType::kA2AP2P);
-  const bool fused_ok = env.fused_enabled && !(env.deterministic && before_hopper(compute_capability)) && !window_ring;
+  const bool softmax_cp = needs.softmax && s.parallel.cp > 1 && s.cp_comm_type != CpCommType::kA2A;
+  const bool fused_ok =
+      env.fused_enabled && !(env.deterministic && before_hopper(compute_capability)) && !window_ring && !softmax_cp;
   const bool flash_ok = env.flash_enabled && env.flash_attn_installed != false && !needs.softmax;
   if (needs.softmax && !fused_ok) {
     c.backend = AttentionBackend::kUnfused;
     c.reason =
         fmt::format("unfused attention: the {} softmax rules out FlashAttention and {}", softmax_name(*needs.softmax),
-                    window_ring          ? "sliding windows under the p2p CP exchange rule out cuDNN fused attention"
+                    softmax_cp    ? "context parallelism other than --cp-comm-type a2a rules out cuDNN fused attention"
+                    : window_ring ? "sliding windows under the p2p CP exchange rule out cuDNN fused attention"
                     : !env.fused_enabled ? "NVTE_FUSED_ATTN=0 turns off cuDNN fused attention"
                                          : "deterministic training before sm90 rules out cuDNN fused attention");
     return c;

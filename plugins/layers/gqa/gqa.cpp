@@ -82,13 +82,13 @@ void GqaAttentionModel::validate(const BlockContext& ctx) const {
                     "--tp must be one of {}",
                     qkv_width, ctx.tp, tp_choices_text(a)));
   if (ctx.setup.attention_backend == AttentionBackend::kUnfused && ctx.cp > 1) {
-    // A learnable (or off-by-one) softmax rules out FlashAttention, and sliding windows under the
-    // p2p exchange cuDNN fused attention (training_setup.cpp resolve_attention): none is left.
-    if (a.softmax_type != SoftmaxType::kVanilla && a.window > 0)
+    // A learnable (or off-by-one) softmax rules out FlashAttention, and cuDNN fused attention under
+    // any CP exchange but a2a (training_setup.cpp resolve_attention): none is left.
+    if (a.softmax_type != SoftmaxType::kVanilla)
       throw LayoutError(fmt::format(
-          "context parallelism (--cp {}) with this model's sliding-window attention and its {} softmax needs "
-          "--cp-comm-type a2a or all_gather: under p2p Transformer Engine has no attention backend for it "
-          "(dot_product_attention/utils.py get_attention_backend)",
+          "context parallelism (--cp {}) with this model's {} softmax needs --cp-comm-type a2a: under the other "
+          "exchanges Transformer Engine has no attention backend for it (dot_product_attention/utils.py "
+          "get_attention_backend)",
           ctx.cp, a.softmax_type == SoftmaxType::kLearnable ? "learnable" : "off-by-one"));
     throw LayoutError("context parallelism (--cp > 1) needs the flash/fused attention backend");
   }
