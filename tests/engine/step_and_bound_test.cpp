@@ -107,10 +107,14 @@ TEST(AttentionChoice, FollowsWhatTheModelsAttentionRulesOut) {
   m.layers[1].attention.softmax_type = SoftmaxType::kVanilla;
   s.cp_comm_type = CpCommType::kP2P;
   EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kFlash);
-  // An explicit flash backend cannot run the learnable softmax.
+  // An explicit flash backend cannot run the learnable softmax, nor cuDNN under the ring.
   m.layers[1].attention.softmax_type = SoftmaxType::kLearnable;
   s.attention_backend = AttentionBackend::kFlash;
   EXPECT_THROW(resolve_attention(s, 90, &m), UsageError);
+  s.attention_backend = AttentionBackend::kFused;
+  EXPECT_THROW(resolve_attention(s, 90, &m), UsageError);
+  s.cp_comm_type = CpCommType::kA2A;
+  EXPECT_EQ(resolve_attention(s, 90, &m).backend, AttentionBackend::kFused);
 }
 
 TEST(Environment, LaunchScriptExportsAndDeterministicMode) {

@@ -506,7 +506,13 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
           probe.parallel.ep = ep;
           probe.parallel.etp = etp;
           cp_probe.parallel.cp = cp;
-          const AttentionBackend attention = resolve_attention(cp_probe, o.gpu->compute_capability, &model()).backend;
+          AttentionBackend attention = AttentionBackend::kAuto;
+          try {
+            attention = resolve_attention(cp_probe, o.gpu->compute_capability, &model()).backend;
+          } catch (const UsageError& e) {  // an --attention-backend that cannot run this CP
+            if (refusal.empty()) refusal = e.what();
+            continue;
+          }
           if (!blocks_accept(probe, attention, refusal)) continue;
           q.first_ordinal = sp.total;
           sp.total += q.count;

@@ -153,11 +153,26 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
     return c;
   }
   const AttentionNeeds needs = attention_needs(model);
+  // get_attention_backend: no cuDNN fused attention for sliding windows under the p2p exchange of
+  // context parallelism ("does not support context parallelism with sliding window attention"),
+  // nor for an off-by-one or learnable softmax under any CP exchange but a2a ("Disabling
+  // FusedAttention for context parallelism with softmax_type"), and no FlashAttention for such a
+  // softmax at all.
+  const bool window_ring = needs.window && s.parallel.cp > 1 &&
+                           (s.cp_comm_type == CpCommType::kP2P || s.cp_comm_type == CpCommType::kA2AP2P);
+  const bool softmax_cp = needs.softmax && s.parallel.cp > 1 && s.cp_comm_type != CpCommType::kA2A;
   if (needs.softmax && s.attention_backend == AttentionBackend::kFlash)
     throw UsageError(fmt::format(
         "--attention-backend flash: Transformer Engine's FlashAttention has no {} softmax (dot_product_attention/"
         "utils.py get_attention_backend disables it), so the run would find no attention backend; use fused or auto",
         softmax_name(*needs.softmax)));
+  if (s.attention_backend == AttentionBackend::kFused && (window_ring || softmax_cp))
+    throw UsageError(fmt::format(
+        "--attention-backend fused: Transformer Engine's cuDNN fused attention does not run {} under --cp {} with "
+        "--cp-comm-type {} (dot_product_attention/utils.py get_attention_backend), so the run would find no "
+        "attention backend{}",
+        softmax_cp ? fmt::format("the {} softmax", softmax_name(*needs.softmax)) : std::string("sliding windows"),
+        s.parallel.cp, to_string(s.cp_comm_type), softmax_cp ? "; use --cp-comm-type a2a" : "; use auto or flash"));
   if (s.attention_backend != AttentionBackend::kAuto) {
     c.backend = s.attention_backend;
     c.reason = fmt::format("{} attention (--attention-backend {})", to_string(s.attention_backend),
@@ -170,14 +185,6 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   // Hopper+"). Its determinism filter drops the F16 arbitrary-seqlen fused kernel in training on
   // GPUs before sm90.
   const auto& env = s.attention_env;
-  // get_attention_backend: no cuDNN fused attention for sliding windows under the p2p exchange of
-  // context parallelism ("does not support context parallelism with sliding window attention"),
-  // nor for an off-by-one or learnable softmax under any CP exchange but a2a ("Disabling
-  // FusedAttention for context parallelism with softmax_type"), and no FlashAttention for such a
-  // softmax at all.
-  const bool window_ring = needs.window && s.parallel.cp > 1 &&
-                           (s.cp_comm_type == CpCommType::kP2P || s.cp_comm_type == CpCommType::kA2AP2P);
-  const bool softmax_cp = needs.softmax && s.parallel.cp > 1 && s.cp_comm_type != CpCommType::kA2A;
   const bool fused_ok =
       env.fused_enabled && !(env.deterministic && before_hopper(compute_capability)) && !window_ring && !softmax_cp;
   const bool flash_ok = env.flash_enabled && env.flash_attn_installed != false && !needs.softmax;
@@ -193,7 +200,11 @@ AttentionChoice resolve_attention(const TrainingSetup& s, int compute_capability
   }
   if (fused_ok && (!before_hopper(compute_capability) || !flash_ok)) {
     c.backend = AttentionBackend::kFused;
-    c.reason = "cuDNN fused attention (--attention-backend auto)";
+    c.reason = needs.softmax ? fmt::format(
+                                   "cuDNN fused attention (--attention-backend auto; the {} softmax rules out "
+                                   "FlashAttention)",
+                                   softmax_name(*needs.softmax))
+                             : "cuDNN fused attention (--attention-backend auto)";
     // From sm100 on, whether cuDNN serves deterministic training is decided below Python:
     // get_attention_backend hands `deterministic` to the C++ get_fused_attn_backend, whose answer
     // depends on the cuDNN version (the FP8 rule beside it gates sm100 determinism on cuDNN

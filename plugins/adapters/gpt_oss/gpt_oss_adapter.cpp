@@ -86,6 +86,22 @@ ModelSpec GptOssAdapter::adapt(const ConfigInput& input) const {
     }
     if (sliding) spec.layers[static_cast<std::size_t>(i)].attention.window = window - 1;
   }
+  // YaRN (rope_scaling rope_type "yarn", factor > 1): Megatron-LM multiplies cos and sin by its
+  // concentration factor, 0.1 ln(factor) + 1 (yarn_rotary_pos_embedding.py
+  // _yarn_get_concentration_factor), which TE's fused RoPE cannot, so rope_utils.py
+  // apply_rotary_pos_emb runs the unfused RoPE: per layer it keeps cos and sin [s, 1, 1, head_dim]
+  // for Q and for K. Not modelled (the estimate takes the fused RoPE); said.
+  if (const auto it = input.config.find("rope_scaling"); it != input.config.end() && it->is_object()) {
+    const auto type = it->find("rope_type");
+    const auto factor = it->find("factor");
+    if (type != it->end() && *type == "yarn" && factor != it->end() && factor->is_number() && factor->get<double>() > 1)
+      spec.warnings.push_back(fmt::format(
+          "rope_scaling: YaRN with factor {} makes Megatron-LM run the unfused RoPE (TE's fused kernel takes no "
+          "concentration factor), which keeps cos and sin of [seq, {}] for Q and K in every layer (4 x 2 B x {} per "
+          "token: about {:.1f} MiB per layer at 4096 tokens); not modelled, the estimate takes the fused RoPE",
+          factor->get<double>(), heads.kv_channels, heads.kv_channels,
+          4.0 * 2 * static_cast<double>(heads.kv_channels) * 4096 / (1 << 20)));
+  }
   hf::finish_spec(spec, r);
   return spec;
 }

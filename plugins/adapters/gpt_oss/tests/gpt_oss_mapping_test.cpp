@@ -40,6 +40,9 @@ TEST(adapter_mapping, GptOssAlternatesSlidingAndFullAttentionWithSinks) {
   EXPECT_TRUE(s.add_bias_linear);
   EXPECT_FALSE(s.tie_embeddings);
   EXPECT_EQ(s.vocab_size, 201088);
+  // YaRN's concentration factor sends Megatron-LM to the unfused RoPE, which is said.
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_NE(s.warnings[0].find("YaRN with factor 32"), std::string::npos) << s.warnings[0];
 }
 
 TEST(adapter_mapping, GptOssLayerTypesDecideTheWindows) {
