@@ -54,14 +54,17 @@ double rate_flag(const MegatronArgs& a, const std::string& source, MF f, double 
 }
 
 // A finite decimal (--glu-linear-offset, --activation-func-clamp-value); `fallback` when absent.
-double number_flag(const MegatronArgs& a, const std::string& source, MF f, double fallback) {
-  const char* flag = flag_name(f);
+double number_flag(const MegatronArgs& a, const std::string& source, const char* flag, double fallback) {
   const auto v = a.value(flag);
   if (!v) return fallback;
   const auto d = parse_decimal(*v);  // the same under every locale (number_text.hpp)
   if (!d || !std::isfinite(*d))
     throw ConfigError(fmt::format("{}: --{}: expected a number, got '{}'", source, flag, *v));
   return *d;
+}
+
+double number_flag(const MegatronArgs& a, const std::string& source, MF f, double fallback) {
+  return number_flag(a, source, flag_name(f), fallback);
 }
 
 // The gated unit's activation (argument_utils.py): --swiglu (SiLU) or --quick-geglu (quick_gelu,
@@ -377,6 +380,21 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq))
     pattern = moe_layer_pattern(*a.value(MF::kMoeLayerFreq), src, m.num_layers);
+  // YaRN outside MLA (argument_utils.py _apply_yarn_config_from_args): attention.py multiplies cos
+  // and sin by the concentration factor, which TE's fused RoPE cannot take, so rope_utils.py runs
+  // the unfused RoPE: cos and sin [s, 1, 1, d] kept for Q and K per layer. Not modelled; said.
+  if (pos == "yarn" && attn.kind == "gqa") {
+    const double factor = number_flag(a, src, "rotary-scaling-factor", 1.0);
+    auto mscale = [&](double k) { return factor <= 1 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; };
+    const double concentration =
+        mscale(number_flag(a, src, "mscale", 1.0)) / mscale(number_flag(a, src, "mscale-all-dim", 0.0));
+    if (concentration != 1.0)
+      m.warnings.push_back(fmt::format(
+          "--position-embedding-type yarn with --rotary-scaling-factor {}: YaRN's concentration factor {:.4f} makes "
+          "Megatron-LM run the unfused RoPE (TE's fused kernel takes none), which keeps cos and sin of [seq, {}] for "
+          "Q and K in every layer; not modelled, the estimate takes the fused RoPE",
+          factor, concentration, kv_channels));
+  }
   const std::vector<std::int64_t> windows = read_windows(a, src, m.num_layers);
   for (std::int64_t i = 0; i < m.num_layers; ++i) {
     LayerSpec layer;

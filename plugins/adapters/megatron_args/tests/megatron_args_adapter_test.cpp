@@ -5,6 +5,7 @@
 // them (megatron_export.cpp), with its defaults made explicit.
 #include "megatron_args_adapter.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -198,6 +199,23 @@ TEST(MegatronArgsAdapter, GptOssFlagsReadBackAsTheSameFlags) {
   for (const auto& l : all.layers) EXPECT_EQ(l.attention.window, 64);
   // (-1, 0) is the whole causal sequence.
   for (const auto& l : model_of(gpt_oss_flags({"--window-size", "-1,0"})).layers) EXPECT_EQ(l.attention.window, 0);
+}
+
+TEST(MegatronArgsAdapter, YarnOutsideMlaIsSaidToRunTheUnfusedRope) {
+  auto yarn = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> f = kFlags;
+    const auto at = std::find(f.begin(), f.end(), "rope");
+    *at = "yarn";
+    f.insert(f.end(), extra.begin(), extra.end());
+    return model_of(f).warnings;
+  };
+  // 0.1 ln 32 + 1 = 1.3466 (yarn_rotary_pos_embedding.py _yarn_get_mscale, mscale 1 over
+  // mscale_all_dim 0's 1).
+  const auto said = yarn({"--rotary-scaling-factor", "32"});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_THAT(said[0], HasSubstr("concentration factor 1.3466"));
+  EXPECT_TRUE(yarn({}).empty());                                                          // factor 1: the fused RoPE
+  EXPECT_TRUE(yarn({"--rotary-scaling-factor", "32", "--mscale-all-dim", "1"}).empty());  // 1.3466 / 1.3466
 }
 
 TEST(MegatronArgsAdapter, GptOssFlagsMegatronRefusesAreRefused) {
