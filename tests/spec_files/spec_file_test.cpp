@@ -15,6 +15,7 @@
 
 #include "deepseek_adapter.hpp"
 #include "generic_hf_adapter.hpp"
+#include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
 #include "moonlight_kimi_adapter.hpp"
 #include "qwen_adapter.hpp"
@@ -38,6 +39,7 @@ const Registry& registry() {
     add("adapter_deepseek", plugins::register_deepseek_adapter);
     add("adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter);
     add("adapter_qwen", plugins::register_qwen_adapter);
+    add("adapter_gpt_oss", plugins::register_gpt_oss_adapter);
     add("adapter_generic_hf", plugins::register_generic_hf_adapter);
     return reg;
   }();
@@ -580,6 +582,26 @@ TEST(spec_file, WithoutTheSpecFileAdapterTheHostHasNoModelMapping) {
             nlohmann::json({{"hf", "Qwen/Qwen3-8B"}}));
 }
 
+// GPT-OSS's settings have no spec fields: its bundled config is written as its `hf:` base, and a
+// launch line's model, which has none, is refused rather than written without them.
+TEST(spec_file, ModelsWithSettingsNoFieldSaysNeedTheirHfBase) {
+  const ModelSpec oss = load_model("openai/gpt-oss-120b", registry(), offline());
+  EXPECT_EQ(spec_model_inexpressible(oss, registry()), "its layers differ in their attention (layer 0 and layer 1)");
+  EXPECT_EQ(nlohmann::json::parse(write_spec_json(oss, TrainingSetup{}, registry()))["model"],
+            nlohmann::json({{"hf", "openai/gpt-oss-120b"}}));
+  ModelSpec launched = oss;
+  launched.model_type = "megatron-args";
+  launched.activation = "silu";
+  for (auto& l : launched.layers) l.attention.window = 127;
+  EXPECT_EQ(spec_model_inexpressible(launched, registry()), "its attention has a sliding window");
+  for (auto& l : launched.layers) l.attention.window = 0;
+  EXPECT_EQ(spec_model_inexpressible(launched, registry()), "its attention has a softmax other than vanilla");
+  EXPECT_THAT(error_of<UsageError>([&] { (void)write_spec_yaml(launched, TrainingSetup{}, registry()); }),
+              HasSubstr("cannot be written as a spec file: its attention has a softmax other than vanilla"));
+  for (auto& l : launched.layers) l.attention.softmax_type = SoftmaxType::kVanilla;
+  EXPECT_EQ(spec_model_inexpressible(launched, registry()), "its gated unit is clamped or offset");
+}
+
 TEST(spec_file, HfBaseRelativePathIsLookedUpNextToTheSpec) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "cfg");
@@ -631,6 +653,10 @@ TEST(spec_file, WriterRoundTripsEveryBundledModel) {
       if (bm.name == "google/gemma-2-9b-it") {
         EXPECT_EQ(spec_model_inexpressible(m, registry()), "its layers have post-attention / post-MLP norms");
         EXPECT_EQ(s.hf, std::optional<std::string>("google/gemma-2-9b-it"));
+      } else if (bm.name == "openai/gpt-oss-120b") {
+        EXPECT_EQ(spec_model_inexpressible(m, registry()),
+                  "its layers differ in their attention (layer 0 and layer 1)");
+        EXPECT_EQ(s.hf, std::optional<std::string>("openai/gpt-oss-120b"));
       } else {
         EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
         EXPECT_FALSE(s.hf.has_value());

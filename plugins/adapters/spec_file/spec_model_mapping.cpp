@@ -179,6 +179,10 @@ std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
     }
   }
   if (!activation_func_of(m)) return fmt::format("its activation '{}' has no activation_func value", m.activation);
+  // GPT-OSS's settings have no spec fields (yet): such a model is written with its `hf:` base.
+  if (a0.window > 0) return "its attention has a sliding window";
+  if (a0.softmax_type != SoftmaxType::kVanilla) return "its attention has a softmax other than vanilla";
+  if (m.glu_linear_offset != 0 || m.activation_clamp_value > 0) return "its gated unit is clamped or offset";
   return "";
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "mme/inputs/spec_file.hpp"
+#include "mme/sdk/error.hpp"
 #include "mme/sdk/input_text.hpp"
 #include "mme/sdk/json_text.hpp"
 
@@ -108,6 +109,14 @@ WrittenSpec build_written(const ModelSpec& m, const TrainingSetup& setup, const 
   if (s.pipeline.layers_per_virtual_stage || !s.pipeline.layout.empty()) s.parallel.vpp = 1;
   WrittenSpec w;
   w.hf_reason = inexpressible(m, mapping);
+  // A model with no Hugging Face config behind it (a launch line, a spec file's own fields) has no
+  // `hf:` base to fall back on: what the fields cannot say would be lost.
+  const bool from_hf = (o.origin && o.origin->hf) || (m.model_type != "megatron-args" && m.adapter != "spec_file");
+  if (!w.hf_reason.empty() && mapping && !from_hf)
+    throw UsageError(
+        fmt::format("{} cannot be written as a spec file: {}, which no spec field says, and it has no "
+                    "Hugging Face config to write as its base",
+                    m.name, w.hf_reason));
   w.sections.emplace_back("model", w.hf_reason.empty() ? mapping->model_section(m, s) : hf_model_fields(m, s, o));
   for (const auto& sec : sections())
     if (sec != "model") w.sections.emplace_back(sec, section_fields(sec, s, o));
