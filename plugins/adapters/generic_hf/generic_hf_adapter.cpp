@@ -169,11 +169,7 @@ ModelSpec GenericHfAdapter::adapt(const ConfigInput& input) const {
   if (r.has("kv_lora_rank")) {
     attention = hf::read_mla_attention(r, c);
   } else {
-    const hf::GqaHeads heads = hf::read_gqa_heads(r, h, /*require_head_dim=*/false);
-    attention.kind = "gqa";
-    attention.num_heads = heads.heads;
-    attention.num_query_groups = heads.groups;
-    attention.kv_channels = heads.kv_channels;
+    attention = hf::read_gqa_attention(r, h, /*require_head_dim=*/false);
     attention.qkv_bias = attention_bias;
     bool qk_norm = traits.qk_norm;
     if (auto key = r.first_present({"use_qk_norm", "qk_layernorm"})) qk_norm = r.bool_or(*key, false);

@@ -46,12 +46,7 @@ ModelSpec GptOssAdapter::adapt(const ConfigInput& input) const {
   // GptOssAttention: q/k/v/o projections with bias = attention_bias (default true), head_dim
   // explicit (64: the query width 4096 is not hidden_size), and the sinks: one learnable logit per
   // head in the softmax's denominator.
-  const hf::GqaHeads heads = hf::read_gqa_heads(r, spec.hidden_size, /*require_head_dim=*/false);
-  AttentionSpec attention;
-  attention.kind = "gqa";
-  attention.num_heads = heads.heads;
-  attention.num_query_groups = heads.groups;
-  attention.kv_channels = heads.kv_channels;
+  AttentionSpec attention = hf::read_gqa_attention(r, spec.hidden_size, /*require_head_dim=*/false);
   if (!r.bool_or("attention_bias", true))
     r.fail("attention_bias", "false is not modelled: Megatron-LM's add_bias_linear gives every linear a bias");
   attention.qkv_bias = true;
@@ -99,8 +94,8 @@ ModelSpec GptOssAdapter::adapt(const ConfigInput& input) const {
           "rope_scaling: YaRN with factor {} makes Megatron-LM run the unfused RoPE (TE's fused kernel takes no "
           "concentration factor), which keeps cos and sin of [seq, {}] for Q and K in every layer (4 x 2 B x {} per "
           "token: about {:.1f} MiB per layer at 4096 tokens); not modelled, the estimate takes the fused RoPE",
-          factor->get<double>(), heads.kv_channels, heads.kv_channels,
-          4.0 * 2 * static_cast<double>(heads.kv_channels) * 4096 / (1 << 20)));
+          factor->get<double>(), attention.kv_channels, attention.kv_channels,
+          4.0 * 2 * static_cast<double>(attention.kv_channels) * 4096 / (1 << 20)));
   }
   hf::finish_spec(spec, r);
   return spec;

@@ -99,6 +99,16 @@ std::string read_activation(ConfigReader& r, std::initializer_list<std::string_v
 
 bool is_swiglu_activation(std::string_view activation) { return activation == "silu" || activation == "swish"; }
 
+AttentionSpec read_gqa_attention(ConfigReader& r, std::int64_t hidden_size, bool require_head_dim) {
+  const GqaHeads heads = read_gqa_heads(r, hidden_size, require_head_dim);
+  AttentionSpec a;
+  a.kind = "gqa";
+  a.num_heads = heads.heads;
+  a.num_query_groups = heads.groups;
+  a.kv_channels = heads.kv_channels;
+  return a;
+}
+
 GqaHeads read_gqa_heads(ConfigReader& r, std::int64_t hidden_size, bool require_head_dim) {
   GqaHeads g;
   g.heads = r.require_size("num_attention_heads");

@@ -55,6 +55,8 @@ struct GqaHeads {
   std::int64_t heads = 0, groups = 0, kv_channels = 0;
 };
 GqaHeads read_gqa_heads(ConfigReader& r, std::int64_t hidden_size, bool require_head_dim);
+// A "gqa" attention block of those heads (read_gqa_heads), its other fields at their defaults.
+AttentionSpec read_gqa_attention(ConfigReader& r, std::int64_t hidden_size, bool require_head_dim);
 
 // A multi-latent attention block (DeepSeek-V2/V3 layout): num_attention_heads,
 // q_lora_rank (the key must be present; null = a single q projection), kv_lora_rank,

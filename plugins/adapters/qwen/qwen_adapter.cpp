@@ -36,12 +36,7 @@ ModelSpec QwenAdapter::adapt(const ConfigInput& input) const {
   spec.add_bias_linear = false;
 
   // Attention. Qwen3 configs always state head_dim (128, not hidden/heads for several sizes).
-  const hf::GqaHeads heads = hf::read_gqa_heads(r, spec.hidden_size, /*require_head_dim=*/qwen3);
-  AttentionSpec attention;
-  attention.kind = "gqa";
-  attention.num_heads = heads.heads;
-  attention.num_query_groups = heads.groups;
-  attention.kv_channels = heads.kv_channels;
+  AttentionSpec attention = hf::read_gqa_attention(r, spec.hidden_size, /*require_head_dim=*/qwen3);
   if (qwen3) {
     // Qwen3Attention: q/k/v (and o_proj) bias = attention_bias; q_norm / k_norm over head_dim.
     attention.qkv_bias = r.bool_or("attention_bias", false);

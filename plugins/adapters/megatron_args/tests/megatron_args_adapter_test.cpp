@@ -126,51 +126,28 @@ TEST(MegatronArgsAdapter, FlagsReadBackAsTheSameFlags) {
 // GPT-OSS's flags: a clamped, offset quick-GEGLU, learnable softmax offsets and a sliding window on
 // every other layer. They read back as the same flags; the window follows
 // transformer/utils.py is_layer_window_attention.
-std::vector<std::string> gpt_oss_flags(std::vector<std::string> window_flags) {
-  std::vector<std::string> f = {"--num-layers",
-                                "4",
-                                "--hidden-size",
-                                "1024",
-                                "--num-attention-heads",
-                                "16",
-                                "--group-query-attention",
-                                "--num-query-groups",
-                                "4",
-                                "--kv-channels",
-                                "64",
-                                "--add-qkv-bias",
-                                "--softmax-type",
-                                "learnable"};
-  f.insert(f.end(), window_flags.begin(), window_flags.end());
-  const std::vector<std::string> rest = {"--ffn-hidden-size",
-                                         "512",
-                                         "--quick-geglu",
-                                         "--glu-linear-offset",
-                                         "1",
-                                         "--activation-func-clamp-value",
-                                         "7",
-                                         "--normalization",
-                                         "RMSNorm",
-                                         "--position-embedding-type",
-                                         "rope",
-                                         "--max-position-embeddings",
-                                         "4096",
-                                         "--untie-embeddings-and-output-weights",
-                                         "--hidden-dropout",
-                                         "0",
-                                         "--attention-dropout",
-                                         "0",
-                                         "--tokenizer-type",
-                                         "NullTokenizer",
-                                         "--vocab-size",
-                                         "32000",
-                                         "--num-experts",
-                                         "8",
-                                         "--moe-router-topk",
-                                         "2",
-                                         "--moe-ffn-hidden-size",
-                                         "512"};
-  f.insert(f.end(), rest.begin(), rest.end());
+std::vector<std::string> gpt_oss_flags(const std::vector<std::string>& window_flags) {
+  // kFlags with biases, every layer MoE, the softmax and windows after the heads and the
+  // quick-GEGLU in SwiGLU's place: the order the export writes.
+  std::vector<std::string> f;
+  for (std::size_t i = 0; i < kFlags.size(); ++i) {
+    const std::string& flag = kFlags[i];
+    if (flag == "--disable-bias-linear") continue;
+    if (flag == "--moe-layer-freq") {
+      ++i;
+      continue;
+    }
+    if (flag == "--swiglu") {
+      f.insert(f.end(), {"--quick-geglu", "--glu-linear-offset", "1", "--activation-func-clamp-value", "7"});
+      continue;
+    }
+    f.push_back(flag);
+    if (flag == "--kv-channels") {
+      f.push_back(kFlags[++i]);
+      f.insert(f.end(), {"--add-qkv-bias", "--softmax-type", "learnable"});
+      f.insert(f.end(), window_flags.begin(), window_flags.end());
+    }
+  }
   return f;
 }
 
