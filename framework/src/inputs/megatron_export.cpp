@@ -146,9 +146,12 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
   }
   value(MF::kNormalization, m.normalization == Normalization::kRMSNorm ? "RMSNorm" : "LayerNorm");
   if (!m.add_bias_linear) flag(MF::kDisableBiasLinear);
-  value(MF::kPositionEmbeddingType, m.position_embedding == PositionEmbedding::kRope              ? "rope"
+  const bool yarn = m.position_embedding == PositionEmbedding::kRope && m.rope_yarn_factor > 1;
+  value(MF::kPositionEmbeddingType, yarn                                                          ? "yarn"
+                                    : m.position_embedding == PositionEmbedding::kRope            ? "rope"
                                     : m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
                                                                                                   : "none");
+  if (yarn) value(MF::kRotaryScalingFactor, number(m.rope_yarn_factor));
   integer(MF::kMaxPositionEmbeddings, m.max_position_embeddings);
   if (!m.tie_embeddings) flag(MF::kUntieEmbeddingsAndOutputWeights);
   value(MF::kHiddenDropout, number(m.hidden_dropout));

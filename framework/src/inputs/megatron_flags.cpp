@@ -62,6 +62,7 @@ constexpr ModelFlagInfo kModelFlags[] = {
     {MF::kDisableBiasLinear, "disable-bias-linear", "linear layers without biases"},
     {MF::kPositionEmbeddingType, "position-embedding-type", "learned_absolute, rope, yarn, mrope, relative, none"},
     {MF::kUseRotaryPositionEmbeddings, "use-rotary-position-embeddings", "rotary embeddings (deprecated spelling)"},
+    {MF::kRotaryScalingFactor, "rotary-scaling-factor", "YaRN's scaling factor (with --position-embedding-type yarn)"},
     {MF::kMaxPositionEmbeddings, "max-position-embeddings", "rows of a learned position table"},
     {MF::kUntieEmbeddingsAndOutputWeights, "untie-embeddings-and-output-weights", "an output head of its own"},
     {MF::kHiddenDropout, "hidden-dropout", "dropout after attention and MLP (its masks are kept)"},

@@ -59,6 +59,9 @@ void validate_model_spec(const ModelSpec& m) {
   if (!(m.activation_clamp_value >= 0 && std::isfinite(m.activation_clamp_value)))
     throw ConfigError(fmt::format("{}: activation_func_clamp_value must be finite and greater than zero, got {}",
                                   m.name, m.activation_clamp_value));
+  if (!(m.rope_yarn_factor >= 1 && std::isfinite(m.rope_yarn_factor)))
+    throw ConfigError(
+        fmt::format("{}: the YaRN scaling factor must be finite and at least 1, got {}", m.name, m.rope_yarn_factor));
   if (!std::isfinite(m.glu_linear_offset))
     throw ConfigError(fmt::format("{}: glu_linear_offset must be finite, got {}", m.name, m.glu_linear_offset));
   if ((m.activation_clamp_value > 0 || m.glu_linear_offset != 0) && !m.gated_linear_unit)

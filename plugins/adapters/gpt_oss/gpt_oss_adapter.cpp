@@ -81,21 +81,22 @@ ModelSpec GptOssAdapter::adapt(const ConfigInput& input) const {
     }
     if (sliding) spec.layers[static_cast<std::size_t>(i)].attention.window = window - 1;
   }
-  // YaRN (rope_scaling rope_type "yarn", factor > 1): Megatron-LM multiplies cos and sin by its
-  // concentration factor, 0.1 ln(factor) + 1 (yarn_rotary_pos_embedding.py
-  // _yarn_get_concentration_factor), which TE's fused RoPE cannot, so rope_utils.py
-  // apply_rotary_pos_emb runs the unfused RoPE: per layer it keeps cos and sin [s, 1, 1, head_dim]
-  // for Q and for K. Not modelled (the estimate takes the fused RoPE); said.
+  // YaRN (rope_scaling {rope_type: yarn, factor}): transformers' attention factor without mscale
+  // keys is 0.1 ln(factor) + 1, Megatron-LM's concentration factor with its default mscale 1 and
+  // mscale_all_dim 0 (yarn_rotary_pos_embedding.py _yarn_get_concentration_factor); above 1 the
+  // unfused RoPE runs (ModelSpec::rope_yarn_factor). Other YaRN settings are refused.
   if (const auto it = input.config.find("rope_scaling"); it != input.config.end() && it->is_object()) {
     const auto type = it->find("rope_type");
-    const auto factor = it->find("factor");
-    if (type != it->end() && *type == "yarn" && factor != it->end() && factor->is_number() && factor->get<double>() > 1)
-      spec.warnings.push_back(fmt::format(
-          "rope_scaling: YaRN with factor {} makes Megatron-LM run the unfused RoPE (TE's fused kernel takes no "
-          "concentration factor), which keeps cos and sin of [seq, {}] for Q and K in every layer (4 x 2 B x {} per "
-          "token: about {:.1f} MiB per layer at 4096 tokens); not modelled, the estimate takes the fused RoPE",
-          factor->get<double>(), attention.kv_channels, attention.kv_channels,
-          4.0 * 2 * static_cast<double>(attention.kv_channels) * 4096 / (1 << 20)));
+    if (type != it->end() && *type == "yarn") {
+      const auto factor = it->find("factor");
+      if (factor == it->end() || !factor->is_number() || !(factor->get<double>() >= 1))
+        r.fail("rope_scaling", "a YaRN factor must be a number of at least 1");
+      for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"})
+        if (it->contains(key))
+          r.fail("rope_scaling",
+                 fmt::format("'{}' is not modelled (the attention factor would not be YaRN's default)", key));
+      spec.rope_yarn_factor = factor->get<double>();
+    }
   }
   hf::finish_spec(spec, r);
   return spec;

@@ -142,6 +142,23 @@ std::vector<std::int64_t> read_windows(const MegatronArgs& a, const std::string&
   return out;
 }
 
+// YaRN outside MLA (argument_utils.py _apply_yarn_config_from_args): attention.py multiplies cos
+// and sin by the concentration factor (yarn_rotary_pos_embedding.py
+// _yarn_get_concentration_factor: 0.1 ln(factor) + 1 at the default --mscale 1 and
+// --mscale-all-dim 0), which TE's fused RoPE cannot take (ModelSpec::rope_yarn_factor). Other
+// --mscale values change the factor, not whether it is 1 or the memory: the model keeps the
+// default-mscale factor where it is not 1, else 1.
+double read_yarn_factor(const MegatronArgs& a, const std::string& src) {
+  const double factor = number_flag(a, src, MF::kRotaryScalingFactor, 1.0);
+  if (!(factor > 0))
+    throw ConfigError(
+        fmt::format("{}: --{} must be positive, got {}", src, flag_name(MF::kRotaryScalingFactor), factor));
+  auto mscale = [&](double k) { return factor <= 1 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; };
+  const double concentration =
+      mscale(number_flag(a, src, "mscale", 1.0)) / mscale(number_flag(a, src, "mscale-all-dim", 0.0));
+  return concentration != 1.0 ? std::max(factor, 1.0) : 1.0;
+}
+
 // --moe-layer-freq's 0/1 per layer (parse_moe_layer_freq), its errors naming the launch line.
 std::vector<int> moe_layer_pattern(const std::string& freq, const std::string& src, std::int64_t num_layers) {
   try {
@@ -380,21 +397,7 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq))
     pattern = moe_layer_pattern(*a.value(MF::kMoeLayerFreq), src, m.num_layers);
-  // YaRN outside MLA (argument_utils.py _apply_yarn_config_from_args): attention.py multiplies cos
-  // and sin by the concentration factor, which TE's fused RoPE cannot take, so rope_utils.py runs
-  // the unfused RoPE: cos and sin [s, 1, 1, d] kept for Q and K per layer. Not modelled; said.
-  if (pos == "yarn" && attn.kind == "gqa") {
-    const double factor = number_flag(a, src, "rotary-scaling-factor", 1.0);
-    auto mscale = [&](double k) { return factor <= 1 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; };
-    const double concentration =
-        mscale(number_flag(a, src, "mscale", 1.0)) / mscale(number_flag(a, src, "mscale-all-dim", 0.0));
-    if (concentration != 1.0)
-      m.warnings.push_back(fmt::format(
-          "--position-embedding-type yarn with --rotary-scaling-factor {}: YaRN's concentration factor {:.4f} makes "
-          "Megatron-LM run the unfused RoPE (TE's fused kernel takes none), which keeps cos and sin of [seq, {}] for "
-          "Q and K in every layer; not modelled, the estimate takes the fused RoPE",
-          factor, concentration, kv_channels));
-  }
+  if (pos == "yarn" && attn.kind == "gqa") m.rope_yarn_factor = read_yarn_factor(a, src);
   const std::vector<std::int64_t> windows = read_windows(a, src, m.num_layers);
   for (std::int64_t i = 0; i < m.num_layers; ++i) {
     LayerSpec layer;

@@ -183,6 +183,7 @@ std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
   if (a0.window > 0) return "its attention has a sliding window";
   if (a0.softmax_type != SoftmaxType::kVanilla) return "its attention has a softmax other than vanilla";
   if (m.glu_linear_offset != 0 || m.activation_clamp_value > 0) return "its gated unit is clamped or offset";
+  if (m.rope_yarn_factor > 1) return "its RoPE is scaled by YaRN";
   return "";
 }
 

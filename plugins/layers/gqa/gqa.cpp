@@ -154,8 +154,11 @@ void GqaAttentionModel::activations(const BlockContext& ctx, BlockActivations& o
     // q_layernorm / k_layernorm keep their inputs (the un-normed Q and K).
     add_act(out, "attention/qk_norm_inputs", ab * T * (nq + nkv) * d, kOffloadQkvLinear, T * nkv * d);
   }
-  if (ctx.model.position_embedding == PositionEmbedding::kRope && !ctx.setup.apply_rope_fusion) {
-    // rope_utils.py _apply_rotary_pos_emb_bshd (--no-rope-fusion): each of Q and K is rotated
+  // rope_utils.py apply_rotary_pos_emb leaves TE's fused RoPE under --no-rope-fusion, and for a
+  // YaRN concentration factor other than 1 (attention.py passes it as mscale; ModelSpec::rope_yarn_factor).
+  if (ctx.model.position_embedding == PositionEmbedding::kRope &&
+      (!ctx.setup.apply_rope_fusion || ctx.model.rope_yarn_factor > 1)) {
+    // rope_utils.py _apply_rotary_pos_emb_bshd: each of Q and K is rotated
     // as t * cos_ + rotate_half(t) * sin_, whose products keep cos_ and sin_, made per call in
     // the activation dtype [s/CP, 1, 1, d] (no batch dimension); t itself is not kept. TE's fused
     // kernel keeps only the model's one freqs tensor, shared by every layer.

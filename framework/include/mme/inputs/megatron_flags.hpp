@@ -51,6 +51,7 @@ enum class ModelFlag : std::uint8_t {
   kDisableBiasLinear,
   kPositionEmbeddingType,
   kUseRotaryPositionEmbeddings,
+  kRotaryScalingFactor,
   kMaxPositionEmbeddings,
   kUntieEmbeddingsAndOutputWeights,
   kHiddenDropout,

@@ -97,6 +97,12 @@ struct ModelSpec {
   std::int64_t max_position_embeddings = 0;
   bool tie_embeddings = false;  // share_embeddings_and_output_weights
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  // YaRN's scaling factor (Megatron-LM's --position-embedding-type yarn --rotary-scaling-factor,
+  // HF rope_scaling {rope_type: yarn, factor}), with Megatron-LM's default mscale 1 and
+  // mscale_all_dim 0: above 1, attention.py scales RoPE's cos and sin by 0.1 ln(factor) + 1,
+  // which TE's fused RoPE cannot, so rope_utils.py runs the unfused one. 1 = plain RoPE. Read by
+  // the gqa block (multi-latent attention applies its own YaRN).
+  double rope_yarn_factor = 1.0;
   Normalization normalization = Normalization::kRMSNorm;
   bool add_bias_linear = false;     // biases on every linear layer (Megatron default: on)
   bool gated_linear_unit = true;    // SwiGLU / GeGLU

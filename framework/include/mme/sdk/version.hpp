@@ -49,7 +49,7 @@
 // 10: AttentionSpec gains window (sliding-window attention) and softmax_type (SoftmaxType: GPT-OSS's
 //    learnable attention sinks); ModelSpec gains glu_linear_offset and activation_clamp_value (the
 //    clamped quick-GEGLU); resolve_attention takes the model (a softmax other than vanilla rules
-//    out FlashAttention).
+//    out FlashAttention); ModelSpec gains rope_yarn_factor (YaRN: the unfused RoPE).
 #define MME_PLUGIN_API_VERSION 10
 
 #define MME_STRINGIFY_INNER(x) #x

@@ -40,9 +40,9 @@ TEST(adapter_mapping, GptOssAlternatesSlidingAndFullAttentionWithSinks) {
   EXPECT_TRUE(s.add_bias_linear);
   EXPECT_FALSE(s.tie_embeddings);
   EXPECT_EQ(s.vocab_size, 201088);
-  // YaRN's concentration factor sends Megatron-LM to the unfused RoPE, which is said.
-  ASSERT_EQ(s.warnings.size(), 1u);
-  EXPECT_NE(s.warnings[0].find("YaRN with factor 32"), std::string::npos) << s.warnings[0];
+  // YaRN's factor (its concentration factor sends Megatron-LM to the unfused RoPE).
+  EXPECT_DOUBLE_EQ(s.rope_yarn_factor, 32);
+  EXPECT_TRUE(s.warnings.empty());
 }
 
 TEST(adapter_mapping, GptOssLayerTypesDecideTheWindows) {
@@ -87,6 +87,9 @@ TEST(adapter_mapping, GptOssRefusesWhatItCannotModel) {
   c = base;
   c["swiglu_limit"] = 0;
   expect_error(c, "swiglu_limit");
+  c = base;
+  c["rope_scaling"]["mscale"] = 0.707;
+  expect_error(c, "'mscale' is not modelled");
 }
 
 }  // namespace

@@ -178,21 +178,23 @@ TEST(MegatronArgsAdapter, GptOssFlagsReadBackAsTheSameFlags) {
   for (const auto& l : model_of(gpt_oss_flags({"--window-size", "-1,0"})).layers) EXPECT_EQ(l.attention.window, 0);
 }
 
-TEST(MegatronArgsAdapter, YarnOutsideMlaIsSaidToRunTheUnfusedRope) {
+TEST(MegatronArgsAdapter, YarnOutsideMlaKeepsItsFactor) {
   auto yarn = [](const std::vector<std::string>& extra) {
     std::vector<std::string> f = kFlags;
     const auto at = std::find(f.begin(), f.end(), "rope");
     *at = "yarn";
-    f.insert(f.end(), extra.begin(), extra.end());
-    return model_of(f).warnings;
+    f.insert(at + 1, extra.begin(), extra.end());
+    return f;
   };
-  // 0.1 ln 32 + 1 = 1.3466 (yarn_rotary_pos_embedding.py _yarn_get_mscale, mscale 1 over
-  // mscale_all_dim 0's 1).
-  const auto said = yarn({"--rotary-scaling-factor", "32"});
-  ASSERT_EQ(said.size(), 1u);
-  EXPECT_THAT(said[0], HasSubstr("concentration factor 1.3466"));
-  EXPECT_TRUE(yarn({}).empty());                                                          // factor 1: the fused RoPE
-  EXPECT_TRUE(yarn({"--rotary-scaling-factor", "32", "--mscale-all-dim", "1"}).empty());  // 1.3466 / 1.3466
+  // --rotary-scaling-factor 32: a concentration factor of 0.1 ln 32 + 1 (the unfused RoPE); it
+  // reads back as the same flags.
+  const auto flags = yarn({"--rotary-scaling-factor", "32"});
+  const ModelSpec m = model_of(flags);
+  EXPECT_DOUBLE_EQ(m.rope_yarn_factor, 32);
+  EXPECT_EQ(model_to_megatron_args(m, registry()), flags);
+  EXPECT_DOUBLE_EQ(model_of(yarn({})).rope_yarn_factor, 1);  // factor 1: plain RoPE
+  // mscale equal to mscale_all_dim: a concentration factor of 1, the fused RoPE.
+  EXPECT_DOUBLE_EQ(model_of(yarn({"--rotary-scaling-factor", "32", "--mscale-all-dim", "1"})).rope_yarn_factor, 1);
 }
 
 TEST(MegatronArgsAdapter, GptOssFlagsMegatronRefusesAreRefused) {
