@@ -31,7 +31,7 @@ ModelSpec GptOssAdapter::adapt(const ConfigInput& input) const {
   // GptOssConfig: tie_word_embeddings defaults to false; GptOssRMSNorm everywhere.
   hf::read_common(r, spec, /*tie_default=*/false);
   spec.normalization = Normalization::kRMSNorm;
-  spec.position_embedding = PositionEmbedding::kRope;  // YaRN-scaled RoPE: the same tensors as RoPE
+  spec.position_embedding = PositionEmbedding::kRope;  // YaRN-scaled: rope_yarn_factor below
   spec.gated_linear_unit = true;
   spec.activation = "quick_gelu";
   spec.glu_linear_offset = kGluLinearOffset;
