@@ -445,10 +445,6 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
   // the layout with PP 1, the smallest micro-batch and no recompute (the blocks' rules read none
   // of them; the global batch is left to the micro-batch filter below).
   const std::int64_t min_mbs = *std::min_element(o.micro_batch_sizes.begin(), o.micro_batch_sizes.end());
-  // Transformer Engine's attention choice, as Estimator::run makes it (it reads the backend, the
-  // implementation, the environment and, for a model with sliding windows, CP and its exchange:
-  // resolved per CP below).
-  TrainingSetup cp_probe = o.base;
   const std::vector<PlanKnobs> knobs = plan_knob_combinations(o);
   const std::uint64_t budget = o.max_candidates;
   std::string refusal;  // the engine's reason for the first slice it refuses as a whole
@@ -465,6 +461,16 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
       // Sequence parallelism (as the setup has it) splits the CP chunk over TP (validate_setup).
       const bool sequence_parallel = sequence_parallel_on(probe.parallel);
       if (sequence_parallel && (seq / cp) % tp != 0) continue;
+      // Transformer Engine's attention choice, as Estimator::run makes it: it reads the backend,
+      // the implementation, the environment and, for the model's softmax and windows, CP and its
+      // exchange. An --attention-backend that cannot run this CP refuses its slices (below).
+      AttentionBackend attention = AttentionBackend::kAuto;
+      std::string attention_refusal;
+      try {
+        attention = resolve_attention(probe, o.gpu->compute_capability, &model()).backend;
+      } catch (const UsageError& e) {
+        attention_refusal = e.what();
+      }
       for (auto ep : eps) {
         const std::vector<std::int64_t> etps =
             tables.any_moe ? etps_all : std::vector<std::int64_t>{o.etp.value_or(tp)};
@@ -505,12 +511,8 @@ Space Planner::Impl::build_space(const PlanOptions& o, bool allow_empty) const {
           }
           probe.parallel.ep = ep;
           probe.parallel.etp = etp;
-          cp_probe.parallel.cp = cp;
-          AttentionBackend attention = AttentionBackend::kAuto;
-          try {
-            attention = resolve_attention(cp_probe, o.gpu->compute_capability, &model()).backend;
-          } catch (const UsageError& e) {  // an --attention-backend that cannot run this CP
-            if (refusal.empty()) refusal = e.what();
+          if (!attention_refusal.empty()) {
+            if (refusal.empty()) refusal = attention_refusal;
             continue;
           }
           if (!blocks_accept(probe, attention, refusal)) continue;
