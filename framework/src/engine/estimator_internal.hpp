@@ -227,7 +227,11 @@ inline bool is_fp8_gemm_weight(const ParamTerm& t) {
     case ParamGroup::kEmbedding:
     case ParamGroup::kPositionEmbedding:
     case ParamGroup::kOutputLayer:
-    case ParamGroup::kLoraAdapter: return false;  // Megatron's own linears, not Transformer Engine's
+    case ParamGroup::kLoraAdapter:
+      return false;  // Megatron's own linears, not Transformer Engine's
+    // A Mamba mixer's in_proj and out_proj are TE linears; its conv1d, dt_bias, A_log, D and norm
+    // are plain parameters (mamba_mixer.py).
+    case ParamGroup::kMamba: return t.name == "in_proj" || t.name == "out_proj";
     default: return true;
   }
 }

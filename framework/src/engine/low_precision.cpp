@@ -128,6 +128,10 @@ CheckedInt te_gemm_count(const BlockParams& params, std::int64_t local_experts) 
       case ParamGroup::kMtp:
         if (!ends_with(t.name, "_bias")) n += 1;
         break;
+      // mamba_mixer.py: in_proj (TELayerNormColumnParallelLinear) and out_proj (TERowParallelLinear).
+      case ParamGroup::kMamba:
+        if (t.name == "in_proj" || t.name == "out_proj") n += 1;
+        break;
       // experts.py TEGroupedMLP: fc1 and fc2 GroupedLinear, one GEMM per local expert each.
       case ParamGroup::kRoutedExperts: n += 2 * CheckedInt(local_experts); break;
       // shared_experts.py: linear_fc1 and linear_fc2 (the gate is a plain parameter).

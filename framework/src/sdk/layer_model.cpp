@@ -83,6 +83,7 @@ const char* to_string(ParamGroup g) {
     case ParamGroup::kNorms: return "norms";
     case ParamGroup::kMtp: return "mtp";
     case ParamGroup::kLoraAdapter: return "lora_adapters";
+    case ParamGroup::kMamba: return "mamba";
   }
   return "?";
 }

@@ -33,6 +33,9 @@ enum class MegatronBlock : std::uint8_t {
   kMlaSelfAttention,  // megatron/core/transformer/multi_latent_attention.py MLASelfAttention
   kMlp,               // megatron/core/transformer/mlp.py MLP
   kMoeLayer,          // megatron/core/transformer/moe/moe_layer.py MoELayer
+  // Plugin API 11: hybrid models (--hybrid-layer-pattern).
+  kMambaMixer,  // megatron/core/ssm/mamba_mixer.py MambaMixer (a Mamba layer, 'M')
+  kIdentity,    // IdentityOp: the block a hybrid layer lacks (the MLP of 'M' and '*', the attention of '-' and 'E')
 };
 
 // How the distributed optimizer and the parallel layout treat a parameter.
@@ -57,6 +60,9 @@ enum class ParamGroup : std::uint8_t {
   // A LoRA adapter's linear_in / linear_out (LoraSettings): the only trainable parameters under
   // LoRA; every other group is then frozen.
   kLoraAdapter,
+  // Plugin API 11: a Mamba-2 mixer's own parameters (in_proj, conv1d, dt_bias, A_log, D, the gated
+  // norm, out_proj).
+  kMamba,
 };
 
 struct ParamTerm {

@@ -21,8 +21,14 @@ enum class PositionEmbedding { kRope, kLearnedAbsolute, kNone };
 // FlashAttention (dot_product_attention/utils.py get_attention_backend).
 enum class SoftmaxType { kVanilla, kOffByOne, kLearnable };
 
-// The attention block of one decoder layer. `kind` names the layer-memory model that
-// handles it ("gqa" for MHA/GQA/MQA, "mla" for multi-latent attention, or a plugin's own).
+// The attention block of one decoder layer: its sequence mixer. `kind` names the layer-memory
+// model that handles it ("gqa" for MHA/GQA/MQA, "mla" for multi-latent attention, "mamba" for a
+// Mamba-2 mixer, "no_attention" for a hybrid model's layer without one, or a plugin's own).
+//
+// A hybrid model (megatron/core/models/hybrid: --hybrid-layer-pattern) is a list of one-block
+// layers: each pattern character is a layer of its own (hybrid_block.py HybridStack), a Mamba layer
+// ('M': the mixer, no MLP), an attention layer ('*': no MLP), an MLP layer ('-') or a MoE layer
+// ('E', both without attention). Here each is a LayerSpec whose other block is the identity.
 struct AttentionSpec {
   std::string kind = "gqa";
   std::int64_t num_heads = 0;         // num_attention_heads
@@ -41,11 +47,21 @@ struct AttentionSpec {
   // keep the same tensors either way; the window cuts their work.
   std::int64_t window = 0;
   SoftmaxType softmax_type = SoftmaxType::kVanilla;
+  // A Mamba-2 mixer in the attention's place (kind "mamba": megatron/core/ssm/mamba_mixer.py
+  // MambaMixer, the sequence mixer of a hybrid model's Mamba layer, TransformerConfig.mamba_*):
+  // mamba_num_heads heads of mamba_head_dim channels (d_inner = heads x head_dim), B and C in
+  // mamba_num_groups groups of mamba_state_dim. 0 outside Mamba layers. The heads and query groups
+  // above stay the model's (what its attention layers use).
+  std::int64_t mamba_num_heads = 0;
+  std::int64_t mamba_head_dim = 0;
+  std::int64_t mamba_state_dim = 0;
+  std::int64_t mamba_num_groups = 0;
 
   bool operator==(const AttentionSpec&) const = default;
 };
 
-// The MLP block of one decoder layer. `kind` names the layer-memory model ("dense", "moe").
+// The MLP block of one decoder layer. `kind` names the layer-memory model ("dense", "moe"; "no_mlp"
+// for a hybrid model's layer without one).
 struct MlpSpec {
   std::string kind = "dense";
   std::int64_t ffn_hidden_size = 0;  // dense MLP width (ffn_hidden_size)

@@ -50,7 +50,10 @@
 //    learnable attention sinks); ModelSpec gains glu_linear_offset and activation_clamp_value (the
 //    clamped quick-GEGLU); resolve_attention takes the model (a softmax other than vanilla rules
 //    out FlashAttention); ModelSpec gains rope_yarn_factor (YaRN: the unfused RoPE).
-#define MME_PLUGIN_API_VERSION 10
+// 11: hybrid models: AttentionSpec gains the Mamba-2 mixer's sizes (mamba_num_heads, mamba_head_dim,
+//    mamba_state_dim, mamba_num_groups); MegatronBlock gains kMambaMixer and kIdentity, ParamGroup
+//    kMamba.
+#define MME_PLUGIN_API_VERSION 11
 
 #define MME_STRINGIFY_INNER(x) #x
 #define MME_STRINGIFY(x) MME_STRINGIFY_INNER(x)
