@@ -722,12 +722,12 @@ TEST(EstimateCli, NotModelledFlagsAtTheirNeutralValueAreSilent) {
     }
     return flags;
   };
-  EXPECT_EQ(named("--mamba-head-dim 64 --mlp-chunks-for-training 1 --num-channels 3 --patch-dim 16 "
+  EXPECT_EQ(named("--mlp-chunks-for-training 1 --num-channels 3 --patch-dim 16 "
                   "--moe-dispatch-fwd-dtype bf16 --inference-max-seq-length 2560"),
             std::set<std::string>{});
-  EXPECT_EQ(named("--mamba-head-dim 32 --mlp-chunks-for-training 2 --num-channels 4 --patch-dim 14 "
+  EXPECT_EQ(named("--mlp-chunks-for-training 2 --num-channels 4 --patch-dim 14 "
                   "--moe-dispatch-fwd-dtype mxfp8 --inference-max-seq-length 4096"),
-            (std::set<std::string>{"--mamba-head-dim", "--mlp-chunks-for-training", "--num-channels", "--patch-dim",
+            (std::set<std::string>{"--mlp-chunks-for-training", "--num-channels", "--patch-dim",
                                    "--moe-dispatch-fwd-dtype", "--inference-max-seq-length"}));
   // A flag without a neutral value (Megatron-LM's default None) is named at any value.
   EXPECT_EQ(named("--moe-input-jitter-eps 0"), std::set<std::string>{"--moe-input-jitter-eps"});

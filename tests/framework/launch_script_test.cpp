@@ -277,9 +277,11 @@ TEST(LaunchScript, FlagValuesByMegatronLmArity) {
 TEST(LaunchScript, EntryScriptsDecideTheFamily) {
   EXPECT_EQ(error_of("torchrun --nproc_per_node 8 pretrain_bert.py --num-layers 24\n"),
             "launch.sh:1: pretrain_bert.py trains BERT models, which mme does not model: mme estimates the models of "
-            "Megatron-LM's pretrain_gpt.py (dense, MoE, MLA, MTP)");
+            "Megatron-LM's pretrain_gpt.py (dense, MoE, MLA, MTP) and pretrain_hybrid.py (Mamba hybrids)");
+  // A hybrid model is its layer pattern: without one the entry script's model is not known.
   EXPECT_THAT(error_of("torchrun ../../pretrain_hybrid.py --num-layers 2\n"),
-              HasSubstr("../../pretrain_hybrid.py trains hybrid Mamba models"));
+              HasSubstr("../../pretrain_hybrid.py without --hybrid-layer-pattern"));
+  EXPECT_EQ(checked("torchrun pretrain_mamba.py --hybrid-override-pattern M*M-\n").warnings.size(), 0u);
   EXPECT_THAT(error_of("python my_train.py --num-layers 2\n"),
               HasSubstr("my_train.py is not a Megatron-LM entry script mme knows"));
   LaunchScriptOptions o;

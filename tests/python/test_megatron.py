@@ -139,10 +139,14 @@ def test_a_gpt_namespace_names_no_feature_it_does_not_use():
     assert r.to_dict()["warnings"] == []
     assert r.to_dict()["peak"] == mme.from_megatron_args(llama_namespace()).to_dict()["peak"]
     # The same attributes away from their defaults: each named.
-    changed = dict(mamba_head_dim=32, mlp_chunks_for_training=2, patch_dim=14,
+    changed = dict(mlp_chunks_for_training=2, patch_dim=14,
                    mamba_inference_ssm_states_dtype=TorchDtype("float32"))
     lines = not_modelled(mme.from_megatron_args(llama_namespace(**{**GPT_DEFAULTS, **changed})))
     assert sorted(line.split(" ")[0] for line in lines) == sorted("--" + k.replace("_", "-") for k in changed)
+    # A Mamba size away from its default means nothing without a hybrid pattern: said, not modelled.
+    r = mme.from_megatron_args(llama_namespace(**{**GPT_DEFAULTS, "mamba_head_dim": 32}))
+    assert not_modelled(r) == []
+    assert any("--mamba-head-dim is ignored" in w for w in r.to_dict()["warnings"])
 
 
 def test_moe_mla_namespace_and_renamed_attributes():

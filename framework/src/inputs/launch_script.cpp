@@ -40,8 +40,8 @@ constexpr Entry kEntries[] = {
     {"pretrain_gpt.py", ""},
     {"pretrain_bert.py", "BERT models"},
     {"pretrain_t5.py", "T5 encoder-decoder models"},
-    {"pretrain_hybrid.py", "hybrid Mamba models"},
-    {"pretrain_mamba.py", "hybrid Mamba models"},
+    {"pretrain_hybrid.py", ""},  // hybrid models, from their --hybrid-layer-pattern
+    {"pretrain_mamba.py", ""},   // its earlier name
     {"pretrain_retro.py", "RETRO models"},
     {"pretrain_ict.py", "ICT retrievers (BERT models)"},
     {"pretrain_vlm.py", "vision-language models"},
@@ -248,8 +248,14 @@ void check_launch_script(LaunchScript& s, const std::string& source, const Launc
     if (family && !family->empty())
       throw UsageError(
           fmt::format("{}: {} trains {}, which mme does not model: mme estimates the models of "
-                      "Megatron-LM's pretrain_gpt.py (dense, MoE, MLA, MTP)",
+                      "Megatron-LM's pretrain_gpt.py (dense, MoE, MLA, MTP) and pretrain_hybrid.py (Mamba hybrids)",
                       s.where, s.entry, *family));
+    // A hybrid model is described by its layer pattern (training/utils is_hybrid_model); the ratio
+    // flags that once drew one are not modelled.
+    if (family && (s.entry_name == "pretrain_hybrid.py" || s.entry_name == "pretrain_mamba.py") &&
+        !s.args.has(ModelFlag::kHybridLayerPattern) && !s.args.has(ModelFlag::kHybridOverridePattern))
+      throw UsageError(fmt::format("{}: {} without --{}: mme models a hybrid model from its layer pattern", s.where,
+                                   s.entry, flag_name(ModelFlag::kHybridLayerPattern)));
     if (!family) {
       if (!options.assume_gpt_entry)
         throw UsageError(

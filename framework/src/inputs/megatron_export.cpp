@@ -14,6 +14,7 @@
 #include "mme/sdk/input_text.hpp"
 #include "mme/sdk/layer_model.hpp"
 #include "mme/sdk/model_spec.hpp"
+#include "mme/sdk/text.hpp"
 
 namespace mme {
 
@@ -27,6 +28,11 @@ std::string number(double v) { return fmt::format("{}", v); }
   throw UsageError(fmt::format("{}: {}: Megatron-LM has no launch flag for it", m.name, what));
 }
 
+std::vector<std::string> model_flags_of(const ModelSpec& m, const AttentionSpec& attn, MegatronBlock attn_block,
+                                        std::int64_t window, const std::vector<int>& windowed, const MlpSpec* dense,
+                                        const MlpSpec* moe, const std::vector<int>& pattern);
+std::vector<std::string> hybrid_to_megatron_args(const ModelSpec& m, const Registry& registry);
+
 }  // namespace
 
 std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Registry& registry) {
@@ -39,6 +45,12 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
     const LayerMemoryModel* model = registry.find_layer_model(kind);
     return model ? model->megatron_block() : MegatronBlock::kNone;
   };
+  // A hybrid model (a Mamba mixer or a one-block layer anywhere) is its --hybrid-layer-pattern.
+  const bool hybrid = std::any_of(m.layers.begin(), m.layers.end(), [&](const LayerSpec& l) {
+    return block(l.attention.kind) == MegatronBlock::kMambaMixer ||
+           block(l.attention.kind) == MegatronBlock::kIdentity || block(l.mlp.kind) == MegatronBlock::kIdentity;
+  });
+  if (hybrid) return hybrid_to_megatron_args(m, registry);
   const LayerSpec& first = m.layers.front();
   // Layers may differ in their sliding window alone (--window-size with --window-attn-skip-freq):
   // one window size, on the layers that have one.
@@ -74,6 +86,17 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
   if (attn_block != MegatronBlock::kSelfAttention && attn_block != MegatronBlock::kMlaSelfAttention)
     not_expressible(m, fmt::format("attention kind '{}'", attn.kind));
 
+  return model_flags_of(m, attn, attn_block, window, windowed, dense, moe, pattern);
+}
+
+namespace {
+
+// The flags of a model whose blocks are known: its attention (attn, of Megatron-LM class
+// attn_block), its sliding windows, its dense and MoE MLPs (either may be absent) and which
+// layers are MoE (a list written as --moe-layer-freq when both kinds are there; empty: none).
+std::vector<std::string> model_flags_of(const ModelSpec& m, const AttentionSpec& attn, MegatronBlock attn_block,
+                                        std::int64_t window, const std::vector<int>& windowed, const MlpSpec* dense,
+                                        const MlpSpec* moe, const std::vector<int>& pattern) {
   std::vector<std::string> a;
   auto flag = [&](MF f) { a.push_back(std::string("--") + flag_name(f)); };
   auto value = [&](MF f, const std::string& v) {
@@ -127,9 +150,10 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
   // The adapter reads --ffn-hidden-size as the dense MLP's width and as the MoE blocks' nominal
   // one, which sizes nothing; an all-MoE model without one gets its experts' width (Megatron-LM
   // needs a value).
-  integer(MF::kFfnHiddenSize, dense                      ? dense->ffn_hidden_size
-                              : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
-                                                         : moe->expert_ffn_hidden_size);
+  if (dense || moe)
+    integer(MF::kFfnHiddenSize, dense                      ? dense->ffn_hidden_size
+                                : moe->ffn_hidden_size > 0 ? moe->ffn_hidden_size
+                                                           : moe->expert_ffn_hidden_size);
   if (m.gated_linear_unit) {
     if (m.activation == "silu")
       flag(MF::kSwiglu);
@@ -176,7 +200,7 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
       a.insert(a.end(), {"--moe-router-score-function", "sigmoid"});
     }
     if (moe->router_fp32) value(MF::kMoeRouterDtype, "fp32");
-    if (dense) {
+    if (dense && !pattern.empty()) {
       // A Python list, as Megatron-LM's --moe-layer-freq takes it (one 0/1 per layer).
       std::string list = "[";
       for (std::size_t i = 0; i < pattern.size(); ++i) list += (i ? "," : "") + std::to_string(pattern[i]);
@@ -187,15 +211,121 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
   return a;
 }
 
+// A hybrid model's flags (hybrid_block.py HybridStack): its layers as --hybrid-layer-pattern, one
+// symbol each ('M' a Mamba layer, '*' attention, '-' an MLP, 'E' MoE), the Mamba mixer's sizes and
+// the attention's and MLPs' flags as a GPT model's. Layers of a kind must agree, as the flags hold
+// one of each.
+std::vector<std::string> hybrid_to_megatron_args(const ModelSpec& m, const Registry& registry) {
+  auto block = [&](const std::string& kind) {
+    const LayerMemoryModel* model = registry.find_layer_model(kind);
+    return model ? model->megatron_block() : MegatronBlock::kNone;
+  };
+  std::string symbols;
+  const AttentionSpec* mixer = nullptr;
+  const AttentionSpec* attention = nullptr;
+  const MlpSpec* dense = nullptr;
+  const MlpSpec* moe = nullptr;
+  auto same = [&](const auto*& slot, const auto& spec, const char* what) {
+    if (slot && !(*slot == spec)) not_expressible(m, fmt::format("hybrid layers with different {}", what));
+    slot = &spec;
+  };
+  for (const LayerSpec& l : m.layers) {
+    if (l.post_attention_norm || l.post_mlp_norm) not_expressible(m, "post-attention / post-MLP norms");
+    const MegatronBlock a = block(l.attention.kind), f = block(l.mlp.kind);
+    if (a == MegatronBlock::kMambaMixer && f == MegatronBlock::kIdentity) {
+      symbols += 'M';
+      same(mixer, l.attention, "Mamba mixers");
+    } else if (a == MegatronBlock::kSelfAttention && f == MegatronBlock::kIdentity) {
+      symbols += '*';
+      same(attention, l.attention, "attention blocks");
+    } else if (a == MegatronBlock::kIdentity && f == MegatronBlock::kMlp) {
+      symbols += '-';
+      same(dense, l.mlp, "MLPs");
+    } else if (a == MegatronBlock::kIdentity && f == MegatronBlock::kMoeLayer) {
+      symbols += 'E';
+      same(moe, l.mlp, "MoE blocks");
+    } else {
+      not_expressible(m, fmt::format("a hybrid model's layer of attention kind '{}' and MLP kind '{}' (a pattern "
+                                     "layer has one block: M, *, - or E)",
+                                     l.attention.kind, l.mlp.kind));
+    }
+  }
+  // The attention flags: the attention layers', else the heads every layer carries (Megatron-LM
+  // needs them whether or not a layer attends).
+  AttentionSpec attn = attention ? *attention : m.layers.front().attention;
+  if (attn.window > 0) not_expressible(m, "sliding windows in a hybrid model");
+  attn.kind = "gqa";
+  std::vector<std::string> a = model_flags_of(m, attn, MegatronBlock::kSelfAttention, 0, {}, dense, moe, {});
+  auto value = [&](MF f, const std::string& v) { a.insert(a.end(), {std::string("--") + flag_name(f), v}); };
+  value(MF::kHybridLayerPattern, symbols);
+  if (mixer) {
+    value(MF::kMambaNumHeads, std::to_string(mixer->mamba_num_heads));
+    value(MF::kMambaHeadDim, std::to_string(mixer->mamba_head_dim));
+    value(MF::kMambaStateDim, std::to_string(mixer->mamba_state_dim));
+    value(MF::kMambaNumGroups, std::to_string(mixer->mamba_num_groups));
+  }
+  return a;
+}
+
+}  // namespace
+
 namespace {
 
 // Megatron-LM's own GPU counts: torchrun's processes per node x nodes (8 per node where the
 // count allows it).
-std::vector<std::string> launcher_words(std::int64_t world_size) {
+std::vector<std::string> launcher_words(std::int64_t world_size, bool hybrid) {
   const std::int64_t per_node = world_size % 8 == 0 ? 8 : world_size;
-  return {
-      "torchrun",       "--nproc_per_node", std::to_string(per_node), "--nnodes", std::to_string(world_size / per_node),
-      "pretrain_gpt.py"};
+  return {"torchrun",
+          "--nproc_per_node",
+          std::to_string(per_node),
+          "--nnodes",
+          std::to_string(world_size / per_node),
+          hybrid ? "pretrain_hybrid.py" : "pretrain_gpt.py"};
+}
+
+// A hybrid model's pipeline chunks are '|' separators in its pattern, never a layout or a VPP flag
+// (arguments.py refuses those beside --hybrid-layer-pattern): a layout of the embedding, decoder
+// layers and the loss ("Etttt|tttttL"), or an even split over PP x VPP chunks, becomes the
+// separators, and the setup is written without it. First/last-stage counts stay flags (Megatron-LM
+// takes them beside a pattern without separators).
+void place_hybrid_pipes(const std::string& name, std::string& pattern, TrainingSetup& s) {
+  std::vector<std::int64_t> chunks;  // layers per chunk, in pattern order
+  const auto layers = static_cast<std::int64_t>(pattern.size());
+  if (!s.pipeline.layout.empty()) {
+    const std::vector<std::string> stages = split(s.pipeline.layout, '|', EmptyItems::kKeep);
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      std::string body = stages[i];
+      if (i == 0 && !body.empty() && body.front() == 'E') body.erase(0, 1);
+      if (i + 1 == stages.size() && !body.empty() && body.back() == 'L') body.pop_back();
+      if (body.find_first_not_of('t') != std::string::npos)
+        throw UsageError(
+            fmt::format("{}: --pipeline-layout {}: a hybrid model's pipeline is '|' separators in its "
+                        "pattern, which say only how many layers each chunk holds (write the layout "
+                        "as E, t, | and L)",
+                        name, s.pipeline.layout));
+      chunks.push_back(static_cast<std::int64_t>(body.size()));
+    }
+  } else if (s.parallel.vpp > 1) {
+    const std::int64_t n = s.parallel.pp * s.parallel.vpp;
+    if (layers % n != 0 || s.pipeline.first_stage_layers || s.pipeline.last_stage_layers ||
+        s.pipeline.accounted_blocks() > 0)
+      throw UsageError(
+          fmt::format("{}: VPP {} over {} layers: a hybrid model's chunks are '|' separators in its "
+                      "pattern; give the split as --pipeline-layout",
+                      name, s.parallel.vpp, layers));
+    chunks.assign(static_cast<std::size_t>(n), layers / n);
+  } else {
+    return;
+  }
+  std::string piped;
+  std::size_t at = 0;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    piped += (c ? "|" : "") + pattern.substr(at, static_cast<std::size_t>(chunks[c]));
+    at += static_cast<std::size_t>(chunks[c]);
+  }
+  pattern = piped;
+  s.pipeline.layout.clear();
+  s.parallel.vpp = 1;
 }
 
 // What no flag expresses is refused: the knobs Megatron-LM has no flag for must hold the value
@@ -234,7 +364,11 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
   if (launched.position_embedding != PositionEmbedding::kLearnedAbsolute &&
       launched.max_position_embeddings < setup.seq_length)
     launched.max_position_embeddings = setup.seq_length;
-  const std::vector<std::string> model_flags = model_to_megatron_args(launched, registry);
+  std::vector<std::string> model_flags = model_to_megatron_args(launched, registry);
+  const auto pattern =
+      std::find(model_flags.begin(), model_flags.end(), std::string("--") + flag_name(MF::kHybridLayerPattern));
+  const bool hybrid = pattern != model_flags.end();
+  if (hybrid) place_hybrid_pipes(model.name, *(pattern + 1), written);
   const std::vector<std::string> rest = setup_to_megatron_args(written, true);
   std::vector<std::string> out, flags;
   for (std::size_t i = 0; i < rest.size(); ++i) {
@@ -244,7 +378,7 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
     }
     flags.push_back(rest[i]);
   }
-  const auto launcher = launcher_words(setup.parallel.world_size);
+  const auto launcher = launcher_words(setup.parallel.world_size, hybrid);
   out.insert(out.end(), launcher.begin(), launcher.end());
   out.insert(out.end(), model_flags.begin(), model_flags.end());
   out.insert(out.end(), flags.begin(), flags.end());

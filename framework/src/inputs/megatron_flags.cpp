@@ -92,6 +92,13 @@ constexpr ModelFlagInfo kModelFlags[] = {
     {MF::kMoeRouterDtype, "moe-router-dtype", "the router's dtype (fp32, fp64)"},
     {MF::kMoeLayerFreq, "moe-layer-freq", "which layers are MoE layers"},
     {MF::kMtpNumLayers, "mtp-num-layers", "multi-token prediction layers"},
+    {MF::kHybridLayerPattern, "hybrid-layer-pattern",
+     "a hybrid model's layers, one symbol each (M Mamba, * attention, - MLP, E MoE; | pipeline stages)"},
+    {MF::kHybridOverridePattern, "hybrid-override-pattern", "the deprecated spelling of --hybrid-layer-pattern"},
+    {MF::kMambaNumHeads, "mamba-num-heads", "Mamba heads (default: 2 x hidden / head dim)"},
+    {MF::kMambaHeadDim, "mamba-head-dim", "a Mamba head's width"},
+    {MF::kMambaStateDim, "mamba-state-dim", "the Mamba state's width per group"},
+    {MF::kMambaNumGroups, "mamba-num-groups", "the Mamba mixer's B and C groups"},
 };
 static_assert(std::size(kModelFlags) == static_cast<std::size_t>(MF::kCount), "one row per ModelFlag");
 

@@ -1,8 +1,48 @@
 // The knobs of the parallel layout, the batch and the data-parallel sharding: the first part of
 // the setup schema's table (setup_schema.hpp), in spec-file order.
+#include "mme/inputs/megatron_flags.hpp"
+
 #include "setup_knobs.hpp"
 
 namespace mme::setup_knobs_detail {
+
+namespace {
+
+// --pipeline-model-parallel-layout, or a hybrid model's: the '|' separators of its
+// --hybrid-layer-pattern are the pipeline's stages (hybrid_layer_allocation.py
+// select_pipeline_segment: segment vp x PP + pp_rank, the embedding on the first, the loss on the
+// last; arguments.py derives VPP from their count), which is the layout "E" + one 't' per layer of
+// each segment + "L". arguments.py refuses the other ways of splitting the pipeline beside a
+// hybrid pattern, and the first/last-stage counts beside its separators.
+void megatron_pipeline_layout(const MegatronArgs& a, TrainingSetup& s) {
+  if (auto v = given(a, "pipeline-model-parallel-layout")) s.pipeline.layout = *v;
+  auto pattern = a.value(ModelFlag::kHybridLayerPattern);
+  const char* flag = flag_name(ModelFlag::kHybridLayerPattern);
+  if (!pattern) {
+    pattern = a.value(ModelFlag::kHybridOverridePattern);
+    flag = flag_name(ModelFlag::kHybridOverridePattern);
+  }
+  if (!pattern) return;
+  for (const char* refused : {"pipeline-model-parallel-layout", "num-layers-per-virtual-pipeline-stage",
+                              "num-virtual-stages-per-pipeline-rank", "account-for-embedding-in-pipeline-split",
+                              "account-for-loss-in-pipeline-split"})
+    if (a.has(refused))
+      throw UsageError(
+          fmt::format("--{} with --{}: Megatron-LM refuses it (arguments.py: the pattern's '|' "
+                      "separators define the pipeline stages)",
+                      refused, flag));
+  const std::string main = pattern->substr(0, pattern->find('/'));
+  if (main.find('|') == std::string::npos) return;
+  for (const char* refused : {"decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers"})
+    if (a.has(refused))
+      throw UsageError(
+          fmt::format("--{} with the '|' separators of --{}: Megatron-LM refuses it (arguments.py)", refused, flag));
+  std::string layout = "E";
+  for (const char c : main) layout += c == '|' ? '|' : 't';
+  s.pipeline.layout = layout + "L";
+}
+
+}  // namespace
 
 // TP, PP, VPP and the pipeline split.
 void add_tensor_and_pipeline_knobs(std::vector<SetupKnob>& k) {
@@ -142,6 +182,7 @@ void add_tensor_and_pipeline_knobs(std::vector<SetupKnob>& k) {
        .doc_value = "S",
        .doc = "Megatron pipeline layout string, e.g. `Et*3\\|(tt\\|)*6mL`",
        .megatron = {"pipeline-model-parallel-layout"},
+       .megatron_read = megatron_pipeline_layout,
        .spec_section = "parallelism",
        .spec_name = "pipeline_model_parallel_layout",
        .spec_default = "null",

@@ -169,9 +169,12 @@ std::string skip_reason(const CsvRow& row) {
   const std::string tc = get(row, "test_case");
   if (model == "t5") return "T5 encoder-decoder models are not modelled (decoder-only GPT/MoE only)";
   if (model == "bert") return "BERT encoder models are not modelled (decoder-only GPT/MoE only)";
-  if (model == "hybrid") return "hybrid Mamba/attention models are not modelled";
+  // Flextron: an elastic hybrid model whose router picks a sub-network per sample (--flextron).
+  if (model == "hybrid" && !get(row, "flextron").empty())
+    return "Flextron elastic hybrid models (a router choosing sub-networks) are not modelled";
   if (model.rfind("multimodal", 0) == 0) return "multimodal models (vision encoder + LM) are not modelled";
-  if (model != "gpt" && model != "moe") return fmt::format("model kind '{}' is not modelled", model);
+  if (model != "gpt" && model != "moe" && model != "hybrid")
+    return fmt::format("model kind '{}' is not modelled", model);
   if (contains(tc, "grpo") || contains(tc, "_rl_") || contains(tc, "inference"))
     return "RL / inference loops (generation engine next to training) are not modelled";
   const std::string tokenizer = get(row, "tokenizer-type");

@@ -224,6 +224,125 @@ void check_router_rules(const MegatronArgs& a, const std::string& src, const Mlp
   }
 }
 
+// --hybrid-layer-pattern, or its deprecated spelling --hybrid-override-pattern (arguments.py, which
+// refuses both): the main pattern, its pipe separators kept; nullopt for a GPT model.
+std::optional<std::string> read_hybrid_pattern(const MegatronArgs& a, const std::string& src) {
+  const auto layer = a.value(MF::kHybridLayerPattern), override_ = a.value(MF::kHybridOverridePattern);
+  if (layer && override_)
+    throw ConfigError(fmt::format("{}: --{} and --{} cannot both be specified (arguments.py)", src,
+                                  flag_name(MF::kHybridOverridePattern), flag_name(MF::kHybridLayerPattern)));
+  if (!layer && !override_) return std::nullopt;
+  const std::string& text = layer ? *layer : *override_;
+  const char* flag = flag_name(layer ? MF::kHybridLayerPattern : MF::kHybridOverridePattern);
+  // hybrid_layer_allocation.py parse_hybrid_pattern: '/' opens the MTP depths' patterns.
+  const std::string main = text.substr(0, text.find('/'));
+  if (main.size() != text.size() && text.find_first_not_of('/', main.size()) != std::string::npos)
+    throw ConfigError(
+        fmt::format("{}: --{} {}: multi-token prediction layers of a hybrid model (after '/') are "
+                    "not modelled",
+                    src, flag, text));
+  std::int64_t layers = 0;
+  for (const char c : main) {
+    switch (c) {
+      case 'M':
+      case '*':
+      case '-':
+      case 'E': ++layers; break;
+      case '|': break;
+      case 'G':
+      case 'D':
+      case '+':
+        throw ConfigError(fmt::format("{}: --{}: '{}' layers ({}) are not modelled", src, flag, c,
+                                      c == 'G'   ? "gated delta net"
+                                      : c == 'D' ? "DeepSeek sparse attention"
+                                                 : "multi-latent attention"));
+      default:
+        throw ConfigError(
+            fmt::format("{}: --{}: '{}' is not a layer symbol (M, *, -, E, and | between pipeline "
+                        "stages: hybrid_layer_allocation.py)",
+                        src, flag, c));
+    }
+    if (layers > ConfigReader::kMaxLayers)
+      throw ConfigError(fmt::format("{}: --{}: {}", src, flag, too_many_layers(std::to_string(layers))));
+  }
+  if (layers == 0) throw ConfigError(fmt::format("{}: --{} '{}' has no layers", src, flag, text));
+  return main;
+}
+
+// A Mamba layer's mixer (TransformerConfig.mamba_*, MambaMixer.__init__): without --mamba-num-heads,
+// d_inner is twice the hidden size (expand 2) in heads of --mamba-head-dim.
+AttentionSpec read_mamba_mixer(const MegatronArgs& a, const std::string& src, const AttentionSpec& attn,
+                               std::int64_t hidden) {
+  AttentionSpec mixer = attn;
+  mixer.kind = "mamba";
+  mixer.window = 0;
+  mixer.mamba_head_dim = size_flag(a, src, MF::kMambaHeadDim, 64);
+  mixer.mamba_state_dim = size_flag(a, src, MF::kMambaStateDim, 128);
+  mixer.mamba_num_groups = size_flag(a, src, MF::kMambaNumGroups, 8);
+  if (a.has(MF::kMambaNumHeads)) {
+    mixer.mamba_num_heads = size_flag(a, src, MF::kMambaNumHeads, 0);
+  } else {
+    if ((2 * hidden) % mixer.mamba_head_dim != 0)
+      throw ConfigError(fmt::format("{}: d_inner = 2 x --{} = {} is not divisible by --{} {} (MambaMixer asserts it)",
+                                    src, flag_name(MF::kHiddenSize), 2 * hidden, flag_name(MF::kMambaHeadDim),
+                                    mixer.mamba_head_dim));
+    mixer.mamba_num_heads = 2 * hidden / mixer.mamba_head_dim;
+  }
+  return mixer;
+}
+
+// A hybrid model's layers (hybrid_block.py HybridStack): one per pattern symbol, each a single block
+// beside the identity.
+void build_hybrid_layers(const MegatronArgs& a, const std::string& src, const std::string& pattern,
+                         const AttentionSpec& attn, const MlpSpec& dense, const MlpSpec& moe, ModelSpec& m) {
+  if (attn.kind != "gqa")
+    throw ConfigError(
+        fmt::format("{}: --{} with a hybrid model: its attention layers are not modelled (the '+' "
+                    "layers of a pattern are MLA's)",
+                    src, flag_name(MF::kMultiLatentAttention)));
+  if (a.has(MF::kWindowSize))
+    throw ConfigError(fmt::format("{}: --{} with a hybrid model is not modelled", src, flag_name(MF::kWindowSize)));
+  if (size_flag(a, src, MF::kMtpNumLayers, 0, 0, ConfigReader::kMaxLayers) > 0)
+    throw ConfigError(fmt::format("{}: --{} with a hybrid model: its multi-token prediction layers are not modelled",
+                                  src, flag_name(MF::kMtpNumLayers)));
+  const bool mamba = pattern.find('M') != std::string::npos;
+  const AttentionSpec mixer = mamba ? read_mamba_mixer(a, src, attn, m.hidden_size) : attn;
+  AttentionSpec none = attn;
+  none.kind = "no_attention";
+  MlpSpec no_mlp;
+  no_mlp.kind = "no_mlp";
+  for (const char c : pattern) {
+    if (c == '|') continue;
+    if (c == 'E' && moe.kind != "moe")
+      throw ConfigError(fmt::format("{}: --{}: 'E' (MoE) layers need --{}", src, flag_name(MF::kHybridLayerPattern),
+                                    flag_name(MF::kNumExperts)));
+    LayerSpec layer;
+    layer.attention = c == 'M' ? mixer : c == '*' ? attn : none;
+    layer.mlp = c == '-' ? dense : c == 'E' ? moe : no_mlp;
+    m.layers.push_back(layer);
+  }
+  const auto given = static_cast<std::int64_t>(m.layers.size());
+  if (a.has(MF::kNumLayers) && size_flag(a, src, MF::kNumLayers, 0, 1, ConfigReader::kMaxLayers) != given)
+    m.warnings.push_back(fmt::format("--{} is ignored: the hybrid pattern has {} layers, which Megatron-LM takes",
+                                     flag_name(MF::kNumLayers), given));
+  if (a.has(MF::kMoeLayerFreq))
+    m.warnings.push_back(fmt::format("--{} is ignored: a hybrid model's MoE layers are its pattern's 'E' layers",
+                                     flag_name(MF::kMoeLayerFreq)));
+  m.num_layers = given;
+  m.family = "megatron-hybrid";
+}
+
+// A GPT model has no Mamba layers: Megatron-LM keeps the Mamba sizes in its config and uses none of
+// them. Said where they differ from its defaults.
+void warn_unused_mamba_flags(const MegatronArgs& a, const std::string& src, ModelSpec& m) {
+  for (const auto& [flag, neutral] :
+       {std::pair{MF::kMambaHeadDim, std::int64_t{64}}, std::pair{MF::kMambaStateDim, std::int64_t{128}},
+        std::pair{MF::kMambaNumGroups, std::int64_t{8}}, std::pair{MF::kMambaNumHeads, std::int64_t{0}}})
+    if (a.has(flag) && size_flag(a, src, flag, neutral, 0) != neutral)
+      m.warnings.push_back(fmt::format("--{} is ignored: without --{} the model has no Mamba layers", flag_name(flag),
+                                       flag_name(MF::kHybridLayerPattern)));
+}
+
 }  // namespace
 
 int MegatronArgsAdapter::match(const nlohmann::json& config) const {
@@ -233,8 +352,9 @@ int MegatronArgsAdapter::match(const nlohmann::json& config) const {
 ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   const MegatronArgs a = MegatronArgs::from_config(input.config);
   const std::string& src = input.source;
+  const std::optional<std::string> hybrid = read_hybrid_pattern(a, src);
   for (const MF required : {MF::kNumLayers, MF::kHiddenSize, MF::kNumAttentionHeads})
-    if (!a.has(required))
+    if (!a.has(required) && !(hybrid && required == MF::kNumLayers))
       throw ConfigError(fmt::format("{}: --{} is required to describe the model", src, flag_name(required)));
 
   ModelSpec m;
@@ -244,7 +364,9 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
   m.adapter = std::string(name());
   m.source = src;
   // Bounded before the per-layer list below is built.
-  m.num_layers = size_flag(a, src, MF::kNumLayers, 0, 1, ConfigReader::kMaxLayers);
+  m.num_layers =
+      hybrid ? static_cast<std::int64_t>(std::count_if(hybrid->begin(), hybrid->end(), [](char c) { return c != '|'; }))
+             : size_flag(a, src, MF::kNumLayers, 0, 1, ConfigReader::kMaxLayers);
   m.hidden_size = size_flag(a, src, MF::kHiddenSize, 0);
   const std::int64_t heads = size_flag(a, src, MF::kNumAttentionHeads, 0);
   const std::int64_t groups = a.enabled(MF::kGroupQueryAttention) ? size_flag(a, src, MF::kNumQueryGroups, 1) : heads;
@@ -394,10 +516,16 @@ ModelSpec MegatronArgsAdapter::adapt(const ConfigInput& input) const {
                       "moe_ffn_hidden_size is set but num_moe_experts is None)",
                       src, flag_name(MF::kMoeFfnHiddenSize), flag_name(MF::kNumExperts)));
   }
+  if (pos == "yarn" && attn.kind == "gqa") m.rope_yarn_factor = read_yarn_factor(a, src);
+  if (hybrid) {
+    build_hybrid_layers(a, src, *hybrid, attn, dense, moe, m);
+    for (const auto& f : a.flags()) m.keys_read.push_back("--" + f.name);
+    return m;
+  }
+  warn_unused_mamba_flags(a, src, m);
   std::vector<int> pattern(static_cast<std::size_t>(m.num_layers), experts > 0 ? 1 : 0);
   if (experts > 0 && a.has(MF::kMoeLayerFreq))
     pattern = moe_layer_pattern(*a.value(MF::kMoeLayerFreq), src, m.num_layers);
-  if (pos == "yarn" && attn.kind == "gqa") m.rope_yarn_factor = read_yarn_factor(a, src);
   const std::vector<std::int64_t> windows = read_windows(a, src, m.num_layers);
   for (std::int64_t i = 0; i < m.num_layers; ++i) {
     LayerSpec layer;

@@ -80,6 +80,12 @@ enum class ModelFlag : std::uint8_t {
   kMoeRouterDtype,
   kMoeLayerFreq,
   kMtpNumLayers,
+  kHybridLayerPattern,
+  kHybridOverridePattern,
+  kMambaNumHeads,
+  kMambaHeadDim,
+  kMambaStateDim,
+  kMambaNumGroups,
   kCount
 };
 

@@ -15,6 +15,7 @@
 
 #include <mme/engine/registry.hpp>
 #include <mme/inputs/megatron_args.hpp>
+#include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/error.hpp>
 #include <mme/sdk/layer_model.hpp>
 
@@ -304,6 +305,95 @@ TEST(MegatronArgsAdapter, ModelsMegatronRefusesAreRefused) {
   std::vector<std::string> all_moe = dense;
   all_moe.insert(all_moe.end(), {"--moe-layer-freq", "1"});
   refused(all_moe, "--moe-ffn-hidden-size without --num-experts");
+}
+
+}  // namespace
+}  // namespace mme::plugins
+
+namespace mme::plugins {
+namespace {
+
+// kFlags as a hybrid model: a Mamba layer, an attention layer, an MLP layer and a MoE layer
+// (--hybrid-layer-pattern M*-E), the Mamba sizes after the pattern, as the export writes them.
+std::vector<std::string> hybrid_flags(const std::string& pattern) {
+  std::vector<std::string> f(kFlags.begin(), kFlags.end() - 2);  // without --moe-layer-freq
+  f.insert(f.end(), {"--hybrid-layer-pattern", pattern, "--mamba-num-heads", "32", "--mamba-head-dim", "64",
+                     "--mamba-state-dim", "128", "--mamba-num-groups", "8"});
+  return f;
+}
+
+TEST(MegatronArgsAdapter, HybridPatternsReadBackAsTheSameFlags) {
+  const ModelSpec m = model_of(hybrid_flags("M*-E"));
+  ASSERT_EQ(m.layers.size(), 4u);
+  EXPECT_EQ(m.num_layers, 4);
+  EXPECT_EQ(m.layers[0].attention.kind, "mamba");
+  EXPECT_EQ(m.layers[0].mlp.kind, "no_mlp");
+  EXPECT_EQ(m.layers[1].attention.kind, "gqa");
+  EXPECT_EQ(m.layers[1].mlp.kind, "no_mlp");
+  EXPECT_EQ(m.layers[2].attention.kind, "no_attention");
+  EXPECT_EQ(m.layers[2].mlp.kind, "dense");
+  EXPECT_EQ(m.layers[3].attention.kind, "no_attention");
+  EXPECT_EQ(m.layers[3].mlp.kind, "moe");
+  // MambaMixer without --mamba-num-heads: d_inner = 2 x 1024 in heads of 64.
+  EXPECT_EQ(m.layers[0].attention.mamba_num_heads, 32);
+  EXPECT_EQ(model_to_megatron_args(m, registry()), hybrid_flags("M*-E"));
+  // The deprecated spelling, and no --num-layers: the pattern counts the layers.
+  std::vector<std::string> old = hybrid_flags("MM**");
+  old[0] = "--hybrid-override-pattern", old[1] = "MM**";
+  old.erase(std::find(old.begin(), old.end(), "--hybrid-layer-pattern"),
+            std::find(old.begin(), old.end(), "--hybrid-layer-pattern") + 2);
+  EXPECT_EQ(model_of(old).layers.size(), 4u);
+  // A --num-layers the pattern disagrees with is ignored, as arguments.py ignores it, and said.
+  std::vector<std::string> more = hybrid_flags("'M*-E|M*-E'");  // quoted: the line is read as shell words
+  EXPECT_EQ(model_of(more).layers.size(), 8u);
+  ASSERT_FALSE(model_of(more).warnings.empty());
+  EXPECT_THAT(model_of(more).warnings.front(), HasSubstr("--num-layers is ignored: the hybrid pattern has 8 layers"));
+}
+
+TEST(MegatronArgsAdapter, HybridPatternsMegatronRefusesAreRefused) {
+  auto error_of = [](std::vector<std::string> f) {
+    try {
+      model_of(f);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::vector<std::string> both = hybrid_flags("M*-E");
+  both.insert(both.end(), {"--hybrid-override-pattern", "M*-E"});
+  EXPECT_THAT(error_of(both), HasSubstr("cannot both be specified"));
+  EXPECT_THAT(error_of(hybrid_flags("M*GE")), HasSubstr("'G' layers (gated delta net) are not modelled"));
+  EXPECT_THAT(error_of(hybrid_flags("M*xE")), HasSubstr("'x' is not a layer symbol"));
+  EXPECT_THAT(error_of(hybrid_flags("M*-E/MM")), HasSubstr("multi-token prediction layers of a hybrid model"));
+  EXPECT_EQ(error_of(hybrid_flags("M*-E/")), "(no error)");  // no MTP depth after the separator
+  std::vector<std::string> dense_only = hybrid_flags("M*-E");
+  dense_only.erase(std::find(dense_only.begin(), dense_only.end(), "--num-experts"),
+                   std::find(dense_only.begin(), dense_only.end(), "--moe-ffn-hidden-size") + 2);
+  EXPECT_THAT(error_of(dense_only), HasSubstr("'E' (MoE) layers need --num-experts"));
+  std::vector<std::string> windowed = hybrid_flags("M*-E");
+  windowed.insert(windowed.end(), {"--window-size", "128,0"});
+  EXPECT_THAT(error_of(windowed), HasSubstr("--window-size with a hybrid model is not modelled"));
+  std::vector<std::string> odd = hybrid_flags("M*-E");
+  odd.insert(odd.end(), {"--mamba-head-dim", "48"});  // the later value replaces 64: 2048 / 48
+  odd.erase(std::find(odd.begin(), odd.end(), "--mamba-num-heads"),
+            std::find(odd.begin(), odd.end(), "--mamba-num-heads") + 2);
+  EXPECT_THAT(error_of(odd), HasSubstr("is not divisible by --mamba-head-dim 48"));
+}
+
+// The pattern's '|' separators are the pipeline's chunks (select_pipeline_segment): a layout of
+// the embedding, one 't' per layer and the loss; arguments.py refuses the other splits beside it.
+TEST(MegatronArgsAdapter, HybridPipesAreThePipelineLayout) {
+  auto setup_of = [](const std::string& line) {
+    return setup_from_megatron_args(parse_megatron_args(line, "test flags"), TrainingSetup{});
+  };
+  EXPECT_EQ(setup_of("--hybrid-layer-pattern 'M-M*|-M-|M*-|M-'").pipeline.layout, "Etttt|ttt|ttt|ttL");
+  EXPECT_EQ(setup_of("--hybrid-layer-pattern M-M*").pipeline.layout, "");
+  EXPECT_EQ(setup_of("--pipeline-model-parallel-layout 'Et|tL'").pipeline.layout, "Et|tL");
+  for (const char* refused : {"--num-virtual-stages-per-pipeline-rank 2", "--pipeline-model-parallel-layout Ett|ttL",
+                              "--account-for-loss-in-pipeline-split"})
+    EXPECT_THROW(setup_of(std::string("--hybrid-layer-pattern M-M* ") + refused), UsageError) << refused;
+  EXPECT_THROW(setup_of("--hybrid-layer-pattern 'M-|M*' --decoder-first-pipeline-num-layers 1"), UsageError);
+  EXPECT_NO_THROW(setup_of("--hybrid-layer-pattern 'M-M*' --decoder-first-pipeline-num-layers 1"));
 }
 
 }  // namespace
