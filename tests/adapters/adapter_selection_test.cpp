@@ -41,6 +41,7 @@ const std::map<std::string, Claim>& expected_claims() {
       {"mistralai/Mixtral-8x7B-v0.1", {"generic_hf", "mixtral"}},
       {"google/gemma-2-9b-it", {"generic_hf", "gemma2"}},
       {"openai/gpt-oss-120b", {"gpt_oss", "gpt_oss"}},
+      {"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", {"nemotron_h", "nemotron_h"}},
   };
   return claims;
 }

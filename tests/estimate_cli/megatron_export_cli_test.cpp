@@ -19,6 +19,7 @@ namespace {
 
 using test::run_mme;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Figures {
   std::int64_t total_params = 0, active_params = 0, peak = 0, upper = 0;
@@ -46,7 +47,7 @@ void expect_only_megatron_flags(const std::string& model, const std::vector<std:
   bool after_entry = false;
   int flags = 0;
   for (const auto& w : words) {
-    if (w == "pretrain_gpt.py") {
+    if (w == "pretrain_gpt.py" || w == "pretrain_hybrid.py") {
       after_entry = true;
       continue;
     }
@@ -107,6 +108,16 @@ TEST(MegatronExport, LayoutsPipelineSplitsAndKnobsReadBack) {
                      "--use-precision-aware-optimizer"});
   expect_round_trip("Qwen/Qwen3-30B-A3B", {"--tp", "2", "--ep", "8", "--etp", "1", "--num-gpus", "16",
                                            "--moe-token-dispatcher", "flex", "--micro-batch-size", "2"});
+  // A hybrid model: its 52 layers over PP 2 x VPP 2 become '|' separators in its pattern
+  // (pretrain_hybrid.py takes no VPP flag beside one), and read back as the same chunks.
+  expect_round_trip("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                    {"--tp", "2", "--pp", "2", "--vpp", "2", "--ep", "8", "--num-gpus", "32"});
+  const auto hybrid = run_mme({"estimate", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "--pp", "2", "--vpp", "2",
+                               "--ep", "8", "--num-gpus", "32", "--print-megatron-args"});
+  EXPECT_THAT(hybrid.out, HasSubstr("pretrain_hybrid.py"));
+  EXPECT_THAT(hybrid.out,
+              HasSubstr("--hybrid-layer-pattern 'MEMEM*EMEMEM*|EMEMEM*EMEMEM|*EMEMEM*EMEME|MEM*EMEMEMEME'"));
+  EXPECT_THAT(hybrid.out, Not(HasSubstr("--num-virtual-stages-per-pipeline-rank")));
   // A rotary model past its config's 8192 positions: Megatron-LM asserts max_position_embeddings
   // >= seq_length, so the line carries 16384 (RoPE keeps no table of that size: the same run).
   expect_round_trip("meta-llama/Meta-Llama-3-8B", {"--tp", "2", "--num-gpus", "8", "--seq-length", "16384"});

@@ -406,54 +406,6 @@ double nominal_sequences(const PlanOptions& o) {
 
 }  // namespace planning
 
-// megatron/training/training.py num_floating_point_operations (transformer_flops, BSHD: every
-// sequence seq_length long): per token 3 (forward, weight and input gradient) x 2 (FMA) x the
-// GEMM weights a token uses, plus the causal core attention, plus the logits of the padded
-// vocabulary for the model and each MTP depth. MTP depths count as layers of the last layer's
-// kind, with their norms and eh_proj.
-double megatron_model_flops(const ModelSpec& m, const TrainingSetup& s, double sequences) {
-  const double h = static_cast<double>(m.hidden_size), seq = static_cast<double>(s.seq_length);
-  const double mtp = static_cast<double>(m.mtp_num_layers);
-  // ffn_expansion_factor = 3 if args.swiglu else 2: the formula knows SwiGLU as the one gated
-  // unit; GPT-OSS's quick-GEGLU (--quick-geglu) counts as 2, as the published tables do.
-  const bool swiglu = m.gated_linear_unit && (m.activation == "silu" || m.activation == "swish");
-  const double ffn_factor = swiglu ? 3 : 2;
-  auto layer_flops = [&](const LayerSpec& l) {
-    const AttentionSpec& a = l.attention;
-    const double n = static_cast<double>(a.num_heads);
-    double attention = 0, core = 0;
-    if (a.kind == "mla") {
-      const double dq = static_cast<double>(a.qk_head_dim), dr = static_cast<double>(a.qk_pos_emb_head_dim);
-      const double dv = static_cast<double>(a.v_head_dim), kv_r = static_cast<double>(a.kv_lora_rank);
-      const double q_term =
-          a.q_lora_rank ? static_cast<double>(*a.q_lora_rank) * (h + n * (dq + dr) + 1) : h * n * (dq + dr);
-      attention = 6 * (q_term + kv_r * (h + n * (dq + dv) + 1) + h * dr + n * dv * h);
-      core = 6 * (n * (dq + dr) / 2 + n * dv / 2);
-    } else {
-      const double d = static_cast<double>(a.kv_channels > 0 ? a.kv_channels : m.hidden_size / a.num_heads);
-      const double groups = static_cast<double>(a.num_query_groups > 0 ? a.num_query_groups : a.num_heads);
-      const double q = d * n, kv = d * groups;
-      attention = 6 * (h * (q + 2 * kv) + q * h);
-      core = 6 * q;  // / 2 (causal) x 2 (QK^T and its product with V)
-    }
-    const MlpSpec& f = l.mlp;
-    const double mlp = f.num_experts > 0
-                           ? 6 * h * ffn_factor *
-                                 (static_cast<double>(f.expert_ffn_hidden_size) * static_cast<double>(f.top_k) +
-                                  static_cast<double>(f.shared_expert_ffn_hidden_size))
-                           : 6 * h * ffn_factor * static_cast<double>(f.ffn_hidden_size);
-    return attention + mlp + core * seq;
-  };
-  double per_token = 0;
-  for (const LayerSpec& l : m.layers) per_token += layer_flops(l);
-  if (m.mtp_num_layers > 0 && !m.layers.empty())
-    per_token += mtp * (layer_flops(m.layers.back()) + 6 * (3 * h + 2 * h * h));
-  const double vocab = static_cast<double>(
-      padded_vocab_size(m.vocab_size, s.make_vocab_size_divisible_by, std::max<std::int64_t>(s.parallel.tp, 1)));
-  per_token += 6 * h * vocab * (mtp + 1);
-  return per_token * sequences * seq;
-}
-
 Planner::Impl::Impl(const ModelSpec& model, const Registry& registry)
     : estimator(model, registry), tables(engine_tables(estimator)) {}
 
