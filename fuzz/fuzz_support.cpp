@@ -10,12 +10,14 @@
 #include "generic_hf_adapter.hpp"
 #include "gpt_oss_adapter.hpp"
 #include "gqa.hpp"
+#include "hybrid.hpp"
 #include "json_profiles.hpp"
 #include "language_model.hpp"
 #include "megatron_args_adapter.hpp"
 #include "mla.hpp"
 #include "moe.hpp"
 #include "moonlight_kimi_adapter.hpp"
+#include "nemotron_h_adapter.hpp"
 #include "nvidia_ampere.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
@@ -37,6 +39,7 @@ std::vector<commands::BuiltinPlugin> all_plugins() {
       {"adapter_gpt_oss", plugins::register_gpt_oss_adapter},
       {"adapter_megatron_args", plugins::register_megatron_args},
       {"adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter},
+      {"adapter_nemotron_h", plugins::register_nemotron_h_adapter},
       {"adapter_qwen", plugins::register_qwen_adapter},
       {"adapter_spec_file", plugins::register_spec_file_adapter},
       {"hw_amd_cdna", plugins::register_amd_cdna},
@@ -46,6 +49,7 @@ std::vector<commands::BuiltinPlugin> all_plugins() {
       {"json_profiles", plugins::register_json_profiles},
       {"layer_dense_mlp", plugins::register_dense_mlp},
       {"layer_gqa", plugins::register_gqa},
+      {"layer_hybrid", plugins::register_hybrid_layers},
       {"layer_mla", plugins::register_mla},
       {"layer_moe", plugins::register_moe},
       {"layer_language_model", plugins::register_language_model},

@@ -188,6 +188,7 @@ std::vector<Case> cases() {
       {"masked-softmax-fusion", [](S& s) { s.masked_softmax_fusion = false; }},
       {"bias-swiglu-fusion", [](S& s) { s.bias_swiglu_fusion = false; }},
       {"bias-gelu-fusion", [](S& s) { s.bias_gelu_fusion = false; }},
+      {"use-fused-weighted-squared-relu", [](S& s) { s.fused_weighted_squared_relu = true; }},
       {"rope-fusion", [](S& s) { s.apply_rope_fusion = false; }},
       {"bias-dropout-fusion", [](S& s) { s.bias_dropout_fusion = false; }},
       {"create-attention-mask-in-dataloader", [](S& s) { s.create_attention_mask = true; }},

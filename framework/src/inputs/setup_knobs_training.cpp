@@ -383,6 +383,21 @@ void add_kernel_knobs(std::vector<SetupKnob>& k) {
        .json_key = "bias_gelu_fusion",
        .get = [](const S& s) { return J(s.bias_gelu_fusion); },
        .set = [](S& s, const J& v) { s.bias_gelu_fusion = v.get<bool>(); }});
+  add({.id = "use-fused-weighted-squared-relu",
+       .kind = K::kBool,
+       .flag = "use-fused-weighted-squared-relu",
+       .help = "squared-ReLU experts in Megatron's fused weighted kernel (keeps fc1's output and the probabilities)",
+       .doc = "squared-ReLU experts in Megatron-LM's fused weighted kernel (fused_weighted_squared_relu.py): "
+              "they keep fc1's output and the routing probabilities, not the unscaled activation too",
+       .megatron = {"use-fused-weighted-squared-relu"},
+       .megatron_default = J(false),
+       .spec_section = "training",
+       .spec_name = "use_fused_weighted_squared_relu",
+       .spec_default = "false",
+       .spec_summary = "squared-ReLU experts in Megatron's fused weighted kernel",
+       .json_key = "use_fused_weighted_squared_relu",
+       .get = [](const S& s) { return J(s.fused_weighted_squared_relu); },
+       .set = [](S& s, const J& v) { s.fused_weighted_squared_relu = v.get<bool>(); }});
   add({.id = "rope-fusion",
        .kind = K::kBool,
        .off_flag = "no-rope-fusion",

@@ -149,6 +149,7 @@ constexpr const char* kFlagOrder[] = {
     "masked-softmax-fusion",
     "bias-swiglu-fusion",
     "bias-gelu-fusion",
+    "use-fused-weighted-squared-relu",
     "rope-fusion",
     "bias-dropout-fusion",
     "create-attention-mask-in-dataloader",

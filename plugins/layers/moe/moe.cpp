@@ -33,6 +33,11 @@ void MoeModel::validate(const BlockContext& ctx) const {
   if (f.shared_expert_ffn_hidden_size % ctx.tp != 0)
     throw LayoutError(
         fmt::format("shared expert size {} is not divisible by --tp {}", f.shared_expert_ffn_hidden_size, ctx.tp));
+  // experts.py TEGroupedMLP.forward asserts "Bias is not supported with fused weighted squared relu".
+  if (ctx.setup.fused_weighted_squared_relu && ctx.model.activation == "squared_relu" && !ctx.model.gated_linear_unit &&
+      ctx.model.add_bias_linear)
+    throw LayoutError(
+        "--use-fused-weighted-squared-relu with linear biases in the experts: Megatron-LM refuses it (experts.py)");
   // Linear biases in the experts (--add-bias-linear, or a model whose linears have them): Megatron-LM
   // supports them only with ETP 1 (transformer_config.py __post_init__), and TE's grouped experts
   // only without the fused bias-dropout-add (experts.py, TEGroupedMLP.__init__).
@@ -149,7 +154,12 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
   const CheckedInt T = ctx.tokens, Tl = ctx.local_tokens, ab = ctx.act_bytes;
   const CheckedInt g = m.gated_linear_unit ? 2 : 1;
   const CheckedInt N = expert_tokens(ctx);
-  const bool expert_glu_fused = g == 2 && gated_activation_fused(ctx, true);
+  // A probability-weighted kernel runs the experts' activation: the fused SwiGLU or quick-GEGLU
+  // (gated_activation_fused), or squared ReLU's under --use-fused-weighted-squared-relu
+  // (experts.py TEGroupedMLP.forward: weighted_squared_relu_impl keeps fc1's output and the
+  // probabilities).
+  const bool expert_glu_fused = g == 2 ? gated_activation_fused(ctx, true)
+                                       : m.activation == "squared_relu" && ctx.setup.fused_weighted_squared_relu;
 
   // Offload groups (transformer_layer.py, moe/experts.py): the pre-MLP TENorm in the mlp_norm
   // context, grouped fc1 in expert_fc1's, the expert activation in moe_act's; the router, the
@@ -209,6 +219,7 @@ void MoeModel::activations(const BlockContext& ctx, BlockActivations& out) const
       // and --no-bias-gelu-fusion); otherwise experts.py bias_act_func multiplies the activation by
       // the routing probabilities in torch, which keeps the unscaled activation for the
       // probabilities' gradient ...
+      // (torch's squared ReLU keeps relu's output, counted as fc1's above, for relu and pow alike.)
       if (!expert_glu_fused)
         add_act(out, "moe/expert_activation_unscaled", ab * N * F / etp, kOffloadMoeAct, N * F / etp);
       // ... and a gated one's glu() (experts.py bias_act_func) keeps act(x_glu) [N, F / ETP] for

@@ -22,6 +22,7 @@
 #include "generic_hf_adapter.hpp"
 #include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
+#include "nemotron_h_adapter.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
 #include "qwen_adapter.hpp"
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     registry.register_plugin("adapter_qwen", "tool", "", plugins::register_qwen_adapter);
     registry.register_plugin("adapter_generic_hf", "tool", "", plugins::register_generic_hf_adapter);
     registry.register_plugin("adapter_gpt_oss", "tool", "", plugins::register_gpt_oss_adapter);
+    registry.register_plugin("adapter_nemotron_h", "tool", "", plugins::register_nemotron_h_adapter);
     test::register_layer_plugins(registry);
     registry.register_plugin("hw_nvidia_hopper", "tool", "", plugins::register_nvidia_hopper);
     registry.register_plugin("hw_nvidia_blackwell", "tool", "", plugins::register_nvidia_blackwell);

@@ -16,6 +16,7 @@
 #include "generic_hf_adapter.hpp"
 #include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
+#include "nemotron_h_adapter.hpp"
 #include "nvidia_blackwell.hpp"
 #include "nvidia_hopper.hpp"
 #include "qwen_adapter.hpp"
@@ -34,6 +35,7 @@ const Registry& registry() {
     reg->register_plugin("adapter_qwen", "test", "", plugins::register_qwen_adapter);
     reg->register_plugin("adapter_generic_hf", "test", "", plugins::register_generic_hf_adapter);
     reg->register_plugin("adapter_gpt_oss", "test", "", plugins::register_gpt_oss_adapter);
+    reg->register_plugin("adapter_nemotron_h", "test", "", plugins::register_nemotron_h_adapter);
     test::register_layer_plugins(*reg);
     reg->register_plugin("hw_nvidia_hopper", "test", "", plugins::register_nvidia_hopper);
     reg->register_plugin("hw_nvidia_blackwell", "test", "", plugins::register_nvidia_blackwell);
@@ -60,8 +62,8 @@ TEST(Calibration, TheTableAndItsMappingAgree) {
     EXPECT_GT(r.measured_step_seconds, 0) << r.row;
   }
   EXPECT_EQ(fit, 9);
-  EXPECT_EQ(holdout, 5);
-  EXPECT_EQ(not_modelled, 1);
+  EXPECT_EQ(holdout, 6);
+  EXPECT_EQ(not_modelled, 0);
 }
 
 // Each fitted constant 5 % up or down makes the fit worse: the defaults are the fit's minimum
@@ -84,13 +86,13 @@ TEST(Calibration, TheDefaultsAreTheFitsMinimum) {
 }
 
 // Every modelled row's layout (sizes and split) is a candidate of its search; each fits but the
-// one that docs/planner.md names ("One measured layout does not fit"), whose run the engine
+// ones that docs/planner.md names ("Two measured layouts do not fit"), whose run the engine
 // overestimates (or which used something its row does not say). It stays named: a row that
 // starts to fit, or another that stops, fails here until the docs say so. Its run fit the
 // GPU, so the point estimate's excess over its capacity is a floor under the engine's error
 // there: it stays under 10 %, so the overestimate cannot grow unseen.
 TEST(Calibration, EveryMeasuredLayoutIsInTheSpaceAndFitsButTheNamedOnes) {
-  const std::set<int> over = {14};
+  const std::set<int> over = {6, 14};
   for (const ThroughputRow& r : rows()) {
     if (!r.modelled()) continue;
     SCOPED_TRACE(r.row);

@@ -315,6 +315,10 @@ struct TrainingSetup {
   bool bias_swiglu_fusion = true;
   bool bias_gelu_fusion = true;  // Megatron-LM turns it off without --add-bias-linear (arguments.py)
   bool apply_rope_fusion = true;
+  // --use-fused-weighted-squared-relu: routed experts with squared ReLU run
+  // fused_weighted_squared_relu.py's kernel, which keeps fc1's output and the routing probabilities
+  // only (experts.py TEGroupedMLP.forward); off, torch keeps the unscaled activation too.
+  bool fused_weighted_squared_relu = false;
   // Unset: Megatron-LM's default, on, except for a model whose experts have linear biases under TE's
   // grouped GEMM, which Megatron-LM refuses with it (experts.py TEGroupedMLP): off there, and said
   // (bias_dropout_fusion_on; the engine's pass setup holds the resolved value).

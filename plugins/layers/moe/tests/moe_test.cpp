@@ -95,6 +95,31 @@ TEST(MoeBlock, QuickGegluExpertsFuseWithBiasesAndKeepTheirClampedInputsUnfused) 
   EXPECT_EQ(saved_bytes(no_bias, "moe/expert_activation_glu_clamped"), fc1);
 }
 
+TEST(MoeBlock, SquaredReluExpertsKeepTheUnscaledActivationUnlessFused) {
+  // Nemotron 3 Nano's experts: squared ReLU, not gated. 64 experts of 1408, top 6, EP 8: each rank
+  // gets N = 4096 x 6 = 24,576 token copies (balanced routing).
+  test::BlockCase b = lite_moe();
+  b.model.gated_linear_unit = false;
+  b.model.activation = "squared_relu";
+  BlockActivations torch_ops;
+  MoeModel().activations(b.context(1, 1, 8), torch_ops);
+  // relu keeps its output, pow the same tensor ([N, 1408] bf16), and the probabilities' product
+  // the unscaled activation, as large.
+  const std::int64_t relu = 2 * 24'576 * 1408;
+  EXPECT_EQ(saved_bytes(torch_ops, "moe/expert_fc1_output"), relu);
+  EXPECT_EQ(saved_bytes(torch_ops, "moe/expert_activation_unscaled"), relu);
+  // fused_weighted_squared_relu.py WeightedSquaredReLUFunction keeps its input and the weights.
+  b.setup.fused_weighted_squared_relu = true;
+  BlockActivations fused;
+  MoeModel().activations(b.context(1, 1, 8), fused);
+  EXPECT_EQ(saved_bytes(fused, "moe/expert_fc1_output"), relu);
+  EXPECT_EQ(saved_bytes(fused, "moe/expert_activation_unscaled"), 0);
+  EXPECT_EQ(sum_saved(torch_ops) - sum_saved(fused), relu);
+  // It asserts the experts have no bias.
+  b.model.add_bias_linear = true;
+  EXPECT_THROW(MoeModel().validate(b.context(1, 1, 8)), LayoutError);
+}
+
 TEST(MoeBlock, ChecksItsExpertCounts) {
   test::BlockCase b = lite_moe();
   EXPECT_EQ(b.spec_error(MoeModel()), "(no error)");
