@@ -118,6 +118,10 @@ TEST(MegatronExport, LayoutsPipelineSplitsAndKnobsReadBack) {
   EXPECT_THAT(hybrid.out,
               HasSubstr("--hybrid-layer-pattern 'MEMEM*EMEMEM*|EMEMEM*EMEMEM|*EMEMEM*EMEME|MEM*EMEMEMEME'"));
   EXPECT_THAT(hybrid.out, Not(HasSubstr("--num-virtual-stages-per-pipeline-rank")));
+  // An uneven split with VPP (what `mme plan` may propose) becomes separators at the engine's chunks.
+  expect_round_trip("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                    {"--pp", "2", "--vpp", "4", "--ep", "4", "--num-gpus", "16", "--num-layers-in-first-pipeline-stage",
+                     "28", "--num-layers-in-last-pipeline-stage", "24"});
   // A rotary model past its config's 8192 positions: Megatron-LM asserts max_position_embeddings
   // >= seq_length, so the line carries 16384 (RoPE keeps no table of that size: the same run).
   expect_round_trip("meta-llama/Meta-Llama-3-8B", {"--tp", "2", "--num-gpus", "8", "--seq-length", "16384"});

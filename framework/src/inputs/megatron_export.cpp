@@ -3,9 +3,11 @@
 // browser page's export. What Megatron-LM has no flag for is refused, never dropped. Which flags
 // describe a block is the Megatron-LM module class the block says it models (megatron_block()).
 #include <algorithm>
+#include <optional>
 
 #include <fmt/core.h>
 
+#include "mme/engine/pipeline.hpp"
 #include "mme/engine/registry.hpp"
 #include "mme/inputs/megatron_args.hpp"
 #include "mme/inputs/megatron_flags.hpp"
@@ -283,48 +285,26 @@ std::vector<std::string> launcher_words(std::int64_t world_size, bool hybrid) {
           hybrid ? "pretrain_hybrid.py" : "pretrain_gpt.py"};
 }
 
-// A hybrid model's pipeline chunks are '|' separators in its pattern, never a layout or a VPP flag
-// (arguments.py refuses those beside --hybrid-layer-pattern): a layout of the embedding, decoder
-// layers and the loss ("Etttt|tttttL"), or an even split over PP x VPP chunks, becomes the
-// separators, and the setup is written without it. First/last-stage counts stay flags (Megatron-LM
-// takes them beside a pattern without separators).
-void place_hybrid_pipes(const std::string& name, std::string& pattern, TrainingSetup& s) {
-  std::vector<std::int64_t> chunks;  // layers per chunk, in pattern order
-  const auto layers = static_cast<std::int64_t>(pattern.size());
-  if (!s.pipeline.layout.empty()) {
-    const std::vector<std::string> stages = split(s.pipeline.layout, '|', EmptyItems::kKeep);
-    for (std::size_t i = 0; i < stages.size(); ++i) {
-      std::string body = stages[i];
-      if (i == 0 && !body.empty() && body.front() == 'E') body.erase(0, 1);
-      if (i + 1 == stages.size() && !body.empty() && body.back() == 'L') body.pop_back();
-      if (body.find_first_not_of('t') != std::string::npos)
-        throw UsageError(
-            fmt::format("{}: --pipeline-layout {}: a hybrid model's pipeline is '|' separators in its "
-                        "pattern, which say only how many layers each chunk holds (write the layout "
-                        "as E, t, | and L)",
-                        name, s.pipeline.layout));
-      chunks.push_back(static_cast<std::int64_t>(body.size()));
-    }
-  } else if (s.parallel.vpp > 1) {
-    const std::int64_t n = s.parallel.pp * s.parallel.vpp;
-    if (layers % n != 0 || s.pipeline.first_stage_layers || s.pipeline.last_stage_layers ||
-        s.pipeline.accounted_blocks() > 0)
-      throw UsageError(
-          fmt::format("{}: VPP {} over {} layers: a hybrid model's chunks are '|' separators in its "
-                      "pattern; give the split as --pipeline-layout",
-                      name, s.parallel.vpp, layers));
-    chunks.assign(static_cast<std::size_t>(n), layers / n);
-  } else {
-    return;
-  }
+// A hybrid model's pipeline chunks are '|' separators in its pattern, never a layout, a VPP flag
+// or the --account-for-* splits (arguments.py refuses those beside --hybrid-layer-pattern): any of
+// them becomes separators at the chunks the engine builds (partition_pipeline, chunk vp x PP +
+// pp_rank in pattern order, as select_pipeline_segment reads them), and the setup is written
+// without them. First/last-stage counts without VPP stay flags (Megatron-LM takes them beside a
+// pattern without separators).
+void place_hybrid_pipes(const ModelSpec& m, std::string& pattern, TrainingSetup& s) {
+  if (s.pipeline.layout.empty() && s.parallel.vpp <= 1 && s.pipeline.accounted_blocks() == 0) return;
+  const PipelinePartition part = partition_pipeline(m.num_layers, m.mtp_num_layers, s.parallel, s.pipeline);
   std::string piped;
-  std::size_t at = 0;
-  for (std::size_t c = 0; c < chunks.size(); ++c) {
-    piped += (c ? "|" : "") + pattern.substr(at, static_cast<std::size_t>(chunks[c]));
-    at += static_cast<std::size_t>(chunks[c]);
-  }
+  for (std::int64_t vp = 0; vp < part.vpp; ++vp)
+    for (std::int64_t rank = 0; rank < part.pp; ++rank) {
+      const ChunkLayout& c = part.at(rank, vp);
+      if (vp > 0 || rank > 0) piped += '|';
+      piped += pattern.substr(static_cast<std::size_t>(c.first_layer), static_cast<std::size_t>(c.num_layers));
+    }
   pattern = piped;
-  s.pipeline.layout.clear();
+  const std::optional<std::int64_t> group = s.pipeline.microbatch_group_size;
+  s.pipeline = PipelineSplit{};
+  s.pipeline.microbatch_group_size = group;
   s.parallel.vpp = 1;
 }
 
@@ -368,7 +348,7 @@ std::vector<std::string> megatron_launch_args(const ModelSpec& model, const Trai
   const auto pattern =
       std::find(model_flags.begin(), model_flags.end(), std::string("--") + flag_name(MF::kHybridLayerPattern));
   const bool hybrid = pattern != model_flags.end();
-  if (hybrid) place_hybrid_pipes(model.name, *(pattern + 1), written);
+  if (hybrid) place_hybrid_pipes(launched, *(pattern + 1), written);
   const std::vector<std::string> rest = setup_to_megatron_args(written, true);
   std::vector<std::string> out, flags;
   for (std::size_t i = 0; i < rest.size(); ++i) {
