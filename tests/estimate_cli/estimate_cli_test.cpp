@@ -103,6 +103,16 @@ TEST(EstimateCli, TextReportFollowsTheSeedLayout) {
                         "- Activations:", "- Total:", "Peak Memory per GPU:", "GiB"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   EXPECT_EQ(r.out.find("\033["), std::string::npos) << "no colour when stdout is not a terminal";
+  EXPECT_EQ(r.out.find("Hybrid layers:"), std::string::npos);
+}
+
+// A hybrid model's report counts its one-block layers by kind (Nemotron 3 Nano's pattern: 23 M,
+// 6 *, 23 E), in the text and the HTML picture.
+TEST(EstimateCli, HybridModelsSayTheirLayerKinds) {
+  auto r = run_mme({"estimate", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "--ep", "8", "--num-gpus", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr(
+                         "\nHybrid layers: 23 Mamba (64 heads of 64, 8 groups of state 128), 6 attention, 23 MoE\n"));
 }
 
 TEST(EstimateCli, WarningsBeforeThePluginsLoadGoToStderrNotIntoTheJson) {

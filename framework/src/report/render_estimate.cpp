@@ -13,6 +13,34 @@
 
 namespace mme::cli {
 
+std::string hybrid_layers_text(const ModelSpec& model) {
+  std::int64_t mamba = 0, attention = 0, mlp = 0, moe = 0;
+  const AttentionSpec* mixer = nullptr;
+  for (const auto& l : model.layers) {
+    const bool no_attention = l.attention.kind == "no_attention", no_mlp = l.mlp.kind == "no_mlp";
+    if (!no_attention && !no_mlp) return "";  // a transformer layer: not a one-block hybrid layer
+    if (l.attention.kind == "mamba") {
+      ++mamba;
+      if (!mixer) mixer = &l.attention;
+    } else if (!no_attention) {
+      ++attention;
+    } else {
+      ++(l.mlp.num_experts > 0 ? moe : mlp);
+    }
+  }
+  std::string out;
+  auto add = [&](std::int64_t n, const std::string& what) {
+    if (n > 0) out += (out.empty() ? "" : ", ") + fmt::format("{} {}", n, what);
+  };
+  add(mamba, mixer ? fmt::format("Mamba ({} heads of {}, {} groups of state {})", mixer->mamba_num_heads,
+                                 mixer->mamba_head_dim, mixer->mamba_num_groups, mixer->mamba_state_dim)
+                   : "Mamba");
+  add(attention, "attention");
+  add(mlp, "MLP");
+  add(moe, "MoE");
+  return out;
+}
+
 std::string recompute_text(const RecomputeSettings& r) {
   switch (r.granularity) {
     case RecomputeGranularity::kNone: return "none";
@@ -286,6 +314,8 @@ void render_text(std::ostream& out, const ModelSpec& model, const Estimate& est,
   out << fmt::format("Model: {}\n", ms.name);
   out << fmt::format("Model Type: {}\n", ms.model_type.empty() ? ms.family : ms.model_type);
   out << fmt::format("Architecture: {}L-{}H\n", ms.num_layers, ms.hidden_size);
+  if (const std::string hybrid = hybrid_layers_text(model); !hybrid.empty())
+    out << fmt::format("Hybrid layers: {}\n", hybrid);
   out << fmt::format("Parameters: {} total, {} active{}\n", format_count(ms.total_params),
                      format_count(ms.active_params),
                      ms.mtp_params > 0 ? fmt::format(" (+{} MTP)", format_count(ms.mtp_params)) : "");

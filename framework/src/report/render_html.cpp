@@ -457,6 +457,7 @@ std::string render_estimate_html(const ModelSpec& model, const Estimate& est, co
               esc(fmt::format("{} / {} / {}", ms.family, ms.model_type.empty() ? "—" : ms.model_type, ms.adapter)));
   o += kv_row("Architecture", esc(fmt::format("{} layers, hidden size {}, padded vocabulary {}", ms.num_layers,
                                               ms.hidden_size, ms.padded_vocab_size)));
+  if (const std::string hybrid = hybrid_layers_text(model); !hybrid.empty()) o += kv_row("Hybrid layers", esc(hybrid));
   o += kv_row("Parameters",
               esc(fmt::format("{} total, {} active{}", format_count(ms.total_params), format_count(ms.active_params),
                               ms.mtp_params > 0 ? fmt::format(" (+{} MTP)", format_count(ms.mtp_params)) : "")));

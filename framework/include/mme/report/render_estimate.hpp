@@ -40,5 +40,8 @@ nlohmann::json setup_to_json(const TrainingSetup& s);
 // and 1927314 as "1,927,314".
 std::string recompute_text(const RecomputeSettings& r);
 std::string thousands(std::uint64_t n);
+// A hybrid model's layers by kind, "23 Mamba (64 heads of 64, 8 groups of state 128), 6
+// attention, 23 MoE"; "" for a model whose every layer has both an attention and an MLP block.
+std::string hybrid_layers_text(const ModelSpec& model);
 
 }  // namespace mme::cli
