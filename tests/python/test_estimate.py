@@ -51,6 +51,15 @@ def test_moe_mla_model_is_the_cli_document():
         r.fits()
 
 
+def test_hybrid_model_is_the_cli_document():
+    # Nemotron 3 Nano: Mamba-2, attention and MoE layers (the nemotron_h adapter, the hybrid blocks).
+    r = mme.estimate("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", ep=8, pp=2, num_gpus=16)
+    expected = run_cli("estimate", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "--ep", "8", "--pp", "2",
+                       "--num-gpus", "16", "--json").json()
+    assert r.to_dict() == expected
+    assert r.model.total_params == 31_577_940_288
+
+
 def test_one_gpu_judged():
     r = mme.estimate("deepseek-ai/DeepSeek-V3", tp=4, pp=4, ep=8, num_gpus=128, num_layers_in_last_pipeline_stage=16,
                      gpu="H200")
