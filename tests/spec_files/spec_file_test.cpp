@@ -18,6 +18,7 @@
 #include "gpt_oss_adapter.hpp"
 #include "layer_plugins.hpp"
 #include "moonlight_kimi_adapter.hpp"
+#include "nemotron_h_adapter.hpp"
 #include "qwen_adapter.hpp"
 #include "spec_file_adapter.hpp"
 #include "test_support.hpp"
@@ -40,6 +41,7 @@ const Registry& registry() {
     add("adapter_moonlight_kimi", plugins::register_moonlight_kimi_adapter);
     add("adapter_qwen", plugins::register_qwen_adapter);
     add("adapter_gpt_oss", plugins::register_gpt_oss_adapter);
+    add("adapter_nemotron_h", plugins::register_nemotron_h_adapter);
     add("adapter_generic_hf", plugins::register_generic_hf_adapter);
     return reg;
   }();
@@ -602,6 +604,24 @@ TEST(spec_file, ModelsWithSettingsNoFieldSaysNeedTheirHfBase) {
   EXPECT_EQ(spec_model_inexpressible(launched, registry()), "its gated unit is clamped or offset");
 }
 
+// A hybrid model (Nemotron 3 Nano) has no spec fields for its pattern or its Mamba mixers: it is
+// written as its `hf:` base; a base's fields apply to its layers of that kind, and its layer
+// count, which the pattern fixes, is refused.
+TEST(spec_file, HybridModelsAreTheirHfBase) {
+  const std::string nano = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16";
+  const ModelSpec base = load_model(nano, registry(), offline());
+  EXPECT_EQ(spec_model_inexpressible(base, registry()), "its attention kind 'mamba' has no spec fields");
+  EXPECT_EQ(nlohmann::json::parse(write_spec_json(base, TrainingSetup{}, registry()))["model"],
+            nlohmann::json({{"hf", nano}}));
+  const ModelSpec fewer = model_of(yaml("model:\n  hf: " + nano + "\n  num_experts: 64\n"));
+  EXPECT_EQ(fewer.layers[1].mlp.num_experts, 64);
+  EXPECT_EQ(fewer.layers[0].attention.kind, "mamba");
+  EXPECT_THAT(yaml_error("model:\n  hf: " + nano + "\n  num_layers: 10\n"),
+              HasSubstr("model.num_layers: " + nano + " is a hybrid model whose layers its pattern names one by one"));
+  EXPECT_EQ(yaml_error("model:\n  hf: " + nano + "\n  ffn_hidden_size: 1024\n"),
+            "spec.yaml:3: model.ffn_hidden_size: " + nano + " has no dense MLP layers to override");
+}
+
 TEST(spec_file, HfBaseRelativePathIsLookedUpNextToTheSpec) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "cfg");
@@ -657,6 +677,9 @@ TEST(spec_file, WriterRoundTripsEveryBundledModel) {
         EXPECT_EQ(spec_model_inexpressible(m, registry()),
                   "its layers differ in their attention (layer 0 and layer 1)");
         EXPECT_EQ(s.hf, std::optional<std::string>("openai/gpt-oss-120b"));
+      } else if (bm.name == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16") {
+        EXPECT_EQ(spec_model_inexpressible(m, registry()), "its attention kind 'mamba' has no spec fields");
+        EXPECT_EQ(s.hf, std::optional<std::string>(bm.name));
       } else {
         EXPECT_EQ(spec_model_inexpressible(m, registry()), "");
         EXPECT_FALSE(s.hf.has_value());

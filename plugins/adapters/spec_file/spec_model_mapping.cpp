@@ -2,6 +2,7 @@
 // fields over a Hugging Face base, and a ModelSpec back as a model section (`mme init`,
 // --dump-config). With adapt() (spec_file_adapter.cpp) the one place that knows which block
 // kinds the section stands for: gqa / mla attention, dense / moe MLPs.
+#include <algorithm>
 #include <optional>
 
 #include <fmt/core.h>
@@ -81,6 +82,15 @@ void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const st
                         "moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_router_dtype"})
     need(f, any_moe, "MoE layers");
 
+  // A hybrid model's layers are its pattern's symbols (one block each): more or fewer of them is
+  // another pattern, which no field says.
+  const bool hybrid = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) {
+    return l.attention.kind == "mamba" || l.attention.kind == "no_attention" || l.mlp.kind == "no_mlp";
+  });
+  if (hybrid && r.given("num_layers"))
+    r.fail("num_layers", fmt::format("{} is a hybrid model whose layers its pattern names one by one; a spec file "
+                                     "cannot change their number",
+                                     hf));
   if (auto n = r.optional_int("num_layers")) {
     const auto count = static_cast<std::size_t>(*n);
     if (count < m.layers.size()) m.layers.resize(count);
