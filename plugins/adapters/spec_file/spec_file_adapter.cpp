@@ -63,6 +63,56 @@ AttentionSpec read_attention(SpecModelReader& r, std::int64_t hidden_size) {
   return a;
 }
 
+constexpr const char* kMambaFields[] = {"mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups"};
+
+// A hybrid model's layers (Megatron-LM's --hybrid-layer-pattern, docs/memory-model.md "Hybrid
+// models"): one per symbol, 'M' a Mamba mixer, '*' the attention, '-' the dense MLP, 'E' the MoE,
+// each beside the identity. The pipeline's split is the parallelism section's, so no '|'.
+void read_hybrid_layers(SpecModelReader& r, ModelSpec& m, const AttentionSpec& attention, const MlpSpec& dense,
+                        const MlpSpec& moe) {
+  const std::string pattern = r.string_or("hybrid_layer_pattern", "");
+  const char* field = "hybrid_layer_pattern";
+  if (attention.kind != "gqa") r.fail("multi_latent_attention", "a hybrid model's attention layers are GQA here");
+  if (r.given("moe_layer_freq")) r.fail("moe_layer_freq", "does not apply to a hybrid model: its E layers are MoE");
+  AttentionSpec mixer = attention, none = attention;
+  none.kind = "no_attention";
+  mixer.kind = "mamba";
+  mixer.mamba_head_dim = r.int_or("mamba_head_dim", 64);
+  mixer.mamba_state_dim = r.int_or("mamba_state_dim", 128);
+  mixer.mamba_num_groups = r.int_or("mamba_num_groups", 8);
+  if (r.has("mamba_num_heads")) {
+    mixer.mamba_num_heads = r.int_or("mamba_num_heads", 0);
+  } else {
+    if ((2 * m.hidden_size) % mixer.mamba_head_dim != 0)
+      r.fail("mamba_head_dim",
+             fmt::format("must divide 2 x hidden_size = {} when mamba_num_heads is not given", 2 * m.hidden_size));
+    mixer.mamba_num_heads = 2 * m.hidden_size / mixer.mamba_head_dim;
+  }
+  MlpSpec no_mlp;
+  no_mlp.kind = "no_mlp";
+  for (const char c : pattern) {
+    LayerSpec layer;
+    switch (c) {
+      case 'M': layer.attention = mixer, layer.mlp = no_mlp; break;
+      case '*': layer.attention = attention, layer.mlp = no_mlp; break;
+      case '-': layer.attention = none, layer.mlp = dense; break;
+      case 'E':
+        if (moe.kind != "moe") r.fail(field, "'E' (MoE) layers need num_experts");
+        layer.attention = none, layer.mlp = moe;
+        break;
+      case '|':
+        r.fail(field, "'|': the pipeline's split is the parallelism section's (pipeline_model_parallel_layout)");
+      default: r.fail(field, fmt::format("'{}' is not a layer symbol (M, *, -, E)", c));
+    }
+    m.layers.push_back(std::move(layer));
+  }
+  if (static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
+    r.fail(field, fmt::format("has {} layers, num_layers says {}", m.layers.size(), m.num_layers));
+  if (pattern.find('M') == std::string::npos)
+    for (const char* f : kMambaFields)
+      if (r.given(f)) r.fail(f, "only applies to a hybrid_layer_pattern with Mamba (M) layers");
+}
+
 }  // namespace
 
 int SpecFileAdapter::match(const nlohmann::json& config) const { return is_spec_file_config(config) ? 1000 : 0; }
@@ -126,13 +176,19 @@ ModelSpec SpecFileAdapter::adapt(const ConfigInput& input) const {
       r.fail("moe_shared_expert_gate", "needs shared experts (moe_shared_expert_intermediate_size)");
     moe.router_expert_bias = r.bool_or("moe_router_enable_expert_bias", false);
     moe.router_fp32 = r.has("moe_router_dtype");
-    pattern = spec_moe_layer_pattern(r, m.num_layers);
+    if (!r.given("hybrid_layer_pattern")) pattern = spec_moe_layer_pattern(r, m.num_layers);
   } else {
     for (const char* f : kMoeFields)
       if (r.has(f)) r.fail(f, "only applies to MoE models (set num_experts)");
   }
   m.layers.reserve(static_cast<std::size_t>(m.num_layers));
-  for (std::int64_t i = 0; i < m.num_layers; ++i) {
+  if (r.has("hybrid_layer_pattern")) {
+    read_hybrid_layers(r, m, attention, dense, moe);
+  } else {
+    for (const char* f : kMambaFields)
+      if (r.given(f)) r.fail(f, "only applies with hybrid_layer_pattern");
+  }
+  for (std::int64_t i = m.layers.empty() ? 0 : m.num_layers; i < m.num_layers; ++i) {
     LayerSpec layer;
     layer.attention = attention;
     layer.mlp = pattern[static_cast<std::size_t>(i)] ? moe : dense;

@@ -54,6 +54,32 @@ OJ layer_freq_of(const std::vector<int>& pattern) {
   return OJ(text + ")");
 }
 
+// A hybrid model: a Mamba mixer or a one-block layer anywhere.
+bool is_hybrid(const ModelSpec& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) {
+    return l.attention.kind == "mamba" || l.attention.kind == "no_attention" || l.mlp.kind == "no_mlp";
+  });
+}
+
+// The hybrid_layer_pattern symbol of a layer, 0 for none (a layer with two blocks, or of a kind the
+// spec fields do not name).
+char hybrid_symbol(const LayerSpec& l) {
+  const std::string &a = l.attention.kind, &f = l.mlp.kind;
+  if (a == "mamba" && f == "no_mlp") return 'M';
+  if (a == "gqa" && f == "no_mlp") return '*';
+  if (a == "no_attention" && f == "dense") return '-';
+  if (a == "no_attention" && f == "moe") return 'E';
+  return 0;
+}
+
+// The attention the spec's fields describe: a hybrid model's attention layer's, else the first
+// layer's (every layer of a hybrid model carries the model's heads).
+const AttentionSpec& described_attention(const ModelSpec& m) {
+  for (const auto& l : m.layers)
+    if (l.attention.kind == "gqa" || l.attention.kind == "mla") return l.attention;
+  return m.layers.front().attention;
+}
+
 }  // namespace
 
 void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const std::string& hf) const {
@@ -84,9 +110,13 @@ void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const st
 
   // A hybrid model's layers are its pattern's symbols (one block each): more or fewer of them is
   // another pattern, which no field says.
-  const bool hybrid = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) {
-    return l.attention.kind == "mamba" || l.attention.kind == "no_attention" || l.mlp.kind == "no_mlp";
-  });
+  const bool hybrid = is_hybrid(m);
+  for (const char* f :
+       {"hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups"})
+    if (r.given(f))
+      r.fail(f, fmt::format("cannot be overridden on a Hugging Face base (hf: {}); write the model out in full "
+                            "(`mme init {}` prints every field)",
+                            hf, hf));
   if (hybrid && r.given("num_layers"))
     r.fail("num_layers", fmt::format("{} is a hybrid model whose layers its pattern names one by one; a spec file "
                                      "cannot change their number",
@@ -166,14 +196,35 @@ void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const st
 std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
   if (m.layers.empty()) return "it has no layers";
   if (m.max_position_embeddings <= 0) return "its config does not give max_position_embeddings";
-  const AttentionSpec& a0 = m.layers.front().attention;
+  const bool hybrid = is_hybrid(m);
+  const AttentionSpec& a0 = hybrid ? described_attention(m) : m.layers.front().attention;
   if (a0.kind != "gqa" && a0.kind != "mla") return fmt::format("its attention kind '{}' has no spec fields", a0.kind);
+  if (hybrid && a0.kind != "gqa") return "its hybrid layers' attention is not GQA";
   const MlpSpec* dense = nullptr;
   const MlpSpec* moe = nullptr;
+  const AttentionSpec* mixer = nullptr;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const auto& l = m.layers[i];
-    if (!(l.attention == a0)) return fmt::format("its layers differ in their attention (layer 0 and layer {})", i);
     if (l.post_attention_norm || l.post_mlp_norm) return "its layers have post-attention / post-MLP norms";
+    if (hybrid) {
+      // A hybrid layer: one block of a kind the fields name; the others carry the model's heads.
+      const char symbol = hybrid_symbol(l);
+      if (symbol == 0)
+        return fmt::format("its layer {} (attention '{}', MLP '{}') is no hybrid_layer_pattern symbol", i,
+                           l.attention.kind, l.mlp.kind);
+      AttentionSpec as_attention = l.attention;
+      as_attention.kind = a0.kind;
+      if (symbol == 'M') {
+        if (mixer && !(*mixer == l.attention)) return "its Mamba mixers differ";
+        mixer = &l.attention;
+        as_attention.mamba_num_heads = as_attention.mamba_head_dim = 0;
+        as_attention.mamba_state_dim = as_attention.mamba_num_groups = 0;
+      }
+      if (!(as_attention == a0)) return fmt::format("its layers differ in their attention heads (layer {})", i);
+      if (symbol == 'M' || symbol == '*') continue;
+    } else if (!(l.attention == a0)) {
+      return fmt::format("its layers differ in their attention (layer 0 and layer {})", i);
+    }
     if (l.mlp.kind == "dense") {
       MlpSpec plain;
       plain.kind = "dense";
@@ -200,17 +251,22 @@ std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
 std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, const TrainingSetup& s) const {
   std::vector<SpecModelField> out;
   auto add = [&](const char* name, OJ v, bool commented = false) { out.push_back({name, std::move(v), commented}); };
-  const auto& a = m.layers.front().attention;
+  const bool hybrid = is_hybrid(m);
+  const auto& a = described_attention(m);
   const bool mla = a.kind == "mla";
   const MlpSpec* dense = nullptr;
   const MlpSpec* moe = nullptr;
+  const AttentionSpec* mixer = nullptr;
   std::vector<int> pattern;
+  std::string symbols;
   for (const auto& l : m.layers) {
     if (l.mlp.kind == "moe")
       moe = &l.mlp;
-    else
+    else if (l.mlp.kind == "dense")
       dense = &l.mlp;
+    if (l.attention.kind == "mamba") mixer = &l.attention;
     pattern.push_back(l.mlp.kind == "moe" ? 1 : 0);
+    symbols += hybrid_symbol(l);
   }
   add("name", m.name);
   add("num_layers", m.num_layers);
@@ -218,7 +274,8 @@ std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, c
   add("num_attention_heads", a.num_heads);
   add("num_query_groups", mla ? OJ() : OJ(a.num_query_groups), mla);
   add("kv_channels", mla ? OJ() : OJ(a.kv_channels), mla);
-  add("ffn_hidden_size", dense ? dense->ffn_hidden_size : moe->expert_ffn_hidden_size);
+  // (A hybrid model without MLP layers: Megatron-LM's default 4h, which sizes nothing.)
+  add("ffn_hidden_size", dense ? dense->ffn_hidden_size : moe ? moe->expert_ffn_hidden_size : 4 * m.hidden_size);
   add("vocab_size", m.vocab_size);
   add("max_position_embeddings", m.max_position_embeddings);
   add("position_embedding_type", m.position_embedding == PositionEmbedding::kLearnedAbsolute ? "learned_absolute"
@@ -248,8 +305,13 @@ std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, c
   add("moe_shared_expert_gate", moe ? moe->shared_expert_gate : false, !moe);
   add("moe_router_enable_expert_bias", moe ? moe->router_expert_bias : false, !moe);
   add("moe_router_dtype", moe && moe->router_fp32 ? OJ("fp32") : OJ(), !moe);
-  add("moe_layer_freq", moe ? layer_freq_of(pattern) : OJ(1), !moe);
+  add("moe_layer_freq", moe && !hybrid ? layer_freq_of(pattern) : OJ(1), !moe || hybrid);
   add("mtp_num_layers", m.mtp_num_layers);
+  add("hybrid_layer_pattern", hybrid ? OJ(symbols) : OJ(), !hybrid);
+  add("mamba_num_heads", mixer ? OJ(mixer->mamba_num_heads) : OJ(), !mixer);
+  add("mamba_head_dim", mixer ? mixer->mamba_head_dim : 64, !mixer);
+  add("mamba_state_dim", mixer ? mixer->mamba_state_dim : 128, !mixer);
+  add("mamba_num_groups", mixer ? mixer->mamba_num_groups : 8, !mixer);
   return out;
 }
 

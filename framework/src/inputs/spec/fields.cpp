@@ -283,7 +283,37 @@ std::vector<FieldDef> model_mla_moe_fields() {
            .min = 0,
            .max = ConfigReader::kMaxLayers,
            .default_text = "0",
-           .summary = "multi-token-prediction layers (DeepSeek-V3), on the last stage"}};
+           .summary = "multi-token-prediction layers (DeepSeek-V3), on the last stage"},
+          {.section = "model",
+           .name = "hybrid_layer_pattern",
+           .type = Ty::kString,
+           .default_text = "null",
+           .summary = "a hybrid model's layers, one symbol each: M Mamba, * attention, - MLP, E MoE; null = every "
+                      "layer attention and MLP"},
+          {.section = "model",
+           .name = "mamba_num_heads",
+           .type = Ty::kInt,
+           .max = ConfigReader::kMaxDimension,
+           .default_text = "2 x hidden_size / mamba_head_dim",
+           .summary = "Mamba heads of the hybrid pattern's M layers"},
+          {.section = "model",
+           .name = "mamba_head_dim",
+           .type = Ty::kInt,
+           .max = ConfigReader::kMaxDimension,
+           .default_text = "64",
+           .summary = "a Mamba head's width"},
+          {.section = "model",
+           .name = "mamba_state_dim",
+           .type = Ty::kInt,
+           .max = ConfigReader::kMaxDimension,
+           .default_text = "128",
+           .summary = "the Mamba state's width per group"},
+          {.section = "model",
+           .name = "mamba_num_groups",
+           .type = Ty::kInt,
+           .max = ConfigReader::kMaxDimension,
+           .default_text = "8",
+           .summary = "the Mamba mixer's B and C groups"}};
 }
 
 }  // namespace
