@@ -170,7 +170,8 @@ void MambaMixerModel::costs(const BlockContext& ctx, BlockCosts& out) const {
   BlockParams params;
   parameters(ctx, params);
   // 2 FLOPs per weight and token for in_proj, out_proj and the depthwise conv1d (its d_conv taps
-  // and bias per channel); the norms run none.
+  // and bias per channel), and for the per-head dt_bias, A_log and D (a few per token, negligible);
+  // the norms run none.
   add_gemm_costs(ctx, params, out);
   const MambaShape s = shape_of(ctx);
   const double h = static_cast<double>(ctx.model.hidden_size);
