@@ -30,6 +30,12 @@ std::string number(double v) { return fmt::format("{}", v); }
   throw UsageError(fmt::format("{}: {}: Megatron-LM has no launch flag for it", m.name, what));
 }
 
+// The Megatron-LM module class a block kind models, as its layer-memory model says.
+MegatronBlock megatron_block_of(const Registry& registry, const std::string& kind) {
+  const LayerMemoryModel* model = registry.find_layer_model(kind);
+  return model ? model->megatron_block() : MegatronBlock::kNone;
+}
+
 std::vector<std::string> model_flags_of(const ModelSpec& m, const AttentionSpec& attn, MegatronBlock attn_block,
                                         std::int64_t window, const std::vector<int>& windowed, const MlpSpec* dense,
                                         const MlpSpec* moe, const std::vector<int>& pattern);
@@ -42,11 +48,7 @@ std::vector<std::string> model_to_megatron_args(const ModelSpec& m, const Regist
     not_expressible(m, "a model without its decoder layers");
   if (!(m.lm_blocks == LanguageModelBlocks{}))
     not_expressible(m, "embedding, output head or MTP blocks other than the language model's");
-  // The Megatron-LM module class a block kind models, as its layer-memory model says.
-  auto block = [&](const std::string& kind) {
-    const LayerMemoryModel* model = registry.find_layer_model(kind);
-    return model ? model->megatron_block() : MegatronBlock::kNone;
-  };
+  auto block = [&](const std::string& kind) { return megatron_block_of(registry, kind); };
   // A hybrid model (a Mamba mixer or a one-block layer anywhere) is its --hybrid-layer-pattern.
   const bool hybrid = std::any_of(m.layers.begin(), m.layers.end(), [&](const LayerSpec& l) {
     return block(l.attention.kind) == MegatronBlock::kMambaMixer ||
@@ -218,10 +220,7 @@ std::vector<std::string> model_flags_of(const ModelSpec& m, const AttentionSpec&
 // the attention's and MLPs' flags as a GPT model's. Layers of a kind must agree, as the flags hold
 // one of each.
 std::vector<std::string> hybrid_to_megatron_args(const ModelSpec& m, const Registry& registry) {
-  auto block = [&](const std::string& kind) {
-    const LayerMemoryModel* model = registry.find_layer_model(kind);
-    return model ? model->megatron_block() : MegatronBlock::kNone;
-  };
+  auto block = [&](const std::string& kind) { return megatron_block_of(registry, kind); };
   std::string symbols;
   const AttentionSpec* mixer = nullptr;
   const AttentionSpec* attention = nullptr;
@@ -268,10 +267,6 @@ std::vector<std::string> hybrid_to_megatron_args(const ModelSpec& m, const Regis
   }
   return a;
 }
-
-}  // namespace
-
-namespace {
 
 // Megatron-LM's own GPU counts: torchrun's processes per node x nodes (8 per node where the
 // count allows it).
