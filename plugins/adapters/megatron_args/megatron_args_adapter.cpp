@@ -13,6 +13,7 @@
 #include <mme/inputs/setup_schema.hpp>
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/hybrid_layers.hpp>
 #include <mme/sdk/number_text.hpp>
 #include <mme/sdk/text.hpp>
 
@@ -307,19 +308,12 @@ void build_hybrid_layers(const MegatronArgs& a, const std::string& src, const st
                                   src, flag_name(MF::kMtpNumLayers)));
   const bool mamba = pattern.find('M') != std::string::npos;
   const AttentionSpec mixer = mamba ? read_mamba_mixer(a, src, attn, m.hidden_size) : attn;
-  AttentionSpec none = attn;
-  none.kind = "no_attention";
-  MlpSpec no_mlp;
-  no_mlp.kind = "no_mlp";
   for (const char c : pattern) {
     if (c == '|') continue;
     if (c == 'E' && moe.kind != "moe")
       throw ConfigError(fmt::format("{}: --{}: 'E' (MoE) layers need --{}", src, flag_name(MF::kHybridLayerPattern),
                                     flag_name(MF::kNumExperts)));
-    LayerSpec layer;
-    layer.attention = c == 'M' ? mixer : c == '*' ? attn : none;
-    layer.mlp = c == '-' ? dense : c == 'E' ? moe : no_mlp;
-    m.layers.push_back(layer);
+    m.layers.push_back(*hybrid_layer(c, mixer, attn, dense, moe));  // read_hybrid_pattern checked the symbols
   }
   const auto given = static_cast<std::int64_t>(m.layers.size());
   if (a.has(MF::kNumLayers) && size_flag(a, src, MF::kNumLayers, 0, 1, ConfigReader::kMaxLayers) != given)

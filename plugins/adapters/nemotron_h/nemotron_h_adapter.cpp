@@ -1,9 +1,12 @@
 #include "nemotron_h_adapter.hpp"
 
+#include <optional>
+
 #include <fmt/core.h>
 
 #include <mme/sdk/config_reader.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/hybrid_layers.hpp>
 
 #include "hf_common.hpp"
 
@@ -59,8 +62,6 @@ ModelSpec NemotronHAdapter::adapt(const ConfigInput& input) const {
   mixer.mamba_head_dim = r.require_size("mamba_head_dim");
   mixer.mamba_state_dim = r.size_or("ssm_state_size", 128);
   mixer.mamba_num_groups = r.size_or("n_groups", 8);
-  AttentionSpec no_attention = attention;
-  no_attention.kind = "no_attention";
 
   // hybrid_override_pattern, one symbol per layer (the keys of the other blocks are read only
   // where a layer uses them).
@@ -68,8 +69,7 @@ ModelSpec NemotronHAdapter::adapt(const ConfigInput& input) const {
   if (static_cast<std::int64_t>(pattern.size()) != spec.num_layers)
     r.fail("hybrid_override_pattern",
            fmt::format("has {} symbols for {} layers (num_hidden_layers)", pattern.size(), spec.num_layers));
-  MlpSpec dense, moe, none;
-  none.kind = "no_mlp";
+  MlpSpec dense, moe;
   if (pattern.find('-') != std::string::npos) {
     dense.kind = "dense";
     dense.ffn_hidden_size = r.require_size("intermediate_size");
@@ -87,18 +87,11 @@ ModelSpec NemotronHAdapter::adapt(const ConfigInput& input) const {
     moe.router_fp32 = true;
   }
   for (std::size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    LayerSpec layer;
-    switch (c) {
-      case 'M': layer.attention = mixer, layer.mlp = none; break;
-      case '*': layer.attention = attention, layer.mlp = none; break;
-      case '-': layer.attention = no_attention, layer.mlp = dense; break;
-      case 'E': layer.attention = no_attention, layer.mlp = moe; break;
-      default:
-        r.fail("hybrid_override_pattern",
-               fmt::format("symbol {} is '{}', not M (Mamba), * (attention), - (MLP) or E (MoE)", i, c));
-    }
-    spec.layers.push_back(layer);
+    const std::optional<LayerSpec> layer = hybrid_layer(pattern[i], mixer, attention, dense, moe);
+    if (!layer)
+      r.fail("hybrid_override_pattern",
+             fmt::format("symbol {} is '{}', not M (Mamba), * (attention), - (MLP) or E (MoE)", i, pattern[i]));
+    spec.layers.push_back(*layer);
   }
   hf::finish_spec(spec, r);
   return spec;

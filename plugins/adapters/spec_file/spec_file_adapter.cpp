@@ -1,9 +1,12 @@
 #include "spec_file_adapter.hpp"
 
+#include <optional>
+
 #include <fmt/core.h>
 
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/hybrid_layers.hpp>
 
 namespace mme::plugins {
 
@@ -74,8 +77,7 @@ void read_hybrid_layers(SpecModelReader& r, ModelSpec& m, const AttentionSpec& a
   const char* field = "hybrid_layer_pattern";
   if (attention.kind != "gqa") r.fail("multi_latent_attention", "a hybrid model's attention layers are GQA here");
   if (r.given("moe_layer_freq")) r.fail("moe_layer_freq", "does not apply to a hybrid model: its E layers are MoE");
-  AttentionSpec mixer = attention, none = attention;
-  none.kind = "no_attention";
+  AttentionSpec mixer = attention;
   mixer.kind = "mamba";
   mixer.mamba_head_dim = r.int_or("mamba_head_dim", 64);
   mixer.mamba_state_dim = r.int_or("mamba_state_dim", 128);
@@ -88,23 +90,13 @@ void read_hybrid_layers(SpecModelReader& r, ModelSpec& m, const AttentionSpec& a
              fmt::format("must divide 2 x hidden_size = {} when mamba_num_heads is not given", 2 * m.hidden_size));
     mixer.mamba_num_heads = 2 * m.hidden_size / mixer.mamba_head_dim;
   }
-  MlpSpec no_mlp;
-  no_mlp.kind = "no_mlp";
   for (const char c : pattern) {
-    LayerSpec layer;
-    switch (c) {
-      case 'M': layer.attention = mixer, layer.mlp = no_mlp; break;
-      case '*': layer.attention = attention, layer.mlp = no_mlp; break;
-      case '-': layer.attention = none, layer.mlp = dense; break;
-      case 'E':
-        if (moe.kind != "moe") r.fail(field, "'E' (MoE) layers need num_experts");
-        layer.attention = none, layer.mlp = moe;
-        break;
-      case '|':
-        r.fail(field, "'|': the pipeline's split is the parallelism section's (pipeline_model_parallel_layout)");
-      default: r.fail(field, fmt::format("'{}' is not a layer symbol (M, *, -, E)", c));
-    }
-    m.layers.push_back(std::move(layer));
+    if (c == 'E' && moe.kind != "moe") r.fail(field, "'E' (MoE) layers need num_experts");
+    if (c == '|')
+      r.fail(field, "'|': the pipeline's split is the parallelism section's (pipeline_model_parallel_layout)");
+    const std::optional<LayerSpec> layer = hybrid_layer(c, mixer, attention, dense, moe);
+    if (!layer) r.fail(field, fmt::format("'{}' is not a layer symbol (M, *, -, E)", c));
+    m.layers.push_back(*layer);
   }
   if (static_cast<std::int64_t>(m.layers.size()) != m.num_layers)
     r.fail(field, fmt::format("has {} layers, num_layers says {}", m.layers.size(), m.num_layers));

@@ -9,6 +9,7 @@
 
 #include <mme/inputs/spec_file.hpp>
 #include <mme/sdk/error.hpp>
+#include <mme/sdk/hybrid_layers.hpp>
 
 #include "spec_file_adapter.hpp"
 
@@ -54,24 +55,6 @@ OJ layer_freq_of(const std::vector<int>& pattern) {
   return OJ(text + ")");
 }
 
-// A hybrid model: a Mamba mixer or a one-block layer anywhere.
-bool is_hybrid(const ModelSpec& m) {
-  return std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) {
-    return l.attention.kind == "mamba" || l.attention.kind == "no_attention" || l.mlp.kind == "no_mlp";
-  });
-}
-
-// The hybrid_layer_pattern symbol of a layer, 0 for none (a layer with two blocks, or of a kind the
-// spec fields do not name).
-char hybrid_symbol(const LayerSpec& l) {
-  const std::string &a = l.attention.kind, &f = l.mlp.kind;
-  if (a == "mamba" && f == "no_mlp") return 'M';
-  if (a == "gqa" && f == "no_mlp") return '*';
-  if (a == "no_attention" && f == "dense") return '-';
-  if (a == "no_attention" && f == "moe") return 'E';
-  return 0;
-}
-
 // The attention the spec's fields describe: a hybrid model's attention layer's, else the first
 // layer's (every layer of a hybrid model carries the model's heads).
 const AttentionSpec& described_attention(const ModelSpec& m) {
@@ -110,7 +93,7 @@ void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const st
 
   // A hybrid model's layers are its pattern's symbols (one block each): more or fewer of them is
   // another pattern, which no field says.
-  const bool hybrid = is_hybrid(m);
+  const bool hybrid = is_hybrid_model(m);
   for (const char* f :
        {"hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups"})
     if (r.given(f))
@@ -196,7 +179,7 @@ void SpecFileAdapter::apply_overrides(ModelSpec& m, SpecModelReader& r, const st
 std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
   if (m.layers.empty()) return "it has no layers";
   if (m.max_position_embeddings <= 0) return "its config does not give max_position_embeddings";
-  const bool hybrid = is_hybrid(m);
+  const bool hybrid = is_hybrid_model(m);
   const AttentionSpec& a0 = hybrid ? described_attention(m) : m.layers.front().attention;
   if (a0.kind != "gqa" && a0.kind != "mla") return fmt::format("its attention kind '{}' has no spec fields", a0.kind);
   if (hybrid && a0.kind != "gqa") return "its hybrid layers' attention is not GQA";
@@ -251,7 +234,7 @@ std::string SpecFileAdapter::inexpressible(const ModelSpec& m) const {
 std::vector<SpecModelField> SpecFileAdapter::model_section(const ModelSpec& m, const TrainingSetup& s) const {
   std::vector<SpecModelField> out;
   auto add = [&](const char* name, OJ v, bool commented = false) { out.push_back({name, std::move(v), commented}); };
-  const bool hybrid = is_hybrid(m);
+  const bool hybrid = is_hybrid_model(m);
   const auto& a = described_attention(m);
   const bool mla = a.kind == "mla";
   const MlpSpec* dense = nullptr;
